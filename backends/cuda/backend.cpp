@@ -1,0 +1,255 @@
+// The CUDA backend object: device discovery, availability (no driver / no device / driver too
+// old), capabilities, the factories of streams, buffers, graphs and markers, and the plugin
+// entry point of the module.
+#include <cuda_runtime_api.h>
+
+#include <fmt/format.h>
+
+#include "accgraph/plugin.hpp"
+#include "accgraph/registry.hpp"
+#include "cuda_backend.hpp"
+#include "cuda_check.hpp"
+
+namespace accgraph::detail::cuda {
+
+DeviceGuard::DeviceGuard(int device) {
+  if (cudaGetDevice(&previous_) != cudaSuccess) {
+    (void)cudaGetLastError();
+    previous_ = -1;
+  }
+  if (previous_ != device) {
+    ACCGRAPH_CUDA_CHECK(cudaSetDevice(device), "selecting the device");
+    switched_ = true;
+  }
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (switched_ && previous_ >= 0) ACCGRAPH_CUDA_LOG(cudaSetDevice(previous_), "restoring the device");
+}
+
+RelaxedCaptureModeGuard::RelaxedCaptureModeGuard() {
+  ACCGRAPH_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&previous_),
+                      "relaxing this thread's capture mode");
+}
+
+RelaxedCaptureModeGuard::~RelaxedCaptureModeGuard() {
+  ACCGRAPH_CUDA_LOG(cudaThreadExchangeStreamCaptureMode(&previous_),
+                    "restoring this thread's capture mode");
+}
+
+cudaStreamCaptureMode to_cuda(CaptureMode mode) noexcept {
+  switch (mode) {
+    case CaptureMode::ThreadLocal:
+      return cudaStreamCaptureModeThreadLocal;
+    case CaptureMode::Relaxed:
+      return cudaStreamCaptureModeRelaxed;
+    case CaptureMode::Default:  // Global is the documented default (as in CUDA and PyTorch)
+    case CaptureMode::Global:
+      break;
+  }
+  return cudaStreamCaptureModeGlobal;
+}
+
+namespace {
+
+std::string version_text(int version) {
+  return fmt::format("{}.{}", version / 1000, (version % 1000) / 10);
+}
+
+struct DeviceEntry {
+  DeviceInfo info;
+  uint64_t resolution_ns = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(std::vector<DeviceEntry> devices) : devices_(std::move(devices)) {}
+
+  std::string name() const override { return kBackendName; }
+
+  std::vector<DeviceInfo> devices() const override {
+    std::vector<DeviceInfo> out;
+    for (const DeviceEntry& d : devices_) out.push_back(d.info);
+    return out;
+  }
+
+  Capabilities capabilities(int device) const override {
+    const DeviceEntry& entry = checked(device, "capabilities");
+    Capabilities caps;
+    caps.capture_modes = {CaptureMode::Global, CaptureMode::ThreadLocal, CaptureMode::Relaxed};
+    caps.multi_stream_capture = true;
+    caps.host_calls = true;
+    caps.timed_delay = true;
+    caps.graph_update = true;
+    caps.pool_sharing = true;
+    caps.marker_strategies = {kStrategyDeviceTimestamps, kStrategyExternalEvents};
+    caps.marker_ring_depth = kDefaultRingDepth;
+    caps.timer_resolution_ns = entry.resolution_ns;
+    return caps;
+  }
+
+  std::unique_ptr<StreamImpl> create_stream(int device) override {
+    checked(device, "create_stream");
+    DeviceGuard guard(device);
+    cudaStream_t stream = nullptr;
+    // Non-blocking: no implicit synchronisation with the legacy default stream, which other
+    // libraries in the process may use.
+    ACCGRAPH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                        "creating a stream");
+    return std::make_unique<CudaStream>(device, stream, /*owned=*/true);
+  }
+
+  std::unique_ptr<StreamImpl> wrap_stream(int device, void* native_handle) override {
+    checked(device, "wrap_stream");
+    auto stream = static_cast<cudaStream_t>(native_handle);
+    // The special handles (legacy, per-thread default) belong to whatever device is current.
+    if (stream != nullptr && stream != cudaStreamLegacy && stream != cudaStreamPerThread) {
+      int stream_device = -1;
+      ACCGRAPH_CUDA_CHECK(cudaStreamGetDevice(stream, &stream_device),
+                          "wrap_stream: reading the stream's device (is it a valid cudaStream_t?)");
+      if (stream_device != device)
+        throw Error(ErrorCode::InvalidArgument,
+                    fmt::format("wrap_stream: the cudaStream_t belongs to device {} but device {} "
+                                "was given: pass the stream's own device",
+                                stream_device, device),
+                    kBackendName);
+    }
+    return std::make_unique<CudaStream>(device, stream, /*owned=*/false);
+  }
+
+  std::unique_ptr<BufferImpl> allocate(int device, size_t bytes, MemoryKind kind) override {
+    checked(device, "allocate");
+    DeviceGuard guard(device);
+    std::shared_ptr<CaptureContext> capture = current_capture_context();
+    if (kind == MemoryKind::Device && capture != nullptr && capture->device == device) {
+      // Note [Graph pools]: during a capture on this thread, device allocations become graph
+      // allocation nodes drawn with the capture's pool (stream-ordered, legal in every mode).
+      void* data = nullptr;
+      ACCGRAPH_CUDA_CHECK(cudaMallocFromPoolAsync(&data, bytes, capture->pool->pool,
+                                                  capture->stream),
+                          "allocating from the graph pool during capture");
+      {
+        std::lock_guard<std::mutex> lock(capture->allocations->mutex);
+        capture->allocations->pointers.push_back(data);
+      }
+      return std::make_unique<CudaBuffer>(device, data, bytes, kind,
+                                          CudaBuffer::Origin::GraphAllocation,
+                                          capture->allocations);
+    }
+    void* data = nullptr;
+    if (kind == MemoryKind::Device) {
+      ACCGRAPH_CUDA_CHECK(cudaMalloc(&data, bytes),
+                          fmt::format("allocating {} bytes of device memory", bytes));
+      return std::make_unique<CudaBuffer>(device, data, bytes, kind, CudaBuffer::Origin::Malloc);
+    }
+    ACCGRAPH_CUDA_CHECK(cudaMallocHost(&data, bytes),
+                        fmt::format("allocating {} bytes of pinned host memory", bytes));
+    return std::make_unique<CudaBuffer>(device, data, bytes, kind, CudaBuffer::Origin::MallocHost);
+  }
+
+  std::unique_ptr<GraphImplInterface> create_graph(const GraphArgs& args) override {
+    return std::make_unique<CudaGraph>(pools_, args);
+  }
+
+  std::unique_ptr<TimestampMarkers> create_markers(int device,
+                                                   const MarkerOptions& options) override {
+    const DeviceEntry& entry = checked(device, "create_markers");
+    size_t depth = options.ring_depth == 0 ? kDefaultRingDepth : options.ring_depth;
+    if (depth > kMaxRingDepth)
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("create_markers: ring depth {} is larger than the maximum {}: ask "
+                              "for fewer replays in flight",
+                              depth, kMaxRingDepth),
+                  kBackendName);
+    DeviceGuard guard(device);
+    if (options.strategy.empty() || options.strategy == kStrategyDeviceTimestamps)
+      return make_device_timestamp_markers(device, depth, entry.resolution_ns);
+    if (options.strategy == kStrategyExternalEvents)
+      return make_external_event_markers(device, depth, entry.resolution_ns);
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("create_markers: unknown marker strategy '{}': the cuda backend has "
+                            "'{}' (default) and '{}'",
+                            options.strategy, kStrategyDeviceTimestamps, kStrategyExternalEvents),
+                kBackendName);
+  }
+
+ private:
+  const DeviceEntry& checked(int device, const char* operation) const {
+    if (device < 0 || static_cast<size_t>(device) >= devices_.size())
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("{}: device {} does not exist: the cuda backend has {} device(s)",
+                              operation, device, devices_.size()),
+                  kBackendName);
+    return devices_[static_cast<size_t>(device)];
+  }
+
+  std::vector<DeviceEntry> devices_;
+  PoolRegistry pools_;
+};
+
+[[noreturn]] void unavailable(const std::string& reason) {
+  throw Error(ErrorCode::Unavailable, reason, kBackendName);
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend() {
+  int driver = 0;
+  // cudart is linked statically: without libcuda this reports version 0 instead of failing to
+  // load the module.
+  if (cudaDriverGetVersion(&driver) != cudaSuccess || driver == 0) {
+    (void)cudaGetLastError();
+    unavailable("no NVIDIA driver: libcuda.so.1 could not be loaded (install the NVIDIA driver "
+                "to use the cuda backend)");
+  }
+  if (driver < CUDART_VERSION)
+    unavailable(fmt::format("the NVIDIA driver supports CUDA {} but this backend was built with "
+                            "the CUDA {} runtime: update the driver",
+                            version_text(driver), version_text(CUDART_VERSION)));
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err == cudaErrorNoDevice || (err == cudaSuccess && count == 0)) {
+    (void)cudaGetLastError();
+    unavailable(fmt::format("no CUDA device: the driver (CUDA {}) found no usable GPU (check "
+                            "CUDA_VISIBLE_DEVICES)",
+                            version_text(driver)));
+  }
+  if (err == cudaErrorInsufficientDriver) {
+    (void)cudaGetLastError();
+    unavailable(fmt::format("the NVIDIA driver (CUDA {}) is older than the CUDA {} runtime: "
+                            "update the driver",
+                            version_text(driver), version_text(CUDART_VERSION)));
+  }
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    unavailable(fmt::format("the CUDA runtime could not start: {} ({})", cudaGetErrorName(err),
+                            cudaGetErrorString(err)));
+  }
+  std::vector<DeviceEntry> devices;
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp prop{};
+    ACCGRAPH_CUDA_CHECK(cudaGetDeviceProperties(&prop, d), "reading device properties");
+    DeviceEntry entry;
+    entry.info.index = d;
+    entry.info.name = fmt::format("{} (sm_{}{})", prop.name, prop.major, prop.minor);
+    try {
+      DeviceGuard guard(d);
+      entry.resolution_ns = measure_globaltimer_resolution_ns();
+    } catch (const Error& e) {
+      if (e.native_code() == "cudaErrorNoKernelImageForDevice")
+        unavailable(fmt::format("device {} ({}, compute capability {}.{}) has no kernel image in "
+                                "this build: rebuild with ACCGRAPH_CUDA_ARCHITECTURES including "
+                                "{}{}",
+                                d, prop.name, prop.major, prop.minor, prop.major, prop.minor));
+      unavailable(fmt::format("device {} ({}) could not run a kernel: {}", d, prop.name,
+                              e.message()));
+    }
+    devices.push_back(std::move(entry));
+  }
+  return std::make_unique<CudaBackend>(std::move(devices));
+}
+
+}  // namespace accgraph::detail::cuda
+
+ACCGRAPH_DEFINE_PLUGIN("cuda", accgraph::priority::preferred, "0.1.0",
+                       ::accgraph::detail::cuda::make_cuda_backend())

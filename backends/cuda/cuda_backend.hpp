@@ -1,0 +1,260 @@
+// Internal: the CUDA backend's objects (backend, stream, buffer, graph, pools, markers) and the
+// launchers of its own kernels (kernels.cu). Nothing here is visible outside the module.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "accgraph/backend.hpp"
+#include "accgraph/error.hpp"
+#include "accgraph/types.hpp"
+
+namespace accgraph::detail::cuda {
+
+inline constexpr const char* kBackendName = "cuda";
+inline constexpr const char* kStrategyDeviceTimestamps = "device_timestamps";
+inline constexpr const char* kStrategyExternalEvents = "external_events";
+inline constexpr size_t kDefaultRingDepth = 16;
+inline constexpr size_t kMaxRingDepth = 1024;
+/// Markers per sequence (per replay) each ring slot has room for.
+inline constexpr size_t kMarkerCapacity = 8192;
+
+// --- kernels.cu ----------------------------------------------------------------------------
+// Each launcher enqueues one 1-thread kernel and returns the launch's error.
+
+/// Spins until %globaltimer has advanced by at least `ns` (Stream::delay).
+cudaError_t launch_spin(cudaStream_t stream, uint64_t ns);
+/// *out = %globaltimer (used for the event clock's reference pair).
+cudaError_t launch_write_globaltimer(cudaStream_t stream, uint64_t* out);
+/// Note [Device timestamp ring]: *stamp = %globaltimer (one store, nothing read first).
+cudaError_t launch_marker_record(cudaStream_t stream, uint64_t* stamp);
+/// The tail of a sequence: value = fixed, or (fixed == 0, a captured sequence) ++*counter;
+/// copies staging[0, count) to host_stamps[((value - 1) % ring) * capacity], fences
+/// system-wide, then done[(value - 1) % ring] = value (publishes sequence value - 1).
+cudaError_t launch_marker_end(cudaStream_t stream, uint64_t* counter, uint64_t fixed,
+                              const uint64_t* staging, uint64_t* host_stamps, uint64_t* done,
+                              uint32_t ring, uint32_t capacity, uint32_t count);
+/// *counter = value (re-aligns the device counter with the caller's sequence numbers).
+cudaError_t launch_set_counter(cudaStream_t stream, uint64_t* counter, uint64_t value);
+/// The smallest non-zero step of %globaltimer seen by one thread reading it back to back
+/// (synchronous; the current device).
+uint64_t measure_globaltimer_resolution_ns();
+
+// --- helpers ---------------------------------------------------------------------------------
+
+/// Makes `device` current for the scope, restoring the previous device (only when different).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+  bool switched_ = false;
+};
+
+/// Lets this thread make calls that a capture in progress would otherwise refuse (allocations,
+/// event creation, synchronous set-up on a private stream) for the scope: the backend's own
+/// set-up may run inside a capture, e.g. when a profiler creates markers from a capture hook.
+/// cudaThreadExchangeStreamCaptureMode(Relaxed) and back.
+class RelaxedCaptureModeGuard {
+ public:
+  RelaxedCaptureModeGuard();
+  ~RelaxedCaptureModeGuard();
+  RelaxedCaptureModeGuard(const RelaxedCaptureModeGuard&) = delete;
+  RelaxedCaptureModeGuard& operator=(const RelaxedCaptureModeGuard&) = delete;
+
+ private:
+  cudaStreamCaptureMode previous_ = cudaStreamCaptureModeRelaxed;
+};
+
+cudaStreamCaptureMode to_cuda(CaptureMode mode) noexcept;
+
+class CudaGraph;
+class PoolRegistry;
+
+// --- streams ---------------------------------------------------------------------------------
+
+class CudaStream final : public StreamImpl {
+ public:
+  /// owned: destroyed with this object; otherwise a wrapped (non-owning) handle.
+  CudaStream(int device, cudaStream_t stream, bool owned);
+  ~CudaStream() override;
+
+  int device() const override { return device_; }
+  void* native_handle() const override { return static_cast<void*>(stream_); }
+  cudaStream_t handle() const noexcept { return stream_; }
+  /// The legacy default stream (a wrapped nullptr or cudaStreamLegacy) cannot be captured.
+  bool is_legacy_default() const noexcept;
+
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void fill(void* dst, uint8_t value, size_t bytes) override;
+  void host_call(std::function<void()> fn) override;
+  void delay(std::chrono::nanoseconds duration) override;
+  void wait_for(StreamImpl& other) override;
+  void synchronize() override;
+  bool is_capturing() const override;
+
+ private:
+  cudaEvent_t order_event();
+
+  int device_;
+  cudaStream_t stream_;
+  bool owned_;
+  cudaEvent_t order_event_ = nullptr;  // recorded here when another stream waits for this one
+};
+
+CudaStream& as_cuda_stream(StreamImpl& stream, const char* operation);
+
+// --- buffers ---------------------------------------------------------------------------------
+
+/// Allocations a graph made during its capture (graph allocation nodes, owned by the graph).
+/// Shared by the graph and the Buffers that point into it.
+struct GraphAllocations {
+  std::mutex mutex;
+  std::vector<void*> pointers;
+  bool freed = false;  // the graph freed them (reset/destroy): Buffers must not touch them
+};
+
+class CudaBuffer final : public BufferImpl {
+ public:
+  enum class Origin { Malloc, MallocHost, GraphAllocation };
+  CudaBuffer(int device, void* data, size_t bytes, MemoryKind kind, Origin origin,
+             std::shared_ptr<GraphAllocations> owner = nullptr);
+  ~CudaBuffer() override;
+  void* data() const override { return data_; }
+  size_t size() const override { return bytes_; }
+  MemoryKind kind() const override { return kind_; }
+
+ private:
+  int device_;
+  void* data_;
+  size_t bytes_;
+  MemoryKind kind_;
+  Origin origin_;
+  std::shared_ptr<GraphAllocations> owner_;
+};
+
+// --- pools -----------------------------------------------------------------------------------
+
+/// Note [Graph pools]: on CUDA, stream-ordered allocations made during a capture
+/// (cudaMallocAsync, cudaMallocFromPoolAsync) become graph allocation nodes whose memory the
+/// graph owns (CUDA's graph allocator reuses physical pages between graphs launched in stream
+/// order). A PoolId names a cudaMemPool_t whose properties those nodes are created with; the
+/// backend routes Buffer::allocate made on the capturing thread during a capture to it, and
+/// graphs that pass the same PoolId share it. The pool lives while any graph holds it.
+struct PoolState {
+  PoolId id;
+  int device = 0;
+  cudaMemPool_t pool = nullptr;
+  ~PoolState();
+};
+
+class PoolRegistry {
+ public:
+  /// {0,0}: a new private pool; otherwise the live pool with that id (InvalidArgument if none,
+  /// or if it belongs to another device).
+  std::shared_ptr<PoolState> acquire(PoolId id, int device);
+
+ private:
+  std::mutex mutex_;
+  uint64_t next_id_ = 1;
+  std::map<std::pair<uint64_t, uint64_t>, std::weak_ptr<PoolState>> pools_;
+};
+
+/// What the capturing thread's Buffer::allocate routes to (set by capture_begin).
+struct CaptureContext {
+  int device = -1;
+  cudaStream_t stream = nullptr;
+  std::shared_ptr<PoolState> pool;
+  std::shared_ptr<GraphAllocations> allocations;
+};
+/// The innermost capture begun on this thread, or nullptr.
+std::shared_ptr<CaptureContext> current_capture_context();
+void push_capture_context(std::thread::id thread, std::shared_ptr<CaptureContext> context);
+void pop_capture_context(std::thread::id thread, const CaptureContext* context) noexcept;
+
+// --- graphs ----------------------------------------------------------------------------------
+
+class CudaGraph final : public GraphImplInterface {
+ public:
+  CudaGraph(PoolRegistry& pools, const GraphArgs& args);
+  ~CudaGraph() override;
+
+  void capture_begin(StreamImpl& stream, PoolId pool, CaptureMode mode) override;
+  void capture_end() override;
+  void instantiate() override;
+  void replay(StreamImpl& stream) override;
+  void reset() override;
+  PoolId pool() const override;
+  void enable_debug_mode() override { debug_ = true; }
+  void debug_dump(const std::string& path) override;
+  GraphStats stats() const override;
+
+  cudaGraphExec_t exec() const noexcept { return exec_; }
+  /// Changes each time a new executable is built (markers re-resolve their nodes then).
+  uint64_t generation() const noexcept { return generation_; }
+  /// The event record node that recorded `event` in the template graph, or nullptr.
+  cudaGraphNode_t event_record_node(cudaEvent_t event) const;
+
+ private:
+  void end_capture_noexcept() noexcept;
+  void end_orphaned_capture_noexcept() noexcept;
+  void finish_capture_state() noexcept;
+  void release_allocations() noexcept;
+  void destroy_executable(cudaGraphExec_t& exec) noexcept;
+  void drop_template() noexcept;
+  void scan_template();
+
+  PoolRegistry& pools_;
+  GraphArgs args_;
+  bool debug_ = false;
+  CudaStream* capture_stream_ = nullptr;
+  int device_ = -1;
+  bool capturing_ = false;
+  std::thread::id capture_thread_;
+  CaptureMode mode_ = CaptureMode::Global;
+  std::shared_ptr<CaptureContext> context_;
+  cudaStream_t upload_stream_ = nullptr;  // the capture stream, valid right after capture_end
+  // A capture whose end was refused because it came from the wrong thread: still active on
+  // that stream until reset() (or the destructor) runs on the thread that began it.
+  cudaStream_t orphaned_capture_ = nullptr;
+  std::thread::id orphaned_thread_;
+
+  std::shared_ptr<PoolState> pool_;
+  PoolId last_pool_id_;
+  cudaGraph_t graph_ = nullptr;     // the captured template
+  cudaGraphExec_t exec_ = nullptr;  // the executable
+  // After reset(), the executable is kept so the next capture can update it in place.
+  cudaGraphExec_t reusable_exec_ = nullptr;
+  bool has_allocations_ = false;
+  bool has_event_records_ = false;
+  std::shared_ptr<GraphAllocations> allocations_;
+  bool launched_ = false;
+  std::unordered_map<cudaEvent_t, cudaGraphNode_t> event_nodes_;
+  uint64_t nodes_ = 0;
+  uint64_t instantiations_ = 0;
+  uint64_t updates_ = 0;
+  uint64_t generation_ = 0;
+};
+
+// --- markers ---------------------------------------------------------------------------------
+
+std::unique_ptr<TimestampMarkers> make_device_timestamp_markers(int device, size_t ring_depth,
+                                                                uint64_t resolution_ns);
+std::unique_ptr<TimestampMarkers> make_external_event_markers(int device, size_t ring_depth,
+                                                              uint64_t resolution_ns);
+
+}  // namespace accgraph::detail::cuda

@@ -1,0 +1,368 @@
+// CUDA graphs: stream capture (Global/ThreadLocal/Relaxed) into a cudaGraph_t, instantiation
+// with upload and auto-free-on-launch, update in place on re-capture, replay on any stream of the
+// device, DOT dumps, and the graph pools of Note [Graph pools].
+#include <algorithm>
+#include <exception>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "cuda_backend.hpp"
+#include "cuda_check.hpp"
+
+namespace accgraph::detail::cuda {
+
+// --- capture contexts (which pool the capturing thread's allocations use) -------------------
+
+namespace {
+std::mutex contexts_mutex;
+std::map<std::thread::id, std::vector<std::shared_ptr<CaptureContext>>> contexts;
+}  // namespace
+
+std::shared_ptr<CaptureContext> current_capture_context() {
+  std::lock_guard<std::mutex> lock(contexts_mutex);
+  auto it = contexts.find(std::this_thread::get_id());
+  if (it == contexts.end() || it->second.empty()) return nullptr;
+  return it->second.back();
+}
+
+void push_capture_context(std::thread::id thread, std::shared_ptr<CaptureContext> context) {
+  std::lock_guard<std::mutex> lock(contexts_mutex);
+  contexts[thread].push_back(std::move(context));
+}
+
+void pop_capture_context(std::thread::id thread, const CaptureContext* context) noexcept {
+  std::lock_guard<std::mutex> lock(contexts_mutex);
+  auto it = contexts.find(thread);
+  if (it == contexts.end()) return;
+  auto& stack = it->second;
+  stack.erase(std::remove_if(stack.begin(), stack.end(),
+                             [&](const auto& c) { return c.get() == context; }),
+              stack.end());
+  if (stack.empty()) contexts.erase(it);
+}
+
+// --- pools -----------------------------------------------------------------------------------
+
+PoolState::~PoolState() {
+  if (pool != nullptr) ACCGRAPH_CUDA_LOG(cudaMemPoolDestroy(pool), "destroying a graph pool");
+}
+
+std::shared_ptr<PoolState> PoolRegistry::acquire(PoolId id, int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!id.is_new_private()) {
+    auto it = pools_.find({id.first, id.second});
+    std::shared_ptr<PoolState> existing = it == pools_.end() ? nullptr : it->second.lock();
+    if (!existing)
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("capture_begin: no live graph pool has id {{{}, {}}}: pass the "
+                              "pool() of a graph that still holds its capture, or {{}} for a new "
+                              "private pool",
+                              id.first, id.second),
+                  kBackendName);
+    if (existing->device != device)
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("capture_begin: graph pool {{{}, {}}} belongs to device {} but the "
+                              "capture is on device {}: share pools only between graphs of one "
+                              "device",
+                              id.first, id.second, existing->device, device),
+                  kBackendName);
+    return existing;
+  }
+  auto state = std::make_shared<PoolState>();
+  state->id = PoolId{next_id_++, 0};  // {n, 0}: graph-private pools, as PyTorch numbers them
+  state->device = device;
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  ACCGRAPH_CUDA_CHECK(cudaMemPoolCreate(&state->pool, &props), "capture_begin: creating the graph pool");
+  // Drop registry entries of pools that are gone.
+  for (auto it = pools_.begin(); it != pools_.end();)
+    it = it->second.expired() ? pools_.erase(it) : std::next(it);
+  pools_[{state->id.first, state->id.second}] = state;
+  return state;
+}
+
+// --- CudaGraph -------------------------------------------------------------------------------
+
+CudaGraph::CudaGraph(PoolRegistry& pools, const GraphArgs& args) : pools_(pools), args_(args) {}
+
+CudaGraph::~CudaGraph() {
+  if (capturing_) end_capture_noexcept();
+  end_orphaned_capture_noexcept();
+  release_allocations();
+  drop_template();
+  destroy_executable(exec_);
+  destroy_executable(reusable_exec_);
+}
+
+void CudaGraph::capture_begin(StreamImpl& stream_impl, PoolId pool, CaptureMode mode) {
+  CudaStream& stream = as_cuda_stream(stream_impl, "capture_begin");
+  if (stream.is_legacy_default())
+    throw Error(ErrorCode::InvalidArgument,
+                "capture_begin: cannot capture on the legacy default stream (a wrapped nullptr "
+                "or cudaStreamLegacy): CUDA does not capture it, because it synchronises with "
+                "every blocking stream; capture on a stream from Stream::create(\"cuda\") or a "
+                "wrapped non-default cudaStream_t (replaying on the default stream afterwards "
+                "is fine)",
+                kBackendName);
+  end_orphaned_capture_noexcept();
+  DeviceGuard guard(stream.device());
+  std::shared_ptr<PoolState> pool_state = pools_.acquire(pool, stream.device());
+  ACCGRAPH_CUDA_CHECK(cudaStreamBeginCapture(stream.handle(), to_cuda(mode)), "capture_begin");
+  pool_ = std::move(pool_state);
+  last_pool_id_ = pool_->id;
+  capture_stream_ = &stream;
+  device_ = stream.device();
+  mode_ = mode;
+  capturing_ = true;
+  capture_thread_ = std::this_thread::get_id();
+  allocations_ = std::make_shared<GraphAllocations>();
+  context_ = std::make_shared<CaptureContext>();
+  context_->device = device_;
+  context_->stream = stream.handle();
+  context_->pool = pool_;
+  context_->allocations = allocations_;
+  push_capture_context(capture_thread_, context_);
+}
+
+void CudaGraph::finish_capture_state() noexcept {
+  if (context_) pop_capture_context(capture_thread_, context_.get());
+  context_.reset();
+  capturing_ = false;
+}
+
+void CudaGraph::capture_end() {
+  cudaStream_t stream = capture_stream_->handle();
+  cudaGraph_t graph = nullptr;
+  cudaError_t err;
+  {
+    DeviceGuard guard(device_);
+    err = cudaStreamEndCapture(stream, &graph);
+  }
+  if (err == cudaErrorStreamCaptureWrongThread) {
+    // The capture goes on: only the thread that began it may end it.
+    orphaned_capture_ = stream;
+    orphaned_thread_ = capture_thread_;
+    finish_capture_state();
+    pool_.reset();
+    throw_cuda_error(err, "cudaStreamEndCapture",
+                     "capture_end (the stream stays capturing until reset() or a new "
+                     "capture_begin runs on the thread that began the capture)");
+  }
+  finish_capture_state();
+  if (err != cudaSuccess) {
+    if (graph != nullptr) ACCGRAPH_CUDA_LOG(cudaGraphDestroy(graph), "dropping a failed capture");
+    allocations_.reset();
+    pool_.reset();
+    throw_cuda_error(err, "cudaStreamEndCapture", "capture_end");
+  }
+  graph_ = graph;
+  upload_stream_ = stream;
+  try {
+    scan_template();
+  } catch (...) {
+    reset();
+    throw;
+  }
+}
+
+void CudaGraph::scan_template() {
+  size_t count = 0;
+  ACCGRAPH_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &count), "capture_end: counting nodes");
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (count > 0)
+    ACCGRAPH_CUDA_CHECK(cudaGraphGetNodes(graph_, nodes.data(), &count), "capture_end: reading nodes");
+  nodes_ = count;
+  has_allocations_ = false;
+  has_event_records_ = false;
+  event_nodes_.clear();
+  std::vector<void*> allocated;
+  std::set<void*> freed;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type{};
+    ACCGRAPH_CUDA_CHECK(cudaGraphNodeGetType(node, &type), "capture_end: reading a node's type");
+    if (type == cudaGraphNodeTypeMemAlloc) {
+      cudaMemAllocNodeParams params{};
+      ACCGRAPH_CUDA_CHECK(cudaGraphMemAllocNodeGetParams(node, &params),
+                          "capture_end: reading an allocation node");
+      allocated.push_back(params.dptr);
+    } else if (type == cudaGraphNodeTypeMemFree) {
+      void* dptr = nullptr;
+      ACCGRAPH_CUDA_CHECK(cudaGraphMemFreeNodeGetParams(node, &dptr),
+                          "capture_end: reading a free node");
+      freed.insert(dptr);
+    } else if (type == cudaGraphNodeTypeEventRecord) {
+      cudaEvent_t event = nullptr;
+      ACCGRAPH_CUDA_CHECK(cudaGraphEventRecordNodeGetEvent(node, &event),
+                          "capture_end: reading an event record node");
+      event_nodes_[event] = node;
+      has_event_records_ = true;
+    }
+  }
+  // Allocations the graph does not free itself stay allocated after each launch (and are freed
+  // by the next launch, cudaGraphInstantiateFlagAutoFreeOnLaunch); the graph frees the last
+  // ones on reset or destruction.
+  std::lock_guard<std::mutex> lock(allocations_->mutex);
+  allocations_->pointers.clear();
+  for (void* p : allocated) {
+    if (freed.count(p) == 0) allocations_->pointers.push_back(p);
+  }
+  has_allocations_ = !allocated.empty();
+}
+
+void CudaGraph::instantiate() {
+  DeviceGuard guard(device_);
+  cudaStream_t upload = args_.keep_graph ? nullptr : upload_stream_;
+  upload_stream_ = nullptr;
+  // Update in place when the previous executable has the same topology (cudaGraphExecUpdate
+  // refuses memory nodes; event record nodes are re-bound by the markers, so those re-instantiate).
+  if (reusable_exec_ != nullptr && !has_allocations_ && !has_event_records_) {
+    cudaGraphExecUpdateResultInfo info{};
+    cudaError_t err = cudaGraphExecUpdate(reusable_exec_, graph_, &info);
+    if (err == cudaSuccess) {
+      exec_ = reusable_exec_;
+      reusable_exec_ = nullptr;
+      ++updates_;
+      ++generation_;
+      if (upload != nullptr) ACCGRAPH_CUDA_CHECK(cudaGraphUpload(exec_, upload), "instantiate: uploading the updated graph");
+      if (!args_.keep_graph && !debug_) drop_template();
+      return;
+    }
+    (void)cudaGetLastError();  // the topology changed: build a new executable instead
+  }
+  destroy_executable(reusable_exec_);
+  cudaGraphInstantiateParams params{};
+  params.flags = 0;
+  if (upload != nullptr) {
+    params.flags |= cudaGraphInstantiateFlagUpload;
+    params.uploadStream = upload;
+  }
+  if (has_allocations_) params.flags |= cudaGraphInstantiateFlagAutoFreeOnLaunch;
+  cudaError_t err = cudaGraphInstantiateWithParams(&exec_, graph_, &params);
+  if (err != cudaSuccess)
+    throw_cuda_error(err, "cudaGraphInstantiateWithParams",
+                     fmt::format("instantiate (result {}, {} nodes)",
+                                 static_cast<int>(params.result_out), nodes_));
+  ++instantiations_;
+  ++generation_;
+  // The template is only needed later for debug_dump, keep_graph, and the external-event
+  // markers, which re-bind its event record nodes on each launch.
+  if (!args_.keep_graph && !debug_ && !has_event_records_) drop_template();
+}
+
+void CudaGraph::replay(StreamImpl& stream_impl) {
+  // The core checked that the stream is a cuda stream of the capture device.
+  auto& stream = static_cast<CudaStream&>(stream_impl);
+  if (exec_ == nullptr)
+    throw Error(ErrorCode::InvalidState, "replay: the graph has no executable: instantiate first",
+                kBackendName);
+  cudaError_t err = cudaGraphLaunch(exec_, stream.handle());
+  if (err != cudaSuccess) throw_cuda_error(err, "cudaGraphLaunch", "replay");
+  launched_ = true;
+}
+
+void CudaGraph::reset() {
+  if (capturing_) end_capture_noexcept();
+  end_orphaned_capture_noexcept();
+  release_allocations();
+  drop_template();
+  if (exec_ != nullptr) {
+    if (has_allocations_) {
+      destroy_executable(exec_);
+    } else {
+      // Kept so that the next capture can update it in place (Capabilities::graph_update).
+      destroy_executable(reusable_exec_);
+      reusable_exec_ = exec_;
+      exec_ = nullptr;
+    }
+  }
+  pool_.reset();
+  allocations_.reset();
+  has_allocations_ = false;
+  has_event_records_ = false;
+  event_nodes_.clear();
+  launched_ = false;
+  nodes_ = 0;
+  upload_stream_ = nullptr;
+}
+
+PoolId CudaGraph::pool() const { return pool_ ? pool_->id : last_pool_id_; }
+
+void CudaGraph::debug_dump(const std::string& path) {
+  if (graph_ == nullptr)
+    throw Error(ErrorCode::InvalidState,
+                "debug_dump: the captured graph was dropped after instantiation: call "
+                "enable_debug_mode() (or create the graph with GraphArgs::keep_graph) before "
+                "capture_begin",
+                kBackendName);
+  ACCGRAPH_CUDA_CHECK(cudaGraphDebugDotPrint(graph_, path.c_str(), cudaGraphDebugDotFlagsVerbose),
+                      fmt::format("debug_dump to '{}'", path));
+}
+
+GraphStats CudaGraph::stats() const {
+  GraphStats s;
+  s.nodes = nodes_;
+  s.instantiations = instantiations_;
+  s.updates = updates_;
+  return s;
+}
+
+cudaGraphNode_t CudaGraph::event_record_node(cudaEvent_t event) const {
+  auto it = event_nodes_.find(event);
+  return it == event_nodes_.end() ? nullptr : it->second;
+}
+
+void CudaGraph::end_capture_noexcept() noexcept {
+  cudaGraph_t graph = nullptr;
+  cudaError_t err = cudaStreamEndCapture(capture_stream_->handle(), &graph);
+  if (err == cudaErrorStreamCaptureWrongThread) {
+    orphaned_capture_ = capture_stream_->handle();
+    orphaned_thread_ = capture_thread_;
+    ACCGRAPH_CUDA_LOG(err, "aborting a capture from another thread than the one that began it "
+                           "(the stream stays capturing until reset() runs on that thread)");
+  } else if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // an invalidated capture: ending it was the point
+  }
+  if (graph != nullptr) ACCGRAPH_CUDA_LOG(cudaGraphDestroy(graph), "dropping an aborted capture");
+  finish_capture_state();
+}
+
+void CudaGraph::end_orphaned_capture_noexcept() noexcept {
+  if (orphaned_capture_ == nullptr || orphaned_thread_ != std::this_thread::get_id()) return;
+  cudaGraph_t graph = nullptr;
+  cudaError_t err = cudaStreamEndCapture(orphaned_capture_, &graph);
+  if (err != cudaSuccess) (void)cudaGetLastError();
+  if (graph != nullptr) ACCGRAPH_CUDA_LOG(cudaGraphDestroy(graph), "dropping an abandoned capture");
+  orphaned_capture_ = nullptr;
+}
+
+void CudaGraph::release_allocations() noexcept {
+  if (!allocations_) return;
+  std::lock_guard<std::mutex> lock(allocations_->mutex);
+  if (launched_ && !allocations_->pointers.empty()) {
+    // The last launch's allocations are still live: free them once the device is done.
+    ACCGRAPH_CUDA_LOG(cudaSetDevice(device_), "freeing graph allocations");
+    ACCGRAPH_CUDA_LOG(cudaDeviceSynchronize(), "freeing graph allocations");
+    for (void* p : allocations_->pointers) ACCGRAPH_CUDA_LOG(cudaFree(p), "freeing graph allocations");
+  }
+  allocations_->pointers.clear();
+  allocations_->freed = true;
+}
+
+void CudaGraph::destroy_executable(cudaGraphExec_t& exec) noexcept {
+  if (exec == nullptr) return;
+  // A launch still in flight finishes first: CUDA frees the executable asynchronously.
+  ACCGRAPH_CUDA_LOG(cudaGraphExecDestroy(exec), "destroying an executable graph");
+  exec = nullptr;
+}
+
+void CudaGraph::drop_template() noexcept {
+  if (graph_ == nullptr) return;
+  ACCGRAPH_CUDA_LOG(cudaGraphDestroy(graph_), "destroying a captured graph");
+  graph_ = nullptr;
+}
+
+}  // namespace accgraph::detail::cuda

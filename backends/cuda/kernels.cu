@@ -1,0 +1,144 @@
+// The CUDA backend's own kernels: the delay spin, the device-timestamp markers and the timer
+// resolution probe. All are one thread: they mark time, they do no work.
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "cuda_backend.hpp"
+#include "cuda_check.hpp"
+
+namespace accgraph::detail::cuda {
+
+namespace {
+
+// %globaltimer: the GPU's nanosecond wall clock (Hopper: 32 ns steps); the same clock CUDA
+// event timestamps come from, so both marker strategies report on one clock.
+__device__ __forceinline__ uint64_t globaltimer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void spin_kernel(uint64_t ns) {
+  uint64_t start = globaltimer();
+  while (globaltimer() - start < ns) {
+  }
+}
+
+__global__ void write_globaltimer_kernel(uint64_t* out) {
+  *reinterpret_cast<volatile uint64_t*>(out) = globaltimer();
+  __threadfence_system();
+}
+
+// Note [Device timestamp ring]: a marker kernel is one store, `stamps[marker] = %globaltimer`,
+// into a device-memory staging area chosen on the host when the marker is recorded; it reads
+// nothing first, so no dependent load sits between the kernel's start and its timestamp or
+// between the timestamp and its completion. The single tail kernel of a sequence picks the ring
+// slot: for a captured sequence it advances a device-side replay counter (value = ++*counter,
+// slot (value - 1) % ring), so every replay of the same graph lands in its own slot with no host
+// work per replay; for an eager sequence the host already knows the number (`fixed`). It then
+// copies the staging area to the slot in pinned host memory and, after a system-wide fence,
+// publishes `value` in done[slot], which makes is_complete() a plain memory read on the host.
+// There is no head node.
+//
+// Why the staging area may be reused: the launches of one cudaGraphExec_t are serialised by
+// CUDA (each is ordered behind the previous launch of the same executable, whatever the
+// streams), so replay n+1's markers run after replay n's tail has copied the stamps out; every
+// capture gets a staging area of its own. Eager sequences may run concurrently on different
+// streams, so each uses the staging area of its own ring slot, which the caller does not reuse
+// before the sequence was read (Note [Marker ring]).
+//
+// Marker kernels write device memory: a write to host memory would hold each marker kernel's
+// completion on a PCIe round trip (measured ~0.25 us more per marker on H100).
+__global__ void marker_record_kernel(uint64_t* stamp) {
+  *stamp = globaltimer();
+}
+
+__global__ void marker_end_kernel(uint64_t* counter, uint64_t fixed, const uint64_t* staging,
+                                  uint64_t* host_stamps, uint64_t* done, uint32_t ring,
+                                  uint32_t capacity, uint32_t count) {
+  __shared__ uint64_t shared_value;
+  if (threadIdx.x == 0) {
+    uint64_t v = fixed;
+    if (v == 0) {
+      v = *counter + 1;
+      *counter = v;
+    }
+    shared_value = v;
+  }
+  __syncthreads();
+  const uint64_t value = shared_value;
+  const uint64_t slot = (value - 1) % ring;
+  uint64_t* out = host_stamps + slot * capacity;
+  for (uint32_t i = threadIdx.x; i < count; i += blockDim.x) out[i] = staging[i];
+  __syncthreads();
+  // One system-scope fence, by the thread that publishes: the barrier orders every thread's
+  // stamp writes before it and fences are cumulative (the pattern of cooperative groups' grid
+  // sync), so the host sees all the stamps before the flag. No fence after the flag: the
+  // kernel's completion flushes it, and a fence there would only hold the tail (and the next
+  // replay behind it) on a PCIe round trip.
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    reinterpret_cast<volatile uint64_t*>(done)[slot] = value;
+  }
+}
+
+__global__ void set_counter_kernel(uint64_t* counter, uint64_t value) { *counter = value; }
+
+__global__ void resolution_kernel(uint64_t* out, int samples) {
+  uint64_t best = ~0ull;
+  uint64_t previous = globaltimer();
+  for (int i = 0; i < samples; ++i) {
+    uint64_t now = globaltimer();
+    if (now != previous && now - previous < best) best = now - previous;
+    previous = now;
+  }
+  *out = best;
+}
+
+}  // namespace
+
+cudaError_t launch_spin(cudaStream_t stream, uint64_t ns) {
+  spin_kernel<<<1, 1, 0, stream>>>(ns);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_write_globaltimer(cudaStream_t stream, uint64_t* out) {
+  write_globaltimer_kernel<<<1, 1, 0, stream>>>(out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_marker_record(cudaStream_t stream, uint64_t* stamp) {
+  marker_record_kernel<<<1, 1, 0, stream>>>(stamp);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_marker_end(cudaStream_t stream, uint64_t* counter, uint64_t fixed,
+                              const uint64_t* staging, uint64_t* host_stamps, uint64_t* done,
+                              uint32_t ring, uint32_t capacity, uint32_t count) {
+  unsigned threads = count <= 32 ? 32 : 256;
+  marker_end_kernel<<<1, threads, 0, stream>>>(counter, fixed, staging, host_stamps, done, ring,
+                                               capacity, count);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_set_counter(cudaStream_t stream, uint64_t* counter, uint64_t value) {
+  set_counter_kernel<<<1, 1, 0, stream>>>(counter, value);
+  return cudaGetLastError();
+}
+
+uint64_t measure_globaltimer_resolution_ns() {
+  uint64_t* out = nullptr;
+  ACCGRAPH_CUDA_CHECK(cudaMallocHost(&out, sizeof(uint64_t)), "timer resolution probe");
+  *out = 0;
+  cudaError_t err = cudaSuccess;
+  resolution_kernel<<<1, 1>>>(out, 20000);
+  err = cudaGetLastError();
+  if (err == cudaSuccess) err = cudaDeviceSynchronize();
+  uint64_t result = *out;
+  cudaFreeHost(out);
+  if (err != cudaSuccess) throw_cuda_error(err, "resolution_kernel", "timer resolution probe");
+  return result == ~0ull ? 0 : result;
+}
+
+}  // namespace accgraph::detail::cuda

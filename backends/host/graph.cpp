@@ -1,0 +1,202 @@
+// Host graphs: capture records the streams' operations, instantiate freezes them into an
+// executable, replay enqueues that executable as one operation; plus pools and DOT dumps.
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "host_internal.hpp"
+
+namespace accgraph::detail::host {
+
+// --- pools -------------------------------------------------------------------------------------
+
+std::shared_ptr<PoolState> PoolRegistry::acquire(PoolId id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!id.is_new_private()) {
+    auto it = pools_.find({id.first, id.second});
+    std::shared_ptr<PoolState> existing = it == pools_.end() ? nullptr : it->second.lock();
+    if (!existing)
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("capture_begin: no live graph pool has id {{{}, {}}}: pass the "
+                              "pool() of a host graph that still holds its capture, or {{}} for a "
+                              "new private pool",
+                              id.first, id.second),
+                  kBackendName);
+    return existing;
+  }
+  // Drop entries of pools no graph holds any more.
+  for (auto it = pools_.begin(); it != pools_.end();)
+    it = it->second.expired() ? pools_.erase(it) : std::next(it);
+  auto state = std::make_shared<PoolState>();
+  state->id = PoolId{next_id_++, 0};  // {n, 0}: graph-private pools, as PyTorch numbers them
+  pools_[{state->id.first, state->id.second}] = state;
+  return state;
+}
+
+// --- HostGraph ---------------------------------------------------------------------------------
+
+namespace {
+std::atomic<uint64_t> next_graph_number{1};
+}  // namespace
+
+HostGraph::HostGraph(PoolRegistry& pools, const GraphArgs& args)
+    : pools_(pools), args_(args), number_(next_graph_number.fetch_add(1)) {}
+
+// Replays already enqueued hold the executable themselves, so they still run after this.
+HostGraph::~HostGraph() { detach_capture(); }
+
+void HostGraph::detach_capture() noexcept {
+  if (!recording_) return;
+  for (const std::shared_ptr<HostQueue>& queue : recording_->queues())
+    if (queue->capture() == recording_) queue->set_capture(nullptr);
+  recording_.reset();
+}
+
+void HostGraph::capture_begin(StreamImpl& stream_impl, PoolId pool, CaptureMode mode) {
+  HostStream& stream = as_host_stream(stream_impl, "capture_begin");
+  // Every mode holds: capture modes govern what *other* threads may do while a capture runs
+  // (CUDA forbids e.g. cudaMalloc under Global), and nothing in the host backend is illegal
+  // during a capture. So Global, ThreadLocal and Relaxed are all honoured, not ignored.
+  (void)mode;
+  if (stream.is_capturing())
+    throw Error(ErrorCode::InvalidState,
+                "capture_begin: the host stream is already capturing: end that capture first or "
+                "capture on another stream",
+                kBackendName);
+  std::shared_ptr<PoolState> pool_state = pools_.acquire(pool);
+  recording_ = std::make_shared<Recording>(stream.queue());
+  stream.queue()->set_capture(recording_);
+  pool_ = std::move(pool_state);
+  last_pool_id_ = pool_->id;
+}
+
+void HostGraph::capture_end() {
+  std::shared_ptr<Recording> recording = recording_;
+  detach_capture();
+  std::string unjoined = recording->unjoined();
+  if (!unjoined.empty()) {
+    reset();
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("capture_end: unjoined work on {}: every stream forked into the "
+                            "capture must be joined back; call origin.wait(forked) before "
+                            "capture_end (the graph was reset)",
+                            unjoined),
+                kBackendName);
+  }
+  template_ = recording->take_nodes();
+  has_template_ = true;
+  nodes_ = template_.size();
+}
+
+void HostGraph::instantiate() {
+  // The template is kept only where it is needed later (keep_graph, debug_dump); otherwise the
+  // operations move into the executable, as CUDA drops the cudaGraph_t after instantiation.
+  const bool keep = args_.keep_graph || debug_;
+  auto ops = std::make_shared<std::vector<Operation>>();
+  ops->reserve(template_.size());
+  for (Recording::Node& node : template_) ops->push_back(keep ? node.op : std::move(node.op));
+  if (!keep) {
+    template_.clear();
+    has_template_ = false;
+  }
+  executable_ = std::move(ops);
+  ++instantiations_;
+}
+
+void HostGraph::replay(StreamImpl& stream_impl) {
+  HostStream& stream = as_host_stream(stream_impl, "replay");
+  if (!executable_)
+    throw Error(ErrorCode::InvalidState, "replay: the graph has no executable: instantiate first",
+                kBackendName);
+  std::string name = fmt::format("replay of host graph {}", number_);
+  // Runs every node even after one fails, so that the markers' end_sequence still publishes
+  // completion (a waiting profiler would hang otherwise); the first failure is reported.
+  auto run_all = [ops = executable_, name] {
+    std::optional<OperationFailure> first;
+    for (size_t i = 0; i < ops->size(); ++i) {
+      const Operation& op = (*ops)[i];
+      try {
+        op.run();
+      } catch (const std::exception& e) {
+        if (!first) first.emplace(fmt::format("{} (node {} of a {})", op.name, i, name), e.what());
+      } catch (...) {
+        if (!first)
+          first.emplace(fmt::format("{} (node {} of a {})", op.name, i, name),
+                        "a non-standard exception");
+      }
+    }
+    if (first) throw *first;
+  };
+  if (stream.is_capturing()) {
+    // Replayed into another capture: it becomes one node of that graph and runs whenever that
+    // graph does, so it must not take part in this graph's launch order.
+    stream.queue()->enqueue({name, 0, std::move(run_all)});
+    return;
+  }
+  // Each launch waits for the previous launch of this graph, wherever that runs (as
+  // cudaGraphLaunch does): marker sequences therefore complete in launch order.
+  auto previous = last_launch_;
+  auto launch = std::make_shared<Completion>();
+  stream.queue()->enqueue({name, 0, [run_all = std::move(run_all), previous, launch] {
+                             if (previous) previous->wait();
+                             struct SignalOnExit {
+                               Completion& done;
+                               ~SignalOnExit() { done.signal(); }
+                             } signal{*launch};
+                             run_all();
+                           }});
+  last_launch_ = std::move(launch);  // only once enqueued: a refused launch never signals
+}
+
+void HostGraph::reset() {
+  detach_capture();
+  template_.clear();
+  has_template_ = false;
+  executable_.reset();
+  pool_.reset();
+  nodes_ = 0;
+}
+
+PoolId HostGraph::pool() const { return pool_ ? pool_->id : last_pool_id_; }
+
+void HostGraph::debug_dump(const std::string& path) {
+  if (!has_template_)
+    throw Error(ErrorCode::InvalidState,
+                "debug_dump: the recorded operations were dropped after instantiation: call "
+                "enable_debug_mode() (or create the graph with GraphArgs::keep_graph) before "
+                "capture_begin",
+                kBackendName);
+  std::ofstream out(path);
+  if (!out)
+    throw Error(ErrorCode::BackendError,
+                fmt::format("debug_dump: cannot open '{}' for writing: {}", path,
+                            std::strerror(errno)),
+                kBackendName, "std::ofstream");
+  out << fmt::format("digraph host_graph_{} {{\n  node [shape=box];\n", number_);
+  for (size_t i = 0; i < template_.size(); ++i) {
+    const Recording::Node& node = template_[i];
+    std::string label = fmt::format("{}: {}", i, node.op.name);
+    if (node.op.bytes > 0) label += fmt::format("\\n{} bytes", node.op.bytes);
+    label += fmt::format("\\nstream {}", node.stream);
+    out << fmt::format("  n{} [label=\"{}\"];\n", i, label);
+    for (size_t before : node.after) out << fmt::format("  n{} -> n{};\n", before, i);
+  }
+  out << "}\n";
+  if (!out)
+    throw Error(ErrorCode::BackendError,
+                fmt::format("debug_dump: writing '{}' failed", path), kBackendName,
+                "std::ofstream");
+}
+
+GraphStats HostGraph::stats() const {
+  GraphStats s;
+  s.nodes = nodes_;
+  s.instantiations = instantiations_;
+  return s;
+}
+
+}  // namespace accgraph::detail::host

@@ -1,0 +1,287 @@
+// Level Zero graphs, capture path chosen per device at start-up: native record-and-replay graphs
+// (Ext or Exp flavour, see ze_graph_ext.hpp) or a regular command list replayed through a
+// command queue (Note [Command-list capture]).
+#include <atomic>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "level_zero_backend.hpp"
+
+namespace accgraph::detail::level_zero {
+
+namespace {
+
+std::atomic<uint64_t> next_pool_id{1};
+
+// Note [Command-list capture]: without the graph extension, a capture records the stream's
+// operations into a regular command list, bracketed by two events of the graph:
+//
+//   recorded list:   wait(start) reset(start) ...captured work... signal(done)
+//   replay on S:     S: signal(start)   queue: execute(recorded list)   S: wait(done) reset(done)
+//
+// so a replay runs in stream order (after S's earlier work, before its later work) and leaves
+// both events reset for the next replay: `start` is reset by the recorded work that consumed it,
+// before `done` is signalled, and S signals `start` again only after it saw `done` and reset it.
+// Replays of one graph are serialised (as CUDA serialises launches of one executable): a replay
+// on another stream than the previous one first waits for that stream. A regular list may be
+// submitted again while it runs, because the queue is in-order and each execution waits for its
+// own `start`.
+class ZeGraph final : public GraphImplInterface {
+ public:
+  ZeGraph(std::shared_ptr<Runtime> runtime, const GraphArgs& args)
+      : runtime_(std::move(runtime)), args_(args) {}
+
+  ~ZeGraph() override {
+    try {
+      reset();
+    } catch (const std::exception& e) {
+      log(LogLevel::Warning, fmt::format("level_zero: destroying a graph: {}", e.what()));
+    }
+    if (queue_ != nullptr) ACCGRAPH_ZE_LOG(zeCommandQueueDestroy(queue_), "destroying a graph's queue");
+  }
+
+  void capture_begin(StreamImpl& stream_impl, PoolId pool, CaptureMode /*mode*/) override {
+    ZeStream& stream = as_ze_stream(stream_impl, "capture_begin");
+    std::shared_ptr<StreamCore> core = stream.core();
+    if (!pool.is_new_private() && pool != pool_id_)
+      throw Error(ErrorCode::Unsupported,
+                  fmt::format("capture_begin: graph pool {{{}, {}}} cannot be shared: level_zero "
+                              "graphs do not share pools (capabilities().pool_sharing is false); "
+                              "pass {{}} for a new private pool",
+                              pool.first, pool.second),
+                  kBackendName);
+    DeviceState& device = core->device;
+    std::lock_guard<std::mutex> lock(core->mutex);
+    if (device.capture.path == CapturePath::NativeGraph) {
+      const char* call = "";
+      ze_result_t result = device.graph_api.begin_capture(core->list, &call);
+      if (result != ZE_RESULT_SUCCESS) throw_error(result, call, "capture_begin");
+      core->capture = StreamCapture::Native;
+    } else {
+      prepare_command_list_path(device);
+      ze_command_list_desc_t desc{ZE_STRUCTURE_TYPE_COMMAND_LIST_DESC, nullptr,
+                                  device.compute_ordinal,
+                                  device.in_order_flags ? kCommandListFlagInOrder : 0u};
+      ze_command_list_handle_t list = nullptr;
+      ACCGRAPH_ZE_CHECK(zeCommandListCreate(runtime_->context, device.handle, &desc, &list),
+                        "capture_begin: creating the recording list");
+      recorded_ = list;
+      ze_event_handle_t start = (*bracket_)[0];
+      try {
+        ACCGRAPH_ZE_CHECK(zeCommandListAppendWaitOnEvents(list, 1, &start), "capture_begin");
+        ACCGRAPH_ZE_CHECK(zeCommandListAppendEventReset(list, start), "capture_begin");
+      } catch (...) {
+        destroy_recorded();
+        throw;
+      }
+      core->recording = list;
+      core->capture = StreamCapture::Recording;
+    }
+    core->captured_operations.clear();
+    capture_core_ = std::move(core);
+    device_ = &device;
+    path_ = device.capture.path;
+    if (pool.is_new_private()) pool_id_ = PoolId{next_pool_id.fetch_add(1), 0};
+  }
+
+  void capture_end() override {
+    std::shared_ptr<StreamCore> core = std::move(capture_core_);
+    std::lock_guard<std::mutex> lock(core->mutex);
+    operations_ = std::move(core->captured_operations);
+    core->captured_operations.clear();
+    if (path_ == CapturePath::NativeGraph) {
+      core->capture = StreamCapture::None;
+      const char* call = "";
+      ze_graph_handle graph = nullptr;
+      ze_result_t result = device_->graph_api.end_capture(core->list, &graph, &call);
+      if (result != ZE_RESULT_SUCCESS) {
+        operations_.clear();
+        throw_error(result, call, "capture_end (the graph was reset)");
+      }
+      graph_ = graph;
+    } else {
+      core->capture = StreamCapture::None;
+      core->recording = nullptr;
+      try {
+        ACCGRAPH_ZE_CHECK(zeCommandListAppendSignalEvent(recorded_, (*bracket_)[1]),
+                          "capture_end (the graph was reset)");
+        ACCGRAPH_ZE_CHECK(zeCommandListClose(recorded_), "capture_end (the graph was reset)");
+      } catch (...) {
+        destroy_recorded();
+        operations_.clear();
+        throw;
+      }
+    }
+  }
+
+  void instantiate() override {
+    if (path_ == CapturePath::NativeGraph) {
+      const char* call = "";
+      ze_executable_graph_handle executable = nullptr;
+      ze_result_t result = device_->graph_api.instantiate(graph_, &executable, &call);
+      if (result != ZE_RESULT_SUCCESS)
+        throw_error(result, call, fmt::format("instantiate ({} operations)", operations_.size()));
+      exec_ = executable;
+    }
+    // The command-list path replays the closed list itself: nothing to build.
+    ++instantiations_;
+  }
+
+  void replay(StreamImpl& stream_impl) override {
+    ZeStream& stream = as_ze_stream(stream_impl, "replay");
+    std::shared_ptr<StreamCore> core = stream.core();
+    if (std::shared_ptr<StreamCore> previous = last_replay_.lock();
+        previous != nullptr && previous != core)
+      core->wait_for(*previous);  // see Note [Command-list capture]: replays are serialised
+    std::lock_guard<std::mutex> lock(core->mutex);
+    if (core->capture != StreamCapture::None)
+      throw Error(ErrorCode::Unsupported,
+                  "replay: the stream is capturing, and level_zero cannot capture a graph inside "
+                  "another: replay it after capture_end",
+                  kBackendName);
+    if (path_ == CapturePath::NativeGraph) {
+      const char* call = "";
+      ze_result_t result = device_->graph_api.append(core->list, exec_, nullptr, 0, nullptr, &call);
+      if (result != ZE_RESULT_SUCCESS) throw_error(result, call, "replay");
+      core->order_after_append(core->list);
+    } else {
+      ze_event_handle_t start = (*bracket_)[0];
+      ze_event_handle_t done = (*bracket_)[1];
+      ACCGRAPH_ZE_CHECK(zeCommandListAppendSignalEvent(core->list, start), "replay");
+      ACCGRAPH_ZE_CHECK(zeCommandQueueExecuteCommandLists(queue_, 1, &recorded_, nullptr), "replay");
+      ACCGRAPH_ZE_CHECK(zeCommandListAppendWaitOnEvents(core->list, 1, &done), "replay");
+      ACCGRAPH_ZE_CHECK(zeCommandListAppendEventReset(core->list, done), "replay");
+    }
+    last_replay_ = core;
+  }
+
+  void reset() override {
+    if (capture_core_) abort_capture();
+    // Replays still running use the executable, the list and the bracket events.
+    if (std::shared_ptr<StreamCore> previous = last_replay_.lock()) previous->synchronize();
+    last_replay_.reset();
+    if (queue_ != nullptr)
+      ACCGRAPH_ZE_CHECK(zeCommandQueueSynchronize(queue_, UINT64_MAX), "reset: waiting for replays");
+    const char* call = "";
+    if (exec_ != nullptr) {
+      ze_result_t result = device_->graph_api.destroy_executable(exec_, &call);
+      if (result != ZE_RESULT_SUCCESS) log_failure(result, call, "reset");
+      exec_ = nullptr;
+    }
+    if (graph_ != nullptr) {
+      ze_result_t result = device_->graph_api.destroy_graph(graph_, &call);
+      if (result != ZE_RESULT_SUCCESS) log_failure(result, call, "reset");
+      graph_ = nullptr;
+    }
+    destroy_recorded();
+    if (bracket_) {
+      ACCGRAPH_ZE_LOG(zeEventHostReset((*bracket_)[0]), "reset");
+      ACCGRAPH_ZE_LOG(zeEventHostReset((*bracket_)[1]), "reset");
+    }
+    operations_.clear();
+  }
+
+  PoolId pool() const override { return pool_id_; }
+  void enable_debug_mode() override { debug_ = true; }
+
+  void debug_dump(const std::string& path) override {
+    if (path_ == CapturePath::NativeGraph && graph_ != nullptr && device_->graph_api.can_dump()) {
+      const char* call = "";
+      ze_result_t result = device_->graph_api.dump(graph_, path.c_str(), &call);
+      if (result != ZE_RESULT_SUCCESS)
+        throw_error(result, call, fmt::format("debug_dump to '{}'", path));
+      return;
+    }
+    // The command-list path (or a driver without a dump entry point): the recorded operations.
+    std::ofstream out(path);
+    if (!out)
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("debug_dump: cannot open '{}' for writing: check that the "
+                              "directory exists and is writable",
+                              path),
+                  kBackendName);
+    out << fmt::format("digraph level_zero_graph {{\n  label=\"level_zero graph ({})\";\n",
+                       to_string(path_));
+    for (size_t i = 0; i < operations_.size(); ++i) {
+      out << fmt::format("  n{} [shape=box, label=\"{}\"];\n", i, operations_[i]);
+      if (i > 0) out << fmt::format("  n{} -> n{};\n", i - 1, i);
+    }
+    out << "}\n";
+  }
+
+  GraphStats stats() const override {
+    GraphStats s;
+    s.nodes = operations_.size();
+    s.instantiations = instantiations_;
+    return s;
+  }
+
+ private:
+  void prepare_command_list_path(DeviceState& device) {
+    if (!bracket_) bracket_ = std::make_unique<EventSet>(*runtime_, 2, "capture_begin: creating events");
+    if (queue_ != nullptr) return;
+    ze_command_queue_desc_t desc{ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC,
+                                 nullptr,
+                                 device.compute_ordinal,
+                                 0,
+                                 device.in_order_flags ? kCommandQueueFlagInOrder : 0u,
+                                 ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
+                                 ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
+    ACCGRAPH_ZE_CHECK(zeCommandQueueCreate(runtime_->context, device.handle, &desc, &queue_),
+                      "capture_begin: creating the replay queue");
+  }
+
+  // Caller does not hold the core's mutex.
+  void abort_capture() noexcept {
+    std::shared_ptr<StreamCore> core = std::move(capture_core_);
+    std::lock_guard<std::mutex> lock(core->mutex);
+    core->captured_operations.clear();
+    if (core->capture == StreamCapture::Native) {
+      const char* call = "";
+      ze_graph_handle graph = nullptr;
+      ze_result_t result = device_->graph_api.end_capture(core->list, &graph, &call);
+      if (result != ZE_RESULT_SUCCESS) log_failure(result, call, "aborting a capture");
+      if (graph != nullptr) {
+        result = device_->graph_api.destroy_graph(graph, &call);
+        if (result != ZE_RESULT_SUCCESS) log_failure(result, call, "aborting a capture");
+      }
+    }
+    core->capture = StreamCapture::None;
+    core->recording = nullptr;
+    destroy_recorded();
+  }
+
+  void destroy_recorded() noexcept {
+    if (recorded_ == nullptr) return;
+    ACCGRAPH_ZE_LOG(zeCommandListDestroy(recorded_), "destroying a recorded command list");
+    recorded_ = nullptr;
+  }
+
+  std::shared_ptr<Runtime> runtime_;
+  GraphArgs args_;
+  bool debug_ = false;
+  DeviceState* device_ = nullptr;
+  CapturePath path_ = CapturePath::CommandList;
+  PoolId pool_id_;
+  std::shared_ptr<StreamCore> capture_core_;  // while capturing
+  std::weak_ptr<StreamCore> last_replay_;     // the stream of the latest replay
+  std::vector<std::string> operations_;
+  uint64_t instantiations_ = 0;
+  // Native path.
+  ze_graph_handle graph_ = nullptr;
+  ze_executable_graph_handle exec_ = nullptr;
+  // Command-list path.
+  ze_command_list_handle_t recorded_ = nullptr;
+  ze_command_queue_handle_t queue_ = nullptr;
+  std::unique_ptr<EventSet> bracket_;  // [0] start, [1] done
+};
+
+}  // namespace
+
+std::unique_ptr<GraphImplInterface> make_graph(std::shared_ptr<Runtime> runtime,
+                                               const GraphArgs& args) {
+  return std::make_unique<ZeGraph>(std::move(runtime), args);
+}
+
+}  // namespace accgraph::detail::level_zero

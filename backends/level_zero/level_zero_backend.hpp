@@ -1,0 +1,162 @@
+// Internal: the Level Zero backend's objects (runtime, stream, buffer, graph, markers). Nothing
+// here is visible outside the module.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <level_zero/ze_api.h>
+
+#include "accgraph/backend.hpp"
+#include "accgraph/error.hpp"
+#include "accgraph/types.hpp"
+#include "ze_support.hpp"
+
+namespace accgraph::detail::level_zero {
+
+inline constexpr const char* kStrategyGlobalTimestamps = "global_timestamps";
+inline constexpr size_t kDefaultRingDepth = 16;
+inline constexpr size_t kMaxRingDepth = 1024;
+/// Markers per sequence (per replay) the staging buffer and each ring slot hold.
+inline constexpr size_t kMarkerCapacity = 8192;
+/// Name of the driver kernel behind Stream::delay (argument 0: uint64 nanoseconds).
+inline constexpr const char* kSpinKernelName = "accgraph_spin_ns";
+
+/// One GPU device of the chosen driver, with what the backend learned about it at start-up.
+struct DeviceState {
+  int index = 0;
+  ze_device_handle_t handle = nullptr;
+  std::string name;             ///< driver's name plus the capture path, see Backend::devices()
+  uint32_t compute_ordinal = 0; ///< command queue group with the compute flag
+  TickConverter timer = TickConverter::from_frequency_hz(0, 64);
+  PathChoice capture;
+  GraphApi graph_api;           ///< resolved when capture.path is NativeGraph
+  ze_module_handle_t module = nullptr;
+  ze_kernel_handle_t spin_kernel = nullptr;  ///< null: no timed delay on this device
+  std::string delay_problem;                 ///< why spin_kernel is null
+  std::mutex kernel_mutex;  ///< set-argument + append must not interleave between threads
+  bool in_order_flags = true;  ///< the driver accepted kCommand*FlagInOrder
+};
+
+/// The driver, context and devices; shared by every object made from them, so the context is
+/// destroyed only after the last stream, buffer, graph and marker set.
+struct Runtime {
+  ze_driver_handle_t driver = nullptr;
+  ze_context_handle_t context = nullptr;
+  std::vector<std::unique_ptr<DeviceState>> devices;
+  ~Runtime();
+};
+
+/// A pool of `count` host-visible events (RAII).
+class EventSet {
+ public:
+  EventSet(const Runtime& runtime, uint32_t count, const char* purpose);
+  ~EventSet();
+  EventSet(const EventSet&) = delete;
+  EventSet& operator=(const EventSet&) = delete;
+  ze_event_handle_t operator[](size_t i) const { return events_[i]; }
+  size_t size() const { return events_.size(); }
+
+ private:
+  ze_event_pool_handle_t pool_ = nullptr;
+  std::vector<ze_event_handle_t> events_;
+};
+
+// --- streams ---------------------------------------------------------------------------------
+
+/// What a capture does to a stream: nothing, a native capture on its immediate list, or
+/// recording into a regular command list (Note [Command-list capture] in graph.cpp).
+enum class StreamCapture { None, Native, Recording };
+
+/// The state behind a ZeStream, shared with graphs that remember which stream replayed them
+/// last (a weak reference: a destroyed stream has finished its work).
+struct StreamCore {
+  StreamCore(std::shared_ptr<Runtime> runtime, DeviceState& device, ze_command_list_handle_t list,
+             bool owned);
+  ~StreamCore();
+
+  /// Where operations go now: the recording list during a command-list capture, else the
+  /// immediate list (which records by itself during a native capture).
+  ze_command_list_handle_t target() const noexcept { return recording ? recording : list; }
+  /// After each operation on a driver without in-order lists: keeps the next one behind it.
+  void order_after_append(ze_command_list_handle_t on);
+  /// Blocks until everything appended to the immediate list so far has run.
+  void synchronize();
+  /// Makes this stream's immediate list wait for all work appended to `other` so far.
+  void wait_for(StreamCore& other);
+  /// Notes one captured operation (node count and debug dumps).
+  void note(std::string operation);
+
+  std::shared_ptr<Runtime> runtime;
+  DeviceState& device;
+  ze_command_list_handle_t list;  ///< the immediate list (owned or wrapped)
+  bool owned;
+  std::mutex mutex;
+  StreamCapture capture = StreamCapture::None;
+  ze_command_list_handle_t recording = nullptr;  ///< StreamCapture::Recording only
+  std::vector<std::string> captured_operations;
+  EventSet events;  ///< [0] synchronize; then pairs (signal, consumed) for wait_for
+  size_t next_join = 0;
+  std::vector<bool> join_used;
+};
+
+class ZeStream final : public StreamImpl {
+ public:
+  ZeStream(std::shared_ptr<Runtime> runtime, DeviceState& device, ze_command_list_handle_t list,
+           bool owned);
+  ~ZeStream() override;
+
+  int device() const override { return core_->device.index; }
+  void* native_handle() const override { return core_->list; }
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void fill(void* dst, uint8_t value, size_t bytes) override;
+  void delay(std::chrono::nanoseconds duration) override;
+  void wait_for(StreamImpl& other) override;
+  void synchronize() override;
+  bool is_capturing() const override;
+
+  const std::shared_ptr<StreamCore>& core() const noexcept { return core_; }
+
+ private:
+  std::shared_ptr<StreamCore> core_;
+};
+
+ZeStream& as_ze_stream(StreamImpl& stream, const char* operation);
+
+/// Creates an immediate list on `device` (in-order where the driver allows).
+ze_command_list_handle_t create_immediate_list(const Runtime& runtime, DeviceState& device);
+
+// --- buffers ---------------------------------------------------------------------------------
+
+class ZeBuffer final : public BufferImpl {
+ public:
+  ZeBuffer(std::shared_ptr<Runtime> runtime, void* data, size_t bytes, MemoryKind kind);
+  ~ZeBuffer() override;
+  void* data() const override { return data_; }
+  size_t size() const override { return bytes_; }
+  MemoryKind kind() const override { return kind_; }
+
+ private:
+  std::shared_ptr<Runtime> runtime_;
+  void* data_;
+  size_t bytes_;
+  MemoryKind kind_;
+};
+
+std::unique_ptr<BufferImpl> allocate_buffer(const std::shared_ptr<Runtime>& runtime,
+                                            DeviceState& device, size_t bytes, MemoryKind kind);
+
+// --- graphs ----------------------------------------------------------------------------------
+
+std::unique_ptr<GraphImplInterface> make_graph(std::shared_ptr<Runtime> runtime,
+                                               const GraphArgs& args);
+
+// --- markers ---------------------------------------------------------------------------------
+
+std::unique_ptr<TimestampMarkers> make_markers(std::shared_ptr<Runtime> runtime,
+                                               DeviceState& device, size_t ring_depth);
+
+}  // namespace accgraph::detail::level_zero

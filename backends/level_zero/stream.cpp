@@ -1,0 +1,200 @@
+// Level Zero streams: an asynchronous immediate command list each (owned, or a wrapped native
+// one), copy/fill/delay appended to it (or to a capture's recording list), joins through events,
+// and host synchronisation through an event (the 1.4 API has no zeCommandListHostSynchronize).
+#include <algorithm>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "level_zero_backend.hpp"
+
+namespace accgraph::detail::level_zero {
+
+namespace {
+
+/// wait_for slots per stream: (join, consumed) event pairs reused round robin.
+constexpr uint32_t kJoinSlots = 16;
+
+}  // namespace
+
+// Note [In-order lists]: accgraph streams are in-order queues. Level Zero lists become in-order
+// with ZE_COMMAND_QUEUE_FLAG_IN_ORDER / ZE_COMMAND_LIST_FLAG_IN_ORDER (API 1.7+, newer than the
+// Debian 1.4 headers, so declared in ze_support.hpp). A driver that refuses the flag gets lists
+// without it, and the backend appends a barrier after each operation instead
+// (StreamCore::order_after_append).
+ze_command_list_handle_t create_immediate_list(const Runtime& runtime, DeviceState& device) {
+  ze_command_queue_desc_t desc{ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC,
+                               nullptr,
+                               device.compute_ordinal,
+                               0,
+                               device.in_order_flags ? kCommandQueueFlagInOrder : 0u,
+                               ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
+                               ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
+  ze_command_list_handle_t list = nullptr;
+  ze_result_t result = zeCommandListCreateImmediate(runtime.context, device.handle, &desc, &list);
+  if (result != ZE_RESULT_SUCCESS && desc.flags != 0) {
+    desc.flags = 0;
+    if (zeCommandListCreateImmediate(runtime.context, device.handle, &desc, &list) ==
+        ZE_RESULT_SUCCESS) {
+      device.in_order_flags = false;
+      log(LogLevel::Debug, "level_zero: the driver refuses in-order lists; ordering with barriers");
+      return list;
+    }
+  }
+  if (result != ZE_RESULT_SUCCESS)
+    throw_error(result, "zeCommandListCreateImmediate", "creating a stream's immediate list");
+  return list;
+}
+
+// --- StreamCore ------------------------------------------------------------------------------
+
+StreamCore::StreamCore(std::shared_ptr<Runtime> runtime_in, DeviceState& device_in,
+                       ze_command_list_handle_t list_in, bool owned_in)
+    : runtime(std::move(runtime_in)),
+      device(device_in),
+      list(list_in),
+      owned(owned_in),
+      events(*runtime, 1 + 2 * kJoinSlots, "creating a stream's events"),
+      join_used(kJoinSlots, false) {}
+
+StreamCore::~StreamCore() {
+  // Work still queued must finish before its list (and the events it signals) go away.
+  try {
+    synchronize();
+  } catch (const std::exception& e) {
+    log(LogLevel::Warning, fmt::format("level_zero: synchronising a stream before destroying it "
+                                       "failed: {}",
+                                       e.what()));
+  }
+  if (owned) ACCGRAPH_ZE_LOG(zeCommandListDestroy(list), "destroying a stream's immediate list");
+}
+
+void StreamCore::order_after_append(ze_command_list_handle_t on) {
+  if (device.in_order_flags) return;
+  ACCGRAPH_ZE_CHECK(zeCommandListAppendBarrier(on, nullptr, 0, nullptr),
+                    "ordering a stream without in-order lists");
+}
+
+void StreamCore::note(std::string operation) {
+  if (capture != StreamCapture::None) captured_operations.push_back(std::move(operation));
+}
+
+void StreamCore::synchronize() {
+  std::lock_guard<std::mutex> lock(mutex);
+  ze_event_handle_t done = events[0];
+  ACCGRAPH_ZE_CHECK(zeEventHostReset(done), "synchronize");
+  ACCGRAPH_ZE_CHECK(zeCommandListAppendBarrier(list, done, 0, nullptr), "synchronize");
+  ACCGRAPH_ZE_CHECK(zeEventHostSynchronize(done, UINT64_MAX), "synchronize");
+}
+
+void StreamCore::wait_for(StreamCore& other) {
+  std::scoped_lock lock(mutex, other.mutex);
+  if (capture != StreamCapture::None)
+    throw Error(ErrorCode::Unsupported,
+                "wait_for: this stream is capturing and level_zero cannot make a capture wait "
+                "for work outside it (no multi-stream capture): order the streams before "
+                "capture_begin",
+                kBackendName);
+  // The join event is reset by this list right after its wait, and `consumed` is signalled
+  // after that reset: once `consumed` is seen, the slot may be signalled again safely.
+  const size_t slot = next_join++ % kJoinSlots;
+  ze_event_handle_t join = events[1 + 2 * slot];
+  ze_event_handle_t consumed = events[2 + 2 * slot];
+  if (join_used[slot]) {
+    ACCGRAPH_ZE_CHECK(zeEventHostSynchronize(consumed, UINT64_MAX), "wait_for: reusing a join event");
+    ACCGRAPH_ZE_CHECK(zeEventHostReset(consumed), "wait_for: reusing a join event");
+  }
+  join_used[slot] = true;
+  ACCGRAPH_ZE_CHECK(zeCommandListAppendBarrier(other.target(), join, 0, nullptr),
+                    "wait_for: marking the other stream's work");
+  ACCGRAPH_ZE_CHECK(zeCommandListAppendWaitOnEvents(list, 1, &join), "wait_for");
+  ACCGRAPH_ZE_CHECK(zeCommandListAppendEventReset(list, join), "wait_for");
+  ACCGRAPH_ZE_CHECK(zeCommandListAppendSignalEvent(list, consumed), "wait_for");
+}
+
+// --- ZeStream --------------------------------------------------------------------------------
+
+ZeStream::ZeStream(std::shared_ptr<Runtime> runtime, DeviceState& device,
+                   ze_command_list_handle_t list, bool owned)
+    : core_(std::make_shared<StreamCore>(std::move(runtime), device, list, owned)) {}
+
+// The core may outlive this object while a graph still holds it (a capture in progress).
+ZeStream::~ZeStream() = default;
+
+void ZeStream::copy(void* dst, const void* src, size_t bytes) {
+  StreamCore& core = *core_;
+  std::lock_guard<std::mutex> lock(core.mutex);
+  ze_command_list_handle_t list = core.target();
+  ACCGRAPH_ZE_CHECK(zeCommandListAppendMemoryCopy(list, dst, src, bytes, nullptr, 0, nullptr),
+                    fmt::format("copy of {} bytes", bytes));
+  core.order_after_append(list);
+  if (core.capture != StreamCapture::None) core.note(fmt::format("copy {} bytes", bytes));
+}
+
+void ZeStream::fill(void* dst, uint8_t value, size_t bytes) {
+  StreamCore& core = *core_;
+  std::lock_guard<std::mutex> lock(core.mutex);
+  ze_command_list_handle_t list = core.target();
+  ACCGRAPH_ZE_CHECK(
+      zeCommandListAppendMemoryFill(list, dst, &value, sizeof(value), bytes, nullptr, 0, nullptr),
+      fmt::format("fill of {} bytes", bytes));
+  core.order_after_append(list);
+  if (core.capture != StreamCapture::None)
+    core.note(fmt::format("fill {} bytes with {:#04x}", bytes, value));
+}
+
+void ZeStream::delay(std::chrono::nanoseconds duration) {
+  StreamCore& core = *core_;
+  DeviceState& device = core.device;
+  if (device.spin_kernel == nullptr)
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("delay: device {} has no working '{}' kernel ({}): check "
+                            "capabilities().timed_delay first",
+                            device.index, kSpinKernelName, device.delay_problem),
+                kBackendName);
+  const uint64_t ns = static_cast<uint64_t>(duration.count());
+  const ze_group_count_t one{1, 1, 1};
+  std::lock_guard<std::mutex> lock(core.mutex);
+  ze_command_list_handle_t list = core.target();
+  {
+    // The argument is read at append time, so set + append must not interleave across threads.
+    std::lock_guard<std::mutex> kernel_lock(device.kernel_mutex);
+    ACCGRAPH_ZE_CHECK(zeKernelSetArgumentValue(device.spin_kernel, 0, sizeof(ns), &ns), "delay");
+    ACCGRAPH_ZE_CHECK(
+        zeCommandListAppendLaunchKernel(list, device.spin_kernel, &one, nullptr, 0, nullptr),
+        fmt::format("delay of {} ns", ns));
+  }
+  core.order_after_append(list);
+  if (core.capture != StreamCapture::None) core.note(fmt::format("delay {} ns", ns));
+}
+
+void ZeStream::wait_for(StreamImpl& other) {
+  ZeStream& source = as_ze_stream(other, "wait_for");
+  if (&source.core()->device != &core_->device)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("wait_for: the other stream is on device {} and this one on device "
+                            "{}: level_zero joins streams of one device only",
+                            source.core()->device.index, core_->device.index),
+                kBackendName);
+  core_->wait_for(*source.core());
+}
+
+void ZeStream::synchronize() { core_->synchronize(); }
+
+bool ZeStream::is_capturing() const {
+  std::lock_guard<std::mutex> lock(core_->mutex);
+  return core_->capture != StreamCapture::None;
+}
+
+ZeStream& as_ze_stream(StreamImpl& stream, const char* operation) {
+  auto* ze = dynamic_cast<ZeStream*>(&stream);
+  if (ze == nullptr)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("{}: the stream is not a level_zero stream: create it with "
+                            "Stream::create(\"level_zero\")",
+                            operation),
+                kBackendName);
+  return *ze;
+}
+
+}  // namespace accgraph::detail::level_zero

@@ -1,0 +1,27 @@
+# Install rules: the library, headers, the CMake package (find_package(accgraph CONFIG) giving
+# accgraph::accgraph and accgraph_add_plugin()), a version file and a pkg-config file.
+include(CMakePackageConfigHelpers)
+
+set(ACCGRAPH_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/accgraph")
+
+install(TARGETS accgraph EXPORT accgraphTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/accgraph" DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT accgraphTargets NAMESPACE accgraph:: DESTINATION "${ACCGRAPH_CMAKE_DIR}")
+
+configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/accgraphConfig.cmake.in"
+  "${PROJECT_BINARY_DIR}/accgraphConfig.cmake"
+  INSTALL_DESTINATION "${ACCGRAPH_CMAKE_DIR}")
+write_basic_package_version_file("${PROJECT_BINARY_DIR}/accgraphConfigVersion.cmake"
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+install(FILES "${PROJECT_BINARY_DIR}/accgraphConfig.cmake"
+  "${PROJECT_BINARY_DIR}/accgraphConfigVersion.cmake"
+  "${PROJECT_SOURCE_DIR}/cmake/accgraphPlugin.cmake"
+  DESTINATION "${ACCGRAPH_CMAKE_DIR}")
+
+# pkg-config: paths relative to the prefix so the installed tree can be moved.
+configure_file("${PROJECT_SOURCE_DIR}/cmake/accgraph.pc.in" "${PROJECT_BINARY_DIR}/accgraph.pc" @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/accgraph.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")

@@ -1,0 +1,27 @@
+// Out-of-line members of the backend SPI classes (vtable anchors and the optional operations'
+// defaults).
+#include "accgraph/backend.hpp"
+
+namespace accgraph {
+
+StreamImpl::~StreamImpl() = default;
+BufferImpl::~BufferImpl() = default;
+GraphImplInterface::~GraphImplInterface() = default;
+TimestampMarkers::~TimestampMarkers() = default;
+Backend::~Backend() = default;
+
+void StreamImpl::host_call(std::function<void()>) {
+  throw Error(ErrorCode::Unsupported,
+              "host_call is not supported by this backend: check capabilities().host_calls first");
+}
+
+void StreamImpl::delay(std::chrono::nanoseconds) {
+  throw Error(ErrorCode::Unsupported,
+              "delay is not supported by this backend: check capabilities().timed_delay first");
+}
+
+void TimestampMarkers::before_launch(GraphImplInterface&, StreamImpl&, uint64_t) {}
+void TimestampMarkers::after_launch(GraphImplInterface&, StreamImpl&, uint64_t) {}
+void TimestampMarkers::after_eager_sequence(StreamImpl&, uint64_t) {}
+
+}  // namespace accgraph

@@ -1,0 +1,226 @@
+// Stream and Buffer: argument checks and bookkeeping in front of the backend's StreamImpl and
+// BufferImpl.
+#include "accgraph/stream.hpp"
+
+#include <atomic>
+
+#include <fmt/format.h>
+
+#include "accgraph/backend.hpp"
+#include "accgraph/error.hpp"
+#include "accgraph/graph.hpp"
+#include "accgraph/registry.hpp"
+#include "stream_state.hpp"
+
+namespace accgraph {
+
+namespace {
+
+std::atomic<uint64_t> next_stream_id{1};
+
+Backend& resolve_backend(std::string_view name, std::string& resolved_name) {
+  Registry& registry = Registry::instance();
+  resolved_name = name.empty() ? registry.default_backend_name() : std::string(name);
+  return registry.backend(resolved_name);
+}
+
+void check_device(Backend& backend, const std::string& name, int device) {
+  size_t count = backend.devices().size();
+  if (device < 0 || static_cast<size_t>(device) >= count)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("device {} does not exist: backend '{}' has {} device(s), numbered "
+                            "from 0",
+                            device, name, count));
+}
+
+[[noreturn]] void throw_empty_stream(const char* operation) {
+  throw Error(ErrorCode::InvalidState,
+              fmt::format("{}: this Stream is empty (moved from): use the Stream it was moved "
+                          "into",
+                          operation));
+}
+
+}  // namespace
+
+Stream::Stream(std::unique_ptr<detail::StreamState> state) : state_(std::move(state)) {}
+Stream::Stream(Stream&&) noexcept = default;
+Stream& Stream::operator=(Stream&&) noexcept = default;
+Stream::~Stream() = default;
+
+Stream Stream::create(std::string_view backend_name, int device) {
+  auto state = std::make_unique<detail::StreamState>();
+  state->backend = &resolve_backend(backend_name, state->backend_name);
+  check_device(*state->backend, state->backend_name, device);
+  state->impl = state->backend->create_stream(device);
+  if (!state->impl)
+    throw Error(ErrorCode::BackendError, "create_stream returned no stream", state->backend_name);
+  state->capabilities = state->backend->capabilities(device);
+  state->id = next_stream_id.fetch_add(1);
+  return Stream(std::move(state));
+}
+
+Stream Stream::wrap(std::string_view backend_name, int device, void* native_handle) {
+  auto state = std::make_unique<detail::StreamState>();
+  state->backend = &resolve_backend(backend_name, state->backend_name);
+  check_device(*state->backend, state->backend_name, device);
+  state->impl = state->backend->wrap_stream(device, native_handle);
+  if (!state->impl)
+    throw Error(ErrorCode::BackendError, "wrap_stream returned no stream", state->backend_name);
+  state->capabilities = state->backend->capabilities(device);
+  state->id = next_stream_id.fetch_add(1);
+  return Stream(std::move(state));
+}
+
+detail::StreamState& Stream::state() const {
+  if (!state_) throw_empty_stream("Stream");
+  return *state_;
+}
+
+StreamImpl& Stream::impl() const { return *state().impl; }
+
+void Stream::copy(void* dst, const void* src, size_t bytes) {
+  detail::StreamState& s = state();
+  if (bytes == 0) return;
+  if (dst == nullptr || src == nullptr)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("copy of {} bytes with a null {} pointer: pass valid buffers", bytes,
+                            dst == nullptr ? "destination" : "source"),
+                s.backend_name);
+  s.impl->copy(dst, src, bytes);
+  ++s.operations;
+}
+
+void Stream::copy(Buffer& dst, const Buffer& src) {
+  if (dst.size() < src.size())
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("copy: the destination holds {} bytes but the source {}: pass a "
+                            "destination at least as large",
+                            dst.size(), src.size()),
+                state().backend_name);
+  copy(dst.data(), src.data(), src.size());
+}
+
+void Stream::fill(void* dst, uint8_t value, size_t bytes) {
+  detail::StreamState& s = state();
+  if (bytes == 0) return;
+  if (dst == nullptr)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("fill of {} bytes with a null destination: pass a valid buffer",
+                            bytes),
+                s.backend_name);
+  s.impl->fill(dst, value, bytes);
+  ++s.operations;
+}
+
+void Stream::fill(Buffer& dst, uint8_t value) { fill(dst.data(), value, dst.size()); }
+
+void Stream::host_call(std::function<void()> fn) {
+  detail::StreamState& s = state();
+  if (!fn)
+    throw Error(ErrorCode::InvalidArgument, "host_call with an empty function", s.backend_name);
+  if (!s.capabilities.host_calls)
+    throw Error(ErrorCode::Unsupported,
+                "host_call is not supported by this backend: check capabilities().host_calls "
+                "before enqueuing C++ callables",
+                s.backend_name);
+  s.impl->host_call(std::move(fn));
+  ++s.operations;
+}
+
+void Stream::delay(std::chrono::nanoseconds duration) {
+  detail::StreamState& s = state();
+  if (duration.count() < 0)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("delay of {} ns: the duration must not be negative", duration.count()),
+                s.backend_name);
+  if (!s.capabilities.timed_delay)
+    throw Error(ErrorCode::Unsupported,
+                "delay is not supported by this backend: check capabilities().timed_delay first",
+                s.backend_name);
+  s.impl->delay(duration);
+  ++s.operations;
+}
+
+void Stream::wait(Stream& other) {
+  detail::StreamState& s = state();
+  detail::StreamState& o = other.state();
+  if (&s == &o)
+    throw Error(ErrorCode::InvalidArgument,
+                "wait: a stream cannot wait for itself: pass another stream", s.backend_name);
+  if (s.backend != o.backend)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("wait: this stream belongs to backend '{}' and the other to '{}': "
+                            "streams can only wait for streams of the same backend",
+                            s.backend_name, o.backend_name),
+                s.backend_name);
+  bool other_capturing = o.impl->is_capturing();
+  if (other_capturing && !s.capabilities.multi_stream_capture)
+    throw Error(ErrorCode::Unsupported,
+                "wait: the other stream is capturing and this backend cannot fork a capture onto "
+                "another stream (capabilities().multi_stream_capture is false): enqueue the "
+                "work on the capturing stream",
+                s.backend_name);
+  s.impl->wait_for(*o.impl);
+  ++s.operations;
+  if (other_capturing && s.impl->is_capturing()) s.capturing_graph = o.capturing_graph;
+}
+
+void Stream::synchronize() {
+  detail::StreamState& s = state();
+  if (s.impl->is_capturing()) {
+    AcceleratorGraph* graph = capturing_graph();
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("synchronize() is not allowed while the stream is capturing{}: the "
+                            "captured work has not run; end the capture first (capture_end), or "
+                            "reset() the graph to abandon it",
+                            graph ? fmt::format(" (graph {})", graph->id()) : std::string()),
+                s.backend_name);
+  }
+  s.impl->synchronize();
+}
+
+bool Stream::is_capturing() const { return state().impl->is_capturing(); }
+
+AcceleratorGraph* Stream::capturing_graph() const {
+  detail::StreamState& s = state();
+  if (s.capturing_graph == nullptr || !s.impl->is_capturing()) return nullptr;
+  return s.capturing_graph;
+}
+
+void* Stream::native_handle() const { return state().impl->native_handle(); }
+int Stream::device() const { return state().impl->device(); }
+Backend& Stream::backend() const { return *state().backend; }
+const std::string& Stream::backend_name() const { return state().backend_name; }
+Capabilities Stream::capabilities() const { return state().capabilities; }
+uint64_t Stream::id() const { return state().id; }
+uint64_t Stream::operation_count() const { return state().operations; }
+
+// --- Buffer ---------------------------------------------------------------------------------
+
+Buffer::Buffer(std::unique_ptr<BufferImpl> impl) : impl_(std::move(impl)) {}
+Buffer::Buffer(Buffer&&) noexcept = default;
+Buffer& Buffer::operator=(Buffer&&) noexcept = default;
+Buffer::~Buffer() = default;
+
+Buffer Buffer::allocate(const Stream& stream, size_t bytes, MemoryKind kind) {
+  return allocate(stream.backend_name(), stream.device(), bytes, kind);
+}
+
+Buffer Buffer::allocate(std::string_view backend_name, int device, size_t bytes,
+                        MemoryKind kind) {
+  std::string name;
+  Backend& backend = resolve_backend(backend_name, name);
+  if (bytes == 0)
+    throw Error(ErrorCode::InvalidArgument,
+                "Buffer::allocate of 0 bytes: ask for at least one byte", name);
+  check_device(backend, name, device);
+  std::unique_ptr<BufferImpl> impl = backend.allocate(device, bytes, kind);
+  if (!impl) throw Error(ErrorCode::BackendError, "allocate returned no buffer", name);
+  return Buffer(std::move(impl));
+}
+
+void* Buffer::data() const { return impl_ ? impl_->data() : nullptr; }
+size_t Buffer::size() const { return impl_ ? impl_->size() : 0; }
+MemoryKind Buffer::kind() const { return impl_ ? impl_->kind() : MemoryKind::Host; }
+
+}  // namespace accgraph

@@ -1,0 +1,120 @@
+// AcceleratorGraph: capture work on a stream once, replay it many times, on any backend.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "accgraph/export.hpp"
+#include "accgraph/types.hpp"
+
+namespace accgraph {
+
+class Backend;
+class GraphImplInterface;
+class Stream;
+struct GraphStats;
+
+enum class GraphState {
+  Empty,         ///< nothing captured (new, or after reset())
+  Capturing,     ///< between capture_begin and capture_end
+  Captured,      ///< captured, not yet instantiated (keep_graph = true)
+  Instantiated,  ///< ready to replay
+};
+
+ACCGRAPH_API const char* to_string(GraphState state) noexcept;
+
+/// The user-facing graph. Holds the backend's GraphImplInterface and adds what every backend
+/// would otherwise repeat: call-order checks with clear errors, a stable id, current(), and the
+/// lifecycle hooks (see hooks.hpp). Not thread-safe: one thread uses a graph at a time.
+///
+///   accgraph::AcceleratorGraph graph("host");
+///   accgraph::Stream stream = accgraph::Stream::create("host");
+///   graph.capture_begin(stream);
+///   stream.fill(buf.data(), 1, buf.size());   // recorded, not run
+///   graph.capture_end();
+///   for (int i = 0; i < 10; ++i) graph.replay();
+class ACCGRAPH_API AcceleratorGraph {
+ public:
+  /// A graph on the default backend (ACCGRAPH_BACKEND, else the highest-priority available).
+  explicit AcceleratorGraph(GraphArgs args = {});
+  explicit AcceleratorGraph(std::string_view backend, GraphArgs args = {});
+  AcceleratorGraph(const AcceleratorGraph&) = delete;
+  AcceleratorGraph& operator=(const AcceleratorGraph&) = delete;
+  /// Never throws: failures are reported through the log handler.
+  ~AcceleratorGraph();
+
+  /// Starts capturing the work enqueued on `stream`. The stream must belong to this graph's
+  /// backend and outlive the capture; replay() without a stream replays on it.
+  void capture_begin(Stream& stream, PoolId pool = {}, CaptureMode mode = CaptureMode::Default);
+  /// Ends the capture and, unless keep_graph, instantiates. A failure leaves the graph Empty.
+  void capture_end();
+  void instantiate();
+  /// Replays on the capture stream.
+  void replay();
+  /// Replays on another stream of the same backend and device.
+  void replay(Stream& stream);
+  /// Drops the capture (aborting one in progress); the graph may capture again.
+  void reset();
+
+  PoolId pool() const;
+  void enable_debug_mode();
+  void debug_dump(const std::string& path);
+
+  uint64_t id() const noexcept { return id_; }
+  GraphState state() const noexcept { return state_; }
+  const GraphArgs& args() const noexcept { return args_; }
+  const std::string& backend_name() const noexcept { return backend_name_; }
+  Backend& backend() const noexcept { return *backend_; }
+  /// The device of the last capture (-1 before the first).
+  int device() const noexcept { return device_; }
+  /// The stream of the current or last capture (nullptr before the first).
+  Stream* capture_stream() const noexcept { return capture_stream_; }
+  /// Completed replay() calls since the last capture.
+  uint64_t replay_count() const noexcept { return replay_count_; }
+  GraphStats stats() const;
+  GraphImplInterface& impl() const noexcept { return *impl_; }
+
+  /// The graph capturing on this thread, or nullptr.
+  static AcceleratorGraph* current() noexcept;
+
+ private:
+  void abort_capture_noexcept() noexcept;
+  void finish_capture_streams() noexcept;
+
+  uint64_t id_;
+  GraphArgs args_;
+  std::string backend_name_;
+  Backend* backend_;
+  std::unique_ptr<GraphImplInterface> impl_;
+  GraphState state_ = GraphState::Empty;
+  Stream* capture_stream_ = nullptr;
+  int device_ = -1;
+  uint64_t replay_count_ = 0;
+  AcceleratorGraph* previous_current_ = nullptr;  // current() of this thread before our capture
+};
+
+/// RAII capture: capture_begin in the constructor, capture_end in finish() or the destructor.
+/// When the scope is left by an exception the capture is aborted (graph reset) instead. The
+/// destructor never throws: call finish() to see a failing capture_end as an exception (the
+/// destructor only logs it and leaves the graph Empty).
+///
+///   { accgraph::CaptureGuard capture(graph, stream);  enqueue work...  }
+class ACCGRAPH_API CaptureGuard {
+ public:
+  CaptureGuard(AcceleratorGraph& graph, Stream& stream, PoolId pool = {},
+               CaptureMode mode = CaptureMode::Default);
+  CaptureGuard(const CaptureGuard&) = delete;
+  CaptureGuard& operator=(const CaptureGuard&) = delete;
+  ~CaptureGuard();
+  /// Ends the capture now (throws on failure); the destructor then does nothing.
+  void finish();
+
+ private:
+  AcceleratorGraph* graph_;
+  int uncaught_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace accgraph

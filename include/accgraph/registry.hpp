@@ -1,0 +1,90 @@
+// The backend registry: backend names to factories with priorities, plugin loading, and the
+// default backend.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "accgraph/backend.hpp"
+#include "accgraph/export.hpp"
+#include "accgraph/types.hpp"
+
+namespace accgraph {
+
+/// Backend priorities: the default backend is the available one of highest priority.
+namespace priority {
+constexpr int fallback = 0;    // host
+constexpr int normal = 50;     // level_zero, most plugins
+constexpr int preferred = 100; // cuda
+}  // namespace priority
+
+/// What `accgraph backends` shows for one registered name.
+struct BackendStatus {
+  std::string name;
+  int priority = 0;
+  std::string origin;            ///< "built-in", "built-in module <path>", "plugin <path>"
+  bool available = false;
+  std::string unavailable_reason;
+  std::vector<DeviceInfo> devices;
+  Capabilities capabilities;     ///< of device 0 when available
+};
+
+/// A plugin library that was rejected: the file and why.
+struct PluginFailure {
+  std::string path;
+  std::string reason;
+};
+
+/// Process-wide and thread-safe. Built-in backends are registered by an explicit list on first
+/// use, then the plugins of ACCGRAPH_PLUGIN_PATH are loaded.
+class ACCGRAPH_API Registry {
+ public:
+  static Registry& instance();
+
+  /// Registers a factory; the backend is created on first use. A name already registered is an
+  /// InvalidArgument error.
+  void register_backend(const std::string& name, int priority, BackendFactory factory,
+                        const std::string& origin = "registered by the application");
+  bool contains(std::string_view name) const;
+  /// Registered names, highest priority first.
+  std::vector<std::string> names() const;
+  /// Status of every registered backend (creates each to learn whether it is available).
+  std::vector<BackendStatus> status();
+  /// Plugins rejected so far.
+  std::vector<PluginFailure> plugin_failures() const;
+
+  /// The backend, created on first use. Unknown name: InvalidArgument listing what is
+  /// registered; known but unavailable: Unavailable with the reason.
+  Backend& backend(std::string_view name);
+  /// ACCGRAPH_BACKEND if set, else the available backend of highest priority.
+  std::string default_backend_name();
+
+  /// RFC-style factory: a new graph implementation of the named backend.
+  std::unique_ptr<GraphImplInterface> create_graph_impl(std::string_view name,
+                                                        const GraphArgs& args);
+
+  /// Loads one plugin library and registers its backend. Throws Error(PluginError) naming the
+  /// file and the reason; the registry is unchanged then.
+  void load_plugin(const std::string& path);
+
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+ private:
+  Registry();
+  ~Registry();
+  struct State;
+  std::unique_ptr<State> state_;
+  friend struct RegistryAccess;
+};
+
+/// Shorthands for Registry::instance().
+ACCGRAPH_API Backend& backend(std::string_view name = {});
+ACCGRAPH_API void load_plugin(const std::string& path);
+ACCGRAPH_API std::string default_backend_name();
+ACCGRAPH_API std::unique_ptr<GraphImplInterface> create_graph_impl(std::string_view name,
+                                                                   const GraphArgs& args = {});
+
+}  // namespace accgraph

@@ -1,0 +1,86 @@
+// What the timing layer produces: one ReplayReport per replay (or eager region tree), per-region
+// statistics over replays, and the exporters (text table, CSV, Chrome trace JSON).
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "accgraph/export.hpp"
+
+namespace accgraph::timing {
+
+/// Key/value annotations of a region (shown in trace `args` and reports).
+using Metadata = std::vector<std::pair<std::string, std::string>>;
+
+struct RegionTiming {
+  std::string name;
+  std::string path;        ///< names of the enclosing regions and this one, joined by '/'
+  int depth = 0;           ///< 0 for top-level regions
+  int parent = -1;         ///< index of the enclosing region in ReplayReport::regions, or -1
+  uint64_t stream_id = 0;  ///< the Stream the region was recorded on (one trace track each)
+  uint64_t start_ns = 0;   ///< on the backend's marker clock
+  uint64_t end_ns = 0;
+  uint64_t duration_ns = 0;
+  Metadata metadata;
+};
+
+struct ReplayReport {
+  uint64_t graph_id = 0;      ///< AcceleratorGraph::id(), 0 for eager (non-captured) regions
+  uint64_t replay_index = 0;  ///< 0-based replay number since the capture (eager: sequence)
+  std::string backend;
+  int device = 0;
+  std::string device_name;
+  std::string marker_strategy;
+  uint64_t resolution_ns = 0;
+  std::vector<RegionTiming> regions;  ///< in the order the regions were opened
+};
+
+/// Statistics of one region path over all reports seen.
+struct RegionStats {
+  std::string path;
+  int depth = 0;
+  uint64_t count = 0;
+  double min_ns = 0, mean_ns = 0, p50_ns = 0, p95_ns = 0, max_ns = 0;
+};
+
+/// Accumulates per-region statistics from reports (keyed by region path, in first-seen order).
+/// Keeps every sample (8 bytes per region per report) so min/max/mean are exact and p50/p95 are
+/// exact nearest-rank percentiles (the smallest sample with at least p% of samples <= it).
+/// Thread-safe.
+class ACCGRAPH_API StatsAccumulator {
+ public:
+  StatsAccumulator();
+  ~StatsAccumulator();
+  StatsAccumulator(const StatsAccumulator&) = delete;
+  StatsAccumulator& operator=(const StatsAccumulator&) = delete;
+
+  void add(const ReplayReport& report);
+  std::vector<RegionStats> stats() const;
+  void clear();
+
+ private:
+  friend struct StatsAccess;  // the Profiler feeds samples by cached series index
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+/// A fixed-width text table: region, count, min, mean, p50, p95, max (microseconds).
+ACCGRAPH_API void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats);
+/// CSV with a header row: path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns.
+ACCGRAPH_API void write_stats_csv(std::ostream& out, const std::vector<RegionStats>& stats);
+/// CSV, one row per region per report: graph_id,replay_index,backend,device,path,depth,
+/// stream_id,start_ns,end_ns,duration_ns,metadata.
+ACCGRAPH_API void write_reports_csv(std::ostream& out, const std::vector<ReplayReport>& reports);
+/// Chrome trace JSON ({"traceEvents":[...], "displayTimeUnit":"ns"}, ph "X", ts/dur in
+/// microseconds relative to the earliest start in `reports`, cat "graph <id>" or "eager");
+/// loads in Perfetto and chrome://tracing. One process per (backend, device), one thread per
+/// stream, both named by "M" events; args hold the metadata, path, graph_id and replay_index.
+/// Regions of one stream that overlap without nesting (other graphs' replays, regions ended on
+/// another stream) move to extra tracks "stream <id> (overlap <k>)", so every track nests.
+ACCGRAPH_API void write_chrome_trace(std::ostream& out, const std::vector<ReplayReport>& reports);
+
+}  // namespace accgraph::timing

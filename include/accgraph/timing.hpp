@@ -1,0 +1,131 @@
+// The timing layer: named, nestable regions recorded into captured graphs as backend timestamp
+// markers (or timed eagerly outside a capture), and a ReplayReport after every replay.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "accgraph/export.hpp"
+#include "accgraph/report.hpp"
+
+namespace accgraph {
+class AcceleratorGraph;
+class Stream;
+}  // namespace accgraph
+
+namespace accgraph::timing {
+
+/// When reports reach the sinks.
+enum class Delivery {
+  Lazy,       ///< when the ring is full, on flush(), in the destructor, or by the collector
+  Immediate,  ///< right after each replay (waits for it: the blog's behaviour, serialises)
+};
+
+struct ProfilerOptions {
+  Delivery delivery = Delivery::Lazy;
+  /// Marker strategy (Capabilities::marker_strategies); empty = the backend's default.
+  std::string marker_strategy;
+  /// Replays in flight per graph with distinct marker storage; 0 = the backend's default.
+  size_t ring_depth = 0;
+  /// Start a background thread that delivers completed replays as they finish.
+  bool background_collector = false;
+  std::chrono::microseconds collector_period{200};
+  /// Keep every report (for reports() and the exporters); off for long runs.
+  bool keep_reports = true;
+};
+
+using Sink = std::function<void(const ReplayReport&)>;
+
+/// Times regions of captured graphs and of eager work.
+///
+///   accgraph::timing::Profiler prof;
+///   prof.attach(graph);                       // or attach_all() for every graph
+///   graph.capture_begin(stream);
+///   { auto r = prof.region(stream, "layer0", {{"bytes", "4096"}});  enqueue work... }
+///   graph.capture_end();
+///   graph.replay();
+///   prof.flush();                             // reports -> sinks, stats()
+///
+/// Inside a capture each region boundary records a timestamp marker into the graph. Outside a
+/// capture the same region is timed eagerly on the stream (one report, graph_id 0, per
+/// outermost region). No host synchronisation per region; at most one wait per replay, and
+/// only when the graph's marker ring is full (the oldest replay is collected first, so no
+/// report is lost).
+///
+/// N+1 markers: a region that begins on the same stream, at the same depth, right after its
+/// sibling ended, with no accgraph operation enqueued on that Stream in between, reuses the
+/// sibling's end marker as its begin. Native work enqueued between the two (a kernel launched
+/// on native_handle()) therefore counts toward the later region.
+///
+/// Regions nest per stream (depth, parent, path "outer/inner"); a forked stream's regions
+/// start at depth 0. A region must end where it began: inside the same capture, or eagerly
+/// before a capture begins on its stream; capture_end with a region still open is an
+/// InvalidState error (the capture is aborted, the graph reset and reusable).
+///
+/// Lifecycle: a graph's pending reports are collected when it is reset, re-captured or
+/// destroyed. Graphs that still hold a timed capture when the profiler is destroyed keep their
+/// marker storage until the process exits (a later replay still writes into it). Sinks run on
+/// the thread that collects (replay, flush, the collector thread), one report at a time, in
+/// replay order per graph; an exception from a sink is logged and does not stop delivery.
+/// Thread-safe; destroy the profiler while no other thread is driving a graph.
+class ACCGRAPH_API Profiler {
+ public:
+  explicit Profiler(ProfilerOptions options = {});
+  /// Flushes and detaches; never throws.
+  ~Profiler();
+  Profiler(const Profiler&) = delete;
+  Profiler& operator=(const Profiler&) = delete;
+
+  /// Times `graph` from its next capture_begin on (InvalidState while it is capturing).
+  void attach(AcceleratorGraph& graph);
+  /// Times every graph whose capture begins from now on.
+  void attach_all();
+  /// Stops timing new captures; pending reports are still delivered by flush().
+  void detach();
+
+  /// RAII region: end() in the destructor (never throws; logs).
+  class ACCGRAPH_API Region {
+   public:
+    Region(Region&& other) noexcept;
+    Region(const Region&) = delete;
+    Region& operator=(const Region&) = delete;
+    Region& operator=(Region&&) = delete;
+    ~Region();
+    void end();
+
+   private:
+    friend class Profiler;
+    Region(Profiler* profiler, Stream* stream) : profiler_(profiler), stream_(stream) {}
+    Profiler* profiler_;
+    Stream* stream_;
+  };
+
+  [[nodiscard]] Region region(Stream& stream, std::string name, Metadata metadata = {});
+  /// Opens a region on `stream`. While the stream captures into a graph the profiler is not
+  /// attached to, an InvalidState error says to attach before capture_begin.
+  void begin(Stream& stream, std::string name, Metadata metadata = {});
+  /// Ends the innermost open region on `stream`.
+  void end(Stream& stream);
+
+  void add_sink(Sink sink);
+  /// Waits for every pending replay and eager region and delivers its report (all graphs).
+  void flush();
+
+  /// Reports delivered so far (when keep_reports).
+  std::vector<ReplayReport> reports() const;
+  std::vector<RegionStats> stats() const;
+  /// Reports delivered so far (counted even when not kept).
+  uint64_t delivered() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace accgraph::timing

@@ -1,0 +1,75 @@
+// The explicit list of built-in backends: host (linked into the core) and the vendor modules
+// (cuda, level_zero) loaded from lib/accgraph/ next to libaccgraph at run time.
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+
+#include "accgraph/error.hpp"
+#include "accgraph/registry.hpp"
+#include "registry_internal.hpp"
+
+namespace accgraph::detail {
+
+namespace {
+
+struct BuiltinModule {
+  const char* name;
+  int priority;
+  const char* how_to_build;  // shown when the module is absent from this installation
+};
+
+// Highest priority first is only for the reader; the registry sorts by priority.
+constexpr BuiltinModule kBuiltinModules[] = {
+    {"cuda", priority::preferred,
+     "configure accgraph with the CUDA Toolkit installed (ACCGRAPH_BACKEND_CUDA=AUTO or ON)"},
+    {"level_zero", priority::normal,
+     "configure accgraph with libze-dev installed (ACCGRAPH_BACKEND_LEVEL_ZERO=AUTO or ON)"},
+};
+
+bool file_exists(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
+}
+
+}  // namespace
+
+std::string module_directory() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&module_directory), &info) == 0 || info.dli_fname == nullptr)
+    return {};
+  std::string library = info.dli_fname;
+  size_t slash = library.rfind('/');
+  std::string directory = slash == std::string::npos ? "." : library.substr(0, slash);
+  return directory + "/" + ACCGRAPH_MODULE_SUBDIR;
+}
+
+void register_builtin_backends(Registry& registry) {
+  registry.register_backend("host", priority::fallback, [] { return make_host_backend(); },
+                            "built-in");
+  const std::string directory = module_directory();
+  for (const BuiltinModule& module : kBuiltinModules) {
+    std::string path = fmt::format("{}/libaccgraph_backend_{}.so", directory, module.name);
+    std::string origin = fmt::format("built-in module {}", path);
+    if (!file_exists(path)) {
+      register_unavailable(registry, module.name, module.priority,
+                           fmt::format("built-in module (not installed)"),
+                           fmt::format("this installation has no {} module ({} is missing); {}",
+                                       module.name, path, module.how_to_build));
+      continue;
+    }
+    try {
+      LoadedPlugin plugin = open_plugin(path);
+      if (plugin.name != module.name)
+        throw Error(ErrorCode::PluginError,
+                    fmt::format("module '{}' registers backend '{}' instead of '{}'", path,
+                                plugin.name, module.name));
+      registry.register_backend(plugin.name, module.priority, std::move(plugin.factory), origin);
+    } catch (const Error& e) {
+      register_unavailable(registry, module.name, module.priority, origin,
+                           fmt::format("its module could not be loaded: {}", e.message()));
+    }
+  }
+}
+
+}  // namespace accgraph::detail

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Downloads, on a machine with apt access, the Debian packages the GPU machine lacks (it cannot
+# reach any registry) into .deps/, which scripts/gpu-check.sh unpacks there with dpkg -x.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+mkdir -p "$root/.deps"
+# Keep .deps/ out of git (it travels to the device machine as a carried path).
+exclude="$root/.git/info/exclude"
+if [ -f "$exclude" ] && ! grep -qx '/.deps/' "$exclude"; then echo '/.deps/' >> "$exclude"; fi
+cd "$root/.deps"
+packages=(libfmt-dev libfmt9 doctest-dev nlohmann-json3-dev libze-dev libze1)
+apt-get download "${packages[@]}"
+ls -l "$root/.deps"

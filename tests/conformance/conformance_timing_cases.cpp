@@ -1,0 +1,231 @@
+// Conformance cases for region timing (timing::Profiler over the backend's TimestampMarkers):
+// known durations, nesting, metadata, shared boundaries, the ring, and eager regions.
+#include <algorithm>
+#include <thread>
+
+#include "conformance.hpp"
+
+namespace accgraph::conformance {
+namespace {
+
+using namespace std::chrono_literals;
+using timing::Profiler;
+using timing::ProfilerOptions;
+using timing::ReplayReport;
+
+/// Enqueues work lasting at least `duration`: delay() where the backend has it, else a host
+/// call that sleeps. False (after a skip) when the backend has neither.
+bool enqueue_known_duration(Stream& stream, std::chrono::nanoseconds duration) {
+  if (capabilities().timed_delay) {
+    stream.delay(duration);
+    return true;
+  }
+  if (capabilities().host_calls) {
+    stream.host_call([duration] { std::this_thread::sleep_for(duration); });
+    return true;
+  }
+  skip("lacks timed_delay and host_calls: no work of known duration to time");
+  return false;
+}
+
+const timing::RegionTiming* find_region(const ReplayReport& report, const std::string& path) {
+  for (const timing::RegionTiming& region : report.regions)
+    if (region.path == path) return &region;
+  return nullptr;
+}
+
+ACCGRAPH_CONFORMANCE_CASE("timing: a region around work of known duration measures it") {
+  constexpr auto kWork = std::chrono::milliseconds(5);
+  Stream stream = make_stream();
+  Profiler profiler;
+  AcceleratorGraph graph(backend());
+  profiler.attach(graph);
+  graph.capture_begin(stream);
+  bool have_work = false;
+  {
+    auto region = profiler.region(stream, "work");
+    have_work = enqueue_known_duration(stream, kWork);
+  }
+  graph.capture_end();
+  if (!have_work) return;
+  constexpr int kReplays = 5;
+  for (int i = 0; i < kReplays; ++i) graph.replay();
+  profiler.flush();
+
+  std::vector<ReplayReport> reports = profiler.reports();
+  REQUIRE(reports.size() == kReplays);
+  const uint64_t work_ns = std::chrono::nanoseconds(kWork).count();
+  std::vector<uint64_t> durations;
+  for (const ReplayReport& report : reports) {
+    REQUIRE(report.regions.size() == 1);
+    const timing::RegionTiming& region = report.regions[0];
+    CHECK(report.backend == backend());
+    CHECK(region.end_ns >= region.start_ns);
+    // Lower bound, every replay: the work lasts at least kWork and both markers bracket it;
+    // each stamp may be quantised by one clock step.
+    CHECK(region.duration_ns + 2 * report.resolution_ns >= work_ns);
+    durations.push_back(region.duration_ns);
+  }
+  // Upper bound on the median: a marker costs at most a few microseconds on every backend we
+  // know (design.md: ~2.5 us for an event node on H100), so 2 ms of slack is far above real
+  // overhead yet well below kWork, so a region that measured something else (the work twice,
+  // the launch gap) fails. The median, because one replay may be descheduled on a loaded
+  // machine (the host backend's "device" is a CPU thread).
+  std::sort(durations.begin(), durations.end());
+  CHECK(durations[durations.size() / 2] <= work_ns + 2'000'000);
+}
+
+ACCGRAPH_CONFORMANCE_CASE("timing: nested regions report depth, parent, path and containment") {
+  Stream stream = make_stream();
+  Buffer data = Buffer::allocate(stream, 4096);
+  Profiler profiler;
+  AcceleratorGraph graph(backend());
+  profiler.attach(graph);
+  graph.capture_begin(stream);
+  {
+    auto outer = profiler.region(stream, "outer");
+    {
+      auto inner = profiler.region(stream, "inner");
+      stream.fill(data, 1);
+      {
+        auto innermost = profiler.region(stream, "innermost");
+        stream.fill(data, 2);
+      }
+    }
+    stream.fill(data, 3);
+  }
+  graph.capture_end();
+  graph.replay();
+  profiler.flush();
+  std::vector<ReplayReport> reports = profiler.reports();
+  REQUIRE(reports.size() == 1);
+  const ReplayReport& report = reports[0];
+  REQUIRE(report.regions.size() == 3);
+  const auto& outer = report.regions[0];
+  const auto& inner = report.regions[1];
+  const auto& innermost = report.regions[2];
+  CHECK(outer.path == "outer");
+  CHECK(outer.depth == 0);
+  CHECK(outer.parent == -1);
+  CHECK(inner.path == "outer/inner");
+  CHECK(inner.depth == 1);
+  CHECK(inner.parent == 0);
+  CHECK(innermost.path == "outer/inner/innermost");
+  CHECK(innermost.depth == 2);
+  CHECK(innermost.parent == 1);
+  CHECK(outer.start_ns <= inner.start_ns);
+  CHECK(inner.start_ns <= innermost.start_ns);
+  CHECK(innermost.end_ns <= inner.end_ns);
+  CHECK(inner.end_ns <= outer.end_ns);
+  CHECK(report.graph_id == graph.id());
+  CHECK(report.replay_index == 0);
+}
+
+ACCGRAPH_CONFORMANCE_CASE("timing: metadata reaches the report") {
+  Stream stream = make_stream();
+  Buffer data = Buffer::allocate(stream, 4096);
+  Profiler profiler;
+  AcceleratorGraph graph(backend());
+  profiler.attach(graph);
+  graph.capture_begin(stream);
+  {
+    auto region = profiler.region(stream, "fill", {{"bytes", "4096"}, {"value", "7"}});
+    stream.fill(data, 7);
+  }
+  graph.capture_end();
+  graph.replay();
+  profiler.flush();
+  std::vector<ReplayReport> reports = profiler.reports();
+  REQUIRE(reports.size() == 1);
+  REQUIRE(reports[0].regions.size() == 1);
+  timing::Metadata expected{{"bytes", "4096"}, {"value", "7"}};
+  CHECK(reports[0].regions[0].metadata == expected);
+}
+
+ACCGRAPH_CONFORMANCE_CASE("timing: N adjacent regions share boundaries (N+1 markers)") {
+  Stream stream = make_stream();
+  Buffer data = Buffer::allocate(stream, 4096);
+  Profiler profiler;
+  AcceleratorGraph graph(backend());
+  profiler.attach(graph);
+  graph.capture_begin(stream);
+  for (const char* name : {"a", "b", "c"}) {
+    auto region = profiler.region(stream, name);
+    stream.fill(data, 1);
+  }
+  graph.capture_end();
+  for (int i = 0; i < 3; ++i) graph.replay();
+  profiler.flush();
+  std::vector<ReplayReport> reports = profiler.reports();
+  REQUIRE(reports.size() == 3);
+  for (const ReplayReport& report : reports) {
+    REQUIRE(report.regions.size() == 3);
+    // A shared boundary marker gives identical times; a separate end and begin marker would be
+    // two clock reads, which differ on a fine clock (the host's 1 ns steady_clock).
+    CHECK(report.regions[0].end_ns == report.regions[1].start_ns);
+    CHECK(report.regions[1].end_ns == report.regions[2].start_ns);
+  }
+}
+
+ACCGRAPH_CONFORMANCE_CASE("timing: replays that outrun a ring of 2 lose no report") {
+  ProfilerOptions options;
+  options.ring_depth = 2;
+  Profiler profiler(options);
+  std::vector<uint64_t> seen;
+  profiler.add_sink([&](const ReplayReport& report) { seen.push_back(report.replay_index); });
+  Stream stream = make_stream();
+  Buffer data = Buffer::allocate(stream, 4096);
+  AcceleratorGraph graph(backend());
+  profiler.attach(graph);
+  graph.capture_begin(stream);
+  {
+    auto region = profiler.region(stream, "fill");
+    stream.fill(data, 1);
+  }
+  graph.capture_end();
+  constexpr uint64_t kReplays = 50;
+  for (uint64_t i = 0; i < kReplays; ++i) graph.replay();
+  profiler.flush();
+  REQUIRE(seen.size() == kReplays);
+  for (uint64_t i = 0; i < kReplays; ++i) CHECK(seen[i] == i);
+  CHECK(profiler.delivered() == kReplays);
+  std::vector<ReplayReport> reports = profiler.reports();
+  REQUIRE(reports.size() == kReplays);
+  for (const ReplayReport& report : reports) {
+    REQUIRE(report.regions.size() == 1);
+    CHECK(report.regions[0].end_ns >= report.regions[0].start_ns);
+  }
+}
+
+ACCGRAPH_CONFORMANCE_CASE("timing: regions outside a capture are timed eagerly") {
+  constexpr auto kWork = std::chrono::milliseconds(2);
+  Stream stream = make_stream();
+  Profiler profiler;
+  bool have_work = false;
+  {
+    auto outer = profiler.region(stream, "eager");
+    {
+      auto inner = profiler.region(stream, "work", {{"kind", "delay"}});
+      have_work = enqueue_known_duration(stream, kWork);
+    }
+  }
+  profiler.flush();
+  std::vector<ReplayReport> reports = profiler.reports();
+  REQUIRE(reports.size() == 1);
+  const ReplayReport& report = reports[0];
+  CHECK(report.graph_id == 0);
+  CHECK(report.backend == backend());
+  REQUIRE(report.regions.size() == 2);
+  const timing::RegionTiming* work = find_region(report, "eager/work");
+  REQUIRE(work != nullptr);
+  CHECK(work->depth == 1);
+  CHECK(work->stream_id == stream.id());
+  if (have_work)
+    CHECK(work->duration_ns + 2 * report.resolution_ns >=
+          static_cast<uint64_t>(std::chrono::nanoseconds(kWork).count()));
+  CHECK(report.regions[0].start_ns <= work->start_ns);
+  CHECK(work->end_ns <= report.regions[0].end_ns);
+}
+
+}  // namespace
+}  // namespace accgraph::conformance

@@ -1,0 +1,18 @@
+// Kernels the CUDA tests use as known work: a spin of known length that records its own true
+// start and end on %globaltimer, and a counter increment.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace accgraph_test {
+
+/// Spins `ns` nanoseconds; writes its own %globaltimer start and end to out[0], out[1].
+cudaError_t launch_timed_spin(cudaStream_t stream, uint64_t ns, uint64_t* out);
+/// An empty 1-thread kernel (the cheapest graph node).
+cudaError_t launch_empty(cudaStream_t stream);
+/// *value += 1 (one thread).
+cudaError_t launch_increment(cudaStream_t stream, int* value);
+
+}  // namespace accgraph_test

@@ -1,0 +1,13 @@
+// A well-formed plugin that claims the name of the built-in host backend: must be rejected.
+#include "accgraph/plugin.hpp"
+#include "accgraph/registry.hpp"
+
+namespace {
+
+std::unique_ptr<accgraph::Backend> make_backend() {
+  throw accgraph::Error(accgraph::ErrorCode::Unavailable, "never created");
+}
+
+}  // namespace
+
+ACCGRAPH_DEFINE_PLUGIN("host", accgraph::priority::preferred, "0.0-test", make_backend())

@@ -1,0 +1,100 @@
+// Tests of hooks.hpp: observers see every lifecycle event in order, can be removed, and a
+// failing capture hook aborts the capture and leaves the graph reusable.
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "accgraph/accgraph.hpp"
+
+namespace {
+
+struct RecordingObserver : accgraph::GraphObserver {
+  std::vector<std::string> events;
+  bool fail_on_capture_begin = false;
+  void on_capture_begin(accgraph::AcceleratorGraph& g, accgraph::Stream& s) override {
+    CHECK(s.is_capturing());
+    CHECK(accgraph::AcceleratorGraph::current() == &g);
+    events.push_back("capture_begin");
+    if (fail_on_capture_begin) throw std::runtime_error("observer refuses");
+  }
+  void on_capture_ending(accgraph::AcceleratorGraph&, accgraph::Stream& s) override {
+    CHECK(s.is_capturing());
+    events.push_back("capture_ending");
+  }
+  void on_capture_end(accgraph::AcceleratorGraph&) override { events.push_back("capture_end"); }
+  void on_instantiate(accgraph::AcceleratorGraph&) override { events.push_back("instantiate"); }
+  void on_replay_begin(accgraph::AcceleratorGraph&, accgraph::Stream&) override {
+    events.push_back("replay_begin");
+  }
+  void on_replay_end(accgraph::AcceleratorGraph& g, accgraph::Stream&) override {
+    events.push_back("replay_end " + std::to_string(g.replay_count()));
+  }
+  void on_reset(accgraph::AcceleratorGraph&) override { events.push_back("reset"); }
+  void on_destroy(accgraph::AcceleratorGraph&) noexcept override { events.push_back("destroy"); }
+};
+
+}  // namespace
+
+TEST_CASE("an observer sees every lifecycle event of a graph, in order") {
+  RecordingObserver observer;
+  accgraph::Stream stream = accgraph::Stream::create("host");
+  accgraph::Buffer buffer = accgraph::Buffer::allocate(stream, 64);
+  {
+    accgraph::ObserverHandle handle = accgraph::add_graph_observer(observer);
+    accgraph::AcceleratorGraph graph("host");
+    graph.capture_begin(stream);
+    stream.fill(buffer, 1);
+    graph.capture_end();
+    graph.replay();
+    graph.replay();
+    graph.reset();
+  }
+  std::vector<std::string> expected = {"capture_begin", "capture_ending", "capture_end",
+                                       "instantiate",   "replay_begin",   "replay_end 1",
+                                       "replay_begin",  "replay_end 2",   "reset",
+                                       "destroy"};
+  CHECK(observer.events == expected);
+  stream.synchronize();
+}
+
+TEST_CASE("a removed observer sees nothing") {
+  RecordingObserver observer;
+  accgraph::ObserverHandle handle = accgraph::add_graph_observer(observer);
+  handle.remove();
+  accgraph::Stream stream = accgraph::Stream::create("host");
+  accgraph::AcceleratorGraph graph("host");
+  graph.capture_begin(stream);
+  graph.capture_end();
+  CHECK(observer.events.empty());
+}
+
+TEST_CASE("installing the same observer twice is an error") {
+  RecordingObserver observer;
+  accgraph::ObserverHandle handle = accgraph::add_graph_observer(observer);
+  try {
+    auto second = accgraph::add_graph_observer(observer);
+    FAIL("expected an error");
+  } catch (const accgraph::Error& e) {
+    CHECK(e.code() == accgraph::ErrorCode::InvalidArgument);
+    CHECK(std::string(e.what()).find("already installed") != std::string::npos);
+  }
+}
+
+TEST_CASE("a capture hook that throws aborts the capture; the graph stays usable") {
+  RecordingObserver observer;
+  observer.fail_on_capture_begin = true;
+  accgraph::Stream stream = accgraph::Stream::create("host");
+  accgraph::AcceleratorGraph graph("host");
+  {
+    accgraph::ObserverHandle handle = accgraph::add_graph_observer(observer);
+    CHECK_THROWS_WITH_AS(graph.capture_begin(stream), "observer refuses", std::runtime_error);
+  }
+  CHECK(graph.state() == accgraph::GraphState::Empty);
+  CHECK_FALSE(stream.is_capturing());
+  CHECK(accgraph::AcceleratorGraph::current() == nullptr);
+  graph.capture_begin(stream);  // usable again
+  graph.capture_end();
+  CHECK(graph.state() == accgraph::GraphState::Instantiated);
+}

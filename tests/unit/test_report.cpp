@@ -1,0 +1,319 @@
+// Tests of report.hpp: statistics math, the text table, both CSVs (escaping) and the Chrome
+// trace (fields, metadata events, overlapping regions split so every track nests).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "accgraph/report.hpp"
+
+using namespace accgraph::timing;
+
+namespace {
+
+RegionTiming region(std::string path, uint64_t start, uint64_t end, uint64_t stream = 1,
+                    int depth = 0, Metadata metadata = {}) {
+  RegionTiming r;
+  r.name = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  r.path = std::move(path);
+  r.depth = depth;
+  r.stream_id = stream;
+  r.start_ns = start;
+  r.end_ns = end;
+  r.duration_ns = end - start;
+  r.metadata = std::move(metadata);
+  return r;
+}
+
+ReplayReport report(uint64_t graph, uint64_t replay, std::vector<RegionTiming> regions) {
+  ReplayReport r;
+  r.graph_id = graph;
+  r.replay_index = replay;
+  r.backend = "host";
+  r.device = 0;
+  r.device_name = "cpu";
+  r.marker_strategy = "steady_clock";
+  r.resolution_ns = 1;
+  r.regions = std::move(regions);
+  return r;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+struct TraceSpan {
+  int64_t start_ns, end_ns;
+  std::string name;
+};
+
+// Every "X" event of each (pid, tid) track, in nanoseconds (ts and dur are microseconds).
+std::map<std::pair<int, int>, std::vector<TraceSpan>> tracks_of(const nlohmann::json& trace) {
+  std::map<std::pair<int, int>, std::vector<TraceSpan>> tracks;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    auto start = static_cast<int64_t>(std::llround(e.at("ts").get<double>() * 1000.0));
+    auto dur = static_cast<int64_t>(std::llround(e.at("dur").get<double>() * 1000.0));
+    tracks[{e.at("pid").get<int>(), e.at("tid").get<int>()}].push_back(
+        {start, start + dur, e.at("name").get<std::string>()});
+  }
+  return tracks;
+}
+
+// True when the spans of one track form a forest: each one lies inside or after the others.
+bool nests(std::vector<TraceSpan> spans) {
+  std::sort(spans.begin(), spans.end(), [](const TraceSpan& a, const TraceSpan& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+  });
+  std::vector<TraceSpan> open;
+  for (const TraceSpan& s : spans) {
+    while (!open.empty() && open.back().end_ns <= s.start_ns && s.end_ns > open.back().end_ns)
+      open.pop_back();
+    if (!open.empty() && s.end_ns > open.back().end_ns) return false;
+    open.push_back(s);
+  }
+  return true;
+}
+
+nlohmann::json trace_of(const std::vector<ReplayReport>& reports) {
+  std::ostringstream out;
+  write_chrome_trace(out, reports);
+  return nlohmann::json::parse(out.str());
+}
+
+}  // namespace
+
+TEST_CASE("stats: count, min, mean and nearest-rank percentiles over known samples") {
+  StatsAccumulator acc;
+  for (uint64_t i = 1; i <= 20; ++i)
+    acc.add(report(1, i - 1, {region("a", 0, i * 100), region("a/b", 0, 7)}));
+  acc.add(report(2, 0, {region("c", 10, 15)}));
+  acc.add(report(2, 1, {region("c", 10, 11)}));
+  acc.add(report(2, 2, {region("c", 10, 13)}));
+
+  std::vector<RegionStats> stats = acc.stats();
+  REQUIRE(stats.size() == 3);
+  // First-seen order, keyed by path.
+  CHECK(stats[0].path == "a");
+  CHECK(stats[1].path == "a/b");
+  CHECK(stats[2].path == "c");
+  CHECK(stats[0].count == 20);
+  CHECK(stats[0].min_ns == 100);
+  CHECK(stats[0].max_ns == 2000);
+  CHECK(stats[0].mean_ns == 1050);
+  CHECK(stats[0].p50_ns == 1000);  // rank ceil(0.50 * 20) = 10
+  CHECK(stats[0].p95_ns == 1900);  // rank ceil(0.95 * 20) = 19
+  CHECK(stats[1].count == 20);
+  CHECK(stats[1].min_ns == 7);
+  CHECK(stats[1].p95_ns == 7);
+  // Samples 5, 1, 3: p50 is rank 2 (3), p95 rank 3 (5), mean 3.
+  CHECK(stats[2].count == 3);
+  CHECK(stats[2].min_ns == 1);
+  CHECK(stats[2].mean_ns == 3);
+  CHECK(stats[2].p50_ns == 3);
+  CHECK(stats[2].p95_ns == 5);
+  CHECK(stats[2].max_ns == 5);
+
+  acc.add(report(3, 0, {region("single", 0, 42)}));
+  RegionStats single = acc.stats().back();
+  CHECK(single.p50_ns == 42);
+  CHECK(single.p95_ns == 42);
+
+  acc.clear();
+  CHECK(acc.stats().empty());
+}
+
+TEST_CASE("stats table: aligned columns in microseconds with three decimals") {
+  StatsAccumulator acc;
+  acc.add(report(1, 0, {region("forward", 0, 1500), region("forward/a_long_layer_name", 0, 2)}));
+  std::ostringstream out;
+  write_stats_table(out, acc.stats());
+  std::vector<std::string> lines = lines_of(out.str());
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0].rfind("region", 0) == 0);
+  for (const char* column : {"count", "min_us", "mean_us", "p50_us", "p95_us", "max_us"})
+    CHECK(lines[0].find(column) != std::string::npos);
+  CHECK(lines[0].size() == lines[1].size());
+  CHECK(lines[1].size() == lines[2].size());
+  CHECK(lines[1].find("1.500") != std::string::npos);
+  CHECK(lines[2].find("0.002") != std::string::npos);
+  // Numbers end in the same column as their header.
+  CHECK(lines[1].rfind("1.500") + 5 == lines[0].size());
+}
+
+TEST_CASE("stats csv: header and exact values") {
+  StatsAccumulator acc;
+  for (uint64_t d : {100, 300}) acc.add(report(1, 0, {region("a,b", 0, d)}));
+  std::ostringstream out;
+  write_stats_csv(out, acc.stats());
+  std::vector<std::string> lines = lines_of(out.str());
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0] == "path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns");
+  CHECK(lines[1] == "\"a,b\",0,2,100,200,100,300,300");
+}
+
+TEST_CASE("reports csv: one row per region, metadata as k=v;k=v, fields escaped") {
+  std::vector<ReplayReport> reports = {
+      report(7, 3,
+             {region("outer", 1000, 2000, 5, 0, {{"bytes", "4096"}, {"note", "a,b"}}),
+              region("outer/in\"ner", 1100, 1200, 5, 1, {{"q", "say \"hi\""}})})};
+  std::ostringstream out;
+  write_reports_csv(out, reports);
+  std::vector<std::string> lines = lines_of(out.str());
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0] ==
+        "graph_id,replay_index,backend,device,path,depth,stream_id,start_ns,end_ns,duration_ns,"
+        "metadata");
+  CHECK(lines[1] == "7,3,host,0,outer,0,5,1000,2000,1000,\"bytes=4096;note=a,b\"");
+  CHECK(lines[2] == "7,3,host,0,\"outer/in\"\"ner\",1,5,1100,1200,100,\"q=say \"\"hi\"\"\"");
+
+  std::ostringstream newline;
+  write_reports_csv(newline, {report(1, 0, {region("x", 0, 1, 1, 0, {{"k", "line\nbreak"}})})});
+  CHECK(newline.str().find("\"k=line\nbreak\"") != std::string::npos);
+}
+
+TEST_CASE("chrome trace: events, units, args and metadata events") {
+  std::vector<ReplayReport> reports = {
+      report(4, 0,
+             {region("step", 10'000, 11'500, 3, 0, {{"layer", "0"}}),
+              region("step/mm", 10'250, 10'750, 3, 1)}),
+      report(4, 1, {region("step", 20'000, 21'000, 3, 0, {{"layer", "0"}})}),
+      report(0, 0, {region("eager", 30'000, 30'001, 9)})};
+  reports[0].regions[1].parent = 0;
+  nlohmann::json trace = trace_of(reports);
+  CHECK(trace.at("displayTimeUnit") == "ns");
+  const auto& events = trace.at("traceEvents");
+
+  std::vector<nlohmann::json> x;
+  std::set<std::pair<int, int>> named_threads;
+  std::set<int> named_processes;
+  for (const auto& e : events) {
+    if (e.at("ph") == "X") x.push_back(e);
+    if (e.at("ph") == "M" && e.at("name") == "thread_name")
+      named_threads.insert({e.at("pid").get<int>(), e.at("tid").get<int>()});
+    if (e.at("ph") == "M" && e.at("name") == "process_name") {
+      named_processes.insert(e.at("pid").get<int>());
+      CHECK(e.at("args").at("name") == "host device 0 (cpu)");
+    }
+  }
+  REQUIRE(x.size() == 4);
+  // One process for the one (backend, device), one thread per stream, all of them named.
+  CHECK(named_processes.size() == 1);
+  std::set<int> tids;
+  for (const auto& e : x) {
+    CHECK(named_processes.count(e.at("pid").get<int>()) == 1);
+    CHECK(named_threads.count({e.at("pid").get<int>(), e.at("tid").get<int>()}) == 1);
+    tids.insert(e.at("tid").get<int>());
+  }
+  CHECK(tids.size() == 2);  // streams 3 and 9
+
+  auto find = [&](const std::string& name, uint64_t replay) {
+    for (const auto& e : x)
+      if (e.at("name") == name && e.at("args").at("replay_index") == replay) return e;
+    FAIL("no event " << name);
+    return nlohmann::json();
+  };
+  nlohmann::json step0 = find("step", 0);
+  CHECK(step0.at("ts").get<double>() == 0.0);  // relative to the earliest start
+  CHECK(step0.at("dur").get<double>() == doctest::Approx(1.5));
+  CHECK(step0.at("cat") == "graph 4");
+  CHECK(step0.at("args").at("layer") == "0");
+  CHECK(step0.at("args").at("graph_id") == 4);
+  CHECK(step0.at("args").at("path") == "step");
+  nlohmann::json mm = find("mm", 0);
+  CHECK(mm.at("ts").get<double>() == doctest::Approx(0.25));
+  CHECK(mm.at("dur").get<double>() == doctest::Approx(0.5));
+  CHECK(mm.at("args").at("path") == "step/mm");
+  CHECK(find("step", 1).at("ts").get<double>() == doctest::Approx(10.0));
+  nlohmann::json eager = find("eager", 0);
+  CHECK(eager.at("cat") == "eager");
+  CHECK(eager.at("dur").get<double>() == doctest::Approx(0.001));
+  CHECK(eager.at("args").at("graph_id") == 0);
+
+  for (const auto& [track, spans] : tracks_of(trace)) CHECK(nests(spans));
+}
+
+TEST_CASE("chrome trace: overlapping regions of one stream are split onto nesting tracks") {
+  // On stream 1: A [0,100) and B [50,150) overlap without nesting; C lies in both; D follows A
+  // inside B. A replay of another graph on the same stream overlaps both.
+  std::vector<ReplayReport> reports = {
+      report(1, 0,
+             {region("A", 0, 100), region("B", 50, 150), region("C", 60, 70),
+              region("D", 100, 120)}),
+      report(2, 0, {region("E", 90, 200), region("E/F", 95, 130, 1, 1)})};
+  reports[1].regions[1].parent = 0;
+  nlohmann::json trace = trace_of(reports);
+  auto tracks = tracks_of(trace);
+  size_t events = 0;
+  std::map<std::string, int> tid_of;
+  for (const auto& [track, spans] : tracks) {
+    CHECK_MESSAGE(nests(spans), "track " << track.second << " does not nest");
+    events += spans.size();
+    for (const TraceSpan& s : spans) tid_of[s.name] = track.second;
+  }
+  CHECK(events == 6);
+  CHECK(tid_of["A"] != tid_of["B"]);
+  CHECK(tid_of["E"] != tid_of["A"]);
+  CHECK(tid_of["E"] != tid_of["B"]);
+  CHECK(tid_of["F"] == tid_of["E"]);  // a child stays with its parent when it fits there
+  CHECK(tracks.size() >= 3);
+  bool overlap_named = false;
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.at("ph") == "M" && e.at("name") == "thread_name" &&
+        e.at("args").at("name") == "stream 1 (overlap 1)")
+      overlap_named = true;
+  CHECK(overlap_named);
+
+  // Properly nested regions and back-to-back siblings need no extra track.
+  nlohmann::json simple = trace_of({report(1, 0,
+                                           {region("a", 0, 100), region("a/b", 0, 40, 1, 1),
+                                            region("a/c", 40, 100, 1, 1), region("d", 100, 100),
+                                            region("e", 100, 180)})});
+  CHECK(tracks_of(simple).size() == 1);
+}
+
+TEST_CASE("chrome trace: random intervals always end up on nesting tracks") {
+  std::mt19937_64 rng(12345);
+  for (int round = 0; round < 50; ++round) {
+    std::vector<RegionTiming> regions;
+    for (int i = 0; i < 40; ++i) {
+      uint64_t start = rng() % 1000;
+      uint64_t length = rng() % 300;
+      regions.push_back(region("r" + std::to_string(i), start, start + length, 1 + rng() % 2));
+      // Parents that need not contain the child: the exporter must still produce nesting tracks.
+      if (i > 0 && rng() % 2 == 0) regions.back().parent = static_cast<int>(rng() % i);
+    }
+    size_t total = regions.size();
+    auto tracks = tracks_of(trace_of({report(1, 0, std::move(regions))}));
+    size_t events = 0;
+    for (const auto& [track, spans] : tracks) {
+      CHECK(nests(spans));
+      events += spans.size();
+    }
+    CHECK(events == total);
+  }
+}
+
+TEST_CASE("exporters accept empty input") {
+  std::ostringstream table, csv, reports_csv, trace;
+  write_stats_table(table, {});
+  write_stats_csv(csv, {});
+  write_reports_csv(reports_csv, {});
+  write_chrome_trace(trace, {});
+  CHECK(lines_of(table.str()).size() == 1);
+  CHECK(lines_of(csv.str()).size() == 1);
+  CHECK(lines_of(reports_csv.str()).size() == 1);
+  nlohmann::json parsed = nlohmann::json::parse(trace.str());
+  CHECK(parsed.at("traceEvents").empty());
+}

@@ -1,0 +1,919 @@
+// Tests of timing.hpp: regions in captured graphs and eagerly, N+1 markers, marker rings (no
+// report lost), delivery modes, errors, and the lifecycle of timed graphs. Most cases run on a
+// deterministic fake backend (a virtual clock that only delay() advances, a device that runs
+// only when waited on, markers that detect a ring slot overwritten before it was read); the
+// last ones run on the host backend.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "accgraph/accgraph.hpp"
+
+using accgraph::AcceleratorGraph;
+using accgraph::Error;
+using accgraph::ErrorCode;
+using accgraph::GraphState;
+using accgraph::Stream;
+using namespace accgraph::timing;
+using namespace std::chrono_literals;
+
+namespace {
+
+template <class Fn>
+void require_error(Fn&& fn, ErrorCode code, std::initializer_list<std::string> fragments) {
+  try {
+    fn();
+    FAIL("expected an accgraph::Error");
+  } catch (const Error& e) {
+    CHECK_MESSAGE(e.code() == code, e.what());
+    for (const std::string& fragment : fragments)
+      CHECK_MESSAGE(std::string(e.what()).find(fragment) != std::string::npos,
+                    "missing '" << fragment << "' in: " << e.what());
+  }
+}
+
+// --- the fake backend ------------------------------------------------------------------------
+
+constexpr const char* kFake = "fake_timing";
+constexpr size_t kFakeDefaultRing = 4;
+
+// One in-order device shared by every fake stream; it runs its queue only when asked
+// (synchronize, or markers wait()), so launched work really is "in flight" until then.
+struct FakeDevice {
+  std::mutex mutex;
+  std::deque<std::function<void()>> queue;
+  uint64_t clock = 1'000'000;  // virtual ns; only delay() advances it
+
+  void push(std::function<void()> op) {
+    std::lock_guard<std::mutex> lock(mutex);
+    queue.push_back(std::move(op));
+  }
+  void run_all() {
+    std::lock_guard<std::mutex> lock(mutex);
+    while (!queue.empty()) {
+      auto op = std::move(queue.front());
+      queue.pop_front();
+      op();
+    }
+  }
+};
+
+FakeDevice& fake_device() {
+  static FakeDevice device;
+  return device;
+}
+
+// What the fake markers saw, reset by each test.
+struct FakeCounters {
+  std::atomic<int> records{0};          // record() calls
+  std::atomic<int> violations{0};       // a slot reused or read while holding another sequence
+  std::atomic<int> markers_created{0};
+  std::atomic<size_t> max_unread{0};    // most sequences launched and not yet read
+  void reset() {
+    records = 0;
+    violations = 0;
+    markers_created = 0;
+    max_unread = 0;
+  }
+};
+FakeCounters counters;
+
+class FakeGraph;
+
+class FakeStream final : public accgraph::StreamImpl {
+ public:
+  int device() const override { return 0; }
+  void* native_handle() const override { return const_cast<FakeStream*>(this); }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    enqueue([=] { std::memcpy(dst, src, bytes); });
+  }
+  void fill(void* dst, uint8_t value, size_t bytes) override {
+    enqueue([=] { std::memset(dst, value, bytes); });
+  }
+  void delay(std::chrono::nanoseconds d) override {
+    enqueue([d] { fake_device().clock += static_cast<uint64_t>(d.count()); });
+  }
+  void wait_for(accgraph::StreamImpl& other) override;
+  void synchronize() override { fake_device().run_all(); }
+  bool is_capturing() const override { return capture_ != nullptr; }
+
+  void enqueue(std::function<void()> op) {
+    if (capture_ != nullptr)
+      capture_->push_back(std::move(op));
+    else
+      fake_device().push(std::move(op));
+  }
+
+  std::vector<std::function<void()>>* capture_ = nullptr;
+  FakeGraph* graph_ = nullptr;
+};
+
+class FakeGraph final : public accgraph::GraphImplInterface {
+ public:
+  void capture_begin(accgraph::StreamImpl& stream, accgraph::PoolId, accgraph::CaptureMode) override {
+    join(static_cast<FakeStream&>(stream));
+  }
+  void join(FakeStream& s) {
+    s.capture_ = &ops_;
+    s.graph_ = this;
+    streams_.push_back(&s);
+  }
+  void capture_end() override { release(); }
+  void instantiate() override {}
+  void replay(accgraph::StreamImpl& stream) override {
+    for (const auto& op : ops_) static_cast<FakeStream&>(stream).enqueue(op);
+  }
+  void reset() override {
+    release();
+    ops_.clear();
+  }
+  accgraph::PoolId pool() const override { return {1, 1}; }
+  void enable_debug_mode() override {}
+  void debug_dump(const std::string&) override {}
+
+ private:
+  void release() {
+    for (FakeStream* s : streams_) {
+      s->capture_ = nullptr;
+      s->graph_ = nullptr;
+    }
+    streams_.clear();
+  }
+  std::vector<std::function<void()>> ops_;
+  std::vector<FakeStream*> streams_;
+};
+
+void FakeStream::wait_for(accgraph::StreamImpl& other) {
+  auto& o = static_cast<FakeStream&>(other);
+  if (o.graph_ != nullptr && graph_ == nullptr) o.graph_->join(*this);  // fork
+  // One in-order device: ordering between streams holds already.
+}
+
+// Markers with a device-side sequence counter picking the ring slot (Note [Marker ring]).
+class FakeMarkers final : public accgraph::TimestampMarkers {
+ public:
+  explicit FakeMarkers(size_t depth) : depth_(depth), slots_(depth), owner_(depth, ~0ull) {
+    ++counters.markers_created;
+  }
+  std::string strategy() const override { return "fake-ts"; }
+  size_t ring_depth() const override { return depth_; }
+  uint64_t resolution_ns() const override { return 1; }
+
+  void begin_sequence(accgraph::StreamImpl& stream) override {
+    static_cast<FakeStream&>(stream).enqueue([this] {
+      uint64_t sequence = started_++;
+      slot_ = sequence % depth_;
+      owner_[slot_] = sequence;
+      slots_[slot_].clear();
+    });
+  }
+  void record(accgraph::StreamImpl& stream, uint32_t marker) override {
+    ++counters.records;
+    static_cast<FakeStream&>(stream).enqueue([this, marker] {
+      auto& slot = slots_[slot_];
+      if (slot.size() <= marker) slot.resize(marker + 1, 0);
+      slot[marker] = fake_device().clock;
+    });
+  }
+  void end_sequence(accgraph::StreamImpl& stream) override {
+    static_cast<FakeStream&>(stream).enqueue([this] { ++completed_; });
+  }
+  void before_launch(accgraph::GraphImplInterface&, accgraph::StreamImpl&, uint64_t s) override {
+    launched(s);
+  }
+  void after_eager_sequence(accgraph::StreamImpl&, uint64_t s) override { launched(s); }
+  bool is_complete(uint64_t sequence) override {
+    std::lock_guard<std::mutex> lock(fake_device().mutex);
+    return completed_ > sequence;
+  }
+  void wait(uint64_t sequence) override {
+    fake_device().run_all();
+    std::lock_guard<std::mutex> lock(fake_device().mutex);
+    if (completed_ <= sequence) ++counters.violations;  // waited for a sequence never launched
+  }
+  std::vector<uint64_t> read(uint64_t sequence, size_t count) override {
+    std::lock_guard<std::mutex> lock(fake_device().mutex);
+    size_t slot = sequence % depth_;
+    if (owner_[slot] != sequence || slots_[slot].size() < count) ++counters.violations;
+    unread_.erase(sequence);
+    std::vector<uint64_t> times = slots_[slot];
+    times.resize(count, 0);
+    return times;
+  }
+
+ private:
+  void launched(uint64_t sequence) {
+    std::lock_guard<std::mutex> lock(fake_device().mutex);
+    for (uint64_t u : unread_)
+      if (u % depth_ == sequence % depth_) ++counters.violations;  // would overwrite unread
+    unread_.insert(sequence);
+    counters.max_unread = std::max(counters.max_unread.load(), unread_.size());
+  }
+
+  size_t depth_;
+  std::vector<std::vector<uint64_t>> slots_;
+  std::vector<uint64_t> owner_;
+  uint64_t started_ = 0, completed_ = 0;
+  size_t slot_ = 0;
+  std::set<uint64_t> unread_;
+};
+
+class FakeBuffer final : public accgraph::BufferImpl {
+ public:
+  explicit FakeBuffer(size_t bytes) : data_(bytes) {}
+  void* data() const override { return const_cast<uint8_t*>(data_.data()); }
+  size_t size() const override { return data_.size(); }
+  accgraph::MemoryKind kind() const override { return accgraph::MemoryKind::Host; }
+
+ private:
+  std::vector<uint8_t> data_;
+};
+
+class FakeBackend final : public accgraph::Backend {
+ public:
+  std::string name() const override { return kFake; }
+  std::vector<accgraph::DeviceInfo> devices() const override { return {{0, "fake device"}}; }
+  accgraph::Capabilities capabilities(int) const override {
+    accgraph::Capabilities caps;
+    caps.multi_stream_capture = true;
+    caps.timed_delay = true;
+    caps.marker_strategies = {"fake-ts"};
+    caps.marker_ring_depth = kFakeDefaultRing;
+    caps.timer_resolution_ns = 1;
+    return caps;
+  }
+  std::unique_ptr<accgraph::StreamImpl> create_stream(int) override {
+    return std::make_unique<FakeStream>();
+  }
+  std::unique_ptr<accgraph::StreamImpl> wrap_stream(int, void*) override {
+    return std::make_unique<FakeStream>();
+  }
+  std::unique_ptr<accgraph::BufferImpl> allocate(int, size_t bytes, accgraph::MemoryKind) override {
+    return std::make_unique<FakeBuffer>(bytes);
+  }
+  std::unique_ptr<accgraph::GraphImplInterface> create_graph(const accgraph::GraphArgs&) override {
+    return std::make_unique<FakeGraph>();
+  }
+  std::unique_ptr<accgraph::TimestampMarkers> create_markers(
+      int, const accgraph::MarkerOptions& options) override {
+    if (!options.strategy.empty() && options.strategy != "fake-ts")
+      throw Error(ErrorCode::Unsupported,
+                  "marker strategy '" + options.strategy + "' is not supported: use fake-ts",
+                  kFake);
+    return std::make_unique<FakeMarkers>(options.ring_depth ? options.ring_depth
+                                                            : kFakeDefaultRing);
+  }
+};
+
+// Registers the fake backend once and resets the counters; every test starts from here.
+void fresh_fake() {
+  static bool registered = [] {
+    accgraph::Registry::instance().register_backend(
+        kFake, accgraph::priority::fallback, [] { return std::make_unique<FakeBackend>(); },
+        "test_timing.cpp");
+    return true;
+  }();
+  (void)registered;
+  fake_device().run_all();
+  counters.reset();
+}
+
+const RegionTiming& find_region(const ReplayReport& report, const std::string& path) {
+  for (const RegionTiming& r : report.regions)
+    if (r.path == path) return r;
+  FAIL("no region " << path);
+  return report.regions.front();
+}
+
+}  // namespace
+
+// --- captured graphs ---------------------------------------------------------------------------
+
+TEST_CASE("regions in a captured graph: one report per replay with nesting and metadata") {
+  fresh_fake();
+  Profiler prof;
+  std::vector<ReplayReport> sunk;
+  prof.add_sink([&](const ReplayReport& r) { sunk.push_back(r); });
+  AcceleratorGraph graph(kFake);
+  Stream stream = Stream::create(kFake);
+  prof.attach(graph);
+
+  graph.capture_begin(stream);
+  {
+    auto outer = prof.region(stream, "outer", {{"bytes", "4096"}});
+    stream.delay(100ns);
+    {
+      auto inner = prof.region(stream, "inner", {{"kind", "mm"}});
+      stream.delay(200ns);
+    }
+    stream.delay(50ns);
+  }
+  prof.begin(stream, "tail");
+  stream.delay(7ns);
+  prof.end(stream);
+  graph.capture_end();
+
+  for (int i = 0; i < 3; ++i) graph.replay();
+  CHECK(prof.delivered() == 0);  // lazy: nothing has run on the fake device yet
+  prof.flush();
+  REQUIRE(prof.delivered() == 3);
+  std::vector<ReplayReport> reports = prof.reports();
+  REQUIRE(reports.size() == 3);
+  REQUIRE(sunk.size() == 3);
+  for (uint64_t i = 0; i < 3; ++i) {
+    const ReplayReport& r = reports[i];
+    CHECK(r.graph_id == graph.id());
+    CHECK(r.replay_index == i);
+    CHECK(sunk[i].replay_index == i);
+    CHECK(r.backend == kFake);
+    CHECK(r.device == 0);
+    CHECK(r.device_name == "fake device");
+    CHECK(r.marker_strategy == "fake-ts");
+    CHECK(r.resolution_ns == 1);
+    REQUIRE(r.regions.size() == 3);
+    const RegionTiming& outer = r.regions[0];
+    const RegionTiming& inner = r.regions[1];
+    const RegionTiming& tail = r.regions[2];
+    CHECK(outer.name == "outer");
+    CHECK(outer.path == "outer");
+    CHECK(outer.depth == 0);
+    CHECK(outer.parent == -1);
+    CHECK(outer.duration_ns == 350);
+    CHECK(outer.end_ns - outer.start_ns == 350);
+    CHECK(outer.metadata == Metadata{{"bytes", "4096"}});
+    CHECK(inner.path == "outer/inner");
+    CHECK(inner.depth == 1);
+    CHECK(inner.parent == 0);
+    CHECK(inner.duration_ns == 200);
+    CHECK(inner.start_ns - outer.start_ns == 100);
+    CHECK(inner.metadata == Metadata{{"kind", "mm"}});
+    CHECK(tail.depth == 0);
+    CHECK(tail.duration_ns == 7);
+    CHECK(outer.stream_id == stream.id());
+  }
+  // Replays run one after another on the device clock.
+  CHECK(reports[1].regions[0].start_ns - reports[0].regions[0].start_ns == 357);
+  CHECK(counters.violations.load() == 0);
+
+  std::vector<RegionStats> stats = prof.stats();
+  REQUIRE(stats.size() == 3);
+  CHECK(stats[0].path == "outer");
+  CHECK(stats[0].count == 3);
+  CHECK(stats[0].mean_ns == 350);
+  CHECK(stats[1].path == "outer/inner");
+  CHECK(stats[1].depth == 1);
+}
+
+TEST_CASE("adjacent sibling regions share their boundary marker (N+1 markers)") {
+  fresh_fake();
+  Profiler prof;
+  AcceleratorGraph graph(kFake);
+  Stream stream = Stream::create(kFake);
+  prof.attach(graph);
+  graph.capture_begin(stream);
+  for (int i = 0; i < 3; ++i) {
+    auto r = prof.region(stream, "layer" + std::to_string(i));
+    stream.delay(std::chrono::nanoseconds(10 * (i + 1)));
+  }
+  graph.capture_end();
+  CHECK(counters.records.load() == 4);  // 3 regions, 4 markers
+  graph.replay();
+  prof.flush();
+  ReplayReport r = prof.reports().at(0);
+  REQUIRE(r.regions.size() == 3);
+  CHECK(r.regions[0].end_ns == r.regions[1].start_ns);
+  CHECK(r.regions[1].end_ns == r.regions[2].start_ns);
+  CHECK(r.regions[0].duration_ns == 10);
+  CHECK(r.regions[1].duration_ns == 20);
+  CHECK(r.regions[2].duration_ns == 30);
+}
+
+TEST_CASE("an accgraph operation between siblings gets its own boundary; nesting never shares") {
+  fresh_fake();
+  Profiler prof;
+  AcceleratorGraph graph(kFake);
+  Stream stream = Stream::create(kFake);
+  prof.attach(graph);
+  graph.capture_begin(stream);
+  prof.begin(stream, "a");
+  stream.delay(10ns);
+  prof.end(stream);
+  stream.delay(70ns);  // between the siblings: not part of either
+  prof.begin(stream, "b");
+  prof.begin(stream, "b1");  // first child: begins with its parent, still its own marker
+  stream.delay(5ns);
+  prof.end(stream);
+  prof.end(stream);
+  graph.capture_end();
+  CHECK(counters.records.load() == 6);
+  graph.replay();
+  prof.flush();
+  ReplayReport r = prof.reports().at(0);
+  CHECK(find_region(r, "b").start_ns - find_region(r, "a").end_ns == 70);
+  CHECK(find_region(r, "b/b1").duration_ns == 5);
+  CHECK(find_region(r, "b").duration_ns == 5);
+}
+
+TEST_CASE("a ring of depth 2 with 20 replays delivers 20 reports in order, none lost") {
+  fresh_fake();
+  ProfilerOptions options;
+  options.ring_depth = 2;
+  Profiler prof(options);
+  std::vector<uint64_t> order;
+  prof.add_sink([&](const ReplayReport& r) { order.push_back(r.replay_index); });
+  AcceleratorGraph graph(kFake);
+  Stream stream = Stream::create(kFake);
+  prof.attach(graph);
+  graph.capture_begin(stream);
+  {
+    auto r = prof.region(stream, "work");
+    stream.delay(25ns);
+  }
+  graph.capture_end();
+  for (int i = 0; i < 20; ++i) graph.replay();
+  // Each launch with a full ring first collected the oldest: 18 delivered, 2 in flight.
+  CHECK(prof.delivered() == 18);
+  CHECK(counters.max_unread.load() == 2);
+  prof.flush();
+  CHECK(prof.delivered() == 20);
+  REQUIRE(order.size() == 20);
+  for (uint64_t i = 0; i < 20; ++i) CHECK(order[i] == i);
+  for (const ReplayReport& r : prof.reports()) CHECK(r.regions.at(0).duration_ns == 25);
+  CHECK(counters.violations.load() == 0);
+}
+
+TEST_CASE("immediate delivery reports each replay before replay() returns") {
+  fresh_fake();
+  ProfilerOptions options;
+  options.delivery = Delivery::Immediate;
+  Profiler prof(options);
+  AcceleratorGraph graph(kFake);
+  Stream stream = Stream::create(kFake);
+  prof.attach(graph);
+  graph.capture_begin(stream);
+  {
+    auto r = prof.region(stream, "step");
+    stream.delay(3ns);
+  }
+  graph.capture_end();
+  for (uint64_t i = 0; i < 5; ++i) {
+    graph.replay();
+    CHECK(prof.delivered() == i + 1);
+    CHECK(prof.reports().back().replay_index == i);
+  }
+  CHECK(counters.max_unread.load() == 1);
+}
+
+TEST_CASE("regions on a forked stream land in the same report with their stream id") {
+  fresh_fake();
+  Profiler prof;
+  AcceleratorGraph graph(kFake);
+  Stream main_stream = Stream::create(kFake);
+  Stream side = Stream::create(kFake);
+  prof.attach(graph);
+  graph.capture_begin(main_stream);
+  side.wait(main_stream);  // fork
+  {
+    auto r = prof.region(side, "side");
+    side.delay(30ns);
+  }
+  {
+    auto r = prof.region(main_stream, "main");
+    main_stream.delay(40ns);
+  }
+  main_stream.wait(side);  // join
+  graph.capture_end();
+  graph.replay();
+  graph.replay();
+  prof.flush();
+  REQUIRE(prof.reports().size() == 2);
+  ReplayReport r = prof.reports()[1];
+  CHECK(r.replay_index == 1);
+  CHECK(find_region(r, "side").stream_id == side.id());
+  CHECK(find_region(r, "side").depth == 0);
+  CHECK(find_region(r, "side").duration_ns == 30);
+  CHECK(find_region(r, "main").stream_id == main_stream.id());
+  CHECK(find_region(r, "main").duration_ns == 40);
+  CHECK(counters.violations.load() == 0);
+}
+
+TEST_CASE("attach_all times graphs it was not told about; detach stops new captures") {
+  fresh_fake();
+  Profiler prof;
+  prof.attach_all();
+  AcceleratorGraph graph(kFake);
+  Stream stream = Stream::create(kFake);
+  graph.capture_begin(stream);
+  prof.begin(stream, "r");
+  stream.delay(1ns);
+  prof.end(stream);
+  graph.capture_end();
+  graph.replay();
+
+  prof.detach();
+  graph.replay();  // the capture made while attached still reports
+  prof.flush();
+  CHECK(prof.delivered() == 2);
+
+  AcceleratorGraph other(kFake);
+  other.capture_begin(stream);
+  require_error([&] { prof.begin(stream, "late"); }, ErrorCode::InvalidState,
+                {"not attached", "call attach(graph) or attach_all() before capture_begin"});
+  other.capture_end();
+}
+
+TEST_CASE("a capture without regions reports nothing") {
+  fresh_fake();
+  Profiler prof;
+  AcceleratorGraph graph(kFake);
+  Stream stream = Stream::create(kFake);
+  prof.attach(graph);
+  graph.capture_begin(stream);
+  stream.delay(5ns);
+  graph.capture_end();
+  for (int i = 0; i < 10; ++i) graph.replay();
+  prof.flush();
+  CHECK(prof.delivered() == 0);
+  CHECK(counters.records.load() == 0);
+}
+
+// --- eager regions -------------------------------------------------------------------------------
+
+TEST_CASE("eager regions: one report per outermost region tree, graph id 0") {
+  fresh_fake();
+  Profiler prof;
+  Stream stream = Stream::create(kFake);
+  {
+    auto a = prof.region(stream, "eager", {{"k", "v"}});
+    stream.delay(100ns);
+    {
+      auto b = prof.region(stream, "child");
+      stream.delay(40ns);
+    }
+    {
+      auto c = prof.region(stream, "child2");  // adjacent sibling: shares the boundary
+      stream.delay(60ns);
+    }
+  }
+  CHECK(prof.delivered() == 0);  // lazy: nothing waited for
+  {
+    auto again = prof.region(stream, "eager");
+    stream.delay(9ns);
+  }
+  prof.flush();
+  std::vector<ReplayReport> reports = prof.reports();
+  REQUIRE(reports.size() == 2);
+  CHECK(reports[0].graph_id == 0);
+  CHECK(reports[0].replay_index == 0);
+  CHECK(reports[1].replay_index == 1);
+  REQUIRE(reports[0].regions.size() == 3);
+  CHECK(reports[0].regions[0].duration_ns == 200);
+  CHECK(reports[0].regions[0].metadata == Metadata{{"k", "v"}});
+  CHECK(reports[0].regions[1].path == "eager/child");
+  CHECK(reports[0].regions[1].duration_ns == 40);
+  CHECK(reports[0].regions[1].end_ns == reports[0].regions[2].start_ns);
+  CHECK(reports[0].regions[2].duration_ns == 60);
+  CHECK(reports[1].regions.size() == 1);
+  CHECK(reports[1].regions[0].duration_ns == 9);
+  // First tree: eager begin, child begin, child end = child2 begin (N+1), child2 end, eager end;
+  // second tree: 2.
+  CHECK(counters.records.load() == 7);
+  CHECK(counters.markers_created.load() == 1);  // one marker set per stream, reused
+  CHECK(counters.violations.load() == 0);
+}
+
+TEST_CASE("eager regions respect the ring too, and immediate delivery") {
+  fresh_fake();
+  ProfilerOptions options;
+  options.ring_depth = 2;
+  Profiler prof(options);
+  Stream stream = Stream::create(kFake);
+  for (int i = 0; i < 7; ++i) {
+    auto r = prof.region(stream, "e");
+    stream.delay(1ns);
+  }
+  CHECK(prof.delivered() == 5);
+  prof.flush();
+  CHECK(prof.delivered() == 7);
+  CHECK(counters.violations.load() == 0);
+
+  ProfilerOptions immediate;
+  immediate.delivery = Delivery::Immediate;
+  Profiler prof2(immediate);
+  Stream stream2 = Stream::create(kFake);
+  prof2.begin(stream2, "x");
+  stream2.delay(4ns);
+  prof2.end(stream2);
+  CHECK(prof2.delivered() == 1);
+  CHECK(prof2.reports().at(0).regions.at(0).duration_ns == 4);
+}
+
+// --- errors --------------------------------------------------------------------------------------
+
+TEST_CASE("a region in the capture of a graph the profiler is not attached to is an error") {
+  fresh_fake();
+  Profiler prof;
+  AcceleratorGraph graph(kFake);
+  Stream stream = Stream::create(kFake);
+  graph.capture_begin(stream);
+  require_error([&] { prof.begin(stream, "layer"); }, ErrorCode::InvalidState,
+                {"begin('layer')", "graph " + std::to_string(graph.id()),
+                 "not attached", "call attach(graph) or attach_all() before capture_begin"});
+  graph.capture_end();
+  graph.replay();
+  prof.flush();
+  CHECK(prof.delivered() == 0);
+
+  // Attaching during a capture cannot time it.
+  AcceleratorGraph late(kFake);
+  late.capture_begin(stream);
+  require_error([&] { prof.attach(late); }, ErrorCode::InvalidState,
+                {"already capturing", "attach before capture_begin"});
+  late.reset();
+}
+
+TEST_CASE("an open region at capture_end is an error; the graph is reset and reusable") {
+  fresh_fake();
+  Profiler prof;
+  AcceleratorGraph graph(kFake);
+  Stream stream = Stream::create(kFake);
+  prof.attach(graph);
+  graph.capture_begin(stream);
+  prof.begin(stream, "outer");
+  prof.begin(stream, "inner");
+  require_error([&] { graph.capture_end(); }, ErrorCode::InvalidState,
+                {"region", "'outer/inner'", "still open", "end every region before capture_end"});
+  CHECK(graph.state() == GraphState::Empty);
+  CHECK_FALSE(stream.is_capturing());
+  // The aborted capture's regions are gone: the stream has none open.
+  require_error([&] { prof.end(stream); }, ErrorCode::InvalidState, {"no region is open"});
+
+  graph.capture_begin(stream);
+  {
+    auto r = prof.region(stream, "ok");
+    stream.delay(11ns);
+  }
+  graph.capture_end();
+  graph.replay();
+  prof.flush();
+  REQUIRE(prof.delivered() == 1);
+  CHECK(prof.reports()[0].regions.at(0).path == "ok");
+  CHECK(prof.reports()[0].regions.at(0).duration_ns == 11);
+  CHECK(prof.reports()[0].replay_index == 0);
+}
+
+TEST_CASE("misuse of begin and end is reported with what to do") {
+  fresh_fake();
+  Profiler prof;
+  Stream stream = Stream::create(kFake);
+  require_error([&] { prof.end(stream); }, ErrorCode::InvalidState,
+                {"no region is open on stream", "call begin(stream, name) first"});
+  require_error([&] { prof.begin(stream, ""); }, ErrorCode::InvalidArgument,
+                {"region name is empty"});
+
+  // A region opened eagerly cannot span a capture on its stream.
+  AcceleratorGraph graph(kFake);
+  prof.attach(graph);
+  prof.begin(stream, "eager_open");
+  require_error([&] { graph.capture_begin(stream); }, ErrorCode::InvalidState,
+                {"region 'eager_open' is open eagerly", "end it before graph"});
+  CHECK(graph.state() == GraphState::Empty);
+  CHECK_FALSE(stream.is_capturing());
+  prof.end(stream);
+  prof.flush();
+  CHECK(prof.delivered() == 1);
+
+  ProfilerOptions bad;
+  bad.marker_strategy = "no_such_strategy";
+  Profiler bad_prof(bad);
+  require_error([&] { bad_prof.begin(stream, "x"); }, ErrorCode::Unsupported,
+                {"no_such_strategy"});
+}
+
+// --- lifecycle -----------------------------------------------------------------------------------
+
+TEST_CASE("the destructor delivers pending reports") {
+  fresh_fake();
+  std::vector<uint64_t> order;
+  AcceleratorGraph graph(kFake);
+  Stream stream = Stream::create(kFake);
+  {
+    Profiler prof;
+    prof.add_sink([&](const ReplayReport& r) { order.push_back(r.replay_index); });
+    prof.attach(graph);
+    graph.capture_begin(stream);
+    {
+      auto r = prof.region(stream, "r");
+      stream.delay(2ns);
+    }
+    graph.capture_end();
+    for (int i = 0; i < 3; ++i) graph.replay();
+    CHECK(order.empty());
+  }
+  CHECK(order == std::vector<uint64_t>{0, 1, 2});
+  // The graph outlives the profiler and still replays safely (its markers were kept).
+  graph.replay();
+  stream.synchronize();
+}
+
+TEST_CASE("reset and destruction of a graph collect its pending reports first") {
+  fresh_fake();
+  Profiler prof;
+  Stream stream = Stream::create(kFake);
+  auto capture = [&](AcceleratorGraph& graph, const char* name) {
+    graph.capture_begin(stream);
+    auto r = prof.region(stream, name);
+    stream.delay(3ns);
+    r.end();
+    graph.capture_end();
+  };
+  AcceleratorGraph graph(kFake);
+  prof.attach(graph);
+  capture(graph, "first");
+  graph.replay();
+  graph.replay();
+  CHECK(prof.delivered() == 0);
+  graph.reset();
+  CHECK(prof.delivered() == 2);
+  capture(graph, "second");  // still attached after a reset
+  graph.replay();
+  prof.flush();
+  REQUIRE(prof.delivered() == 3);
+  CHECK(prof.reports()[2].regions.at(0).path == "second");
+  CHECK(prof.reports()[2].replay_index == 0);  // counted from the new capture
+
+  {
+    AcceleratorGraph temporary(kFake);
+    prof.attach(temporary);
+    capture(temporary, "temporary");
+    temporary.replay();
+  }
+  CHECK(prof.delivered() == 4);
+  CHECK(prof.reports()[3].regions.at(0).path == "temporary");
+  CHECK(counters.violations.load() == 0);
+}
+
+TEST_CASE("keep_reports off still counts, feeds stats and sinks") {
+  fresh_fake();
+  ProfilerOptions options;
+  options.keep_reports = false;
+  Profiler prof(options);
+  int sunk = 0;
+  prof.add_sink([&](const ReplayReport&) { ++sunk; });
+  Stream stream = Stream::create(kFake);
+  for (int i = 0; i < 4; ++i) {
+    auto r = prof.region(stream, "e");
+    stream.delay(8ns);
+  }
+  prof.flush();
+  CHECK(prof.delivered() == 4);
+  CHECK(sunk == 4);
+  CHECK(prof.reports().empty());
+  REQUIRE(prof.stats().size() == 1);
+  CHECK(prof.stats()[0].count == 4);
+  CHECK(prof.stats()[0].max_ns == 8);
+}
+
+std::vector<std::string> logged;
+void capture_log(accgraph::LogLevel, const char* message, void*) { logged.push_back(message); }
+
+TEST_CASE("a throwing sink is logged and does not stop delivery to the others") {
+  fresh_fake();
+  logged.clear();
+  accgraph::set_log_handler(capture_log);
+  {
+    Profiler prof;
+    int second = 0;
+    prof.add_sink([](const ReplayReport&) { throw std::runtime_error("sink broke"); });
+    prof.add_sink([&](const ReplayReport&) { ++second; });
+    Stream stream = Stream::create(kFake);
+    prof.begin(stream, "e");
+    prof.end(stream);
+    prof.flush();
+    CHECK(second == 1);
+    CHECK(prof.delivered() == 1);
+  }
+  accgraph::set_log_handler(nullptr);
+  REQUIRE(logged.size() == 1);
+  CHECK(logged[0].find("sink threw") != std::string::npos);
+  CHECK(logged[0].find("sink broke") != std::string::npos);
+}
+
+TEST_CASE("the background collector delivers finished replays without flush") {
+  fresh_fake();
+  ProfilerOptions options;
+  options.background_collector = true;
+  options.collector_period = 100us;
+  Profiler prof(options);
+  AcceleratorGraph graph(kFake);
+  Stream stream = Stream::create(kFake);
+  prof.attach(graph);
+  graph.capture_begin(stream);
+  {
+    auto r = prof.region(stream, "bg");
+    stream.delay(6ns);
+  }
+  graph.capture_end();
+  for (int i = 0; i < 3; ++i) graph.replay();
+  std::this_thread::sleep_for(5ms);
+  CHECK(prof.delivered() == 0);  // the fake device has not run them: nothing is complete
+  stream.synchronize();          // now it has
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (prof.delivered() < 3 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  CHECK(prof.delivered() == 3);
+  std::vector<ReplayReport> reports = prof.reports();
+  REQUIRE(reports.size() == 3);
+  for (uint64_t i = 0; i < 3; ++i) CHECK(reports[i].replay_index == i);
+}
+
+// --- the host backend ------------------------------------------------------------------------
+
+TEST_CASE("host backend: captured regions, ring, eager and collector") {
+  Stream stream = Stream::create("host");
+  const bool timed_delay = stream.capabilities().timed_delay;
+  auto work = [&](std::chrono::nanoseconds d) {
+    if (timed_delay) stream.delay(d);
+    else stream.host_call([d] { std::this_thread::sleep_for(d); });
+  };
+
+  ProfilerOptions options;
+  options.ring_depth = 2;
+  Profiler prof(options);
+  std::vector<uint64_t> order;
+  prof.add_sink([&](const ReplayReport& r) { order.push_back(r.replay_index); });
+  AcceleratorGraph graph("host");
+  prof.attach(graph);
+  graph.capture_begin(stream);
+  {
+    auto outer = prof.region(stream, "outer", {{"n", "1"}});
+    {
+      auto a = prof.region(stream, "a");
+      work(200us);
+    }
+    {
+      auto b = prof.region(stream, "b");
+      work(100us);
+    }
+  }
+  graph.capture_end();
+  for (int i = 0; i < 20; ++i) graph.replay();
+  prof.flush();
+  REQUIRE(order.size() == 20);
+  for (uint64_t i = 0; i < 20; ++i) CHECK(order[i] == i);
+  for (const ReplayReport& r : prof.reports()) {
+    CHECK(r.backend == "host");
+    REQUIRE(r.regions.size() == 3);
+    const RegionTiming& outer = r.regions[0];
+    const RegionTiming& a = r.regions[1];
+    const RegionTiming& b = r.regions[2];
+    CHECK(a.duration_ns >= 200'000);
+    CHECK(b.duration_ns >= 100'000);
+    CHECK(a.end_ns == b.start_ns);  // shared marker
+    CHECK(outer.start_ns <= a.start_ns);
+    CHECK(outer.end_ns >= b.end_ns);
+    CHECK(outer.duration_ns >= a.duration_ns + b.duration_ns);
+    CHECK(a.path == "outer/a");
+    CHECK(outer.metadata == Metadata{{"n", "1"}});
+  }
+  // Replays follow each other on the stream.
+  std::vector<ReplayReport> reports = prof.reports();
+  for (size_t i = 1; i < reports.size(); ++i)
+    CHECK(reports[i].regions[0].start_ns >= reports[i - 1].regions[0].end_ns);
+
+  {
+    auto e = prof.region(stream, "eager");
+    work(50us);
+  }
+  prof.flush();
+  CHECK(prof.reports().back().graph_id == 0);
+  CHECK(prof.reports().back().regions.at(0).duration_ns >= 50'000);
+
+  ProfilerOptions bg;
+  bg.background_collector = true;
+  Profiler collector(bg);
+  AcceleratorGraph g2("host");
+  collector.attach(g2);
+  g2.capture_begin(stream);
+  {
+    auto r = collector.region(stream, "bg");
+    work(10us);
+  }
+  g2.capture_end();
+  for (int i = 0; i < 5; ++i) g2.replay();
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (collector.delivered() < 5 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  CHECK(collector.delivered() == 5);
+}

@@ -1,0 +1,773 @@
+// timing::Profiler: regions recorded as backend timestamp markers into captured graphs (or
+// timed eagerly), marker rings per graph, and delivery of one ReplayReport per replay.
+#include "accgraph/timing.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "accgraph/backend.hpp"
+#include "accgraph/error.hpp"
+#include "accgraph/graph.hpp"
+#include "accgraph/hooks.hpp"
+#include "accgraph/stream.hpp"
+#include "stats_internal.hpp"
+
+namespace accgraph::timing {
+
+namespace {
+
+// One region as recorded: where its two timestamps land in the marker sequence.
+struct RegionDef {
+  RegionTiming timing;  // name, path, depth, parent, stream_id, metadata; times left at zero
+  uint32_t begin_marker = 0;
+  uint32_t end_marker = 0;
+};
+
+// The regions of one capture (shared by all its replays) or of one eager region tree.
+struct Layout {
+  std::vector<RegionDef> regions;
+  uint32_t marker_count = 0;
+  // Where this layout's regions land in the statistics; touched only under delivery_mutex.
+  mutable SeriesCache stats_series;
+};
+
+struct PendingSequence {
+  uint64_t sequence = 0;
+  uint64_t replay_index = 0;
+  std::shared_ptr<const Layout> layout;
+};
+
+// One backend TimestampMarkers object plus what its reports say about where they came from.
+// Lock order: Impl::delivery_mutex -> Impl::mutex -> MarkerSet::calls.
+struct MarkerSet {
+  std::unique_ptr<TimestampMarkers> markers;
+  // Serialises calls into `markers`: the SPI does not promise they are thread-safe, and the
+  // collector thread reads while the graph's thread launches.
+  std::mutex calls;
+  size_t ring_depth = 1;
+  uint64_t graph_id = 0;
+  std::string backend;
+  int device = 0;
+  std::string device_name;
+  std::string strategy;
+  uint64_t resolution_ns = 0;
+  // Guarded by Impl::mutex.
+  uint64_t next_sequence = 0;
+  std::deque<PendingSequence> pending;
+};
+
+// Regions being recorded into one marker set: a graph's capture or one eager region tree.
+struct Recording {
+  std::shared_ptr<MarkerSet> set;
+  std::shared_ptr<Layout> layout = std::make_shared<Layout>();
+  int open_regions = 0;
+  bool eager = false;
+};
+
+struct OpenRegion {
+  std::shared_ptr<Recording> recording;
+  size_t index = 0;  // into recording->layout->regions
+};
+
+// The last region that ended on a stream: a sibling that begins right after it may reuse its
+// end marker as its begin marker (N+1 markers for N adjacent regions).
+struct EndedRegion {
+  std::shared_ptr<Recording> recording;
+  size_t depth = 0;
+  uint32_t end_marker = 0;
+  uint64_t operation_count = 0;
+};
+
+struct StreamEntry {
+  std::vector<OpenRegion> stack;
+  std::optional<EndedRegion> last_ended;
+  std::shared_ptr<MarkerSet> eager_set;     // created on the first eager region
+  std::shared_ptr<Recording> eager_tree;    // the eager tree being recorded, if any
+};
+
+struct GraphEntry {
+  std::shared_ptr<MarkerSet> set;
+  std::shared_ptr<Recording> capture;      // while capturing
+  std::shared_ptr<const Layout> layout;    // after capture_ending
+};
+
+// Marker sets of graphs that still held a timed capture when their profiler was destroyed:
+// a later replay of such a graph still writes into their storage, so they must outlive it.
+// Leaked on purpose (they are few, and a graph may be replayed until the process exits).
+void keep_until_exit(std::shared_ptr<MarkerSet> set) {
+  static auto* kept = new std::vector<std::shared_ptr<MarkerSet>>();
+  static auto* kept_mutex = new std::mutex();  // leaked too: profilers may be static objects
+  std::lock_guard<std::mutex> lock(*kept_mutex);
+  kept->push_back(std::move(set));
+}
+
+}  // namespace
+
+struct Profiler::Impl final : GraphObserver {
+  explicit Impl(ProfilerOptions opts) : options(std::move(opts)) {}
+
+  ProfilerOptions options;
+  ObserverHandle observer;
+
+  // Held for a whole collection (wait, read, deliver) so that reports of one marker set reach
+  // the sinks in sequence order even with the collector thread running. Recursive so a sink may
+  // call flush().
+  std::recursive_mutex delivery_mutex;
+  mutable std::mutex mutex;  // everything below
+  bool attach_all = false;
+  std::set<uint64_t> attached;  // graph ids
+  std::unordered_map<uint64_t, GraphEntry> graphs;
+  std::unordered_map<uint64_t, StreamEntry> streams;
+  std::vector<std::shared_ptr<MarkerSet>> sets;  // every set that may hold pending sequences
+  // Copy-on-write so delivery takes a snapshot without copying every std::function.
+  std::shared_ptr<const std::vector<Sink>> sinks = std::make_shared<const std::vector<Sink>>();
+  std::vector<ReplayReport> kept_reports;
+  StatsAccumulator stats;
+  std::atomic<uint64_t> delivered{0};
+
+  std::thread collector;
+  std::mutex collector_mutex;
+  std::condition_variable collector_wake;
+  bool collector_stop = false;
+
+  // --- marker sets ---------------------------------------------------------------------------
+
+  std::shared_ptr<MarkerSet> create_set(Backend& backend, const std::string& backend_name,
+                                        int device, uint64_t graph_id) {
+    auto set = std::make_shared<MarkerSet>();
+    set->markers =
+        backend.create_markers(device, MarkerOptions{options.marker_strategy, options.ring_depth});
+    if (!set->markers)
+      throw Error(ErrorCode::BackendError,
+                  fmt::format("create_markers returned no marker set for device {}: the backend "
+                              "must return markers or throw",
+                              device),
+                  backend_name);
+    set->ring_depth = std::max<size_t>(1, set->markers->ring_depth());
+    set->graph_id = graph_id;
+    set->backend = backend_name;
+    set->device = device;
+    for (const DeviceInfo& info : backend.devices())
+      if (info.index == device) set->device_name = info.name;
+    set->strategy = set->markers->strategy();
+    set->resolution_ns = set->markers->resolution_ns();
+    return set;
+  }
+
+  // --- collection and delivery -----------------------------------------------------------------
+
+  // Collects the oldest pending sequence of `set` (waiting for it); false when none is pending.
+  // Caller holds delivery_mutex and not `mutex`.
+  bool collect_oldest(MarkerSet& set) {
+    PendingSequence pending;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (set.pending.empty()) return false;
+      pending = set.pending.front();
+    }
+    std::vector<uint64_t> times;
+    std::exception_ptr failure;
+    try {
+      std::lock_guard<std::mutex> calls(set.calls);
+      set.markers->wait(pending.sequence);
+      times = set.markers->read(pending.sequence, pending.layout->marker_count);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    // Popped only once read: until then its ring slot must not be reused by a new launch.
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      set.pending.pop_front();
+    }
+    if (failure) std::rethrow_exception(failure);
+    if (times.size() < pending.layout->marker_count)
+      throw Error(ErrorCode::BackendError,
+                  fmt::format("markers returned {} timestamps for sequence {} where {} were "
+                              "recorded: the backend's read() must return `count` values",
+                              times.size(), pending.sequence, pending.layout->marker_count),
+                  set.backend, "TimestampMarkers::read");
+    deliver(build_report(set, pending, times), *pending.layout);
+    return true;
+  }
+
+  static ReplayReport build_report(const MarkerSet& set, const PendingSequence& pending,
+                                   const std::vector<uint64_t>& times) {
+    ReplayReport report;
+    report.graph_id = set.graph_id;
+    report.replay_index = pending.replay_index;
+    report.backend = set.backend;
+    report.device = set.device;
+    report.device_name = set.device_name;
+    report.marker_strategy = set.strategy;
+    report.resolution_ns = set.resolution_ns;
+    report.regions.reserve(pending.layout->regions.size());
+    for (const RegionDef& def : pending.layout->regions) {
+      RegionTiming& timing = report.regions.emplace_back(def.timing);
+      timing.start_ns = times[def.begin_marker];
+      timing.end_ns = times[def.end_marker];
+      timing.duration_ns = timing.end_ns >= timing.start_ns ? timing.end_ns - timing.start_ns : 0;
+    }
+    return report;
+  }
+
+  // Caller holds delivery_mutex (sinks see reports in order) and not `mutex` (sinks may call
+  // reports(), stats(), ...).
+  void deliver(const ReplayReport& report, const Layout& layout) {
+    std::shared_ptr<const std::vector<Sink>> current_sinks;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      current_sinks = sinks;
+      if (options.keep_reports) kept_reports.push_back(report);
+    }
+    StatsAccess::add(stats, layout.stats_series, report);
+    delivered.fetch_add(1, std::memory_order_relaxed);
+    for (const Sink& sink : *current_sinks) {
+      try {
+        sink(report);
+      } catch (const std::exception& e) {
+        log(LogLevel::Warning,
+            fmt::format("timing: a report sink threw for graph {} replay {}: {}", report.graph_id,
+                        report.replay_index, e.what()));
+      } catch (...) {
+        log(LogLevel::Warning, "timing: a report sink threw a non-standard exception");
+      }
+    }
+  }
+
+  void collect_all(MarkerSet& set) {
+    std::lock_guard<std::recursive_mutex> delivery(delivery_mutex);
+    while (collect_oldest(set)) {
+    }
+  }
+
+  // Waits until `set` has a free ring slot for one more sequence (collecting the oldest).
+  void make_room(MarkerSet& set) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (set.pending.size() < set.ring_depth) return;
+    }
+    std::lock_guard<std::recursive_mutex> delivery(delivery_mutex);
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (set.pending.size() < set.ring_depth) return;
+      }
+      collect_oldest(set);
+    }
+  }
+
+  std::vector<std::shared_ptr<MarkerSet>> sets_snapshot() const {
+    std::lock_guard<std::mutex> lock(mutex);
+    return sets;
+  }
+
+  void flush() {
+    std::lock_guard<std::recursive_mutex> delivery(delivery_mutex);
+    std::exception_ptr first_failure;
+    for (const auto& set : sets_snapshot()) {
+      try {
+        collect_all(*set);
+      } catch (...) {
+        if (!first_failure) first_failure = std::current_exception();
+      }
+    }
+    if (first_failure) std::rethrow_exception(first_failure);
+  }
+
+  // The collector's pass: deliver every sequence that has already finished, oldest first.
+  void collect_completed() {
+    std::lock_guard<std::recursive_mutex> delivery(delivery_mutex);
+    for (const auto& set : sets_snapshot()) {
+      for (;;) {
+        uint64_t sequence = 0;
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (set->pending.empty()) break;
+          sequence = set->pending.front().sequence;
+        }
+        bool complete = false;
+        {
+          std::lock_guard<std::mutex> calls(set->calls);
+          complete = set->markers->is_complete(sequence);
+        }
+        if (!complete) break;
+        collect_oldest(*set);
+      }
+    }
+  }
+
+  void run_collector() {
+    std::unique_lock<std::mutex> lock(collector_mutex);
+    while (!collector_stop) {
+      collector_wake.wait_for(lock, options.collector_period, [&] { return collector_stop; });
+      if (collector_stop) break;
+      lock.unlock();
+      try {
+        collect_completed();
+      } catch (const std::exception& e) {
+        log(LogLevel::Warning, fmt::format("timing: the background collector failed: {}", e.what()));
+      } catch (...) {
+        log(LogLevel::Warning, "timing: the background collector failed");
+      }
+      lock.lock();
+    }
+  }
+
+  void stop_collector() noexcept {
+    if (!collector.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(collector_mutex);
+      collector_stop = true;
+    }
+    collector_wake.notify_all();
+    collector.join();
+  }
+
+  // Collects what `set` still holds, waits for its last launch (replays of a capture without
+  // regions leave nothing pending but still write its storage), and forgets it. Caller does
+  // not hold `mutex`.
+  void retire(const std::shared_ptr<MarkerSet>& set) {
+    std::exception_ptr failure;
+    try {
+      collect_all(*set);
+      uint64_t launched = 0;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        launched = set->next_sequence;
+      }
+      if (launched > 0) {
+        std::lock_guard<std::mutex> calls(set->calls);
+        set->markers->wait(launched - 1);
+      }
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      sets.erase(std::remove(sets.begin(), sets.end(), set), sets.end());
+    }
+    if (failure) std::rethrow_exception(failure);
+  }
+
+  // Drops every reference streams hold to `recording` (its capture was aborted or finished).
+  // Caller holds `mutex`.
+  void forget_recording(const std::shared_ptr<Recording>& recording) {
+    for (auto& [id, entry] : streams) {
+      auto& stack = entry.stack;
+      stack.erase(std::remove_if(stack.begin(), stack.end(),
+                                 [&](const OpenRegion& r) { return r.recording == recording; }),
+                  stack.end());
+      if (entry.last_ended && entry.last_ended->recording == recording) entry.last_ended.reset();
+    }
+  }
+
+  // Removes the graph's timing state; returns its marker set (to retire) or nullptr.
+  std::shared_ptr<MarkerSet> drop_graph(uint64_t graph_id) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = graphs.find(graph_id);
+    if (it == graphs.end()) return nullptr;
+    if (it->second.capture) forget_recording(it->second.capture);
+    std::shared_ptr<MarkerSet> set = std::move(it->second.set);
+    graphs.erase(it);
+    return set;
+  }
+
+  // --- lifecycle hooks ---------------------------------------------------------------------------
+
+  void on_capture_begin(AcceleratorGraph& graph, Stream& stream) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!attach_all && attached.count(graph.id()) == 0) return;
+      auto it = streams.find(stream.id());
+      if (it != streams.end() && !it->second.stack.empty()) {
+        const OpenRegion& open = it->second.stack.back();
+        throw Error(ErrorCode::InvalidState,
+                    fmt::format("capture_begin: region '{}' is open eagerly on stream {}: end it "
+                                "before graph {} begins capturing on that stream",
+                                open.recording->layout->regions[open.index].timing.path,
+                                stream.id(), graph.id()),
+                    graph.backend_name());
+      }
+    }
+    // A graph captures again only after on_reset, which dropped its state; this is a guard.
+    if (auto old = drop_graph(graph.id())) retire(old);
+
+    auto set = create_set(graph.backend(), graph.backend_name(), graph.device(), graph.id());
+    auto capture = std::make_shared<Recording>();
+    capture->set = set;
+    {
+      // First in the graph, so the device picks the ring slot before any marker (Note [Marker
+      // ring]), also on streams forked from this one later.
+      std::lock_guard<std::mutex> calls(set->calls);
+      set->markers->begin_sequence(stream.impl());
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    graphs[graph.id()] = GraphEntry{set, capture, nullptr};
+    sets.push_back(set);
+  }
+
+  void on_capture_ending(AcceleratorGraph& graph, Stream& stream) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = graphs.find(graph.id());
+    if (it == graphs.end() || !it->second.capture) return;
+    GraphEntry& entry = it->second;
+    if (entry.capture->open_regions > 0) {
+      std::string open;
+      for (const auto& [stream_id, s] : streams)
+        for (const OpenRegion& r : s.stack)
+          if (r.recording == entry.capture)
+            open += fmt::format("{}'{}' on stream {}", open.empty() ? "" : ", ",
+                                r.recording->layout->regions[r.index].timing.path, stream_id);
+      throw Error(ErrorCode::InvalidState,
+                  fmt::format("capture_end: region {} of graph {} is still open: end every region "
+                              "before capture_end (the capture was aborted and the graph reset)",
+                              open, graph.id()),
+                  graph.backend_name());
+    }
+    {
+      std::lock_guard<std::mutex> calls(entry.set->calls);
+      entry.set->markers->end_sequence(stream.impl());
+    }
+    entry.layout = entry.capture->layout;
+    forget_recording(entry.capture);
+    entry.capture.reset();
+  }
+
+  void on_replay_begin(AcceleratorGraph& graph, Stream& stream) override {
+    std::shared_ptr<MarkerSet> set;
+    uint64_t sequence = 0;
+    bool has_regions = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto it = graphs.find(graph.id());
+      if (it == graphs.end() || !it->second.layout) return;
+      set = it->second.set;
+      sequence = set->next_sequence;
+      has_regions = !it->second.layout->regions.empty();
+    }
+    // Never overwrite a slot that was not read: collect the oldest replay first.
+    if (has_regions) make_room(*set);
+    std::lock_guard<std::mutex> calls(set->calls);
+    set->markers->before_launch(graph.impl(), stream.impl(), sequence);
+  }
+
+  void on_replay_end(AcceleratorGraph& graph, Stream& stream) override {
+    std::shared_ptr<MarkerSet> set;
+    std::shared_ptr<const Layout> layout;
+    uint64_t sequence = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto it = graphs.find(graph.id());
+      if (it == graphs.end() || !it->second.layout) return;
+      set = it->second.set;
+      layout = it->second.layout;
+      sequence = set->next_sequence;
+    }
+    {
+      std::lock_guard<std::mutex> calls(set->calls);
+      set->markers->after_launch(graph.impl(), stream.impl(), sequence);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++set->next_sequence;
+      // A capture without regions still launches its begin/end_sequence, but there is nothing
+      // to read or report.
+      if (!layout->regions.empty()) set->pending.push_back({sequence, sequence, layout});
+    }
+    if (options.delivery == Delivery::Immediate) collect_all(*set);
+  }
+
+  void on_reset(AcceleratorGraph& graph) override {
+    try {
+      if (auto set = drop_graph(graph.id())) retire(set);
+    } catch (const std::exception& e) {
+      log(LogLevel::Warning,
+          fmt::format("timing: collecting the reports of graph {} before its reset failed: {}",
+                      graph.id(), e.what()));
+    }
+  }
+
+  void on_destroy(AcceleratorGraph& graph) noexcept override {
+    try {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        attached.erase(graph.id());
+      }
+      if (auto set = drop_graph(graph.id())) retire(set);
+    } catch (const std::exception& e) {
+      log(LogLevel::Warning,
+          fmt::format("timing: collecting the reports of graph {} before its destruction failed: "
+                      "{}",
+                      graph.id(), e.what()));
+    } catch (...) {
+    }
+  }
+
+  // --- regions -----------------------------------------------------------------------------
+
+  // The recording a region on `stream` goes into now: the capture of the graph capturing on it,
+  // or (nullptr) the stream's eager tree. Caller holds `mutex`.
+  std::shared_ptr<Recording> capture_recording(Stream& stream, const std::string& what) {
+    AcceleratorGraph* graph = stream.capturing_graph();
+    if (graph == nullptr) return nullptr;
+    auto it = graphs.find(graph->id());
+    if (it != graphs.end() && it->second.capture) return it->second.capture;
+    if (attach_all || attached.count(graph->id()) != 0)
+      throw Error(ErrorCode::InvalidState,
+                  fmt::format("{}: graph {} began capturing before the profiler was attached to "
+                              "it: call attach(graph) or attach_all() before capture_begin",
+                              what, graph->id()),
+                  graph->backend_name());
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("{}: stream {} is capturing into graph {}, which this profiler is not "
+                            "attached to: call attach(graph) or attach_all() before capture_begin",
+                            what, stream.id(), graph->id()),
+                graph->backend_name());
+  }
+
+  void begin(Stream& stream, std::string name, Metadata metadata) {
+    if (!stream)
+      throw Error(ErrorCode::InvalidArgument, "begin: the stream is empty (moved from)");
+    if (name.empty())
+      throw Error(ErrorCode::InvalidArgument,
+                  "begin: the region name is empty: give every region a name");
+    const std::string what = fmt::format("begin('{}')", name);
+    std::unique_lock<std::mutex> lock(mutex);
+    std::shared_ptr<Recording> recording = capture_recording(stream, what);
+    StreamEntry& entry = streams[stream.id()];
+    if (!entry.stack.empty() && (recording ? recording : entry.eager_tree) !=
+                                    entry.stack.back().recording) {
+      const OpenRegion& open = entry.stack.back();
+      throw Error(ErrorCode::InvalidState,
+                  fmt::format("{}: region '{}' on stream {} was opened {} and is still open: end "
+                              "it before regions {} begin on this stream",
+                              what, open.recording->layout->regions[open.index].timing.path,
+                              stream.id(), open.recording->eager ? "eagerly" : "in a capture",
+                              recording ? "of the capture" : "outside the capture"),
+                  stream.backend_name());
+    }
+
+    if (!recording) {
+      if (!entry.eager_tree) {
+        // The outermost eager region starts a new marker sequence on the stream's own set.
+        if (!entry.eager_set) {
+          lock.unlock();
+          auto set = create_set(stream.backend(), stream.backend_name(), stream.device(), 0);
+          lock.lock();
+          StreamEntry& again = streams[stream.id()];
+          if (!again.eager_set) {
+            again.eager_set = set;
+            sets.push_back(set);
+          }
+        }
+        std::shared_ptr<MarkerSet> set = streams[stream.id()].eager_set;
+        lock.unlock();
+        make_room(*set);
+        lock.lock();
+        auto tree = std::make_shared<Recording>();
+        tree->set = set;
+        tree->eager = true;
+        {
+          std::lock_guard<std::mutex> calls(set->calls);
+          set->markers->begin_sequence(stream.impl());
+        }
+        streams[stream.id()].eager_tree = tree;
+      }
+      recording = streams[stream.id()].eager_tree;
+    }
+
+    StreamEntry& s = streams[stream.id()];
+    Layout& layout = *recording->layout;
+    RegionDef def;
+    def.timing.name = std::move(name);
+    def.timing.depth = static_cast<int>(s.stack.size());
+    if (!s.stack.empty()) {
+      def.timing.parent = static_cast<int>(s.stack.back().index);
+      def.timing.path = layout.regions[s.stack.back().index].timing.path + "/" + def.timing.name;
+    } else {
+      def.timing.path = def.timing.name;
+    }
+    def.timing.stream_id = stream.id();
+    def.timing.metadata = std::move(metadata);
+
+    const std::optional<EndedRegion>& last = s.last_ended;
+    if (last && last->recording == recording && last->depth == s.stack.size() &&
+        last->operation_count == stream.operation_count()) {
+      def.begin_marker = last->end_marker;  // N+1: the sibling's end is this region's begin
+    } else {
+      def.begin_marker = layout.marker_count++;
+      std::lock_guard<std::mutex> calls(recording->set->calls);
+      recording->set->markers->record(stream.impl(), def.begin_marker);
+    }
+    s.last_ended.reset();
+    layout.regions.push_back(std::move(def));
+    s.stack.push_back({recording, layout.regions.size() - 1});
+    ++recording->open_regions;
+  }
+
+  void end(Stream& stream) {
+    if (!stream) throw Error(ErrorCode::InvalidArgument, "end: the stream is empty (moved from)");
+    std::unique_lock<std::mutex> lock(mutex);
+    auto it = streams.find(stream.id());
+    if (it == streams.end() || it->second.stack.empty())
+      throw Error(ErrorCode::InvalidState,
+                  fmt::format("end: no region is open on stream {}: call begin(stream, name) "
+                              "first (every end() closes the innermost begin() on its stream)",
+                              stream.id()),
+                  stream.backend_name());
+    StreamEntry& s = it->second;
+    OpenRegion open = s.stack.back();
+    std::shared_ptr<Recording> recording = capture_recording(stream, "end");
+    if ((recording ? recording : s.eager_tree) != open.recording)
+      throw Error(ErrorCode::InvalidState,
+                  fmt::format("end: region '{}' on stream {} was opened {} but the stream is {} "
+                              "now: end a region where it began (before capture_begin or before "
+                              "capture_end)",
+                              open.recording->layout->regions[open.index].timing.path,
+                              stream.id(), open.recording->eager ? "eagerly" : "in a capture",
+                              recording ? "capturing" : "not capturing"),
+                  stream.backend_name());
+
+    Layout& layout = *open.recording->layout;
+    const uint32_t marker = layout.marker_count++;
+    std::shared_ptr<MarkerSet> set = open.recording->set;
+    {
+      std::lock_guard<std::mutex> calls(set->calls);
+      set->markers->record(stream.impl(), marker);
+    }
+    layout.regions[open.index].end_marker = marker;
+    s.stack.pop_back();
+    --open.recording->open_regions;
+    s.last_ended = EndedRegion{open.recording, s.stack.size(), marker, stream.operation_count()};
+
+    if (open.recording->eager && s.stack.empty()) {
+      // The outermost eager region ended: close the sequence and queue it for collection.
+      uint64_t sequence = set->next_sequence++;
+      {
+        std::lock_guard<std::mutex> calls(set->calls);
+        set->markers->end_sequence(stream.impl());
+        set->markers->after_eager_sequence(stream.impl(), sequence);
+      }
+      set->pending.push_back({sequence, sequence, open.recording->layout});
+      s.eager_tree.reset();
+      s.last_ended.reset();
+      lock.unlock();
+      if (options.delivery == Delivery::Immediate) collect_all(*set);
+    }
+  }
+};
+
+// --- Profiler ----------------------------------------------------------------------------------
+
+Profiler::Profiler(ProfilerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+  impl_->observer = add_graph_observer(*impl_);
+  if (impl_->options.background_collector)
+    impl_->collector = std::thread([impl = impl_.get()] { impl->run_collector(); });
+}
+
+Profiler::~Profiler() {
+  impl_->stop_collector();
+  impl_->observer.remove();
+  try {
+    impl_->flush();
+  } catch (const std::exception& e) {
+    log(LogLevel::Warning, fmt::format("timing: flushing the profiler failed: {}", e.what()));
+  } catch (...) {
+    log(LogLevel::Warning, "timing: flushing the profiler failed");
+  }
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  for (auto& [id, entry] : impl_->graphs)
+    if (entry.set) keep_until_exit(std::move(entry.set));
+}
+
+void Profiler::attach(AcceleratorGraph& graph) {
+  if (graph.state() == GraphState::Capturing)
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("attach: graph {} is already capturing: attach before capture_begin "
+                            "(this capture cannot be timed)",
+                            graph.id()),
+                graph.backend_name());
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->attached.insert(graph.id());
+}
+
+void Profiler::attach_all() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->attach_all = true;
+}
+
+void Profiler::detach() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->attach_all = false;
+  impl_->attached.clear();
+}
+
+Profiler::Region::Region(Region&& other) noexcept
+    : profiler_(other.profiler_), stream_(other.stream_) {
+  other.profiler_ = nullptr;
+  other.stream_ = nullptr;
+}
+
+Profiler::Region::~Region() {
+  if (profiler_ == nullptr) return;
+  try {
+    end();
+  } catch (const std::exception& e) {
+    log(LogLevel::Warning, fmt::format("timing: ending a region failed: {}", e.what()));
+  } catch (...) {
+    log(LogLevel::Warning, "timing: ending a region failed");
+  }
+}
+
+void Profiler::Region::end() {
+  if (profiler_ == nullptr) return;
+  Profiler* profiler = profiler_;
+  profiler_ = nullptr;
+  profiler->end(*stream_);
+}
+
+Profiler::Region Profiler::region(Stream& stream, std::string name, Metadata metadata) {
+  begin(stream, std::move(name), std::move(metadata));
+  return Region(this, &stream);
+}
+
+void Profiler::begin(Stream& stream, std::string name, Metadata metadata) {
+  impl_->begin(stream, std::move(name), std::move(metadata));
+}
+
+void Profiler::end(Stream& stream) { impl_->end(stream); }
+
+void Profiler::add_sink(Sink sink) {
+  if (!sink) throw Error(ErrorCode::InvalidArgument, "add_sink: the sink is empty");
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  auto next = std::make_shared<std::vector<Sink>>(*impl_->sinks);
+  next->push_back(std::move(sink));
+  impl_->sinks = std::move(next);
+}
+
+void Profiler::flush() { impl_->flush(); }
+
+std::vector<ReplayReport> Profiler::reports() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->kept_reports;
+}
+
+std::vector<RegionStats> Profiler::stats() const { return impl_->stats.stats(); }
+
+uint64_t Profiler::delivered() const {
+  return impl_->delivered.load(std::memory_order_relaxed);
+}
+
+}  // namespace accgraph::timing
