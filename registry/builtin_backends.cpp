@@ -7,6 +7,7 @@
 
 #include "accgraph/error.hpp"
 #include "accgraph/registry.hpp"
+#include "backends/host/host_backend.hpp"
 #include "registry_internal.hpp"
 
 namespace accgraph::detail {

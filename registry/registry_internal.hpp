@@ -37,6 +37,4 @@ void register_builtin_backends(Registry& registry);
 void register_unavailable(Registry& registry, const std::string& name, int priority,
                           const std::string& origin, const std::string& reason);
 
-std::unique_ptr<Backend> make_host_backend();
-
 }  // namespace accgraph::detail

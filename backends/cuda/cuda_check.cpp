@@ -61,10 +61,28 @@ std::string call_name(const char* call) {
 }
 }  // namespace
 
+// Capture misuse (unjoined forks, the wrong thread, forbidden calls while capturing) is a call in
+// the wrong order, as the core's own checks call it: InvalidState, with the native code kept.
+ErrorCode error_code_for(cudaError_t err) noexcept {
+  switch (err) {
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorStreamCaptureUnjoined:
+    case cudaErrorStreamCaptureWrongThread:
+    case cudaErrorStreamCaptureIsolation:
+    case cudaErrorStreamCaptureMerge:
+    case cudaErrorStreamCaptureUnmatched:
+    case cudaErrorStreamCaptureImplicit:
+      return ErrorCode::InvalidState;
+    default:
+      return ErrorCode::BackendError;
+  }
+}
+
 void throw_cuda_error(cudaError_t err, const char* call, const std::string& what) {
   (void)cudaGetLastError();  // a non-sticky error must not resurface in the next check
   std::string name = call_name(call);
-  throw Error(ErrorCode::BackendError, cuda_error_message(err, name.c_str(), what), "cuda", name,
+  throw Error(error_code_for(err), cuda_error_message(err, name.c_str(), what), "cuda", name,
               cudaGetErrorName(err));
 }
 

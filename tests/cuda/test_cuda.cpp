@@ -158,7 +158,7 @@ TEST_CASE("cuda: capture modes differ in which calls they refuse") {
     AcceleratorGraph global("cuda");
     global.capture_begin(s, {}, CaptureMode::Global);
     Error e = expect_error([&] { Buffer::allocate(s, 64, MemoryKind::Host); },
-                           ErrorCode::BackendError);
+                           ErrorCode::InvalidState);
     CHECK(e.native_code() == "cudaErrorStreamCaptureUnsupported");
     CHECK(e.backend() == "cuda");
     global.reset();
@@ -214,7 +214,7 @@ TEST_CASE("cuda: unjoined fork fails with a hint and leaves the graph reusable")
   g.capture_begin(origin);
   forked.wait(origin);
   forked.fill(a, 1);
-  Error e = expect_error([&] { g.capture_end(); }, ErrorCode::BackendError);
+  Error e = expect_error([&] { g.capture_end(); }, ErrorCode::InvalidState);
   CHECK(e.native_call() == "cudaStreamEndCapture");
   CHECK(e.native_code() == "cudaErrorStreamCaptureUnjoined");
   CHECK(contains(e.message(), "origin.wait(forked)"));
@@ -237,11 +237,11 @@ TEST_CASE("cuda: synchronize inside a capture invalidates it, with hints") {
   // The core refuses Stream::synchronize during capture; the backend's own call must fail too.
   Error core = expect_error([&] { s.synchronize(); }, ErrorCode::InvalidState);
   CHECK(contains(core.message(), "end the capture first"));
-  Error sync = expect_error([&] { s.impl().synchronize(); }, ErrorCode::BackendError);
+  Error sync = expect_error([&] { s.impl().synchronize(); }, ErrorCode::InvalidState);
   CHECK(sync.native_call() == "cudaStreamSynchronize");
   CHECK(sync.native_code() == "cudaErrorStreamCaptureUnsupported");
   CHECK(contains(sync.message(), "end the capture first"));
-  Error end = expect_error([&] { g.capture_end(); }, ErrorCode::BackendError);
+  Error end = expect_error([&] { g.capture_end(); }, ErrorCode::InvalidState);
   CHECK(end.native_code() == "cudaErrorStreamCaptureInvalidated");
   CHECK(contains(end.message(), "invalidated"));
   CHECK(g.state() == GraphState::Empty);
