@@ -3,6 +3,9 @@
 #include <dlfcn.h>
 #include <sys/stat.h>
 
+#include <climits>
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 #include "accgraph/error.hpp"
@@ -39,7 +42,9 @@ std::string module_directory() {
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&module_directory), &info) == 0 || info.dli_fname == nullptr)
     return {};
-  std::string library = info.dli_fname;
+  // Canonical, so messages show lib/accgraph rather than bin/../lib/accgraph.
+  char resolved[PATH_MAX];
+  std::string library = realpath(info.dli_fname, resolved) ? resolved : info.dli_fname;
   size_t slash = library.rfind('/');
   std::string directory = slash == std::string::npos ? "." : library.substr(0, slash);
   return directory + "/" + ACCGRAPH_MODULE_SUBDIR;
