@@ -39,6 +39,8 @@ struct ProfilerOptions {
   bool keep_reports = true;
 };
 
+/// Receives each report. The reference is valid only during the call (the profiler reuses the
+/// report's storage for the next replay of the same graph): copy what you keep.
 using Sink = std::function<void(const ReplayReport&)>;
 
 /// Times regions of captured graphs and of eager work.

@@ -453,6 +453,41 @@ TEST_CASE("a ring of depth 2 with 20 replays delivers 20 reports in order, none 
   CHECK(counters.violations.load() == 0);
 }
 
+TEST_CASE("a sink that flushes from inside its call sees its own report unchanged") {
+  // The profiler reuses one report per graph between deliveries; a nested delivery (a sink
+  // calling flush()) must not rewrite the report the outer sink is still reading.
+  fresh_fake();
+  ProfilerOptions options;
+  options.ring_depth = 4;
+  options.keep_reports = false;
+  Profiler prof(options);
+  std::vector<uint64_t> seen_before, seen_after;
+  int depth = 0;
+  prof.add_sink([&](const ReplayReport& r) {
+    uint64_t index = r.replay_index;
+    seen_before.push_back(index);
+    if (depth++ == 0) prof.flush();  // delivers the other pending replays, nested
+    --depth;
+    seen_after.push_back(r.replay_index);
+    CHECK(r.replay_index == index);
+    CHECK(r.regions.at(0).name == "work");
+  });
+  AcceleratorGraph graph(kFake);
+  Stream stream = Stream::create(kFake);
+  prof.attach(graph);
+  graph.capture_begin(stream);
+  {
+    auto r = prof.region(stream, "work");
+    stream.delay(25ns);
+  }
+  graph.capture_end();
+  for (int i = 0; i < 3; ++i) graph.replay();
+  prof.flush();
+  CHECK(prof.delivered() == 3);
+  CHECK(seen_before == std::vector<uint64_t>{0, 1, 2});
+  CHECK(seen_after == std::vector<uint64_t>{1, 2, 0});
+}
+
 TEST_CASE("immediate delivery reports each replay before replay() returns") {
   fresh_fake();
   ProfilerOptions options;
