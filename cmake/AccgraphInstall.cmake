@@ -22,6 +22,11 @@ install(FILES "${PROJECT_BINARY_DIR}/accgraphConfig.cmake"
   "${PROJECT_SOURCE_DIR}/cmake/accgraphPlugin.cmake"
   DESTINATION "${ACCGRAPH_CMAKE_DIR}")
 
-# pkg-config: paths relative to the prefix so the installed tree can be moved.
+# pkg-config: paths relative to the .pc file (${pcfiledir}), so the file is right for whatever
+# prefix `cmake --install --prefix` picks and for a moved tree (CMAKE_INSTALL_PREFIX is only the
+# configure-time default, /usr/local when none was given).
+file(RELATIVE_PATH ACCGRAPH_PC_PREFIX_FROM_PCFILEDIR
+  "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+string(REGEX REPLACE "/$" "" ACCGRAPH_PC_PREFIX_FROM_PCFILEDIR "${ACCGRAPH_PC_PREFIX_FROM_PCFILEDIR}")
 configure_file("${PROJECT_SOURCE_DIR}/cmake/accgraph.pc.in" "${PROJECT_BINARY_DIR}/accgraph.pc" @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/accgraph.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
