@@ -1,0 +1,166 @@
+// Toy graphs: capture records the stream's operations as std::functions, instantiate freezes
+// them into an executable, replay runs the executable as one operation of the replay stream;
+// plus the pools graphs share and the text debug dump.
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <stdexcept>
+
+#include "toy.hpp"
+
+namespace toy {
+
+using accgraph::CaptureMode;
+using accgraph::ErrorCode;
+using accgraph::PoolId;
+
+namespace {
+
+std::string to_text(PoolId id) {
+  return "{" + std::to_string(id.first) + ", " + std::to_string(id.second) + "}";
+}
+
+std::atomic<uint64_t> next_graph_number{1};
+
+}  // namespace
+
+// --- pools -------------------------------------------------------------------------------------
+
+std::shared_ptr<Pool> PoolRegistry::acquire(PoolId id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!id.is_new_private()) {
+    auto it = pools_.find({id.first, id.second});
+    std::shared_ptr<Pool> existing = it == pools_.end() ? nullptr : it->second.lock();
+    if (!existing)
+      fail(ErrorCode::InvalidArgument,
+           "capture_begin: no live toy pool has id " + to_text(id) +
+               ": pass the pool() of a toy graph that still holds its capture, or {} for a new "
+               "pool");
+    return existing;
+  }
+  for (auto it = pools_.begin(); it != pools_.end();)  // forget pools no graph holds
+    it = it->second.expired() ? pools_.erase(it) : std::next(it);
+  auto pool = std::make_shared<Pool>();
+  pool->id = PoolId{next_++, kPoolTag};
+  pools_[{pool->id.first, pool->id.second}] = pool;
+  return pool;
+}
+
+// --- ToyGraph ----------------------------------------------------------------------------------
+
+ToyGraph::ToyGraph(PoolRegistry& pools, const accgraph::GraphArgs& args)
+    : pools_(pools), args_(args), number_(next_graph_number.fetch_add(1)) {}
+
+// Replays hold the executable themselves (shared_ptr), so nothing here can dangle.
+ToyGraph::~ToyGraph() { detach_capture(); }
+
+void ToyGraph::detach_capture() noexcept {
+  if (capture_queue_ && capture_queue_->capture() == recording_) capture_queue_->set_capture(nullptr);
+  capture_queue_.reset();
+}
+
+void ToyGraph::capture_begin(accgraph::StreamImpl& stream_impl, PoolId pool, CaptureMode mode) {
+  ToyStream& stream = as_toy_stream(stream_impl, "capture_begin");
+  // The core refuses modes missing from capabilities() before calling in; checked again here so
+  // the backend never silently treats ThreadLocal or Relaxed as Global.
+  if (mode != CaptureMode::Default && mode != CaptureMode::Global)
+    fail(ErrorCode::Unsupported, std::string("capture_begin: capture mode ") +
+                                     accgraph::to_string(mode) +
+                                     " is not supported by the toy backend: use Global");
+  if (stream.is_capturing())
+    fail(ErrorCode::InvalidState,
+         "capture_begin: the toy stream is already capturing: end that capture first or capture "
+         "on another stream");
+  std::shared_ptr<Pool> acquired = pools_.acquire(pool);  // may throw: nothing changed yet
+  recording_ = std::make_shared<Recording>();
+  capture_queue_ = stream.shared_queue();
+  capture_queue_->set_capture(recording_);
+  pool_ = std::move(acquired);
+  last_pool_id_ = pool_->id;
+}
+
+void ToyGraph::capture_end() {
+  detach_capture();
+  nodes_ = recording_->operations.size();
+  if (debug_) {
+    dump_names_.clear();
+    for (const Operation& op : recording_->operations) dump_names_.push_back(op.name);
+  }
+}
+
+// The recording becomes the executable. With keep_graph the recording is copied, so it stays
+// available (a real backend keeps its template graph for updates and dumps).
+void ToyGraph::instantiate() {
+  if (args_.keep_graph) {
+    executable_ = std::make_shared<const std::vector<Operation>>(recording_->operations);
+  } else {
+    executable_ = std::make_shared<const std::vector<Operation>>(std::move(recording_->operations));
+    recording_.reset();
+  }
+  ++instantiations_;
+}
+
+void ToyGraph::replay(accgraph::StreamImpl& stream_impl) {
+  ToyStream& stream = as_toy_stream(stream_impl, "replay");
+  if (!executable_) fail(ErrorCode::InvalidState, "replay: the graph has no executable: instantiate first");
+  std::string name = "replay of toy graph " + std::to_string(number_);
+  // Runs every node even after one fails, so that the markers' end_sequence still publishes
+  // completion (a profiler waiting for this replay would hang otherwise); the first failure is
+  // reported by the stream's next synchronize(). On a capturing stream this records the whole
+  // replay as one node of that other graph.
+  stream.queue().submit({name, [ops = executable_, name] {
+                           std::string first_failure;
+                           for (size_t i = 0; i < ops->size(); ++i) {
+                             try {
+                               (*ops)[i].run();
+                             } catch (const std::exception& e) {
+                               if (first_failure.empty())
+                                 first_failure = (*ops)[i].name + " (node " + std::to_string(i) +
+                                                 " of a " + name + "): " + e.what();
+                             }
+                           }
+                           if (!first_failure.empty()) throw std::runtime_error(first_failure);
+                         }});
+}
+
+void ToyGraph::reset() {
+  detach_capture();  // aborts a capture in progress: the stream records nothing more
+  recording_.reset();
+  executable_.reset();
+  dump_names_.clear();
+  pool_.reset();
+  nodes_ = 0;
+}
+
+PoolId ToyGraph::pool() const { return pool_ ? pool_->id : last_pool_id_; }
+
+void ToyGraph::debug_dump(const std::string& path) {
+  if (!debug_ || nodes_ != dump_names_.size())
+    fail(ErrorCode::InvalidState,
+         "debug_dump: the toy graph kept no operation names: call enable_debug_mode() before "
+         "capture_begin");
+  std::ofstream out(path);
+  if (!out)
+    throw accgraph::Error(ErrorCode::BackendError,
+                          "debug_dump: cannot open '" + path + "' for writing: " +
+                              std::strerror(errno),
+                          kBackendName, "std::ofstream");
+  out << "toy graph " << number_ << ": " << dump_names_.size() << " operations, pool "
+      << to_text(pool()) << "\n";
+  for (size_t i = 0; i < dump_names_.size(); ++i) out << "  " << i << ": " << dump_names_[i] << "\n";
+  out.flush();
+  if (!out)
+    throw accgraph::Error(ErrorCode::BackendError, "debug_dump: writing '" + path + "' failed",
+                          kBackendName, "std::ofstream");
+}
+
+accgraph::GraphStats ToyGraph::stats() const {
+  accgraph::GraphStats s;
+  s.nodes = nodes_;
+  s.instantiations = instantiations_;
+  return s;
+}
+
+}  // namespace toy
