@@ -154,23 +154,13 @@ class CudaBackend final : public Backend {
   std::unique_ptr<TimestampMarkers> create_markers(int device,
                                                    const MarkerOptions& options) override {
     const DeviceEntry& entry = checked(device, "create_markers");
-    size_t depth = options.ring_depth == 0 ? kDefaultRingDepth : options.ring_depth;
-    if (depth > kMaxRingDepth)
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("create_markers: ring depth {} is larger than the maximum {}: ask "
-                              "for fewer replays in flight",
-                              depth, kMaxRingDepth),
-                  kBackendName);
+    const std::string strategy =
+        options.resolve_strategy({kStrategyDeviceTimestamps, kStrategyExternalEvents}, kBackendName);
+    const size_t depth = options.resolve_ring_depth(kDefaultRingDepth, kMaxRingDepth, kBackendName);
     DeviceGuard guard(device);
-    if (options.strategy.empty() || options.strategy == kStrategyDeviceTimestamps)
-      return make_device_timestamp_markers(device, depth, entry.resolution_ns);
-    if (options.strategy == kStrategyExternalEvents)
+    if (strategy == kStrategyExternalEvents)
       return make_external_event_markers(device, depth, entry.resolution_ns);
-    throw Error(ErrorCode::Unsupported,
-                fmt::format("create_markers: unknown marker strategy '{}': the cuda backend has "
-                            "'{}' (default) and '{}'",
-                            options.strategy, kStrategyDeviceTimestamps, kStrategyExternalEvents),
-                kBackendName);
+    return make_device_timestamp_markers(device, depth, entry.resolution_ns);
   }
 
  private:
@@ -184,7 +174,7 @@ class CudaBackend final : public Backend {
   }
 
   std::vector<DeviceEntry> devices_;
-  PoolRegistry pools_;
+  PoolRegistry pools_{kBackendName};
 };
 
 [[noreturn]] void unavailable(const std::string& reason) {

@@ -17,6 +17,7 @@
 
 #include "accgraph/backend.hpp"
 #include "accgraph/error.hpp"
+#include "accgraph/pool_table.hpp"
 #include "accgraph/types.hpp"
 
 namespace accgraph::detail::cuda {
@@ -83,7 +84,6 @@ class RelaxedCaptureModeGuard {
 cudaStreamCaptureMode to_cuda(CaptureMode mode) noexcept;
 
 class CudaGraph;
-class PoolRegistry;
 
 // --- streams ---------------------------------------------------------------------------------
 
@@ -162,17 +162,9 @@ struct PoolState {
   ~PoolState();
 };
 
-class PoolRegistry {
- public:
-  /// {0,0}: a new private pool; otherwise the live pool with that id (InvalidArgument if none,
-  /// or if it belongs to another device).
-  std::shared_ptr<PoolState> acquire(PoolId id, int device);
-
- private:
-  std::mutex mutex_;
-  uint64_t next_id_ = 1;
-  std::map<std::pair<uint64_t, uint64_t>, std::weak_ptr<PoolState>> pools_;
-};
+/// Note [Pool sharing] in accgraph/pool_table.hpp; CudaGraph::capture_begin adds the device
+/// check (a pool belongs to one device).
+using PoolRegistry = PoolTable<PoolState>;
 
 /// What the capturing thread's Buffer::allocate routes to (set by capture_begin).
 struct CaptureContext {

@@ -48,42 +48,36 @@ PoolState::~PoolState() {
   if (pool != nullptr) ACCGRAPH_CUDA_LOG(cudaMemPoolDestroy(pool), "destroying a graph pool");
 }
 
-std::shared_ptr<PoolState> PoolRegistry::acquire(PoolId id, int device) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!id.is_new_private()) {
-    auto it = pools_.find({id.first, id.second});
-    std::shared_ptr<PoolState> existing = it == pools_.end() ? nullptr : it->second.lock();
-    if (!existing)
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("capture_begin: no live graph pool has id {{{}, {}}}: pass the "
-                              "pool() of a graph that still holds its capture, or {{}} for a new "
-                              "private pool",
-                              id.first, id.second),
-                  kBackendName);
-    if (existing->device != device)
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("capture_begin: graph pool {{{}, {}}} belongs to device {} but the "
-                              "capture is on device {}: share pools only between graphs of one "
-                              "device",
-                              id.first, id.second, existing->device, device),
-                  kBackendName);
-    return existing;
-  }
-  auto state = std::make_shared<PoolState>();
-  state->id = PoolId{next_id_++, 0};  // {n, 0}: graph-private pools, as PyTorch numbers them
-  state->device = device;
-  cudaMemPoolProps props{};
-  props.allocType = cudaMemAllocationTypePinned;
-  props.handleTypes = cudaMemHandleTypeNone;
-  props.location.type = cudaMemLocationTypeDevice;
-  props.location.id = device;
-  ACCGRAPH_CUDA_CHECK(cudaMemPoolCreate(&state->pool, &props), "capture_begin: creating the graph pool");
-  // Drop registry entries of pools that are gone.
-  for (auto it = pools_.begin(); it != pools_.end();)
-    it = it->second.expired() ? pools_.erase(it) : std::next(it);
-  pools_[{state->id.first, state->id.second}] = state;
+namespace {
+
+// A pool of the device's memory for the graph's stream-ordered allocations (Note [Pool
+// sharing] in accgraph/pool_table.hpp); with an id from another graph, that graph's pool, which
+// must be on the same device.
+std::shared_ptr<PoolState> acquire_pool(PoolRegistry& pools, PoolId id, int device) {
+  std::shared_ptr<PoolState> state = pools.acquire(id, [device](PoolId new_id) {
+    auto created = std::make_shared<PoolState>();
+    created->id = new_id;
+    created->device = device;
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    ACCGRAPH_CUDA_CHECK(cudaMemPoolCreate(&created->pool, &props),
+                        "capture_begin: creating the graph pool");
+    return created;
+  });
+  if (state->device != device)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("capture_begin: graph pool {{{}, {}}} belongs to device {} but the "
+                            "capture is on device {}: share pools only between graphs of one "
+                            "device",
+                            id.first, id.second, state->device, device),
+                kBackendName);
   return state;
 }
+
+}  // namespace
 
 // --- CudaGraph -------------------------------------------------------------------------------
 
@@ -110,7 +104,7 @@ void CudaGraph::capture_begin(StreamImpl& stream_impl, PoolId pool, CaptureMode 
                 kBackendName);
   end_orphaned_capture_noexcept();
   DeviceGuard guard(stream.device());
-  std::shared_ptr<PoolState> pool_state = pools_.acquire(pool, stream.device());
+  std::shared_ptr<PoolState> pool_state = acquire_pool(pools_, pool, stream.device());
   ACCGRAPH_CUDA_CHECK(cudaStreamBeginCapture(stream.handle(), to_cuda(mode)), "capture_begin");
   pool_ = std::move(pool_state);
   last_pool_id_ = pool_->id;

@@ -68,20 +68,9 @@ class HostBackend final : public Backend {
   std::unique_ptr<TimestampMarkers> create_markers(int device,
                                                    const MarkerOptions& options) override {
     check_device(device, "create_markers");
-    if (!options.strategy.empty() && options.strategy != kStrategySteadyClock)
-      throw Error(ErrorCode::Unsupported,
-                  fmt::format("create_markers: unknown marker strategy '{}': the host backend "
-                              "has only '{}'",
-                              options.strategy, kStrategySteadyClock),
-                  kBackendName);
-    size_t depth = options.ring_depth == 0 ? kDefaultRingDepth : options.ring_depth;
-    if (depth > kMaxRingDepth)
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("create_markers: ring depth {} is larger than the maximum {}: ask "
-                              "for fewer replays in flight",
-                              depth, kMaxRingDepth),
-                  kBackendName);
-    return make_steady_clock_markers(depth);
+    options.resolve_strategy({kStrategySteadyClock}, kBackendName);
+    return make_steady_clock_markers(
+        options.resolve_ring_depth(kDefaultRingDepth, kMaxRingDepth, kBackendName));
   }
 
  private:
@@ -93,7 +82,7 @@ class HostBackend final : public Backend {
                   kBackendName);
   }
 
-  PoolRegistry pools_;
+  PoolRegistry pools_{kBackendName};
 };
 
 }  // namespace

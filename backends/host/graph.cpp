@@ -12,31 +12,6 @@
 
 namespace accgraph::detail::host {
 
-// --- pools -------------------------------------------------------------------------------------
-
-std::shared_ptr<PoolState> PoolRegistry::acquire(PoolId id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!id.is_new_private()) {
-    auto it = pools_.find({id.first, id.second});
-    std::shared_ptr<PoolState> existing = it == pools_.end() ? nullptr : it->second.lock();
-    if (!existing)
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("capture_begin: no live graph pool has id {{{}, {}}}: pass the "
-                              "pool() of a host graph that still holds its capture, or {{}} for a "
-                              "new private pool",
-                              id.first, id.second),
-                  kBackendName);
-    return existing;
-  }
-  // Drop entries of pools no graph holds any more.
-  for (auto it = pools_.begin(); it != pools_.end();)
-    it = it->second.expired() ? pools_.erase(it) : std::next(it);
-  auto state = std::make_shared<PoolState>();
-  state->id = PoolId{next_id_++, 0};  // {n, 0}: graph-private pools, as PyTorch numbers them
-  pools_[{state->id.first, state->id.second}] = state;
-  return state;
-}
-
 // --- HostGraph ---------------------------------------------------------------------------------
 
 namespace {
@@ -67,7 +42,11 @@ void HostGraph::capture_begin(StreamImpl& stream_impl, PoolId pool, CaptureMode 
                 "capture_begin: the host stream is already capturing: end that capture first or "
                 "capture on another stream",
                 kBackendName);
-  std::shared_ptr<PoolState> pool_state = pools_.acquire(pool);
+  std::shared_ptr<PoolState> pool_state = pools_.acquire(pool, [](PoolId id) {
+    auto state = std::make_shared<PoolState>();
+    state->id = id;
+    return state;
+  });
   recording_ = std::make_shared<Recording>(stream.queue());
   stream.queue()->set_capture(recording_);
   pool_ = std::move(pool_state);

@@ -16,6 +16,7 @@
 
 #include "accgraph/backend.hpp"
 #include "accgraph/error.hpp"
+#include "accgraph/pool_table.hpp"
 #include "accgraph/types.hpp"
 
 namespace accgraph::detail::host {
@@ -184,21 +185,12 @@ class HostBuffer final : public BufferImpl {
 // --- pools -----------------------------------------------------------------------------------
 
 /// Host graphs allocate nothing during capture, so a pool is only an identity that graphs
-/// share by PoolId; it lives while any graph holds it (the SPI contract every backend keeps).
+/// share by PoolId (Note [Pool sharing] in accgraph/pool_table.hpp).
 struct PoolState {
   PoolId id;
 };
 
-class PoolRegistry {
- public:
-  /// {0,0}: a new private pool; otherwise the live pool with that id, else InvalidArgument.
-  std::shared_ptr<PoolState> acquire(PoolId id);
-
- private:
-  std::mutex mutex_;
-  uint64_t next_id_ = 1;
-  std::map<std::pair<uint64_t, uint64_t>, std::weak_ptr<PoolState>> pools_;
-};
+using PoolRegistry = PoolTable<PoolState>;
 
 // --- graphs ----------------------------------------------------------------------------------
 

@@ -284,20 +284,9 @@ class ZeBackend final : public Backend {
   std::unique_ptr<TimestampMarkers> create_markers(int device,
                                                    const MarkerOptions& options) override {
     DeviceState& state = device_state(device, "create_markers");
-    if (!options.strategy.empty() && options.strategy != kStrategyGlobalTimestamps)
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("create_markers: unknown marker strategy '{}': level_zero offers "
-                              "'{}'",
-                              options.strategy, kStrategyGlobalTimestamps),
-                  kBackendName);
-    if (options.ring_depth > kMaxRingDepth)
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("create_markers: ring depth {} is above level_zero's maximum of {}: "
-                              "ask for fewer replays in flight",
-                              options.ring_depth, kMaxRingDepth),
-                  kBackendName);
-    size_t ring = options.ring_depth == 0 ? kDefaultRingDepth : options.ring_depth;
-    return make_markers(runtime_, state, ring);
+    options.resolve_strategy({kStrategyGlobalTimestamps}, kBackendName);
+    return make_markers(runtime_, state,
+                        options.resolve_ring_depth(kDefaultRingDepth, kMaxRingDepth, kBackendName));
   }
 
  private:

@@ -82,15 +82,9 @@ class ToyBackend final : public accgraph::Backend {
   std::unique_ptr<accgraph::TimestampMarkers> create_markers(
       int device, const accgraph::MarkerOptions& options) override {
     check_device(device, "create_markers");
-    if (!options.strategy.empty() && options.strategy != kMarkerStrategy)
-      fail(ErrorCode::Unsupported, "create_markers: unknown marker strategy '" + options.strategy +
-                                       "': the toy backend has only '" + kMarkerStrategy + "'");
-    size_t depth = options.ring_depth == 0 ? kDefaultRingDepth : options.ring_depth;
-    if (depth > kMaxRingDepth)
-      fail(ErrorCode::InvalidArgument,
-           "create_markers: ring depth " + std::to_string(depth) + " is larger than the maximum " +
-               std::to_string(kMaxRingDepth) + ": ask for fewer replays in flight");
-    return make_markers(depth);
+    // The SPI's helpers turn an unknown strategy or too deep a ring into the standard errors.
+    options.resolve_strategy({kMarkerStrategy}, kBackendName);
+    return make_markers(options.resolve_ring_depth(kDefaultRingDepth, kMaxRingDepth, kBackendName));
   }
 
  private:
@@ -103,7 +97,7 @@ class ToyBackend final : public accgraph::Backend {
 
   std::mutex mutex_;  // guards queues_ (Backend methods are called from any thread)
   std::map<void*, std::weak_ptr<ToyQueue>> queues_;
-  PoolRegistry pools_;
+  PoolRegistry pools_{kBackendName, kPoolTag};
 };
 
 }  // namespace

@@ -26,28 +26,6 @@ std::atomic<uint64_t> next_graph_number{1};
 
 }  // namespace
 
-// --- pools -------------------------------------------------------------------------------------
-
-std::shared_ptr<Pool> PoolRegistry::acquire(PoolId id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!id.is_new_private()) {
-    auto it = pools_.find({id.first, id.second});
-    std::shared_ptr<Pool> existing = it == pools_.end() ? nullptr : it->second.lock();
-    if (!existing)
-      fail(ErrorCode::InvalidArgument,
-           "capture_begin: no live toy pool has id " + to_text(id) +
-               ": pass the pool() of a toy graph that still holds its capture, or {} for a new "
-               "pool");
-    return existing;
-  }
-  for (auto it = pools_.begin(); it != pools_.end();)  // forget pools no graph holds
-    it = it->second.expired() ? pools_.erase(it) : std::next(it);
-  auto pool = std::make_shared<Pool>();
-  pool->id = PoolId{next_++, kPoolTag};
-  pools_[{pool->id.first, pool->id.second}] = pool;
-  return pool;
-}
-
 // --- ToyGraph ----------------------------------------------------------------------------------
 
 ToyGraph::ToyGraph(PoolRegistry& pools, const accgraph::GraphArgs& args)
@@ -73,7 +51,12 @@ void ToyGraph::capture_begin(accgraph::StreamImpl& stream_impl, PoolId pool, Cap
     fail(ErrorCode::InvalidState,
          "capture_begin: the toy stream is already capturing: end that capture first or capture "
          "on another stream");
-  std::shared_ptr<Pool> acquired = pools_.acquire(pool);  // may throw: nothing changed yet
+  // May throw (an unknown id): nothing has changed yet.
+  std::shared_ptr<Pool> acquired = pools_.acquire(pool, [](PoolId id) {
+    auto created = std::make_shared<Pool>();
+    created->id = id;
+    return created;
+  });
   recording_ = std::make_shared<Recording>();
   capture_queue_ = stream.shared_queue();
   capture_queue_->set_capture(recording_);

@@ -28,6 +28,7 @@
 
 #include <accgraph/backend.hpp>
 #include <accgraph/error.hpp>
+#include <accgraph/pool_table.hpp>
 #include <accgraph/types.hpp>
 
 namespace toy {
@@ -115,22 +116,14 @@ class ToyBuffer final : public accgraph::BufferImpl {
 };
 
 /// A pool is an identity that graphs share by PoolId (the toy allocates nothing during capture);
-/// it lives while a graph holds it. Ids are issued here: {n, kPoolTag}.
+/// accgraph's PoolTable keeps them (Note [Pool sharing] in accgraph/pool_table.hpp). Toy ids are
+/// {n, kPoolTag}, so they are told apart from other backends' at a glance.
 struct Pool {
   accgraph::PoolId id;
 };
 
-class PoolRegistry {
- public:
-  static constexpr uint64_t kPoolTag = 0x746f79;  // "toy": tells toy pool ids from others
-  /// {0,0}: a new pool; otherwise the live pool with that id, else InvalidArgument naming it.
-  std::shared_ptr<Pool> acquire(accgraph::PoolId id);
-
- private:
-  std::mutex mutex_;
-  uint64_t next_ = 1;
-  std::map<std::pair<uint64_t, uint64_t>, std::weak_ptr<Pool>> pools_;
-};
+inline constexpr uint64_t kPoolTag = 0x746f79;  // "toy"
+using PoolRegistry = accgraph::PoolTable<Pool>;
 
 class ToyGraph final : public accgraph::GraphImplInterface {
  public:

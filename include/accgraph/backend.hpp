@@ -90,6 +90,38 @@ class ACCGRAPH_API GraphImplInterface {
 struct MarkerOptions {
   std::string strategy;   ///< one of Capabilities::marker_strategies; empty = the backend default
   size_t ring_depth = 0;  ///< requested replays in flight; 0 = the backend default
+
+  /// For Backend::create_markers: the strategy to build, `strategy` or `offered[0]` (the
+  /// backend's default) when it is empty. Throws Error(Unsupported), attributed to `backend`
+  /// and listing what it offers, for a name not in `offered`.
+  std::string resolve_strategy(const std::vector<std::string>& offered,
+                               const std::string& backend) const {
+    if (strategy.empty() && !offered.empty()) return offered.front();
+    for (const std::string& name : offered)
+      if (name == strategy) return name;
+    std::string list;
+    for (size_t i = 0; i < offered.size(); ++i)
+      list += (i == 0 ? "'" : i + 1 == offered.size() ? " and '" : ", '") + offered[i] + "'" +
+              (i == 0 && offered.size() > 1 ? " (default)" : "");
+    throw Error(ErrorCode::Unsupported,
+                "create_markers: unknown marker strategy '" + strategy + "': the " + backend +
+                    " backend offers " + (list.empty() ? std::string("none") : list),
+                backend);
+  }
+
+  /// For Backend::create_markers: the ring depth to build, `ring_depth` or `default_depth`
+  /// when it is 0. Throws Error(InvalidArgument), attributed to `backend`, above `max_depth`.
+  size_t resolve_ring_depth(size_t default_depth, size_t max_depth,
+                            const std::string& backend) const {
+    const size_t depth = ring_depth == 0 ? default_depth : ring_depth;
+    if (depth > max_depth)
+      throw Error(ErrorCode::InvalidArgument,
+                  "create_markers: ring depth " + std::to_string(depth) +
+                      " is larger than the " + backend + " backend's maximum of " +
+                      std::to_string(max_depth) + ": ask for fewer replays in flight",
+                  backend);
+    return depth;
+  }
 };
 
 /// Timestamp markers: "write a timestamp into marker i" enqueued on a stream, eagerly or inside

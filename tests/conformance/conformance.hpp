@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "accgraph/accgraph.hpp"
+#include "check_error.hpp"
 
 namespace accgraph::conformance {
 
@@ -50,18 +51,3 @@ bool all_equal(const std::vector<uint8_t>& bytes, uint8_t value);
 #define ACCGRAPH_CONFORMANCE_CASE(name) \
   ACCGRAPH_CONFORMANCE_CASE_IMPL(ACCGRAPH_CONFORMANCE_CAT(conformance_case_, __LINE__), name)
 
-/// Checks that `expr` throws accgraph::Error with `code` and a message containing `text`.
-#define CHECK_ACCGRAPH_ERROR(expr, expected_code, text)                                       \
-  do {                                                                                        \
-    bool accgraph_thrown_ = false;                                                            \
-    try {                                                                                     \
-      expr;                                                                                   \
-    } catch (const ::accgraph::Error& accgraph_error_) {                                      \
-      accgraph_thrown_ = true;                                                                \
-      CHECK_MESSAGE(accgraph_error_.code() == (expected_code),                                    \
-                    std::string(accgraph_error_.what()));                                     \
-      CHECK_MESSAGE(std::string(accgraph_error_.what()).find(text) != std::string::npos,      \
-                    "expected '" << (text) << "' in: " << accgraph_error_.what());            \
-    }                                                                                         \
-    CHECK_MESSAGE(accgraph_thrown_, "expected an accgraph::Error from: " #expr);              \
-  } while (false)

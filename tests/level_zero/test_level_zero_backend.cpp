@@ -229,8 +229,8 @@ TEST_CASE("driver: errors name the call and the ze_result_t") {
     backend.create_markers(0, MarkerOptions{"external_events", 0});
     FAIL("an unknown strategy was accepted");
   } catch (const Error& e) {
-    CHECK(e.code() == ErrorCode::InvalidArgument);
-    CHECK(e.message() == "create_markers: unknown marker strategy 'external_events': level_zero "
-                         "offers 'global_timestamps'");
+    CHECK(e.code() == ErrorCode::Unsupported);
+    CHECK(e.message() == "create_markers: unknown marker strategy 'external_events': the "
+                         "level_zero backend offers 'global_timestamps'");
   }
 }

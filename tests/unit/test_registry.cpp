@@ -5,28 +5,13 @@
 #include <string>
 
 #include "accgraph/accgraph.hpp"
+#include "check_error.hpp"
 
 using accgraph::Error;
 using accgraph::ErrorCode;
 using accgraph::Registry;
 
-namespace {
-
-// Runs `fn`, requires an accgraph::Error with `code` whose message contains every fragment.
-template <class Fn>
-void require_error(Fn&& fn, ErrorCode code, std::initializer_list<std::string> fragments) {
-  try {
-    fn();
-    FAIL("expected an accgraph::Error");
-  } catch (const Error& e) {
-    CHECK_MESSAGE(e.code() == code, e.what());
-    for (const std::string& fragment : fragments)
-      CHECK_MESSAGE(std::string(e.what()).find(fragment) != std::string::npos,
-                    "missing '" << fragment << "' in: " << e.what());
-  }
-}
-
-}  // namespace
+using accgraph::testing::require_error;
 
 TEST_CASE("the built-in list registers host, cuda and level_zero") {
   Registry& registry = Registry::instance();

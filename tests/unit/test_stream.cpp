@@ -12,23 +12,11 @@
 #include <fmt/format.h>
 
 #include "accgraph/accgraph.hpp"
+#include "check_error.hpp"
 
 using namespace accgraph;
 using namespace std::chrono_literals;
 
-#define CHECK_ACCGRAPH_ERROR(expr, expected_code, text)                                       \
-  do {                                                                                        \
-    bool thrown_ = false;                                                                     \
-    try {                                                                                     \
-      expr;                                                                                   \
-    } catch (const ::accgraph::Error& error_) {                                               \
-      thrown_ = true;                                                                         \
-      CHECK_MESSAGE(error_.code() == (expected_code), std::string(error_.what()));            \
-      CHECK_MESSAGE(std::string(error_.what()).find(text) != std::string::npos,               \
-                    "expected '" << (text) << "' in: " << error_.what());                     \
-    }                                                                                         \
-    CHECK_MESSAGE(thrown_, "expected an accgraph::Error from: " #expr);                       \
-  } while (false)
 
 namespace {
 

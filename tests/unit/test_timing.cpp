@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "accgraph/accgraph.hpp"
+#include "check_error.hpp"
 
 using accgraph::AcceleratorGraph;
 using accgraph::Error;
@@ -28,20 +29,9 @@ using accgraph::Stream;
 using namespace accgraph::timing;
 using namespace std::chrono_literals;
 
-namespace {
+using accgraph::testing::require_error;
 
-template <class Fn>
-void require_error(Fn&& fn, ErrorCode code, std::initializer_list<std::string> fragments) {
-  try {
-    fn();
-    FAIL("expected an accgraph::Error");
-  } catch (const Error& e) {
-    CHECK_MESSAGE(e.code() == code, e.what());
-    for (const std::string& fragment : fragments)
-      CHECK_MESSAGE(std::string(e.what()).find(fragment) != std::string::npos,
-                    "missing '" << fragment << "' in: " << e.what());
-  }
-}
+namespace {
 
 // --- the fake backend ------------------------------------------------------------------------
 
