@@ -56,6 +56,16 @@ struct PendingSequence {
   std::shared_ptr<const Layout> layout;
 };
 
+// A delivered report as keep_reports keeps it: the header, the layout (names, paths, metadata:
+// shared by every replay of a capture) and the marker times. Keeping a report of 1000 regions
+// costs one vector of 1001 timestamps, not a copy of 1000 RegionTimings and their strings
+// (which was most of the collection cost at 1000 regions); reports() rebuilds the full ones.
+struct KeptReport {
+  ReplayReport header;  // every field but regions
+  std::shared_ptr<const Layout> layout;
+  std::vector<uint64_t> times;
+};
+
 // One backend TimestampMarkers object plus what its reports say about where they came from.
 // Lock order: Impl::delivery_mutex -> Impl::mutex -> MarkerSet::calls.
 struct MarkerSet {
@@ -140,7 +150,7 @@ struct Profiler::Impl final : GraphObserver {
   std::vector<std::shared_ptr<MarkerSet>> sets;  // every set that may hold pending sequences
   // Copy-on-write so delivery takes a snapshot without copying every std::function.
   std::shared_ptr<const std::vector<Sink>> sinks = std::make_shared<const std::vector<Sink>>();
-  std::vector<ReplayReport> kept_reports;
+  std::vector<KeptReport> kept_reports;
   StatsAccumulator stats;
   std::atomic<uint64_t> delivered{0};
 
@@ -208,13 +218,15 @@ struct Profiler::Impl final : GraphObserver {
     const Layout& layout = *pending.layout;
     if (layout.report_in_use) {
       ReplayReport fresh;
-      fill_report(fresh, set, pending, times);
-      deliver(fresh, layout);
+      fill_header(fresh, set, pending);
+      fill_regions(fresh, layout, times);
+      deliver(fresh, pending.layout, std::move(times));
     } else {
-      fill_report(layout.report, set, pending, times);
+      fill_header(layout.report, set, pending);
+      fill_regions(layout.report, layout, times);
       layout.report_in_use = true;
       try {
-        deliver(layout.report, layout);
+        deliver(layout.report, pending.layout, std::move(times));
       } catch (...) {
         layout.report_in_use = false;
         throw;
@@ -224,16 +236,8 @@ struct Profiler::Impl final : GraphObserver {
     return true;
   }
 
-  // Fills `report` for one finished sequence; the regions' descriptions are copied only when
-  // `report` does not hold them yet.
-  static void fill_report(ReplayReport& report, const MarkerSet& set,
-                          const PendingSequence& pending, const std::vector<uint64_t>& times) {
-    const std::vector<RegionDef>& defs = pending.layout->regions;
-    if (report.regions.size() != defs.size()) {
-      report.regions.clear();
-      report.regions.reserve(defs.size());
-      for (const RegionDef& def : defs) report.regions.push_back(def.timing);
-    }
+  static void fill_header(ReplayReport& report, const MarkerSet& set,
+                          const PendingSequence& pending) {
     report.graph_id = set.graph_id;
     report.replay_index = pending.replay_index;
     report.backend = set.backend;
@@ -241,6 +245,18 @@ struct Profiler::Impl final : GraphObserver {
     report.device_name = set.device_name;
     report.marker_strategy = set.strategy;
     report.resolution_ns = set.resolution_ns;
+  }
+
+  // Fills the regions of `report` from the marker times; the regions' descriptions are copied
+  // only when `report` does not hold them yet.
+  static void fill_regions(ReplayReport& report, const Layout& layout,
+                           const std::vector<uint64_t>& times) {
+    const std::vector<RegionDef>& defs = layout.regions;
+    if (report.regions.size() != defs.size()) {
+      report.regions.clear();
+      report.regions.reserve(defs.size());
+      for (const RegionDef& def : defs) report.regions.push_back(def.timing);
+    }
     for (size_t i = 0; i < defs.size(); ++i) {
       RegionTiming& timing = report.regions[i];
       timing.start_ns = times[defs[i].begin_marker];
@@ -251,14 +267,27 @@ struct Profiler::Impl final : GraphObserver {
 
   // Caller holds delivery_mutex (sinks see reports in order) and not `mutex` (sinks may call
   // reports(), stats(), ...).
-  void deliver(const ReplayReport& report, const Layout& layout) {
+  void deliver(const ReplayReport& report, const std::shared_ptr<const Layout>& layout,
+               std::vector<uint64_t> times) {
     std::shared_ptr<const std::vector<Sink>> current_sinks;
     {
       std::lock_guard<std::mutex> lock(mutex);
       current_sinks = sinks;
-      if (options.keep_reports) kept_reports.push_back(report);
+      if (options.keep_reports) {
+        KeptReport kept;
+        kept.header.graph_id = report.graph_id;
+        kept.header.replay_index = report.replay_index;
+        kept.header.backend = report.backend;
+        kept.header.device = report.device;
+        kept.header.device_name = report.device_name;
+        kept.header.marker_strategy = report.marker_strategy;
+        kept.header.resolution_ns = report.resolution_ns;
+        kept.layout = layout;
+        kept.times = std::move(times);
+        kept_reports.push_back(std::move(kept));
+      }
     }
-    StatsAccess::add(stats, layout.stats_series, report);
+    StatsAccess::add(stats, layout->stats_series, report);
     delivered.fetch_add(1, std::memory_order_relaxed);
     for (const Sink& sink : *current_sinks) {
       try {
@@ -788,7 +817,13 @@ void Profiler::flush() { impl_->flush(); }
 
 std::vector<ReplayReport> Profiler::reports() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->kept_reports;
+  std::vector<ReplayReport> result;
+  result.reserve(impl_->kept_reports.size());
+  for (const KeptReport& kept : impl_->kept_reports) {
+    result.push_back(kept.header);
+    Impl::fill_regions(result.back(), *kept.layout, kept.times);
+  }
+  return result;
 }
 
 std::vector<RegionStats> Profiler::stats() const { return impl_->stats.stats(); }

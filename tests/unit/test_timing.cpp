@@ -777,6 +777,11 @@ TEST_CASE("reset and destruction of a graph collect its pending reports first") 
   REQUIRE(prof.delivered() == 3);
   CHECK(prof.reports()[2].regions.at(0).path == "second");
   CHECK(prof.reports()[2].replay_index == 0);  // counted from the new capture
+  // Kept reports of the first capture still describe it after the graph was re-captured.
+  CHECK(prof.reports()[0].regions.at(0).path == "first");
+  CHECK(prof.reports()[1].regions.at(0).path == "first");
+  CHECK(prof.reports()[1].replay_index == 1);
+  CHECK(prof.reports()[1].regions.at(0).duration_ns == 3);
 
   {
     AcceleratorGraph temporary(kFake);
