@@ -1,6 +1,9 @@
 // The CUDA backend object: device discovery, availability (no driver / no device / driver too
 // old), capabilities, the factories of streams, buffers, graphs and markers, and the plugin
 // entry point of the module.
+#include <cstdlib>
+#include <cstring>
+
 #include <cuda_runtime_api.h>
 
 #include <fmt/format.h>
@@ -52,6 +55,18 @@ cudaStreamCaptureMode to_cuda(CaptureMode mode) noexcept {
 
 namespace {
 
+/// ACCGRAPH_CUDA_PROGRAMMATIC_MARKERS=0 launches device-timestamp markers as plain kernels
+/// (Note [Programmatic markers] in kernels.cu); unset, empty or 1 lets sm_90+ devices use
+/// programmatic dependent launch.
+bool programmatic_markers_enabled() {
+  const char* value = std::getenv("ACCGRAPH_CUDA_PROGRAMMATIC_MARKERS");
+  if (value == nullptr || *value == '\0' || std::strcmp(value, "1") == 0) return true;
+  if (std::strcmp(value, "0") == 0) return false;
+  log(LogLevel::Warning,
+      fmt::format("cuda: ignoring ACCGRAPH_CUDA_PROGRAMMATIC_MARKERS='{}': use 0 or 1", value));
+  return true;
+}
+
 std::string version_text(int version) {
   return fmt::format("{}.{}", version / 1000, (version % 1000) / 10);
 }
@@ -59,6 +74,7 @@ std::string version_text(int version) {
 struct DeviceEntry {
   DeviceInfo info;
   uint64_t resolution_ns = 0;
+  bool programmatic_markers = false;  // Note [Programmatic markers] in kernels.cu
 };
 
 class CudaBackend final : public Backend {
@@ -160,7 +176,8 @@ class CudaBackend final : public Backend {
     DeviceGuard guard(device);
     if (strategy == kStrategyExternalEvents)
       return make_external_event_markers(device, depth, entry.resolution_ns);
-    return make_device_timestamp_markers(device, depth, entry.resolution_ns);
+    return make_device_timestamp_markers(device, depth, entry.resolution_ns,
+                                         entry.programmatic_markers);
   }
 
  private:
@@ -222,6 +239,7 @@ std::unique_ptr<Backend> make_cuda_backend() {
     DeviceEntry entry;
     entry.info.index = d;
     entry.info.name = fmt::format("{} (sm_{}{})", prop.name, prop.major, prop.minor);
+    entry.programmatic_markers = prop.major >= 9 && programmatic_markers_enabled();
     try {
       DeviceGuard guard(d);
       entry.resolution_ns = measure_globaltimer_resolution_ns();

@@ -38,7 +38,8 @@ cudaError_t launch_spin(cudaStream_t stream, uint64_t ns);
 /// *out = %globaltimer (used for the event clock's reference pair).
 cudaError_t launch_write_globaltimer(cudaStream_t stream, uint64_t* out);
 /// Note [Device timestamp ring]: *stamp = %globaltimer (one store, nothing read first).
-cudaError_t launch_marker_record(cudaStream_t stream, uint64_t* stamp);
+/// programmatic: launched as a programmatic dependent (Note [Programmatic markers]; sm_90+).
+cudaError_t launch_marker_record(cudaStream_t stream, uint64_t* stamp, bool programmatic);
 /// The tail of a sequence: value = fixed, or (fixed == 0, a captured sequence) ++*counter;
 /// copies staging[0, count) to host_stamps[((value - 1) % ring) * capacity], fences
 /// system-wide, then done[(value - 1) % ring] = value (publishes sequence value - 1).
@@ -245,7 +246,8 @@ class CudaGraph final : public GraphImplInterface {
 // --- markers ---------------------------------------------------------------------------------
 
 std::unique_ptr<TimestampMarkers> make_device_timestamp_markers(int device, size_t ring_depth,
-                                                                uint64_t resolution_ns);
+                                                                uint64_t resolution_ns,
+                                                                bool programmatic);
 std::unique_ptr<TimestampMarkers> make_external_event_markers(int device, size_t ring_depth,
                                                               uint64_t resolution_ns);
 

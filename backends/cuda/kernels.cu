@@ -54,6 +54,22 @@ __global__ void marker_record_kernel(uint64_t* stamp) {
   *stamp = globaltimer();
 }
 
+// Note [Programmatic markers]: a marker kernel launched after a kernel K normally starts only
+// once K has completed, so each marker adds a whole launch latency to the critical path. With
+// programmatic stream serialization (sm_90+) the marker may be scheduled while K still runs; it
+// then waits in griddepcontrol.wait, which returns when K (every prerequisite grid) has
+// completed and its memory is visible: the same point in time the plain launch would start
+// at, minus the launch latency. So the timestamp keeps its meaning ("everything before the
+// marker has finished") and the region boundary costs less device time. Before a non-kernel
+// node (a copy, a fill) the attribute gives an ordinary full dependency. Off with
+// ACCGRAPH_CUDA_PROGRAMMATIC_MARKERS=0.
+__global__ void marker_record_programmatic_kernel(uint64_t* stamp) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  *stamp = globaltimer();
+}
+
 __global__ void marker_end_kernel(uint64_t* counter, uint64_t fixed, const uint64_t* staging,
                                   uint64_t* host_stamps, uint64_t* done, uint32_t ring,
                                   uint32_t capacity, uint32_t count) {
@@ -108,9 +124,21 @@ cudaError_t launch_write_globaltimer(cudaStream_t stream, uint64_t* out) {
   return cudaGetLastError();
 }
 
-cudaError_t launch_marker_record(cudaStream_t stream, uint64_t* stamp) {
-  marker_record_kernel<<<1, 1, 0, stream>>>(stamp);
-  return cudaGetLastError();
+cudaError_t launch_marker_record(cudaStream_t stream, uint64_t* stamp, bool programmatic) {
+  if (!programmatic) {
+    marker_record_kernel<<<1, 1, 0, stream>>>(stamp);
+    return cudaGetLastError();
+  }
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(1);
+  config.blockDim = dim3(1);
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, marker_record_programmatic_kernel, stamp);
 }
 
 cudaError_t launch_marker_end(cudaStream_t stream, uint64_t* counter, uint64_t fixed,

@@ -55,8 +55,8 @@ class PrivateStream {
 // done[ring] (the published sequence number + 1).
 class DeviceTimestampMarkers final : public TimestampMarkers {
  public:
-  DeviceTimestampMarkers(int device, size_t ring, uint64_t resolution_ns)
-      : device_(device), ring_(ring), resolution_ns_(resolution_ns) {
+  DeviceTimestampMarkers(int device, size_t ring, uint64_t resolution_ns, bool programmatic)
+      : device_(device), ring_(ring), resolution_ns_(resolution_ns), programmatic_(programmatic) {
     RelaxedCaptureModeGuard relaxed;
     size_t bytes = (ring_ * kMarkerCapacity + ring_) * sizeof(uint64_t);
     ACCGRAPH_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), bytes,
@@ -129,7 +129,8 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
     CudaStream& stream = as_cuda_stream(stream_impl, "record");
     DeviceGuard guard(stream.device());
     markers_in_sequence_ = std::max<size_t>(markers_in_sequence_, size_t{marker} + 1);
-    ACCGRAPH_CUDA_CHECK(launch_marker_record(stream.handle(), current_staging_ + marker), "record");
+    ACCGRAPH_CUDA_CHECK(
+        launch_marker_record(stream.handle(), current_staging_ + marker, programmatic_), "record");
   }
 
   void end_sequence(StreamImpl& stream_impl) override {
@@ -226,6 +227,7 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
   int device_;
   size_t ring_;
   uint64_t resolution_ns_;
+  bool programmatic_;  // Note [Programmatic markers] in kernels.cu
   uint64_t* host_ = nullptr;        // pinned, host-mapped ring
   uint64_t* device_ptr_ = nullptr;  // the same memory as the device sees it
   uint64_t* counter_ = nullptr;     // device-side count of captured sequences finished
@@ -454,8 +456,9 @@ class ExternalEventMarkers final : public TimestampMarkers {
 }  // namespace
 
 std::unique_ptr<TimestampMarkers> make_device_timestamp_markers(int device, size_t ring_depth,
-                                                                uint64_t resolution_ns) {
-  return std::make_unique<DeviceTimestampMarkers>(device, ring_depth, resolution_ns);
+                                                                uint64_t resolution_ns,
+                                                                bool programmatic) {
+  return std::make_unique<DeviceTimestampMarkers>(device, ring_depth, resolution_ns, programmatic);
 }
 
 std::unique_ptr<TimestampMarkers> make_external_event_markers(int device, size_t ring_depth,
