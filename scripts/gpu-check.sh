@@ -55,7 +55,7 @@ t0=$SECONDS
 ctest_rc=$?
 say "ctest: rc $ctest_rc in $((SECONDS - t0)) s: $(grep -E 'tests passed|tests failed' "$out/ctest.log")"
 grep -E "^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess|Not Run|Exception)" "$out/ctest.log" | tee -a "$summary"
-for t in cuda_backend cuda_unavailable_reason conformance_cuda; do
+for t in cuda_backend cuda_backend_plain_markers cuda_unavailable_reason conformance_cuda; do
   line="$(grep -E "Test +#[0-9]+: $t " "$out/ctest.log" | tail -1)"
   say "  $t: ${line:-NOT REGISTERED}"
 done
