@@ -33,6 +33,18 @@ using accgraph::testing::require_error;
 
 namespace {
 
+// Captures into `graph`, on `stream`, one region `name` around a delay of `work` (virtual ns on
+// the fake backend), the shape most of these tests replay.
+void capture_one_region(AcceleratorGraph& graph, Stream& stream, Profiler& prof,
+                        const std::string& name, std::chrono::nanoseconds work) {
+  graph.capture_begin(stream);
+  {
+    auto r = prof.region(stream, name);
+    stream.delay(work);
+  }
+  graph.capture_end();
+}
+
 // --- the fake backend ------------------------------------------------------------------------
 
 constexpr const char* kFake = "fake_timing";
@@ -425,12 +437,7 @@ TEST_CASE("a ring of depth 2 with 20 replays delivers 20 reports in order, none 
   AcceleratorGraph graph(kFake);
   Stream stream = Stream::create(kFake);
   prof.attach(graph);
-  graph.capture_begin(stream);
-  {
-    auto r = prof.region(stream, "work");
-    stream.delay(25ns);
-  }
-  graph.capture_end();
+  capture_one_region(graph, stream, prof, "work", 25ns);
   for (int i = 0; i < 20; ++i) graph.replay();
   // Each launch with a full ring first collected the oldest: 18 delivered, 2 in flight.
   CHECK(prof.delivered() == 18);
@@ -465,12 +472,7 @@ TEST_CASE("a sink that flushes from inside its call sees its own report unchange
   AcceleratorGraph graph(kFake);
   Stream stream = Stream::create(kFake);
   prof.attach(graph);
-  graph.capture_begin(stream);
-  {
-    auto r = prof.region(stream, "work");
-    stream.delay(25ns);
-  }
-  graph.capture_end();
+  capture_one_region(graph, stream, prof, "work", 25ns);
   for (int i = 0; i < 3; ++i) graph.replay();
   prof.flush();
   CHECK(prof.delivered() == 3);
@@ -486,12 +488,7 @@ TEST_CASE("immediate delivery reports each replay before replay() returns") {
   AcceleratorGraph graph(kFake);
   Stream stream = Stream::create(kFake);
   prof.attach(graph);
-  graph.capture_begin(stream);
-  {
-    auto r = prof.region(stream, "step");
-    stream.delay(3ns);
-  }
-  graph.capture_end();
+  capture_one_region(graph, stream, prof, "step", 3ns);
   for (uint64_t i = 0; i < 5; ++i) {
     graph.replay();
     CHECK(prof.delivered() == i + 1);
@@ -684,12 +681,7 @@ TEST_CASE("an open region at capture_end is an error; the graph is reset and reu
   // The aborted capture's regions are gone: the stream has none open.
   require_error([&] { prof.end(stream); }, ErrorCode::InvalidState, {"no region is open"});
 
-  graph.capture_begin(stream);
-  {
-    auto r = prof.region(stream, "ok");
-    stream.delay(11ns);
-  }
-  graph.capture_end();
+  capture_one_region(graph, stream, prof, "ok", 11ns);
   graph.replay();
   prof.flush();
   REQUIRE(prof.delivered() == 1);
@@ -737,12 +729,7 @@ TEST_CASE("the destructor delivers pending reports") {
     Profiler prof;
     prof.add_sink([&](const ReplayReport& r) { order.push_back(r.replay_index); });
     prof.attach(graph);
-    graph.capture_begin(stream);
-    {
-      auto r = prof.region(stream, "r");
-      stream.delay(2ns);
-    }
-    graph.capture_end();
+    capture_one_region(graph, stream, prof, "r", 2ns);
     for (int i = 0; i < 3; ++i) graph.replay();
     CHECK(order.empty());
   }
@@ -756,22 +743,15 @@ TEST_CASE("reset and destruction of a graph collect its pending reports first") 
   fresh_fake();
   Profiler prof;
   Stream stream = Stream::create(kFake);
-  auto capture = [&](AcceleratorGraph& graph, const char* name) {
-    graph.capture_begin(stream);
-    auto r = prof.region(stream, name);
-    stream.delay(3ns);
-    r.end();
-    graph.capture_end();
-  };
   AcceleratorGraph graph(kFake);
   prof.attach(graph);
-  capture(graph, "first");
+  capture_one_region(graph, stream, prof, "first", 3ns);
   graph.replay();
   graph.replay();
   CHECK(prof.delivered() == 0);
   graph.reset();
   CHECK(prof.delivered() == 2);
-  capture(graph, "second");  // still attached after a reset
+  capture_one_region(graph, stream, prof, "second", 3ns);  // still attached after a reset
   graph.replay();
   prof.flush();
   REQUIRE(prof.delivered() == 3);
@@ -786,7 +766,7 @@ TEST_CASE("reset and destruction of a graph collect its pending reports first") 
   {
     AcceleratorGraph temporary(kFake);
     prof.attach(temporary);
-    capture(temporary, "temporary");
+    capture_one_region(temporary, stream, prof, "temporary", 3ns);
     temporary.replay();
   }
   CHECK(prof.delivered() == 4);
@@ -849,12 +829,7 @@ TEST_CASE("the background collector delivers finished replays without flush") {
   AcceleratorGraph graph(kFake);
   Stream stream = Stream::create(kFake);
   prof.attach(graph);
-  graph.capture_begin(stream);
-  {
-    auto r = prof.region(stream, "bg");
-    stream.delay(6ns);
-  }
-  graph.capture_end();
+  capture_one_region(graph, stream, prof, "bg", 6ns);
   for (int i = 0; i < 3; ++i) graph.replay();
   std::this_thread::sleep_for(5ms);
   CHECK(prof.delivered() == 0);  // the fake device has not run them: nothing is complete
