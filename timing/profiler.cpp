@@ -216,23 +216,28 @@ struct Profiler::Impl final : GraphObserver {
                               times.size(), pending.sequence, pending.layout->marker_count),
                   set.backend, "TimestampMarkers::read");
     const Layout& layout = *pending.layout;
-    if (layout.report_in_use) {
-      ReplayReport fresh;
-      fill_header(fresh, set, pending);
-      fill_regions(fresh, layout, times);
-      deliver(fresh, pending.layout, std::move(times));
-    } else {
-      fill_header(layout.report, set, pending);
-      fill_regions(layout.report, layout, times);
-      layout.report_in_use = true;
-      try {
-        deliver(layout.report, pending.layout, std::move(times));
-      } catch (...) {
-        layout.report_in_use = false;
-        throw;
-      }
-      layout.report_in_use = false;
+    // The layout's own report, unless a sink is still reading it (it flushed from inside its
+    // call): then this nested delivery gets a fresh one.
+    ReplayReport fresh;
+    const bool reuse = !layout.report_in_use;
+    ReplayReport& report = reuse ? layout.report : fresh;
+    fill_header(report, set, pending);
+    fill_regions(report, layout, times);
+    std::optional<KeptReport> kept;
+    if (options.keep_reports) {
+      kept.emplace();
+      fill_header(kept->header, set, pending);
+      kept->layout = pending.layout;
+      kept->times = std::move(times);
     }
+    struct InUse {
+      const Layout* layout;
+      ~InUse() {
+        if (layout != nullptr) layout->report_in_use = false;
+      }
+    } in_use{reuse ? &layout : nullptr};
+    if (reuse) layout.report_in_use = true;
+    deliver(report, layout, std::move(kept));
     return true;
   }
 
@@ -267,27 +272,15 @@ struct Profiler::Impl final : GraphObserver {
 
   // Caller holds delivery_mutex (sinks see reports in order) and not `mutex` (sinks may call
   // reports(), stats(), ...).
-  void deliver(const ReplayReport& report, const std::shared_ptr<const Layout>& layout,
-               std::vector<uint64_t> times) {
+  // `kept`: what keep_reports keeps of this report, if it is on.
+  void deliver(const ReplayReport& report, const Layout& layout, std::optional<KeptReport> kept) {
     std::shared_ptr<const std::vector<Sink>> current_sinks;
     {
       std::lock_guard<std::mutex> lock(mutex);
       current_sinks = sinks;
-      if (options.keep_reports) {
-        KeptReport kept;
-        kept.header.graph_id = report.graph_id;
-        kept.header.replay_index = report.replay_index;
-        kept.header.backend = report.backend;
-        kept.header.device = report.device;
-        kept.header.device_name = report.device_name;
-        kept.header.marker_strategy = report.marker_strategy;
-        kept.header.resolution_ns = report.resolution_ns;
-        kept.layout = layout;
-        kept.times = std::move(times);
-        kept_reports.push_back(std::move(kept));
-      }
+      if (kept) kept_reports.push_back(std::move(*kept));
     }
-    StatsAccess::add(stats, layout->stats_series, report);
+    StatsAccess::add(stats, layout.stats_series, report);
     delivered.fetch_add(1, std::memory_order_relaxed);
     for (const Sink& sink : *current_sinks) {
       try {
