@@ -2,8 +2,13 @@
 // would otherwise repeat, in front of the backend's GraphImplInterface.
 #include "accgraph/graph.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -19,7 +24,35 @@ namespace accgraph {
 namespace {
 
 std::atomic<uint64_t> next_graph_id{1};
-thread_local AcceleratorGraph* current_graph = nullptr;
+
+// Captures in progress and the thread each began on, oldest first: current() is the newest
+// entry of the calling thread. A process-wide list rather than a thread_local pointer, so that a
+// capture ended (or a graph destroyed) on another thread stops being current everywhere.
+struct CapturingGraphs {
+  std::mutex mutex;
+  std::vector<std::pair<std::thread::id, const AcceleratorGraph*>> entries;
+};
+
+CapturingGraphs& capturing_graphs() {
+  // Leaked on purpose: graphs destroyed during static destruction still remove themselves.
+  static auto* graphs = new CapturingGraphs();
+  return *graphs;
+}
+
+void add_capturing(const AcceleratorGraph* graph) {
+  CapturingGraphs& graphs = capturing_graphs();
+  std::lock_guard<std::mutex> lock(graphs.mutex);
+  graphs.entries.emplace_back(std::this_thread::get_id(), graph);
+}
+
+void remove_capturing(const AcceleratorGraph* graph) noexcept {
+  CapturingGraphs& graphs = capturing_graphs();
+  std::lock_guard<std::mutex> lock(graphs.mutex);
+  auto& entries = graphs.entries;
+  entries.erase(std::remove_if(entries.begin(), entries.end(),
+                               [&](const auto& entry) { return entry.second == graph; }),
+                entries.end());
+}
 
 std::string supported_modes(const Capabilities& caps) {
   std::string text = "Default";
@@ -61,9 +94,8 @@ void AcceleratorGraph::capture_begin(Stream& stream, PoolId pool, CaptureMode mo
                             "before capturing again",
                             id_, to_string(state_)),
                 backend_name_);
-  if (!stream)
-    throw Error(ErrorCode::InvalidArgument,
-                "capture_begin: the stream is empty (moved from)", backend_name_);
+  const std::shared_ptr<detail::StreamState>& state =
+      detail::StreamAccess::shared(stream, "capture_begin");
   if (stream.backend_name() != backend_name_)
     throw Error(ErrorCode::InvalidArgument,
                 fmt::format("capture_begin: the stream belongs to backend '{}' but graph {} is a "
@@ -78,7 +110,7 @@ void AcceleratorGraph::capture_begin(Stream& stream, PoolId pool, CaptureMode mo
                             other ? fmt::format(" into graph {}", other->id()) : std::string()),
                 backend_name_);
   }
-  const Capabilities& caps = stream.state().capabilities;
+  const Capabilities& caps = state->capabilities;
   if (!caps.supports(mode))
     throw Error(ErrorCode::Unsupported,
                 fmt::format("capture_begin: capture mode {} is not supported by backend '{}' "
@@ -86,14 +118,15 @@ void AcceleratorGraph::capture_begin(Stream& stream, PoolId pool, CaptureMode mo
                             to_string(mode), backend_name_, supported_modes(caps)),
                 backend_name_);
 
-  impl_->capture_begin(stream.impl(), pool, mode);
+  impl_->capture_begin(*state->impl, pool, mode);
+  add_capturing(this);
   state_ = GraphState::Capturing;
-  capture_stream_ = &stream;
+  capture_stream_ = state;
+  capture_stream_id_ = state->id;
+  capture_stream_destroyed_ = false;
   device_ = stream.device();
   replay_count_ = 0;
-  stream.state().capturing_graph = this;
-  previous_current_ = current_graph;
-  current_graph = this;
+  state->capturing_graph = this;
   try {
     detail::notify_observers([&](GraphObserver& o) { o.on_capture_begin(*this, stream); });
   } catch (...) {
@@ -103,15 +136,24 @@ void AcceleratorGraph::capture_begin(Stream& stream, PoolId pool, CaptureMode mo
 }
 
 void AcceleratorGraph::capture_end() {
-  if (state_ != GraphState::Capturing)
+  if (state_ != GraphState::Capturing) {
+    if (capture_stream_destroyed_)
+      throw Error(ErrorCode::InvalidState,
+                  fmt::format("capture_end: graph {} has no capture to end: stream {}, on which "
+                              "the capture began, was destroyed before capture_end, which "
+                              "aborted the capture; keep the stream alive until capture_end",
+                              id_, capture_stream_id_),
+                  backend_name_);
     throw Error(ErrorCode::InvalidState,
                 fmt::format("capture_end: graph {} is not capturing ({}): call "
                             "capture_begin(stream) first",
                             id_, to_string(state_)),
                 backend_name_);
+  }
   try {
-    detail::notify_observers(
-        [&](GraphObserver& o) { o.on_capture_ending(*this, *capture_stream_); });
+    // The capture stream is alive: its destruction would have aborted this capture.
+    Stream stream = detail::StreamAccess::handle(capture_stream_.lock());
+    detail::notify_observers([&](GraphObserver& o) { o.on_capture_ending(*this, stream); });
   } catch (...) {
     abort_capture_noexcept();
     throw;
@@ -150,13 +192,21 @@ void AcceleratorGraph::instantiate() {
 }
 
 void AcceleratorGraph::replay() {
-  if (capture_stream_ == nullptr || state_ == GraphState::Empty)
+  if (capture_stream_id_ == 0 || state_ == GraphState::Empty)
     throw Error(ErrorCode::InvalidState,
                 fmt::format("replay: graph {} has nothing captured: capture work with "
                             "capture_begin/capture_end before replaying",
                             id_),
                 backend_name_);
-  replay(*capture_stream_);
+  std::shared_ptr<detail::StreamState> state = capture_stream_.lock();
+  if (!state)
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("replay: stream {}, on which graph {} was captured, has been "
+                            "destroyed: pass a stream of the capture device to replay(stream)",
+                            capture_stream_id_, id_),
+                backend_name_);
+  Stream stream = detail::StreamAccess::handle(std::move(state));
+  replay(stream);
 }
 
 void AcceleratorGraph::replay(Stream& stream) {
@@ -170,9 +220,7 @@ void AcceleratorGraph::replay(Stream& stream) {
     throw Error(ErrorCode::InvalidState,
                 fmt::format("replay: graph {} is still capturing: call capture_end() first", id_),
                 backend_name_);
-  if (!stream)
-    throw Error(ErrorCode::InvalidArgument, "replay: the stream is empty (moved from)",
-                backend_name_);
+  detail::StreamAccess::shared(stream, "replay");
   if (stream.backend_name() != backend_name_ || stream.device() != device_)
     throw Error(ErrorCode::InvalidArgument,
                 fmt::format("replay: graph {} was captured on {} device {} but the stream is on "
@@ -188,6 +236,7 @@ void AcceleratorGraph::replay(Stream& stream) {
 }
 
 void AcceleratorGraph::reset() {
+  capture_stream_destroyed_ = false;
   if (state_ == GraphState::Capturing) {
     detail::notify_observers([&](GraphObserver& o) { o.on_reset(*this); });
     impl_->reset();
@@ -219,15 +268,31 @@ void AcceleratorGraph::debug_dump(const std::string& path) {
 
 GraphStats AcceleratorGraph::stats() const { return impl_->stats(); }
 
-AcceleratorGraph* AcceleratorGraph::current() noexcept { return current_graph; }
+AcceleratorGraph* AcceleratorGraph::current() noexcept {
+  CapturingGraphs& graphs = capturing_graphs();
+  const std::thread::id self = std::this_thread::get_id();
+  std::lock_guard<std::mutex> lock(graphs.mutex);
+  for (auto it = graphs.entries.rbegin(); it != graphs.entries.rend(); ++it)
+    if (it->first == self) return const_cast<AcceleratorGraph*>(it->second);
+  return nullptr;
+}
 
 void AcceleratorGraph::finish_capture_streams() noexcept {
-  if (current_graph == this) current_graph = previous_current_;
-  previous_current_ = nullptr;
+  remove_capturing(this);
   // Streams that joined the capture keep a stale pointer; Stream::capturing_graph() ignores it
   // once the stream is no longer capturing.
-  if (capture_stream_ != nullptr && capture_stream_->state().capturing_graph == this)
-    capture_stream_->state().capturing_graph = nullptr;
+  if (std::shared_ptr<detail::StreamState> state = capture_stream_.lock())
+    if (state->capturing_graph == this) state->capturing_graph = nullptr;
+}
+
+void AcceleratorGraph::on_stream_destroyed(uint64_t stream_id) noexcept {
+  if (state_ != GraphState::Capturing || stream_id != capture_stream_id_) return;
+  log(LogLevel::Warning,
+      fmt::format("graph {}: stream {} was destroyed during the capture that began on it; the "
+                  "capture was aborted and the graph reset",
+                  id_, stream_id));
+  abort_capture_noexcept();
+  capture_stream_destroyed_ = true;
 }
 
 void AcceleratorGraph::abort_capture_noexcept() noexcept {

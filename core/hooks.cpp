@@ -16,6 +16,7 @@ void GraphObserver::on_replay_begin(AcceleratorGraph&, Stream&) {}
 void GraphObserver::on_replay_end(AcceleratorGraph&, Stream&) {}
 void GraphObserver::on_reset(AcceleratorGraph&) {}
 void GraphObserver::on_destroy(AcceleratorGraph&) noexcept {}
+void GraphObserver::on_stream_destroy(Stream&) noexcept {}
 
 namespace detail {
 

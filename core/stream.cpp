@@ -10,6 +10,7 @@
 #include "accgraph/error.hpp"
 #include "accgraph/graph.hpp"
 #include "accgraph/registry.hpp"
+#include "hooks_internal.hpp"
 #include "stream_state.hpp"
 
 namespace accgraph {
@@ -42,13 +43,49 @@ void check_device(Backend& backend, const std::string& name, int device) {
 
 }  // namespace
 
-Stream::Stream(std::unique_ptr<detail::StreamState> state) : state_(std::move(state)) {}
+namespace detail {
+
+// The deleter of every StreamState: runs while the state is still whole, so the observers get a
+// usable (non-owning) handle. Weak references (graphs, regions) have expired already.
+void StreamAccess::destroy(StreamState* state) noexcept {
+  if (state->impl && state->capturing_graph != nullptr) {
+    bool capturing = false;
+    try {
+      capturing = state->impl->is_capturing();
+    } catch (...) {
+    }
+    if (capturing) state->capturing_graph->on_stream_destroyed(state->id);
+  }
+  if (installed_observer_count.load(std::memory_order_relaxed) != 0) {
+    Stream handle = StreamAccess::handle(std::shared_ptr<StreamState>(state, [](StreamState*) {}));
+    notify_observers([&](GraphObserver& o) { o.on_stream_destroy(handle); });
+  }
+  delete state;
+}
+
+std::shared_ptr<StreamState> StreamAccess::create() {
+  return std::shared_ptr<StreamState>(new StreamState(), &StreamAccess::destroy);
+}
+
+const std::shared_ptr<StreamState>& StreamAccess::shared(const Stream& stream,
+                                                         const char* operation) {
+  if (!stream.state_)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("{}: the stream is empty (moved from): pass the Stream it was moved "
+                            "into",
+                            operation));
+  return stream.state_;
+}
+
+}  // namespace detail
+
+Stream::Stream(std::shared_ptr<detail::StreamState> state) : state_(std::move(state)) {}
 Stream::Stream(Stream&&) noexcept = default;
 Stream& Stream::operator=(Stream&&) noexcept = default;
 Stream::~Stream() = default;
 
 Stream Stream::create(std::string_view backend_name, int device) {
-  auto state = std::make_unique<detail::StreamState>();
+  std::shared_ptr<detail::StreamState> state = detail::StreamAccess::create();
   state->backend = &resolve_backend(backend_name, state->backend_name);
   check_device(*state->backend, state->backend_name, device);
   state->impl = state->backend->create_stream(device);
@@ -60,7 +97,7 @@ Stream Stream::create(std::string_view backend_name, int device) {
 }
 
 Stream Stream::wrap(std::string_view backend_name, int device, void* native_handle) {
-  auto state = std::make_unique<detail::StreamState>();
+  std::shared_ptr<detail::StreamState> state = detail::StreamAccess::create();
   state->backend = &resolve_backend(backend_name, state->backend_name);
   check_device(*state->backend, state->backend_name, device);
   state->impl = state->backend->wrap_stream(device, native_handle);

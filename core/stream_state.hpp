@@ -1,4 +1,5 @@
-// What a Stream holds (core-internal): the backend's StreamImpl plus what the core tracks.
+// What a Stream holds (core-internal): the backend's StreamImpl plus what the core tracks, and
+// the internal access the core and the timing layer need to it.
 #pragma once
 
 #include <cstdint>
@@ -6,6 +7,7 @@
 #include <string>
 
 #include "accgraph/backend.hpp"
+#include "accgraph/stream.hpp"
 
 namespace accgraph {
 class AcceleratorGraph;
@@ -13,16 +15,35 @@ class AcceleratorGraph;
 
 namespace accgraph::detail {
 
+// Owned through shared_ptr only (StreamAccess::create): its deleter aborts a capture that began
+// on the stream, tells the observers (on_stream_destroy) so they drop what they keep per stream,
+// then destroys the backend's queue.
 struct StreamState {
+  StreamState() = default;
+  StreamState(const StreamState&) = delete;
+  StreamState& operator=(const StreamState&) = delete;
+
   std::unique_ptr<StreamImpl> impl;
   Backend* backend = nullptr;
   std::string backend_name;
   uint64_t id = 0;
   Capabilities capabilities;  // of the stream's device, read once at creation
   // The graph whose capture this stream began or joined (fork). Only meaningful while
-  // impl->is_capturing(): Stream::capturing_graph() checks that before using it.
+  // impl->is_capturing(): Stream::capturing_graph() checks that before using it. A graph clears
+  // it on its capture stream when the capture ends; a destroyed graph has ended its capture.
   AcceleratorGraph* capturing_graph = nullptr;
   uint64_t operations = 0;
+};
+
+/// The core's and the timing layer's way to the shared state behind a Stream handle.
+struct StreamAccess {
+  /// A new, empty state with the deleter described at StreamState (destroy).
+  static std::shared_ptr<StreamState> create();
+  static void destroy(StreamState* state) noexcept;
+  /// The state of `stream` (InvalidArgument naming `operation` when the Stream is empty).
+  static const std::shared_ptr<StreamState>& shared(const Stream& stream, const char* operation);
+  /// A second handle to a live queue, for the length of a call (hooks take a Stream&).
+  static Stream handle(std::shared_ptr<StreamState> state) { return Stream(std::move(state)); }
 };
 
 }  // namespace accgraph::detail

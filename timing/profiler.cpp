@@ -22,6 +22,7 @@
 #include "accgraph/graph.hpp"
 #include "accgraph/hooks.hpp"
 #include "accgraph/stream.hpp"
+#include "../core/stream_state.hpp"
 #include "stats_internal.hpp"
 
 namespace accgraph::timing {
@@ -108,6 +109,7 @@ struct EndedRegion {
 };
 
 struct StreamEntry {
+  std::weak_ptr<detail::StreamState> stream;  // to close an open eager tree at ~Profiler
   std::vector<OpenRegion> stack;
   std::optional<EndedRegion> last_ended;
   std::shared_ptr<MarkerSet> eager_set;     // created on the first eager region
@@ -502,6 +504,7 @@ struct Profiler::Impl final : GraphObserver {
       std::lock_guard<std::mutex> lock(mutex);
       auto it = graphs.find(graph.id());
       if (it == graphs.end() || !it->second.layout) return;
+      if (stream.is_capturing()) refuse_nested_replay(graph, stream);
       set = it->second.set;
       sequence = set->next_sequence;
       has_regions = !it->second.layout->regions.empty();
@@ -510,6 +513,22 @@ struct Profiler::Impl final : GraphObserver {
     if (has_regions) make_room(*set);
     std::lock_guard<std::mutex> calls(set->calls);
     set->markers->before_launch(graph.impl(), stream.impl(), sequence);
+  }
+
+  // A timed graph replayed into another graph's capture would run its markers whenever, and as
+  // often as, the outer graph runs: its sequences could neither be numbered at launch nor be
+  // waited for (flush would hang on a replay that never runs), so it is refused before the
+  // backend records anything. The outer capture goes on.
+  [[noreturn]] static void refuse_nested_replay(AcceleratorGraph& graph, Stream& stream) {
+    AcceleratorGraph* outer = stream.capturing_graph();
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("replay: graph {} is timed by a profiler and stream {} is capturing "
+                            "into {}: a timed graph cannot be replayed into another capture, "
+                            "because its reports could not be attributed to executions; replay "
+                            "it outside the capture, or enqueue its work directly in the capture",
+                            graph.id(), stream.id(),
+                            outer ? fmt::format("graph {}", outer->id()) : "another graph"),
+                graph.backend_name());
   }
 
   void on_replay_end(AcceleratorGraph& graph, Stream& stream) override {
@@ -564,6 +583,82 @@ struct Profiler::Impl final : GraphObserver {
     }
   }
 
+  // Closes the open eager tree of `entry`, if any, without a report (its regions never ended):
+  // its begin_sequence and records are enqueued, so the sequence must still finish before the
+  // marker storage goes (retire waits for the last launched sequence). Caller holds `mutex`.
+  static void abandon_eager_tree(StreamEntry& entry, Stream& stream) {
+    if (!entry.eager_tree) return;
+    MarkerSet& set = *entry.eager_tree->set;
+    const uint64_t sequence = set.next_sequence++;
+    {
+      std::lock_guard<std::mutex> calls(set.calls);
+      set.markers->end_sequence(stream.impl());
+      set.markers->after_eager_sequence(stream.impl(), sequence);
+    }
+    log(LogLevel::Warning,
+        fmt::format("timing: region '{}' on stream {} never ended (its stream or its profiler "
+                    "was destroyed first): it is not reported",
+                    entry.eager_tree->layout->regions.front().timing.path, stream.id()));
+    entry.eager_tree.reset();
+    entry.stack.clear();
+    entry.last_ended.reset();
+  }
+
+  // Retires `set`, logging instead of throwing (destructors and noexcept hooks).
+  void retire_noexcept(const std::shared_ptr<MarkerSet>& set, const char* what) noexcept {
+    try {
+      retire(set);
+    } catch (const std::exception& e) {
+      log(LogLevel::Warning, fmt::format("timing: {} failed: {}", what, e.what()));
+    } catch (...) {
+      log(LogLevel::Warning, fmt::format("timing: {} failed with a non-standard exception", what));
+    }
+  }
+
+  // The stream is going: deliver its eager reports and drop what is kept for it (its eager
+  // marker set holds backend storage, and flush would walk it forever). An open eager tree is
+  // closed without a report (its Region then reports the dead stream); regions open in a capture
+  // stay counted, so capture_end says they never ended.
+  void on_stream_destroy(Stream& stream) noexcept override {
+    std::shared_ptr<MarkerSet> eager;
+    try {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto it = streams.find(stream.id());
+      if (it == streams.end()) return;
+      abandon_eager_tree(it->second, stream);
+      eager = std::move(it->second.eager_set);
+      streams.erase(it);
+    } catch (const std::exception& e) {
+      log(LogLevel::Warning, fmt::format("timing: closing the eager regions of stream {} before "
+                                         "it was destroyed failed: {}",
+                                         stream.id(), e.what()));
+    }
+    if (eager) retire_noexcept(eager, "collecting the eager reports of a destroyed stream");
+  }
+
+  // For ~Profiler: closes every open eager tree and returns every eager marker set, to retire
+  // after the last flush.
+  std::vector<std::shared_ptr<MarkerSet>> close_eager_trees() noexcept {
+    std::vector<std::shared_ptr<MarkerSet>> eager_sets;
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto& [id, entry] : streams) {
+      if (entry.eager_tree) {
+        // Alive: on_stream_destroy erases the entry of a destroyed stream.
+        if (std::shared_ptr<detail::StreamState> state = entry.stream.lock()) {
+          Stream stream = detail::StreamAccess::handle(std::move(state));
+          try {
+            abandon_eager_tree(entry, stream);
+          } catch (const std::exception& e) {
+            log(LogLevel::Warning,
+                fmt::format("timing: closing an open eager region failed: {}", e.what()));
+          }
+        }
+      }
+      if (entry.eager_set) eager_sets.push_back(entry.eager_set);
+    }
+    return eager_sets;
+  }
+
   // --- regions -----------------------------------------------------------------------------
 
   // The recording a region on `stream` goes into now: the capture of the graph capturing on it,
@@ -596,6 +691,7 @@ struct Profiler::Impl final : GraphObserver {
     std::unique_lock<std::mutex> lock(mutex);
     std::shared_ptr<Recording> recording = capture_recording(stream, what);
     StreamEntry& entry = streams[stream.id()];
+    if (entry.stream.expired()) entry.stream = detail::StreamAccess::shared(stream, "begin");
     if (!entry.stack.empty() && (recording ? recording : entry.eager_tree) !=
                                     entry.stack.back().recording) {
       const OpenRegion& open = entry.stack.back();
@@ -720,7 +816,7 @@ struct Profiler::Impl final : GraphObserver {
 
 // --- Profiler ----------------------------------------------------------------------------------
 
-Profiler::Profiler(ProfilerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+Profiler::Profiler(ProfilerOptions options) : impl_(std::make_shared<Impl>(std::move(options))) {
   impl_->observer = add_graph_observer(*impl_);
   if (impl_->options.background_collector)
     impl_->collector = std::thread([impl = impl_.get()] { impl->run_collector(); });
@@ -729,6 +825,7 @@ Profiler::Profiler(ProfilerOptions options) : impl_(std::make_unique<Impl>(std::
 Profiler::~Profiler() {
   impl_->stop_collector();
   impl_->observer.remove();
+  std::vector<std::shared_ptr<MarkerSet>> eager_sets = impl_->close_eager_trees();
   try {
     impl_->flush();
   } catch (const std::exception& e) {
@@ -736,6 +833,7 @@ Profiler::~Profiler() {
   } catch (...) {
     log(LogLevel::Warning, "timing: flushing the profiler failed");
   }
+  for (const auto& set : eager_sets) impl_->retire_noexcept(set, "collecting eager reports");
   std::lock_guard<std::mutex> lock(impl_->mutex);
   for (auto& [id, entry] : impl_->graphs)
     if (entry.set) keep_until_exit(std::move(entry.set));
@@ -764,13 +862,12 @@ void Profiler::detach() {
 }
 
 Profiler::Region::Region(Region&& other) noexcept
-    : profiler_(other.profiler_), stream_(other.stream_) {
-  other.profiler_ = nullptr;
-  other.stream_ = nullptr;
+    : profiler_(std::move(other.profiler_)), stream_(std::move(other.stream_)), open_(other.open_) {
+  other.open_ = false;
 }
 
 Profiler::Region::~Region() {
-  if (profiler_ == nullptr) return;
+  if (!open_) return;
   try {
     end();
   } catch (const std::exception& e) {
@@ -781,15 +878,27 @@ Profiler::Region::~Region() {
 }
 
 void Profiler::Region::end() {
-  if (profiler_ == nullptr) return;
-  Profiler* profiler = profiler_;
-  profiler_ = nullptr;
-  profiler->end(*stream_);
+  if (!open_) return;
+  open_ = false;
+  std::shared_ptr<Impl> profiler = profiler_.lock();
+  if (!profiler)
+    throw Error(ErrorCode::InvalidState,
+                "Region::end: the Profiler this region was opened with was destroyed before the "
+                "region ended: end regions (leave their scope) before destroying their profiler");
+  std::shared_ptr<detail::StreamState> state = stream_.lock();
+  if (!state)
+    throw Error(ErrorCode::InvalidState,
+                "Region::end: the stream this region was opened on was destroyed before the "
+                "region ended (its eager reports were delivered without it): end regions "
+                "before destroying their stream");
+  Stream stream = detail::StreamAccess::handle(std::move(state));
+  profiler->end(stream);
 }
 
 Profiler::Region Profiler::region(Stream& stream, std::string name, Metadata metadata) {
+  std::weak_ptr<detail::StreamState> state = detail::StreamAccess::shared(stream, "region");
   begin(stream, std::move(name), std::move(metadata));
-  return Region(this, &stream);
+  return Region(impl_, std::move(state));
 }
 
 void Profiler::begin(Stream& stream, std::string name, Metadata metadata) {

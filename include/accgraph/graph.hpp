@@ -16,6 +16,11 @@ class GraphImplInterface;
 class Stream;
 struct GraphStats;
 
+namespace detail {
+struct StreamState;
+struct StreamAccess;
+}  // namespace detail
+
 enum class GraphState {
   Empty,         ///< nothing captured (new, or after reset())
   Capturing,     ///< between capture_begin and capture_end
@@ -46,12 +51,13 @@ class ACCGRAPH_API AcceleratorGraph {
   ~AcceleratorGraph();
 
   /// Starts capturing the work enqueued on `stream`. The stream must belong to this graph's
-  /// backend and outlive the capture; replay() without a stream replays on it.
+  /// backend; replay() without a stream replays on it. Destroying that stream before
+  /// capture_end aborts the capture (capture_end then says so); moving the Stream object is fine.
   void capture_begin(Stream& stream, PoolId pool = {}, CaptureMode mode = CaptureMode::Default);
   /// Ends the capture and, unless keep_graph, instantiates. A failure leaves the graph Empty.
   void capture_end();
   void instantiate();
-  /// Replays on the capture stream.
+  /// Replays on the capture stream (InvalidState once that stream was destroyed: pass one).
   void replay();
   /// Replays on another stream of the same backend and device.
   void replay(Stream& stream);
@@ -69,19 +75,24 @@ class ACCGRAPH_API AcceleratorGraph {
   Backend& backend() const noexcept { return *backend_; }
   /// The device of the last capture (-1 before the first).
   int device() const noexcept { return device_; }
-  /// The stream of the current or last capture (nullptr before the first).
-  Stream* capture_stream() const noexcept { return capture_stream_; }
+  /// Stream::id() of the stream the current or last capture began on (0 before the first).
+  uint64_t capture_stream_id() const noexcept { return capture_stream_id_; }
   /// Completed replay() calls since the last capture.
   uint64_t replay_count() const noexcept { return replay_count_; }
   GraphStats stats() const;
   GraphImplInterface& impl() const noexcept { return *impl_; }
 
-  /// The graph capturing on this thread, or nullptr.
+  /// The graph whose capture began on this thread and has not ended (the most recent one when
+  /// captures nest), or nullptr. A capture ended, aborted or destroyed on another thread is no
+  /// longer current here.
   static AcceleratorGraph* current() noexcept;
 
  private:
+  friend struct detail::StreamAccess;
   void abort_capture_noexcept() noexcept;
   void finish_capture_streams() noexcept;
+  // A stream is being destroyed (StreamAccess::destroy); aborts the capture that began on it.
+  void on_stream_destroyed(uint64_t stream_id) noexcept;
 
   uint64_t id_;
   GraphArgs args_;
@@ -89,10 +100,12 @@ class ACCGRAPH_API AcceleratorGraph {
   Backend* backend_;
   std::unique_ptr<GraphImplInterface> impl_;
   GraphState state_ = GraphState::Empty;
-  Stream* capture_stream_ = nullptr;
+  // The queue of the current or last capture, not the Stream object (which the user may move).
+  std::weak_ptr<detail::StreamState> capture_stream_;
+  uint64_t capture_stream_id_ = 0;
+  bool capture_stream_destroyed_ = false;  // the capture was aborted because its stream died
   int device_ = -1;
   uint64_t replay_count_ = 0;
-  AcceleratorGraph* previous_current_ = nullptr;  // current() of this thread before our capture
 };
 
 /// RAII capture: capture_begin in the constructor, capture_end in finish() or the destructor.

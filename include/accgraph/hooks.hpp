@@ -31,6 +31,10 @@ class ACCGRAPH_API GraphObserver {
   /// Before the graph drops its capture (reset, aborted capture, re-capture).
   virtual void on_reset(AcceleratorGraph& graph);
   virtual void on_destroy(AcceleratorGraph& graph) noexcept;
+  /// A Stream is being destroyed (its last handle died): drop what is kept per stream. Called
+  /// before the backend's queue goes, on the destroying thread, with a handle that is valid
+  /// only during the call (it may still enqueue work); must not throw.
+  virtual void on_stream_destroy(Stream& stream) noexcept;
 };
 
 /// Keeps an observer installed; removing happens in remove() or the destructor. Move-only.

@@ -23,9 +23,15 @@ class Buffer;
 
 namespace detail {
 struct StreamState;
-}
+struct StreamAccess;
+}  // namespace detail
 
 /// An in-order queue on one device of one backend. Move-only; a moved-from Stream is empty.
+/// Moving a Stream (also inside a std::vector that reallocates) moves a handle: graphs and
+/// regions refer to the queue itself, not to the Stream object, so they stay valid. When the
+/// Stream is destroyed the queue is destroyed with it (after its enqueued work has run): a graph
+/// whose capture began on it aborts that capture, and replay() without a stream then throws
+/// InvalidState.
 ///
 ///   accgraph::Stream s = accgraph::Stream::create("host");
 ///   s.fill(buf.data(), 0xff, buf.size());
@@ -81,8 +87,11 @@ class ACCGRAPH_API Stream {
   explicit operator bool() const noexcept { return state_ != nullptr; }
 
  private:
-  explicit Stream(std::unique_ptr<detail::StreamState> state);
-  std::unique_ptr<detail::StreamState> state_;
+  friend struct detail::StreamAccess;
+  explicit Stream(std::shared_ptr<detail::StreamState> state);
+  // Shared with the short-lived handles the core makes for hook calls; graphs and regions keep
+  // only weak references, so the queue dies with the last Stream the user holds.
+  std::shared_ptr<detail::StreamState> state_;
 };
 
 /// A device or host allocation, freed when the Buffer is destroyed. Move-only.

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "accgraph/export.hpp"
@@ -16,6 +17,9 @@
 namespace accgraph {
 class AcceleratorGraph;
 class Stream;
+namespace detail {
+struct StreamState;
+}
 }  // namespace accgraph
 
 namespace accgraph::timing {
@@ -70,7 +74,9 @@ using Sink = std::function<void(const ReplayReport&)>;
 /// InvalidState error (the capture is aborted, the graph reset and reusable).
 ///
 /// Lifecycle: a graph's pending reports are collected when it is reset, re-captured or
-/// destroyed. Graphs that still hold a timed capture when the profiler is destroyed keep their
+/// destroyed; a stream's eager reports, and everything kept for that stream, when the Stream is
+/// destroyed. A timed graph cannot be replayed into another graph's capture (InvalidState:
+/// its reports could not be attributed to executions); replay it outside the capture. Graphs that still hold a timed capture when the profiler is destroyed keep their
 /// marker storage until the process exits (a later replay still writes into it). Sinks run on
 /// the thread that collects (replay, flush, the collector thread), one report at a time, in
 /// replay order per graph; an exception from a sink is logged and does not stop delivery.
@@ -90,7 +96,11 @@ class ACCGRAPH_API Profiler {
   /// Stops timing new captures; pending reports are still delivered by flush().
   void detach();
 
-  /// RAII region: end() in the destructor (never throws; logs).
+  struct Impl;
+
+  /// RAII region: end() in the destructor (never throws; logs). It refers to the profiler and
+  /// to the stream's queue, not to the Profiler or Stream objects: ending it after either was
+  /// destroyed is an InvalidState error that says which.
   class ACCGRAPH_API Region {
    public:
     Region(Region&& other) noexcept;
@@ -102,9 +112,11 @@ class ACCGRAPH_API Profiler {
 
    private:
     friend class Profiler;
-    Region(Profiler* profiler, Stream* stream) : profiler_(profiler), stream_(stream) {}
-    Profiler* profiler_;
-    Stream* stream_;
+    Region(std::weak_ptr<Impl> profiler, std::weak_ptr<detail::StreamState> stream)
+        : profiler_(std::move(profiler)), stream_(std::move(stream)), open_(true) {}
+    std::weak_ptr<Impl> profiler_;
+    std::weak_ptr<detail::StreamState> stream_;
+    bool open_ = false;
   };
 
   [[nodiscard]] Region region(Stream& stream, std::string name, Metadata metadata = {});
@@ -124,10 +136,9 @@ class ACCGRAPH_API Profiler {
   /// Reports delivered so far (counted even when not kept).
   uint64_t delivered() const;
 
-  struct Impl;
-
  private:
-  std::unique_ptr<Impl> impl_;
+  // Shared so that a Region that outlives its Profiler can tell (it holds a weak reference).
+  std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace accgraph::timing

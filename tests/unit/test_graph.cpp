@@ -80,7 +80,7 @@ TEST_CASE("states: empty, capturing, instantiated; keep_graph stops at captured"
   CHECK(graph.backend_name() == "host");
   CHECK(graph.state() == GraphState::Empty);
   CHECK(graph.device() == -1);
-  CHECK(graph.capture_stream() == nullptr);
+  CHECK(graph.capture_stream_id() == 0);
   graph.capture_begin(stream);
   CHECK(graph.state() == GraphState::Capturing);
   CHECK(stream.is_capturing());
@@ -89,7 +89,7 @@ TEST_CASE("states: empty, capturing, instantiated; keep_graph stops at captured"
   graph.capture_end();
   CHECK(graph.state() == GraphState::Instantiated);
   CHECK(graph.device() == 0);
-  CHECK(graph.capture_stream() == &stream);
+  CHECK(graph.capture_stream_id() == stream.id());
   CHECK_FALSE(stream.is_capturing());
   CHECK(stream.capturing_graph() == nullptr);
   CHECK(graph.stats().nodes == 1);
@@ -188,6 +188,108 @@ TEST_CASE("current() is the graph capturing on this thread, restored after nesti
   CHECK(AcceleratorGraph::current() == &outer);
   outer.capture_end();
   CHECK(AcceleratorGraph::current() == nullptr);
+}
+
+// Audit 2.15: capture_end on another thread used to leave current() pointing at the graph on
+// the capturing thread, also after the graph was destroyed.
+TEST_CASE("current() forgets a capture ended or destroyed on another thread") {
+  Stream stream = Stream::create("host");
+  {
+    AcceleratorGraph graph("host");
+    graph.capture_begin(stream);
+    CHECK(AcceleratorGraph::current() == &graph);
+    std::thread([&] { graph.capture_end(); }).join();
+    CHECK(AcceleratorGraph::current() == nullptr);
+    graph.replay();
+    stream.synchronize();
+  }
+  CHECK(AcceleratorGraph::current() == nullptr);
+
+  // A graph that began capturing elsewhere is not current here, and its destruction on this
+  // thread removes it there.
+  std::unique_ptr<AcceleratorGraph> elsewhere = std::make_unique<AcceleratorGraph>("host");
+  std::thread([&] { elsewhere->capture_begin(stream); }).join();
+  CHECK(AcceleratorGraph::current() == nullptr);
+  elsewhere.reset();
+  CHECK_FALSE(stream.is_capturing());
+
+  // A later capture on this thread does not bring a stale graph back when it ends.
+  AcceleratorGraph later("host");
+  later.capture_begin(stream);
+  CHECK(AcceleratorGraph::current() == &later);
+  later.capture_end();
+  CHECK(AcceleratorGraph::current() == nullptr);
+}
+
+// Audit 2.11-2.13: the graph kept a raw pointer to the Stream object it was captured on.
+TEST_CASE("the capture stream: moved, kept in a reallocating vector, or destroyed") {
+  SUBCASE("streams in a std::vector that reallocates after the capture") {
+    std::vector<Stream> streams;
+    streams.push_back(Stream::create("host"));
+    Buffer data = Buffer::allocate(streams[0], 64);
+    streams[0].fill(data, 0);
+    AcceleratorGraph graph("host");
+    graph.capture_begin(streams[0]);
+    streams[0].fill(data, 7);
+    graph.capture_end();
+    for (int i = 0; i < 16; ++i) streams.push_back(Stream::create("host"));
+    graph.replay();
+    CHECK(read_back(streams[0], data)[0] == 7);
+  }
+  SUBCASE("a Stream moved during the capture") {
+    Stream stream = Stream::create("host");
+    Buffer data = Buffer::allocate(stream, 64);
+    stream.fill(data, 0);
+    AcceleratorGraph graph("host");
+    graph.capture_begin(stream);
+    stream.fill(data, 5);
+    Stream moved = std::move(stream);
+    CHECK(moved.is_capturing());
+    graph.capture_end();
+    CHECK(graph.capture_stream_id() == moved.id());
+    graph.replay();
+    CHECK(read_back(moved, data)[0] == 5);
+  }
+  SUBCASE("the capture stream destroyed after the capture: replay() says so, replay(s) works") {
+    AcceleratorGraph graph("host");
+    Stream other = Stream::create("host");
+    Buffer data = Buffer::allocate(other, 64);
+    other.fill(data, 0);
+    uint64_t gone_id = 0;
+    {
+      Stream stream = Stream::create("host");
+      gone_id = stream.id();
+      graph.capture_begin(stream);
+      stream.fill(data, 4);
+      graph.capture_end();
+    }
+    CHECK_ACCGRAPH_ERROR(graph.replay(), ErrorCode::InvalidState,
+                         fmt::format("stream {}, on which graph {} was captured, has been "
+                                     "destroyed: pass a stream",
+                                     gone_id, graph.id()));
+    graph.replay(other);
+    CHECK(read_back(other, data)[0] == 4);
+  }
+  SUBCASE("the capture stream destroyed during the capture aborts it") {
+    AcceleratorGraph graph("host");
+    uint64_t gone_id = 0;
+    {
+      Stream stream = Stream::create("host");
+      gone_id = stream.id();
+      graph.capture_begin(stream);
+    }
+    CHECK(graph.state() == GraphState::Empty);
+    CHECK(AcceleratorGraph::current() == nullptr);
+    CHECK_ACCGRAPH_ERROR(graph.capture_end(), ErrorCode::InvalidState,
+                         fmt::format("stream {}, on which the capture began, was destroyed "
+                                     "before capture_end",
+                                     gone_id));
+    Stream again = Stream::create("host");
+    graph.capture_begin(again);  // reusable
+    graph.capture_end();
+    graph.replay();
+    again.synchronize();
+  }
 }
 
 TEST_CASE("CaptureGuard ends the capture at scope exit, aborts it on an exception") {

@@ -12,11 +12,14 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "accgraph/accgraph.hpp"
 #include "check_error.hpp"
@@ -82,6 +85,7 @@ struct FakeCounters {
   std::atomic<int> violations{0};       // a slot reused or read while holding another sequence
   std::atomic<int> markers_created{0};
   std::atomic<size_t> max_unread{0};    // most sequences launched and not yet read
+  std::atomic<int> markers_alive{0};    // marker sets not yet destroyed (not reset per test)
   void reset() {
     records = 0;
     violations = 0;
@@ -167,7 +171,9 @@ class FakeMarkers final : public accgraph::TimestampMarkers {
  public:
   explicit FakeMarkers(size_t depth) : depth_(depth), slots_(depth), owner_(depth, ~0ull) {
     ++counters.markers_created;
+    ++counters.markers_alive;
   }
+  ~FakeMarkers() override { --counters.markers_alive; }
   std::string strategy() const override { return "fake-ts"; }
   size_t ring_depth() const override { return depth_; }
   uint64_t resolution_ns() const override { return 1; }
@@ -844,6 +850,125 @@ TEST_CASE("the background collector delivers finished replays without flush") {
 }
 
 // --- the host backend ------------------------------------------------------------------------
+
+// Audit 2.2: per-stream state (the stack, the eager marker set and its backend storage) was
+// never released, so memory and flush() time grew with every short-lived stream.
+TEST_CASE("a destroyed stream's eager reports are delivered and its marker set released") {
+  fresh_fake();
+  Profiler prof;
+  const int alive_before = counters.markers_alive.load();
+  for (int i = 0; i < 50; ++i) {
+    Stream stream = Stream::create(kFake);
+    {
+      auto r = prof.region(stream, "short");
+      stream.delay(std::chrono::nanoseconds(10));
+    }
+    CHECK(counters.markers_alive.load() == alive_before + 1);
+  }
+  // Delivered when each stream died, not only at flush.
+  CHECK(prof.delivered() == 50);
+  CHECK(counters.markers_alive.load() == alive_before);
+  CHECK(counters.violations == 0);
+  prof.flush();
+  CHECK(prof.delivered() == 50);
+
+  // A region still open when its stream dies: dropped, and the Region says why.
+  std::optional<Profiler::Region> open;
+  {
+    Stream stream = Stream::create(kFake);
+    open.emplace(prof.region(stream, "open"));
+  }
+  CHECK(counters.markers_alive.load() == alive_before);
+  CHECK_ACCGRAPH_ERROR(open->end(), ErrorCode::InvalidState,
+                       "the stream this region was opened on was destroyed before the region "
+                       "ended");
+  open->end();  // once reported, the region is closed
+}
+
+// Audit 2.19: a Region destroyed after its Profiler used the freed profiler.
+TEST_CASE("a Region that outlives its Profiler reports it instead of using it") {
+  fresh_fake();
+  Stream stream = Stream::create(kFake);
+  auto prof = std::make_unique<Profiler>();
+  std::optional<Profiler::Region> region;
+  region.emplace(prof->region(stream, "outlives"));
+  prof.reset();
+  CHECK_ACCGRAPH_ERROR(region->end(), ErrorCode::InvalidState,
+                       "the Profiler this region was opened with was destroyed before the region "
+                       "ended");
+  region.reset();  // the destructor does nothing more (and never throws)
+
+  // Its destructor alone logs instead of crashing.
+  auto second = std::make_unique<Profiler>();
+  {
+    auto r = second->region(stream, "outlives too");
+    second.reset();
+  }
+  stream.synchronize();
+}
+
+// A Region is a handle to the stream's queue: moving the Stream object does not break it.
+TEST_CASE("a Region survives its Stream object being moved") {
+  fresh_fake();
+  Profiler prof;
+  std::vector<Stream> streams;
+  streams.push_back(Stream::create(kFake));
+  {
+    auto r = prof.region(streams[0], "moved");
+    for (int i = 0; i < 8; ++i) streams.push_back(Stream::create(kFake));
+    streams[0].delay(std::chrono::nanoseconds(500));
+  }
+  prof.flush();
+  REQUIRE(prof.reports().size() == 1);
+  CHECK(prof.reports()[0].regions.at(0).duration_ns == 500);
+}
+
+// Audit 2.16 / 2.17: a timed graph replayed into another graph's capture made flush() hang (the
+// outer graph never ran) or lost reports and read other executions' slots.
+TEST_CASE("a timed graph cannot be replayed into another capture; the outer capture goes on") {
+  for (const char* backend : {kFake, "host"}) {
+    CAPTURE(backend);
+    fresh_fake();
+    Stream stream = Stream::create(backend);
+    Stream outer_stream = Stream::create(backend);
+    Profiler prof;
+    AcceleratorGraph inner(backend);
+    prof.attach(inner);
+    capture_one_region(inner, stream, prof, "inner", std::chrono::microseconds(5));
+    AcceleratorGraph outer(backend);
+    outer.capture_begin(outer_stream);
+    CHECK_ACCGRAPH_ERROR(inner.replay(outer_stream), ErrorCode::InvalidState,
+                         fmt::format("replay: graph {} is timed by a profiler and stream {} is "
+                                     "capturing into graph {}: a timed graph cannot be replayed "
+                                     "into another capture",
+                                     inner.id(), outer_stream.id(), outer.id()));
+    CHECK(outer_stream.is_capturing());
+    outer.capture_end();
+    for (int i = 0; i < 3; ++i) outer.replay();
+    for (int i = 0; i < 5; ++i) inner.replay();
+    prof.flush();  // returns: nothing pending that cannot run
+    std::vector<ReplayReport> reports = prof.reports();
+    REQUIRE(reports.size() == 5);
+    for (uint64_t i = 0; i < 5; ++i) {
+      CHECK(reports[i].replay_index == i);
+      CHECK(reports[i].regions.at(0).duration_ns >= 5000);
+    }
+    CHECK(inner.replay_count() == 5);
+
+    // Untimed graphs still nest where the backend can.
+    AcceleratorGraph untimed(backend);
+    untimed.capture_begin(stream);
+    stream.delay(std::chrono::microseconds(1));
+    untimed.capture_end();
+    AcceleratorGraph holder(backend);
+    holder.capture_begin(outer_stream);
+    untimed.replay(outer_stream);
+    holder.capture_end();
+    holder.replay();
+    outer_stream.synchronize();
+    CHECK(counters.violations == 0);
+  }
+}
 
 TEST_CASE("host backend: captured regions, ring, eager and collector") {
   Stream stream = Stream::create("host");
