@@ -264,11 +264,15 @@ struct Profiler::Impl final : GraphObserver {
       report.regions.reserve(defs.size());
       for (const RegionDef& def : defs) report.regions.push_back(def.timing);
     }
+    constexpr uint64_t kUnmeasurable = TimestampMarkers::kUnmeasurable;
     for (size_t i = 0; i < defs.size(); ++i) {
       RegionTiming& timing = report.regions[i];
-      timing.start_ns = times[defs[i].begin_marker];
-      timing.end_ns = times[defs[i].end_marker];
-      timing.duration_ns = timing.end_ns >= timing.start_ns ? timing.end_ns - timing.start_ns : 0;
+      const uint64_t start = times[defs[i].begin_marker];
+      const uint64_t end = times[defs[i].end_marker];
+      timing.measurable = start != kUnmeasurable && end != kUnmeasurable;
+      timing.start_ns = timing.measurable ? start : 0;
+      timing.end_ns = timing.measurable ? end : 0;
+      timing.duration_ns = end >= start && timing.measurable ? end - start : 0;
     }
   }
 

@@ -17,6 +17,13 @@ struct StatsAccumulator::State {
     std::string path;
     int depth = 0;
     std::vector<uint64_t> samples;
+    uint64_t unmeasurable = 0;
+    void add(const RegionTiming& region) {
+      if (region.measurable)
+        samples.push_back(region.duration_ns);
+      else
+        ++unmeasurable;
+    }
   };
   mutable std::mutex mutex;
   std::vector<Series> series;                       // in first-seen order
@@ -40,8 +47,7 @@ StatsAccumulator::~StatsAccumulator() = default;
 void StatsAccumulator::add(const ReplayReport& report) {
   std::lock_guard<std::mutex> lock(state_->mutex);
   for (const RegionTiming& region : report.regions)
-    state_->series[state_->index_of(region.path, region.depth)].samples.push_back(
-        region.duration_ns);
+    state_->series[state_->index_of(region.path, region.depth)].add(region);
 }
 
 void StatsAccess::add(StatsAccumulator& stats, SeriesCache& cache, const ReplayReport& report) {
@@ -54,7 +60,7 @@ void StatsAccess::add(StatsAccumulator& stats, SeriesCache& cache, const ReplayR
     cache.generation = state.generation;
   }
   for (size_t i = 0; i < report.regions.size(); ++i)
-    state.series[cache.series[i]].samples.push_back(report.regions[i].duration_ns);
+    state.series[cache.series[i]].add(report.regions[i]);
 }
 
 namespace {
@@ -77,6 +83,7 @@ std::vector<RegionStats> StatsAccumulator::stats() const {
     out.path = s.path;
     out.depth = s.depth;
     out.count = s.samples.size();
+    out.unmeasurable = s.unmeasurable;
     if (!s.samples.empty()) {
       std::vector<uint64_t> sorted = s.samples;
       std::sort(sorted.begin(), sorted.end());

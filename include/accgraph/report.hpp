@@ -25,6 +25,10 @@ struct RegionTiming {
   uint64_t start_ns = 0;   ///< on the backend's marker clock
   uint64_t end_ns = 0;
   uint64_t duration_ns = 0;
+  /// False when the backend could not place one of the region's markers in time (for example
+  /// its timestamp counter may have wrapped more than once: TimestampMarkers::kUnmeasurable).
+  /// start_ns, end_ns and duration_ns are then 0 and the statistics leave the region out.
+  bool measurable = true;
   Metadata metadata;
 };
 
@@ -43,7 +47,8 @@ struct ReplayReport {
 struct RegionStats {
   std::string path;
   int depth = 0;
-  uint64_t count = 0;
+  uint64_t count = 0;         ///< measured samples (the other fields are over these)
+  uint64_t unmeasurable = 0;  ///< reports in which the region was not measurable
   double min_ns = 0, mean_ns = 0, p50_ns = 0, p95_ns = 0, max_ns = 0;
 };
 

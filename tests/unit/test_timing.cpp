@@ -86,7 +86,9 @@ struct FakeCounters {
   std::atomic<int> markers_created{0};
   std::atomic<size_t> max_unread{0};    // most sequences launched and not yet read
   std::atomic<int> markers_alive{0};    // marker sets not yet destroyed (not reset per test)
+  std::atomic<int> unmeasurable_marker{-1};  // read() reports this marker as kUnmeasurable
   void reset() {
+    unmeasurable_marker = -1;
     records = 0;
     violations = 0;
     markers_created = 0;
@@ -217,6 +219,9 @@ class FakeMarkers final : public accgraph::TimestampMarkers {
     unread_.erase(sequence);
     std::vector<uint64_t> times = slots_[slot];
     times.resize(count, 0);
+    const int unmeasurable = counters.unmeasurable_marker.load();
+    if (unmeasurable >= 0 && static_cast<size_t>(unmeasurable) < count)
+      times[static_cast<size_t>(unmeasurable)] = kUnmeasurable;
     return times;
   }
 
@@ -850,6 +855,50 @@ TEST_CASE("the background collector delivers finished replays without flush") {
 }
 
 // --- the host backend ------------------------------------------------------------------------
+
+// Audit 5.2 (profiler side): a marker the backend cannot place (a wrapped counter) makes the
+// regions that use it unmeasurable, never a wrong duration, and keeps them out of the statistics.
+TEST_CASE("a marker read back as kUnmeasurable makes its regions unmeasurable") {
+  fresh_fake();
+  Stream stream = Stream::create(kFake);
+  Profiler prof;
+  AcceleratorGraph graph(kFake);
+  prof.attach(graph);
+  graph.capture_begin(stream);
+  {
+    auto a = prof.region(stream, "a");  // markers 0, 1
+    stream.delay(std::chrono::nanoseconds(100));
+  }
+  {
+    auto b = prof.region(stream, "b");  // shares marker 1, ends at 2
+    stream.delay(std::chrono::nanoseconds(200));
+  }
+  graph.capture_end();
+  graph.replay();
+  prof.flush();
+  counters.unmeasurable_marker = 2;
+  graph.replay();
+  graph.replay();
+  prof.flush();
+  std::vector<ReplayReport> reports = prof.reports();
+  REQUIRE(reports.size() == 3);
+  CHECK(reports[0].regions[1].measurable);
+  CHECK(reports[0].regions[1].duration_ns == 200);
+  for (size_t i = 1; i < 3; ++i) {
+    CHECK(reports[i].regions[0].measurable);
+    CHECK(reports[i].regions[0].duration_ns == 100);
+    CHECK_FALSE(reports[i].regions[1].measurable);
+    CHECK(reports[i].regions[1].duration_ns == 0);
+    CHECK(reports[i].regions[1].start_ns == 0);
+  }
+  std::vector<RegionStats> stats = prof.stats();
+  REQUIRE(stats.size() == 2);
+  CHECK(stats[0].count == 3);
+  CHECK(stats[0].unmeasurable == 0);
+  CHECK(stats[1].count == 1);
+  CHECK(stats[1].unmeasurable == 2);
+  CHECK(stats[1].max_ns == 200);
+}
 
 // Audit 2.2: per-stream state (the stack, the eager marker set and its backend storage) was
 // never released, so memory and flush() time grew with every short-lived stream.
