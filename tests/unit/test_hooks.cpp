@@ -33,6 +33,11 @@ struct RecordingObserver : accgraph::GraphObserver {
   }
   void on_reset(accgraph::AcceleratorGraph&) override { events.push_back("reset"); }
   void on_destroy(accgraph::AcceleratorGraph&) noexcept override { events.push_back("destroy"); }
+  void on_stream_destroy(accgraph::Stream& s) noexcept override {
+    // The handle is usable during the call (the queue is still there).
+    events.push_back("stream_destroy " + std::to_string(s.id()) +
+                     (s.is_capturing() ? " capturing" : ""));
+  }
 };
 
 }  // namespace
@@ -97,4 +102,23 @@ TEST_CASE("a capture hook that throws aborts the capture; the graph stays usable
   graph.capture_begin(stream);  // usable again
   graph.capture_end();
   CHECK(graph.state() == accgraph::GraphState::Instantiated);
+}
+
+TEST_CASE("on_stream_destroy: once, when the last handle dies, after the capture it began ended") {
+  RecordingObserver observer;
+  accgraph::ObserverHandle handle = accgraph::add_graph_observer(observer);
+  accgraph::AcceleratorGraph graph("host");
+  uint64_t id = 0;
+  {
+    accgraph::Stream stream = accgraph::Stream::create("host");
+    id = stream.id();
+    graph.capture_begin(stream);
+    accgraph::Stream moved = std::move(stream);  // a move is not a destruction
+    CHECK(observer.events == std::vector<std::string>{"capture_begin"});
+  }
+  // Destroying the capture stream aborted the capture (reset) before the hook ran.
+  std::vector<std::string> expected = {"capture_begin", "reset",
+                                       "stream_destroy " + std::to_string(id)};
+  CHECK(observer.events == expected);
+  CHECK(graph.state() == accgraph::GraphState::Empty);
 }
