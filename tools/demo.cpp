@@ -25,8 +25,8 @@ namespace {
 // 64 layers, where one replay takes about 0.1 s on one CPU core. 100,000 replays of the default
 // 4 layers run in about 10 s; the statistics keep 8 bytes per region per replay (up to 4 regions
 // per layer). A trace keeps every report and builds the whole JSON document, about 2 KiB per
-// region, so --trace allows at most 50,000 layer replays (200,000 regions, about 500 MB). A delay of
-// 1 s per layer is longer than any demo needs, and far below Stream::delay's 24 hours.
+// region, so --trace allows at most 50,000 layer replays (200,000 regions, about 500 MB).
+// A delay of 1 s per layer is longer than any demo needs, and far below Stream::delay's 24 hours.
 const char* const kDemoUsage =
     "usage: accgraph demo [--backend NAME] [--layers N] [--replays R] [--trace FILE]\n"
     "                     [--csv FILE] [--strategy NAME] [--ring K] [--delay-us US]\n"
@@ -57,7 +57,10 @@ const char* const kDemoUsage =
 class OutputFile {
  public:
   OutputFile(std::string path, const char* option, const char* what)
-      : path_(std::move(path)), option_(option), what_(what), file_(std::fopen(path_.c_str(), "wb")) {
+      : path_(std::move(path)),
+        option_(option),
+        what_(what),
+        file_(std::fopen(path_.c_str(), "wb")) {
     if (file_ == nullptr)
       throw OutputError(fmt::format("cannot open '{}' ({}) for writing: {}: check the path, that "
                                     "its directory exists and that you may write there",

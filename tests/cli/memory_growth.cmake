@@ -1,7 +1,8 @@
 # Checks that the peak memory of a command does not grow with a count: runs
 # MAXRSS COMMAND with COUNT_SMALL and with COUNT_LARGE in place of @COUNT@ and fails when the
 # second run's peak RSS exceeds the first's by more than MAX_GROWTH_KIB.
-# -DMAXRSS=path -DCOMMAND="prog|arg|...@COUNT@..." -DCOUNT_SMALL=N -DCOUNT_LARGE=M -DMAX_GROWTH_KIB=K
+# -DMAXRSS=path -DCOMMAND="prog|arg|...@COUNT@..." -DCOUNT_SMALL=N -DCOUNT_LARGE=M
+# -DMAX_GROWTH_KIB=K
 # Under AddressSanitizer, freed memory sits in a quarantine that would count as growth.
 if(DEFINED ENV{ASAN_OPTIONS})
   set(ENV{ASAN_OPTIONS} "$ENV{ASAN_OPTIONS}:quarantine_size_mb=0")

@@ -93,7 +93,8 @@ TEST_CASE("demo: reports are kept only for --trace") {
   CHECK_FALSE(demo_profiler_options(parse_demo_options({})).keep_reports);
   CHECK_FALSE(demo_profiler_options(parse_demo_options({"--csv", "s.csv"})).keep_reports);
   CHECK(demo_profiler_options(parse_demo_options({"--trace", "t.json"})).keep_reports);
-  const auto options = demo_profiler_options(parse_demo_options({"--strategy", "x", "--ring", "3"}));
+  const auto options =
+      demo_profiler_options(parse_demo_options({"--strategy", "x", "--ring", "3"}));
   CHECK(options.marker_strategy == "x");
   CHECK(options.ring_depth == 3);
 }
