@@ -170,6 +170,16 @@ void Stream::delay(std::chrono::nanoseconds duration) {
     throw Error(ErrorCode::InvalidArgument,
                 fmt::format("delay of {} ns: the duration must not be negative", duration.count()),
                 s.backend_name);
+  // The documented maximum (stream.hpp) keeps every backend's deadline arithmetic far from
+  // overflow (audit 2.25: nanoseconds::max() wrapped the host backend's deadline).
+  constexpr std::chrono::hours kMaxDelay{24};
+  if (duration > kMaxDelay)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("delay of {} ns is longer than the maximum of 24 hours ({} ns): "
+                            "enqueue several shorter delays",
+                            duration.count(),
+                            std::chrono::nanoseconds(kMaxDelay).count()),
+                s.backend_name);
   if (!s.capabilities.timed_delay)
     throw Error(ErrorCode::Unsupported,
                 "delay is not supported by this backend: check capabilities().timed_delay first",

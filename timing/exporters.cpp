@@ -1,15 +1,19 @@
 // The report exporters: a text table and CSV of statistics, CSV of reports, Chrome trace JSON.
 #include <algorithm>
+#include <ios>
 #include <limits>
 #include <map>
+#include <new>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "accgraph/error.hpp"
 #include "accgraph/report.hpp"
 
 namespace accgraph::timing {
@@ -18,8 +22,87 @@ namespace {
 
 double to_us(double ns) { return ns / 1000.0; }
 
+// Note [Exported text]: names, paths, metadata, backend and device names come from the caller
+// and may hold any bytes. Every exporter writes them as valid UTF-8: a byte that does not
+// belong to a well-formed UTF-8 sequence (a stray continuation byte, a truncated sequence, an
+// overlong form, a surrogate, a code point above U+10FFFF) becomes U+FFFD, one per byte, so
+// valid text round-trips exactly. On top of that, each format escapes what it must: JSON
+// escapes control characters, CSV quotes fields per RFC 4180, the text table shows control
+// characters as \xNN (\u00NN for C1 controls) so every row stays one line and no terminal
+// escape sequence gets through.
+constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+
+// The length of the well-formed UTF-8 sequence at the start of `text`, or 0 if there is none.
+size_t utf8_sequence_length(std::string_view text) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(0);
+  if (lead < 0x80) return 1;
+  size_t length = 0;
+  unsigned char low = 0x80, high = 0xBF;  // the allowed range of the second byte
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) low = 0xA0;   // overlong
+    if (lead == 0xED) high = 0x9F;  // surrogates
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) low = 0x90;   // overlong
+    if (lead == 0xF4) high = 0x8F;  // above U+10FFFF
+  } else {
+    return 0;  // a continuation byte, an overlong lead (C0, C1) or F5..FF
+  }
+  if (text.size() < length || byte(1) < low || byte(1) > high) return 0;
+  for (size_t i = 2; i < length; ++i)
+    if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
+  return length;
+}
+
+// `text` as valid UTF-8 (Note [Exported text]).
+std::string valid_utf8(std::string_view text) {
+  std::string result;
+  result.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const size_t length = utf8_sequence_length(text.substr(i));
+    if (length == 0) {
+      result += kReplacement;
+      ++i;
+    } else {
+      result.append(text, i, length);
+      i += length;
+    }
+  }
+  return result;
+}
+
+// `text` for one cell of the text table: valid UTF-8 with control characters made visible.
+// Returns the cell and its width in code points.
+std::pair<std::string, size_t> table_cell(std::string_view text) {
+  const std::string valid = valid_utf8(text);
+  std::string cell;
+  size_t width = 0;
+  for (size_t i = 0; i < valid.size(); ++width) {
+    const auto c = static_cast<unsigned char>(valid[i]);
+    if (c < 0x20 || c == 0x7F) {
+      cell += fmt::format("\\x{:02x}", c);
+      width += 3;
+      ++i;
+    } else if (c == 0xC2 && static_cast<unsigned char>(valid[i + 1]) < 0xA0) {
+      cell += fmt::format("\\u{:04x}", static_cast<unsigned char>(valid[i + 1]));  // C1
+      width += 5;
+      i += 2;
+    } else {
+      const size_t length = utf8_sequence_length(std::string_view(valid).substr(i));
+      cell.append(valid, i, length);
+      i += length;
+    }
+  }
+  return {std::move(cell), width};
+}
+
 // RFC 4180: quote a field holding a separator, a quote or a line break; double the quotes.
-std::string csv_field(const std::string& text) {
+std::string csv_field(std::string_view raw) {
+  const std::string text = valid_utf8(raw);
   if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
   std::string quoted = "\"";
   for (char c : text) {
@@ -41,35 +124,87 @@ std::string metadata_text(const Metadata& metadata) {
   return text;
 }
 
+[[noreturn]] void throw_write_failed(const char* what, const std::ostream& out) {
+  throw Error(ErrorCode::InvalidArgument,
+              fmt::format("writing {} failed: the output stream reported an error ({}{}): the "
+                          "destination did not take the data (a full disk, a closed pipe) or "
+                          "the stream had failed before the call; check the destination and "
+                          "write again",
+                          what, out.bad() ? "badbit" : "failbit", out.eof() ? ", eofbit" : ""));
+}
+
+// Runs an exporter: flushes `out`, throws Error when the stream failed, and turns any other
+// exception into an Error too, so callers see one exception family.
+template <class Write>
+void export_to(std::ostream& out, const char* what, Write&& write) {
+  try {
+    write();
+    out.flush();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::ios_base::failure&) {  // a stream with exceptions() enabled
+    throw_write_failed(what, out);
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("writing {} ran out of memory: export fewer reports at a time", what));
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("writing {} failed unexpectedly: {}; this is a bug in accgraph: "
+                            "please report it with the names and metadata of the exported "
+                            "regions",
+                            what, e.what()));
+  }
+  if (!out) throw_write_failed(what, out);
+}
+
 }  // namespace
 
 void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats) {
-  size_t width = std::string("region").size();
-  for (const RegionStats& s : stats) width = std::max(width, s.path.size());
-  out << fmt::format("{:<{}}  {:>8}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}\n", "region", width,
-                     "count", "min_us", "mean_us", "p50_us", "p95_us", "max_us");
-  for (const RegionStats& s : stats)
-    out << fmt::format("{:<{}}  {:>8}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>12.3f}\n",
-                       s.path, width, s.count, to_us(s.min_ns), to_us(s.mean_ns), to_us(s.p50_ns),
-                       to_us(s.p95_ns), to_us(s.max_ns));
+  export_to(out, "the statistics table", [&] {
+    std::vector<std::pair<std::string, size_t>> cells;
+    cells.reserve(stats.size());
+    size_t width = std::string_view("region").size();
+    for (const RegionStats& s : stats) {
+      cells.push_back(table_cell(s.path));
+      width = std::max(width, cells.back().second);
+    }
+    // Padded by hand: fmt would count the width of the escaped text differently.
+    const auto padded = [&](const std::string& cell, size_t cell_width) {
+      return cell + std::string(width - cell_width, ' ');
+    };
+    out << padded("region", 6)
+        << fmt::format("  {:>8}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}\n", "count", "min_us",
+                       "mean_us", "p50_us", "p95_us", "max_us");
+    for (size_t i = 0; i < stats.size(); ++i) {
+      const RegionStats& s = stats[i];
+      out << padded(cells[i].first, cells[i].second)
+          << fmt::format("  {:>8}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>12.3f}\n",
+                         s.count, to_us(s.min_ns), to_us(s.mean_ns), to_us(s.p50_ns),
+                         to_us(s.p95_ns), to_us(s.max_ns));
+    }
+  });
 }
 
 void write_stats_csv(std::ostream& out, const std::vector<RegionStats>& stats) {
-  out << "path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns\n";
-  for (const RegionStats& s : stats)
-    out << fmt::format("{},{},{},{},{},{},{},{}\n", csv_field(s.path), s.depth, s.count, s.min_ns,
-                       s.mean_ns, s.p50_ns, s.p95_ns, s.max_ns);
+  export_to(out, "the statistics CSV", [&] {
+    out << "path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns\n";
+    for (const RegionStats& s : stats)
+      out << fmt::format("{},{},{},{},{},{},{},{}\n", csv_field(s.path), s.depth, s.count,
+                         s.min_ns, s.mean_ns, s.p50_ns, s.p95_ns, s.max_ns);
+  });
 }
 
 void write_reports_csv(std::ostream& out, const std::vector<ReplayReport>& reports) {
-  out << "graph_id,replay_index,backend,device,path,depth,stream_id,start_ns,end_ns,duration_ns,"
-         "metadata\n";
-  for (const ReplayReport& r : reports)
-    for (const RegionTiming& t : r.regions)
-      out << fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", r.graph_id, r.replay_index,
-                         csv_field(r.backend), r.device, csv_field(t.path), t.depth, t.stream_id,
-                         t.start_ns, t.end_ns, t.duration_ns,
-                         csv_field(metadata_text(t.metadata)));
+  export_to(out, "the reports CSV", [&] {
+    out << "graph_id,replay_index,backend,device,path,depth,stream_id,start_ns,end_ns,"
+           "duration_ns,metadata\n";
+    for (const ReplayReport& r : reports)
+      for (const RegionTiming& t : r.regions)
+        out << fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", r.graph_id, r.replay_index,
+                           csv_field(r.backend), r.device, csv_field(t.path), t.depth,
+                           t.stream_id, t.start_ns, t.end_ns, t.duration_ns,
+                           csv_field(metadata_text(t.metadata)));
+  });
 }
 
 namespace {
@@ -119,13 +254,12 @@ void assign_lanes(std::vector<TraceEvent*>& events) {
   }
 }
 
-}  // namespace
-
 // Tracks: one process per (backend, device), named "<backend> device <n> (<name>)", because a
 // stream is a queue of one device and regions of every graph replayed on it share its
 // timeline; one thread per stream ("stream <id>"), plus "stream <id> (overlap <k>)" lanes when
 // regions on it overlap without nesting. ts is relative to the earliest start in the export.
-void write_chrome_trace(std::ostream& out, const std::vector<ReplayReport>& reports) {
+// Every string from the reports goes through valid_utf8 (Note [Exported text]).
+void write_chrome_trace_document(std::ostream& out, const std::vector<ReplayReport>& reports) {
   std::vector<TraceEvent> events;
   size_t total = 0;
   for (const ReplayReport& r : reports) total += r.regions.size();
@@ -154,10 +288,10 @@ void write_chrome_trace(std::ostream& out, const std::vector<ReplayReport>& repo
     auto [it, inserted] = pids.emplace(key, 0);
     if (inserted) {
       it->second = static_cast<int>(pids.size());
-      process_names[key] = e.report->device_name.empty()
-                               ? fmt::format("{} device {}", key.first, key.second)
-                               : fmt::format("{} device {} ({})", key.first, key.second,
-                                             e.report->device_name);
+      process_names[key] = valid_utf8(
+          e.report->device_name.empty()
+              ? fmt::format("{} device {}", key.first, key.second)
+              : fmt::format("{} device {} ({})", key.first, key.second, e.report->device_name));
     }
     by_stream[{it->second, e.region->stream_id}].push_back(&e);
   }
@@ -195,12 +329,12 @@ void write_chrome_trace(std::ostream& out, const std::vector<ReplayReport>& repo
     for (const TraceEvent* e : stream_events) {
       const RegionTiming& t = *e->region;
       nlohmann::json args = nlohmann::json::object();
-      for (const auto& [k, v] : t.metadata) args[k] = v;
-      args["path"] = t.path;
+      for (const auto& [k, v] : t.metadata) args[valid_utf8(k)] = valid_utf8(v);
+      args["path"] = valid_utf8(t.path);
       args["graph_id"] = e->report->graph_id;
       args["replay_index"] = e->report->replay_index;
       trace_events.push_back(
-          {{"name", t.name},
+          {{"name", valid_utf8(t.name)},
            {"cat", e->report->graph_id == 0 ? std::string("eager")
                                             : fmt::format("graph {}", e->report->graph_id)},
            {"ph", "X"},
@@ -214,6 +348,12 @@ void write_chrome_trace(std::ostream& out, const std::vector<ReplayReport>& repo
 
   nlohmann::json document = {{"traceEvents", std::move(trace_events)}, {"displayTimeUnit", "ns"}};
   out << document.dump(1) << '\n';
+}
+
+}  // namespace
+
+void write_chrome_trace(std::ostream& out, const std::vector<ReplayReport>& reports) {
+  export_to(out, "the Chrome trace", [&] { write_chrome_trace_document(out, reports); });
 }
 
 }  // namespace accgraph::timing

@@ -1,9 +1,10 @@
-// The `accgraph` program: `accgraph backends` lists the backends, `accgraph demo` captures,
-// times and replays a small layered workload.
-#include <cstdio>
+// The `accgraph` program's command line: the top-level parser, `accgraph backends` (lists the
+// backends), `accgraph version`, and run_program, which main() calls.
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,25 @@ const char* const kBackendsUsage =
     "origin, devices and capabilities, or the reason it is unavailable, and every plugin\n"
     "library that was rejected.\n";
 
+const char* const kVersionUsage =
+    "usage: accgraph version\n"
+    "\n"
+    "Prints the library version and the plugin ABI version.\n";
+
+bool is_help(const std::string& arg) { return arg == "--help" || arg == "-h"; }
+
+// Parses the arguments of a command that takes none but --help.
+bool parse_help_only(const std::string& command, const std::vector<std::string>& args,
+                     const char* usage) {
+  bool help = false;
+  for (const std::string& arg : args) {
+    if (!is_help(arg))
+      throw UsageError(fmt::format("{} takes no arguments, got '{}'", command, arg), usage);
+    help = true;
+  }
+  return help;
+}
+
 std::string join_modes(const Capabilities& caps) {
   std::string text = "Default";
   for (CaptureMode mode : caps.capture_modes) text += fmt::format(",{}", to_string(mode));
@@ -51,26 +71,51 @@ std::string join(const std::vector<std::string>& items) {
 
 }  // namespace
 
-long parse_count(const std::string& option, const std::string& text, long minimum,
+long parse_count(const std::string& option, const std::string& text, long minimum, long maximum,
                  const std::string& usage) {
-  char* end = nullptr;
-  errno = 0;
-  long value = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || end == nullptr || *end != '\0' || errno != 0 || value < minimum)
-    throw UsageError(fmt::format("{} expects a whole number >= {}, got '{}'", option, minimum,
-                                 text),
+  // Digits only: strtol alone would also take leading blanks and a sign.
+  bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  long value = 0;
+  if (digits) {
+    errno = 0;
+    value = std::strtol(text.c_str(), nullptr, 10);
+  }
+  if (!digits || errno == ERANGE || value < minimum || value > maximum)
+    throw UsageError(fmt::format("{} expects a whole number from {} to {}, got '{}'", option,
+                                 minimum, maximum, text),
                      usage);
   return value;
 }
 
-int run_backends(const std::vector<std::string>& args) {
-  for (const std::string& arg : args) {
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kBackendsUsage, stdout);
-      return 0;
-    }
-    throw UsageError(fmt::format("unknown argument '{}'", arg), kBackendsUsage);
+CommandLine parse_command_line(const std::vector<std::string>& args) {
+  if (args.empty()) throw UsageError("no command given", kUsage);
+  const std::string& command = args.front();
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  CommandLine line;
+  if (command == "--help" || command == "-h" || command == "help") {
+    if (!rest.empty())
+      throw UsageError(fmt::format("{} takes no arguments, got '{}': use `accgraph <command> "
+                                   "--help` for a command's options",
+                                   command, rest.front()),
+                       kUsage);
+    line.command = Command::Help;
+  } else if (command == "backends") {
+    line.command = Command::Backends;
+    line.help = parse_help_only(command, rest, kBackendsUsage);
+  } else if (command == "demo") {
+    line.command = Command::Demo;
+    line.demo = parse_demo_options(rest);
+    line.help = line.demo.help;
+  } else if (command == "version" || command == "--version") {
+    line.command = Command::Version;
+    line.help = parse_help_only(command, rest, kVersionUsage);
+  } else {
+    throw UsageError(fmt::format("unknown command '{}'", command), kUsage);
   }
+  return line;
+}
+
+int run_backends() {
   Registry& registry = Registry::instance();
   std::string default_name;
   try {
@@ -102,39 +147,59 @@ int run_backends(const std::vector<std::string>& args) {
   return 0;
 }
 
-}  // namespace accgraph::cli
-
-int main(int argc, char** argv) {
-  using namespace accgraph::cli;
-  std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty()) {
-    std::fputs(kUsage, stderr);
-    return 2;
-  }
-  std::string command = args.front();
-  args.erase(args.begin());
-  try {
-    if (command == "--help" || command == "-h" || command == "help") {
+int run_command(const CommandLine& line) {
+  switch (line.command) {
+    case Command::Help:
       std::fputs(kUsage, stdout);
       return 0;
-    }
-    if (command == "backends") return run_backends(args);
-    if (command == "demo") return run_demo(args);
-    if (command == "version" || command == "--version") {
-      accgraph::Version v = accgraph::library_version();
+    case Command::Backends:
+      if (line.help) {
+        std::fputs(kBackendsUsage, stdout);
+        return 0;
+      }
+      return run_backends();
+    case Command::Demo:
+      return run_demo(line.demo);
+    case Command::Version: {
+      if (line.help) {
+        std::fputs(kVersionUsage, stdout);
+        return 0;
+      }
+      Version v = library_version();
       fmt::print("accgraph {}.{}.{} (plugin ABI {}.{})\n", v.major, v.minor, v.patch,
                  ACCGRAPH_PLUGIN_ABI_MAJOR, ACCGRAPH_PLUGIN_ABI_MINOR);
       return 0;
     }
-    throw UsageError(fmt::format("unknown command '{}'", command), kUsage);
+  }
+  return 1;  // unreachable: every Command is handled above
+}
+
+int run_program(const std::vector<std::string>& args) {
+  int code = 0;
+  try {
+    code = run_command(parse_command_line(args));
   } catch (const UsageError& e) {
     fmt::print(stderr, "accgraph: {}\n\n{}", e.what(), e.usage);
     return 2;
-  } catch (const accgraph::Error& e) {
+  } catch (const OutputError& e) {
+    fmt::print(stderr, "accgraph: {}\n", e.what());
+    return 1;
+  } catch (const Error& e) {
     fmt::print(stderr, "accgraph: {}\n", e.what());
     return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "accgraph: unexpected error: {}\n", e.what());
     return 1;
   }
+  // What went to standard output must have arrived too (a full disk, a closed pipe).
+  errno = 0;  // the first failing flush sets it (std::cout flushes stdout too)
+  std::cout.flush();
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) {
+    fmt::print(stderr, "accgraph: writing to standard output failed{}{}\n",
+               errno != 0 ? ": " : "", errno != 0 ? std::strerror(errno) : "");
+    return 1;
+  }
+  return code;
 }
+
+}  // namespace accgraph::cli

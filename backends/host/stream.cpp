@@ -270,7 +270,12 @@ void HostStream::delay(std::chrono::nanoseconds duration) {
                      // Sleep through most of a long delay (the machine's cores are shared),
                      // then spin on steady_clock for the precise end: "at least `duration`".
                      using clock = std::chrono::steady_clock;
-                     const auto deadline = clock::now() + duration;
+                     // Saturating: Stream::delay bounds `duration`, but a caller of the SPI
+                     // may not have, and now + nanoseconds::max() overflows (audit 2.25).
+                     const auto now = clock::now();
+                     const auto deadline = duration < clock::time_point::max() - now
+                                               ? now + duration
+                                               : clock::time_point::max();
                      constexpr auto kSpinTail = std::chrono::microseconds(200);
                      if (duration > 2 * kSpinTail) std::this_thread::sleep_until(deadline - kSpinTail);
                      while (clock::now() < deadline) {

@@ -73,12 +73,22 @@ class ACCGRAPH_API StatsAccumulator {
   std::unique_ptr<State> state_;
 };
 
-/// A fixed-width text table: region, count, min, mean, p50, p95, max (microseconds).
+/// The exporters below write to `out` and flush it. Text from the reports (names, paths,
+/// metadata, backend and device names) is written as valid UTF-8: each byte that is not part of
+/// a well-formed UTF-8 sequence becomes U+FFFD (valid text is written unchanged). They throw
+/// only accgraph::Error: InvalidArgument when `out` is in a failed state after the write (a full
+/// disk, a closed pipe, a stream that had failed before the call; what reached `out` then is
+/// incomplete), or when anything else goes wrong (e.g. out of memory).
+///
+/// A fixed-width text table: region, count, min, mean, p50, p95, max (microseconds). Control
+/// characters in a path are shown as \xNN (C1 controls as \u00NN), so each region is one line.
 ACCGRAPH_API void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats);
-/// CSV with a header row: path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns.
+/// CSV with a header row: path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns. A field
+/// holding a comma, a double quote, CR or LF is quoted, with its quotes doubled (RFC 4180).
 ACCGRAPH_API void write_stats_csv(std::ostream& out, const std::vector<RegionStats>& stats);
 /// CSV, one row per region per report: graph_id,replay_index,backend,device,path,depth,
-/// stream_id,start_ns,end_ns,duration_ns,metadata.
+/// stream_id,start_ns,end_ns,duration_ns,metadata (key=value pairs joined by ';'). Quoted as in
+/// write_stats_csv.
 ACCGRAPH_API void write_reports_csv(std::ostream& out, const std::vector<ReplayReport>& reports);
 /// Chrome trace JSON ({"traceEvents":[...], "displayTimeUnit":"ns"}, ph "X", ts/dur in
 /// microseconds relative to the earliest start in `reports`, cat "graph <id>" or "eager");
@@ -86,6 +96,7 @@ ACCGRAPH_API void write_reports_csv(std::ostream& out, const std::vector<ReplayR
 /// stream, both named by "M" events; args hold the metadata, path, graph_id and replay_index.
 /// Regions of one stream that overlap without nesting (other graphs' replays, regions ended on
 /// another stream) move to extra tracks "stream <id> (overlap <k>)", so every track nests.
+/// Control characters are escaped as JSON requires.
 ACCGRAPH_API void write_chrome_trace(std::ostream& out, const std::vector<ReplayReport>& reports);
 
 }  // namespace accgraph::timing

@@ -58,7 +58,8 @@ class ACCGRAPH_API Stream {
   /// Enqueues a C++ callable; Unsupported unless capabilities().host_calls.
   void host_call(std::function<void()> fn);
   /// Enqueues device work lasting at least `duration`; Unsupported unless
-  /// capabilities().timed_delay.
+  /// capabilities().timed_delay. `duration` must be from 0 to 24 hours (InvalidArgument
+  /// otherwise); enqueue several delays for a longer wait.
   void delay(std::chrono::nanoseconds duration);
   /// This stream waits for the work enqueued on `other` so far. During a capture on `other` this
   /// forks the capture onto this stream; `origin.wait(forked)` joins it back.

@@ -1,6 +1,7 @@
 # Runs one command of the accgraph program and checks its exit code and output.
 # -DCOMMAND="prog|arg|..." -DEXPECT_CODE=N [-DEXPECT_OUTPUT=regex] [-DEXPECT_NO_OUTPUT=regex]
 # [-DSET_ENV="NAME=value|..."] [-DTRACE_FILE=path (must be Chrome trace JSON with X events)]
+# [-DSTDOUT_FILE=path (standard output goes there; only standard error is checked)]
 # [-DCSV_FILE=path (must hold a header and a row per region)]
 string(REPLACE "|" ";" COMMAND "${COMMAND}")
 if(DEFINED SET_ENV)
@@ -16,7 +17,13 @@ endif()
 if(DEFINED TRACE_FILE)
   file(REMOVE "${TRACE_FILE}")
 endif()
-execute_process(COMMAND ${COMMAND} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(DEFINED STDOUT_FILE)
+  execute_process(COMMAND ${COMMAND} RESULT_VARIABLE code OUTPUT_FILE "${STDOUT_FILE}"
+    ERROR_VARIABLE err)
+  set(out "")
+else()
+  execute_process(COMMAND ${COMMAND} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+endif()
 set(all "${out}${err}")
 message("${all}")
 if(NOT code EQUAL EXPECT_CODE)

@@ -1,0 +1,100 @@
+// Unit tests of the accgraph program's parsers (accgraph_cli_core, tools/cli.hpp): usage errors
+// name the bound or the argument, and the demo's profiler options follow its options.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+
+using namespace accgraph::cli;
+using Args = std::vector<std::string>;
+
+namespace {
+
+// Requires a UsageError from parse_command_line(args) whose message contains `text`.
+void check_usage_error(const Args& args, const std::string& text) {
+  CAPTURE(text);
+  try {
+    parse_command_line(args);
+    FAIL("expected a UsageError");
+  } catch (const UsageError& e) {
+    CHECK_MESSAGE(std::string(e.what()).find(text) != std::string::npos, e.what());
+    CHECK(!e.usage.empty());
+  }
+}
+
+Args demo(Args args) {
+  args.insert(args.begin(), "demo");
+  return args;
+}
+
+}  // namespace
+
+TEST_CASE("commands: version, backends and help take no arguments but --help") {
+  // Audit 4.3: `version extra` printed the version.
+  check_usage_error({"version", "extra"}, "version takes no arguments, got 'extra'");
+  check_usage_error({"--version", "extra"}, "--version takes no arguments, got 'extra'");
+  check_usage_error({"backends", "--all"}, "backends takes no arguments, got '--all'");
+  check_usage_error({"help", "demo"}, "help takes no arguments, got 'demo'");
+  check_usage_error({}, "no command given");
+  check_usage_error({"frobnicate"}, "unknown command 'frobnicate'");
+  CHECK(parse_command_line({"version"}).command == Command::Version);
+  CHECK_FALSE(parse_command_line({"version"}).help);
+  CHECK(parse_command_line({"version", "--help"}).help);
+  CHECK(parse_command_line({"backends", "-h"}).help);
+  CHECK(parse_command_line({"--help"}).command == Command::Help);
+}
+
+TEST_CASE("demo: every count has a documented range and the error names it") {
+  // Audit 4.4 and 4.7: no upper bounds, and a signed overflow for a huge --delay-us.
+  check_usage_error(demo({"--layers", "1000000000"}),
+                    "--layers expects a whole number from 1 to 64, got '1000000000'");
+  check_usage_error(demo({"--layers", "65"}), "from 1 to 64, got '65'");
+  check_usage_error(demo({"--layers", "0"}), "from 1 to 64, got '0'");
+  check_usage_error(demo({"--layers", "-3"}), "got '-3'");
+  check_usage_error(demo({"--layers", " 4"}), "got ' 4'");
+  check_usage_error(demo({"--layers", "+4"}), "got '+4'");
+  check_usage_error(demo({"--layers", "4x"}), "got '4x'");
+  check_usage_error(demo({"--layers", ""}), "got ''");
+  check_usage_error(demo({"--replays", "100001"}),
+                    "--replays expects a whole number from 1 to 100000, got '100001'");
+  check_usage_error(demo({"--delay-us", "9223372036854775807"}),
+                    "--delay-us expects a whole number from 0 to 1000000, got "
+                    "'9223372036854775807'");
+  check_usage_error(demo({"--delay-us", "9223372036854775808"}), "from 0 to 1000000");
+  check_usage_error(demo({"--delay-us", "99999999999999999999999"}), "from 0 to 1000000");
+  check_usage_error(demo({"--delay-us", "1000001"}), "from 0 to 1000000, got '1000001'");
+  check_usage_error(demo({"--ring", "65537"}),
+                    "--ring expects a whole number from 1 to 65536, got '65537'");
+  check_usage_error(demo({"--layers"}), "--layers needs a value");
+
+  const DemoOptions at_bounds =
+      parse_demo_options({"--layers", "64", "--replays", "100000", "--delay-us", "1000000",
+                          "--ring", "65536"});
+  CHECK(at_bounds.layers == kMaxDemoLayers);
+  CHECK(at_bounds.replays == kMaxDemoReplays);
+  CHECK(at_bounds.delay_us == kMaxDemoDelayUs);
+  CHECK(at_bounds.ring == kMaxDemoRing);
+  CHECK(parse_demo_options({"--delay-us", "0"}).delay_us == 0);
+}
+
+TEST_CASE("demo: --trace bounds layers times replays") {
+  check_usage_error(demo({"--replays", "100000", "--trace", "t.json"}),
+                    "--layers times --replays must be at most 50000 with --trace, got 4 * 100000 "
+                    "= 400000");
+  CHECK(parse_demo_options({"--layers", "5", "--replays", "10000", "--trace", "t.json"}).replays ==
+        10000);
+  CHECK(parse_demo_options({"--replays", "100000", "--csv", "t.csv"}).replays == 100000);
+}
+
+TEST_CASE("demo: reports are kept only for --trace") {
+  // Audit 4.5: every report was kept, so memory grew with --replays.
+  CHECK_FALSE(demo_profiler_options(parse_demo_options({})).keep_reports);
+  CHECK_FALSE(demo_profiler_options(parse_demo_options({"--csv", "s.csv"})).keep_reports);
+  CHECK(demo_profiler_options(parse_demo_options({"--trace", "t.json"})).keep_reports);
+  const auto options =
+      demo_profiler_options(parse_demo_options({"--strategy", "x", "--ring", "3"}));
+  CHECK(options.marker_strategy == "x");
+  CHECK(options.ring_depth == 3);
+}

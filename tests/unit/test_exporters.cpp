@@ -1,0 +1,278 @@
+// Tests of the exporters' robustness (report.hpp): names and metadata that are not valid UTF-8 or
+// hold control characters, output streams that fail, and only accgraph::Error escaping.
+// test_report.cpp covers what the exporters write for ordinary input.
+#include <doctest/doctest.h>
+
+#include <sstream>
+#include <streambuf>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "accgraph/report.hpp"
+#include "check_error.hpp"
+
+using namespace accgraph::timing;
+using accgraph::ErrorCode;
+
+namespace {
+
+const std::string kFFFD = "\xEF\xBF\xBD";
+
+// Each input name, and what every exporter must write for it.
+struct NameCase {
+  std::string input;
+  std::string expected;
+};
+
+const std::vector<NameCase>& name_cases() {
+  static const std::vector<NameCase> cases = {
+      {"plain", "plain"},
+      {"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80", "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"},
+      {"truncated\xC3", "truncated" + kFFFD},                    // audit 2.24's byte
+      {"\xFF\xFE", kFFFD + kFFFD},                               // never valid
+      {"stray\x80", "stray" + kFFFD},                            // a lone continuation byte
+      {"overlong\xC0\xAF", "overlong" + kFFFD + kFFFD},          // '/' as two bytes
+      {"surrogate\xED\xA0\x80", "surrogate" + kFFFD + kFFFD + kFFFD},
+      {"too big\xF4\x90\x80\x80", "too big" + kFFFD + kFFFD + kFFFD + kFFFD},
+      {"cut\xE2\x82", "cut" + kFFFD + kFFFD},
+      {"ctrl\x01\t\n\r\x1b[31m\x7f", "ctrl\x01\t\n\r\x1b[31m\x7f"},  // valid UTF-8: unchanged
+      {std::string("nul\0byte", 8), std::string("nul\0byte", 8)},
+  };
+  return cases;
+}
+
+RegionTiming region(std::string name, uint64_t start, uint64_t end, Metadata metadata = {}) {
+  RegionTiming r;
+  r.name = name;
+  r.path = std::move(name);
+  r.stream_id = 1;
+  r.start_ns = start;
+  r.end_ns = end;
+  r.duration_ns = end - start;
+  r.metadata = std::move(metadata);
+  return r;
+}
+
+ReplayReport report_of(std::vector<RegionTiming> regions) {
+  ReplayReport r;
+  r.graph_id = 1;
+  r.backend = "host";
+  r.device_name = "cpu\xC3";
+  r.regions = std::move(regions);
+  return r;
+}
+
+// One report with a region per name case, each with its name as a metadata key and value too.
+ReplayReport report_with_every_name() {
+  std::vector<RegionTiming> regions;
+  uint64_t t = 0;
+  for (const NameCase& c : name_cases()) {
+    regions.push_back(region(c.input, t, t + 10, {{"key " + c.input, "value " + c.input}}));
+    t += 100;
+  }
+  return report_of(std::move(regions));
+}
+
+// The records of an RFC 4180 CSV text, each a list of fields.
+std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
+  std::vector<std::vector<std::string>> records;
+  std::vector<std::string> fields;
+  std::string field;
+  bool quoted = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        field += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      fields.push_back(std::move(field));
+      field.clear();
+    } else if (c == '\n') {
+      fields.push_back(std::move(field));
+      field.clear();
+      records.push_back(std::move(fields));
+      fields.clear();
+    } else {
+      field += c;
+    }
+  }
+  REQUIRE_MESSAGE(!quoted, "unterminated quoted field");
+  REQUIRE_MESSAGE(field.empty(), "the last record has no line break");
+  return records;
+}
+
+// A stream buffer that refuses every byte, like a full disk.
+struct RefusingBuffer : std::streambuf {
+  int_type overflow(int_type) override { return traits_type::eof(); }
+  std::streamsize xsputn(const char*, std::streamsize) override { return 0; }
+};
+
+// A stream buffer that takes the bytes but fails to flush them (like a failing fsync or close).
+struct FailingSyncBuffer : std::streambuf {
+  std::string taken;
+  int_type overflow(int_type c) override {
+    if (!traits_type::eq_int_type(c, traits_type::eof())) taken += traits_type::to_char_type(c);
+    return traits_type::not_eof(c);
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    taken.append(s, static_cast<size_t>(n));
+    return n;
+  }
+  int sync() override { return -1; }
+};
+
+using Exporter = void (*)(std::ostream&, const ReplayReport&);
+
+struct NamedExporter {
+  const char* what;  // as in the error message
+  Exporter write;
+};
+
+const std::vector<NamedExporter>& exporters() {
+  static const std::vector<NamedExporter> all = {
+      {"the Chrome trace",
+       [](std::ostream& out, const ReplayReport& r) { write_chrome_trace(out, {r}); }},
+      {"the reports CSV",
+       [](std::ostream& out, const ReplayReport& r) { write_reports_csv(out, {r}); }},
+      {"the statistics CSV",
+       [](std::ostream& out, const ReplayReport& r) {
+         StatsAccumulator acc;
+         acc.add(r);
+         write_stats_csv(out, acc.stats());
+       }},
+      {"the statistics table",
+       [](std::ostream& out, const ReplayReport& r) {
+         StatsAccumulator acc;
+         acc.add(r);
+         write_stats_table(out, acc.stats());
+       }},
+  };
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("chrome trace: invalid UTF-8 becomes U+FFFD per byte, valid names round-trip exactly") {
+  std::ostringstream out;
+  write_chrome_trace(out, {report_with_every_name()});  // audit 2.24: threw json type_error 316
+  const nlohmann::json trace = nlohmann::json::parse(out.str());
+  std::vector<nlohmann::json> events;
+  for (const nlohmann::json& e : trace["traceEvents"])
+    if (e["ph"] == "X") events.push_back(e);
+  REQUIRE(events.size() == name_cases().size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    const NameCase& c = name_cases()[i];
+    CAPTURE(c.expected);
+    CHECK(events[i]["name"].get<std::string>() == c.expected);
+    CHECK(events[i]["args"]["path"].get<std::string>() == c.expected);
+    CHECK(events[i]["args"]["key " + c.expected].get<std::string>() == "value " + c.expected);
+  }
+  bool process_named = false;
+  for (const nlohmann::json& e : trace["traceEvents"])
+    if (e["name"] == "process_name")
+      process_named = e["args"]["name"].get<std::string>() == "host device 0 (cpu" + kFFFD + ")";
+  CHECK(process_named);
+}
+
+TEST_CASE("reports csv: invalid UTF-8 replaced, control characters kept inside quoted fields") {
+  std::ostringstream out;
+  write_reports_csv(out, {report_with_every_name()});
+  const auto records = parse_csv(out.str());
+  REQUIRE(records.size() == 1 + name_cases().size());
+  for (size_t i = 0; i < name_cases().size(); ++i) {
+    const NameCase& c = name_cases()[i];
+    CAPTURE(c.expected);
+    REQUIRE(records[1 + i].size() == 11);
+    CHECK(records[1 + i][4] == c.expected);
+    CHECK(records[1 + i][10] == "key " + c.expected + "=value " + c.expected);
+  }
+}
+
+TEST_CASE("stats csv: paths with separators, quotes, line breaks and invalid UTF-8") {
+  StatsAccumulator acc;
+  acc.add(report_of({region("a,b", 0, 1), region("say \"hi\"", 0, 1), region("two\r\nlines", 0, 1),
+                     region("bad\xC3,byte", 0, 1)}));
+  std::ostringstream out;
+  write_stats_csv(out, acc.stats());
+  CHECK(out.str().find("\"two\r\nlines\"") != std::string::npos);
+  const auto records = parse_csv(out.str());
+  REQUIRE(records.size() == 5);
+  CHECK(records[1][0] == "a,b");
+  CHECK(records[2][0] == "say \"hi\"");
+  CHECK(records[3][0] == "two\r\nlines");
+  CHECK(records[4][0] == "bad" + kFFFD + ",byte");
+  for (const auto& record : records) CHECK(record.size() == 8);
+}
+
+TEST_CASE("stats table: one line per region, control characters shown as escapes") {
+  StatsAccumulator acc;
+  acc.add(report_of({region("line\nbreak", 0, 1000), region("esc\x1b[2J\x7f", 0, 1000),
+                     region("c1\xC2\x85", 0, 1000), region("bad\xC3", 0, 1000),
+                     region("caf\xC3\xA9", 0, 1000)}));
+  std::ostringstream out;
+  write_stats_table(out, acc.stats());
+  std::vector<std::string> lines;
+  std::istringstream in(out.str());
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  REQUIRE(lines.size() == 6);
+  CHECK(lines[1].rfind("line\\x0abreak ", 0) == 0);
+  CHECK(lines[2].rfind("esc\\x1b[2J\\x7f ", 0) == 0);
+  CHECK(lines[3].rfind("c1\\u0085 ", 0) == 0);
+  CHECK(lines[4].rfind("bad" + kFFFD + " ", 0) == 0);
+  CHECK(lines[5].rfind("caf\xC3\xA9 ", 0) == 0);
+  CHECK(out.str().find('\x1b') == std::string::npos);
+  // Aligned by code points: the count column ends at the same code point on every line.
+  const auto code_points = [](const std::string& s) {
+    size_t n = 0;
+    for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    return n;
+  };
+  for (const std::string& line : lines) CHECK(code_points(line) == code_points(lines[0]));
+}
+
+TEST_CASE("exporters: a stream that refuses the bytes is an InvalidArgument error") {
+  // Audit 4.9: a full disk used to go unnoticed.
+  const ReplayReport r = report_of({region("a", 0, 1)});
+  for (const NamedExporter& exporter : exporters()) {
+    CAPTURE(exporter.what);
+    RefusingBuffer refusing;
+    std::ostream out(&refusing);
+    CHECK_ACCGRAPH_ERROR(exporter.write(out, r), ErrorCode::InvalidArgument,
+                         std::string("writing ") + exporter.what + " failed: the output stream "
+                                                                   "reported an error (badbit)");
+
+    // With exceptions enabled the stream throws std::ios_base::failure; still an Error.
+    std::ostream throwing(&refusing);
+    throwing.exceptions(std::ios::badbit | std::ios::failbit);
+    CHECK_ACCGRAPH_ERROR(exporter.write(throwing, r), ErrorCode::InvalidArgument,
+                         std::string("writing ") + exporter.what + " failed");
+
+    // A stream that failed before the call.
+    std::ostringstream failed;
+    failed.setstate(std::ios::failbit);
+    CHECK_ACCGRAPH_ERROR(exporter.write(failed, r), ErrorCode::InvalidArgument,
+                         "the stream had failed before the call");
+  }
+}
+
+TEST_CASE("exporters: a failing flush is an InvalidArgument error") {
+  const ReplayReport r = report_of({region("a", 0, 1)});
+  for (const NamedExporter& exporter : exporters()) {
+    CAPTURE(exporter.what);
+    FailingSyncBuffer buffer;
+    std::ostream out(&buffer);
+    CHECK_ACCGRAPH_ERROR(exporter.write(out, r), ErrorCode::InvalidArgument,
+                         std::string("writing ") + exporter.what + " failed");
+    CHECK(!buffer.taken.empty());
+  }
+}
