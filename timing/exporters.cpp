@@ -199,11 +199,14 @@ void write_reports_csv(std::ostream& out, const std::vector<ReplayReport>& repor
     out << "graph_id,replay_index,backend,device,path,depth,stream_id,start_ns,end_ns,"
            "duration_ns,metadata\n";
     for (const ReplayReport& r : reports)
-      for (const RegionTiming& t : r.regions)
-        out << fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", r.graph_id, r.replay_index,
+      for (const RegionTiming& t : r.regions) {
+        // An unmeasurable region (RegionTiming::measurable) has no times: empty fields.
+        const std::string times =
+            t.measurable ? fmt::format("{},{},{}", t.start_ns, t.end_ns, t.duration_ns) : ",,";
+        out << fmt::format("{},{},{},{},{},{},{},{},{}\n", r.graph_id, r.replay_index,
                            csv_field(r.backend), r.device, csv_field(t.path), t.depth,
-                           t.stream_id, t.start_ns, t.end_ns, t.duration_ns,
-                           csv_field(metadata_text(t.metadata)));
+                           t.stream_id, times, csv_field(metadata_text(t.metadata)));
+      }
   });
 }
 
@@ -269,12 +272,13 @@ void write_chrome_trace_document(std::ostream& out, const std::vector<ReplayRepo
     const size_t first = events.size();
     for (const RegionTiming& t : r.regions) {
       events.push_back({&r, &t, events.size()});
-      origin = std::min(origin, t.start_ns);
+      if (t.measurable) origin = std::min(origin, t.start_ns);
     }
     for (size_t i = first; i < events.size(); ++i) {
       int parent = events[i].region->parent;
       if (parent >= 0 && static_cast<size_t>(parent) < r.regions.size() &&
-          r.regions[parent].stream_id == events[i].region->stream_id)
+          r.regions[parent].stream_id == events[i].region->stream_id &&
+          r.regions[parent].measurable)
         events[i].parent = &events[first + static_cast<size_t>(parent)];
     }
   }
@@ -293,7 +297,8 @@ void write_chrome_trace_document(std::ostream& out, const std::vector<ReplayRepo
               ? fmt::format("{} device {}", key.first, key.second)
               : fmt::format("{} device {} ({})", key.first, key.second, e.report->device_name));
     }
-    by_stream[{it->second, e.region->stream_id}].push_back(&e);
+    // An unmeasurable region has no place in time: it is left out of the trace.
+    if (e.region->measurable) by_stream[{it->second, e.region->stream_id}].push_back(&e);
   }
 
   nlohmann::json trace_events = nlohmann::json::array();

@@ -276,3 +276,46 @@ TEST_CASE("exporters: a failing flush is an InvalidArgument error") {
     CHECK(!buffer.taken.empty());
   }
 }
+
+// Audit 5.2: an unmeasurable region (RegionTiming::measurable false) has no times to export.
+TEST_CASE("exporters: an unmeasurable region is left out of the trace and has empty CSV times") {
+  ReplayReport report;
+  report.graph_id = 1;
+  report.backend = "host";
+  RegionTiming outer;
+  outer.name = outer.path = "outer";
+  outer.start_ns = 1000;
+  outer.end_ns = 5000;
+  outer.duration_ns = 4000;
+  RegionTiming lost;
+  lost.name = "lost";
+  lost.path = "outer/lost";
+  lost.depth = 1;
+  lost.parent = 0;
+  lost.measurable = false;
+  RegionTiming inner = lost;
+  inner.name = "inner";
+  inner.path = "outer/lost/inner";
+  inner.depth = 2;
+  inner.parent = 1;
+  inner.measurable = true;
+  inner.start_ns = 2000;
+  inner.end_ns = 3000;
+  inner.duration_ns = 1000;
+  report.regions = {outer, lost, inner};
+
+  std::ostringstream trace;
+  write_chrome_trace(trace, {report});
+  nlohmann::json document = nlohmann::json::parse(trace.str());
+  std::vector<std::string> names;
+  for (const auto& event : document["traceEvents"])
+    if (event["ph"] == "X") names.push_back(event["name"]);
+  CHECK(names == std::vector<std::string>{"outer", "inner"});
+  for (const auto& event : document["traceEvents"])
+    if (event["ph"] == "X" && event["name"] == "inner") CHECK(event["ts"] == 1.0);  // origin 1000
+
+  std::ostringstream csv;
+  write_reports_csv(csv, {report});
+  CHECK(csv.str().find("outer/lost,1,0,,,,") != std::string::npos);
+  CHECK(csv.str().find("outer/lost/inner,2,0,2000,3000,1000,") != std::string::npos);
+}
