@@ -47,9 +47,9 @@ constexpr size_t kShownNameBytes = 200;
 
 using plugin::escape_for_message;
 
-[[noreturn]] void reject(const std::string& shown_path, const std::string& reason) {
+[[noreturn]] void reject(const std::string& path, const std::string& reason) {
   throw Error(ErrorCode::PluginError,
-              fmt::format("plugin '{}' was rejected: {}", shown_path, reason));
+              fmt::format("plugin '{}' was rejected: {}", escape_for_message(path), reason));
 }
 
 bool valid_backend_name(const char* name) {
@@ -187,30 +187,29 @@ PluginLibrary::~PluginLibrary() {
 }
 
 void check_plugin_table(const AccgraphPluginApi* api, const std::string& path) {
-  const std::string shown = escape_for_message(path);
-  if (api == nullptr) reject(shown, "its entry point returned no table");
+  if (api == nullptr) reject(path, "its entry point returned no table");
   if (api->struct_size < kMinimumTableSize)
-    reject(shown, fmt::format("its table is {} bytes, smaller than the {} bytes of ABI 1.0; "
+    reject(path, fmt::format("its table is {} bytes, smaller than the {} bytes of ABI 1.0; "
                               "rebuild it against the installed accgraph headers",
                               api->struct_size, kMinimumTableSize));
   if (api->abi_major != ACCGRAPH_PLUGIN_ABI_MAJOR)
-    reject(shown, fmt::format("it was built for plugin ABI {}.{} but this accgraph ({}.{}.{}) "
+    reject(path, fmt::format("it was built for plugin ABI {}.{} but this accgraph ({}.{}.{}) "
                               "speaks ABI {}.{} and the major versions must match; rebuild the "
                               "plugin against this accgraph",
                               api->abi_major, api->abi_minor, ACCGRAPH_VERSION_MAJOR,
                               ACCGRAPH_VERSION_MINOR, ACCGRAPH_VERSION_PATCH,
                               ACCGRAPH_PLUGIN_ABI_MAJOR, ACCGRAPH_PLUGIN_ABI_MINOR));
   if (!minor_is_recent_enough(api->abi_minor, ACCGRAPH_PLUGIN_ABI_MINOR_REQUIRED))
-    reject(shown, fmt::format("it was built for plugin ABI {}.{} but this accgraph needs at "
+    reject(path, fmt::format("it was built for plugin ABI {}.{} but this accgraph needs at "
                               "least {}.{}; rebuild the plugin against this accgraph",
                               api->abi_major, api->abi_minor, ACCGRAPH_PLUGIN_ABI_MAJOR,
                               ACCGRAPH_PLUGIN_ABI_MINOR_REQUIRED));
   if (!valid_backend_name(api->backend_name))
-    reject(shown, fmt::format("its backend name '{}' is not a valid name ([a-z0-9_]+); rename "
+    reject(path, fmt::format("its backend name '{}' is not a valid name ([a-z0-9_]+); rename "
                               "the backend",
                               shown_name(api->backend_name)));
   if (api->create_backend == nullptr || api->destroy_backend == nullptr)
-    reject(shown, "its table lacks create_backend or destroy_backend; define both (or use "
+    reject(path, "its table lacks create_backend or destroy_backend; define both (or use "
                   "ACCGRAPH_DEFINE_PLUGIN)");
 }
 
@@ -218,15 +217,14 @@ LoadedPlugin open_plugin(const std::string& path) {
   LoadedPlugin plugin;
   plugin.path = path;
   plugin.display_path = escape_for_message(path);
-  const std::string& shown = plugin.display_path;
   if (std::optional<std::string> problem = plugin::shared_library_problem(path))
-    reject(shown, *problem);
+    reject(path, *problem);
 
   dlerror();
   plugin.library = PluginLibrary(dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL));
   if (plugin.library.get() == nullptr) {
     const char* why = dlerror();
-    reject(shown, fmt::format("it could not be loaded as a shared library ({}); build it as a "
+    reject(path, fmt::format("it could not be loaded as a shared library ({}); build it as a "
                               "shared library (add_library(... MODULE)) for this platform and "
                               "make sure its dependencies can be found",
                               escape_for_message(why ? why : "no reason given")));
@@ -234,14 +232,14 @@ LoadedPlugin open_plugin(const std::string& path) {
   dlerror();
   void* symbol = dlsym(plugin.library.get(), ACCGRAPH_PLUGIN_ENTRY_SYMBOL);
   if (symbol == nullptr)
-    reject(shown, fmt::format("it has no entry point '{}'; define one with "
+    reject(path, fmt::format("it has no entry point '{}'; define one with "
                               "ACCGRAPH_DEFINE_PLUGIN (accgraph/plugin.hpp)",
                               ACCGRAPH_PLUGIN_ENTRY_SYMBOL));
   auto entry = reinterpret_cast<AccgraphPluginEntry>(symbol);
   const AccgraphPluginApi* api = nullptr;
   std::string thrown = what_it_threw([&] { api = entry(); });
   if (!thrown.empty())
-    reject(shown, fmt::format("its entry point threw {}; the entry point must return its table "
+    reject(path, fmt::format("its entry point threw {}; the entry point must return its table "
                               "(or NULL) and never throw",
                               thrown));
   check_plugin_table(api, path);

@@ -249,7 +249,11 @@ std::optional<std::string> shared_library_image_problem(const void* data, size_t
 std::string escape_for_message(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  auto hex = [&](unsigned char byte) { out += fmt::format("\\x{:02x}", byte); };
+  auto hex = [&](unsigned char byte) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    const char escaped[] = {'\\', 'x', kDigits[byte >> 4], kDigits[byte & 0xf]};
+    out.append(escaped, sizeof(escaped));
+  };
   for (size_t i = 0; i < text.size();) {
     const auto c = static_cast<unsigned char>(text[i]);
     if (c == '\\') {
