@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "accgraph/error.hpp"
+#include "accgraph/plugin.hpp"
 #include "accgraph/registry.hpp"
 #include "backends/host/host_backend.hpp"
 #include "registry_internal.hpp"
@@ -56,21 +57,23 @@ void register_builtin_backends(Registry& registry) {
   const std::string directory = module_directory();
   for (const BuiltinModule& module : kBuiltinModules) {
     std::string path = fmt::format("{}/libaccgraph_backend_{}.so", directory, module.name);
-    std::string origin = fmt::format("built-in module {}", path);
+    std::string shown_path = plugin::escape_for_message(path);
+    std::string origin = fmt::format("built-in module {}", shown_path);
     if (!file_exists(path)) {
       register_unavailable(registry, module.name, module.priority,
                            fmt::format("built-in module (not installed)"),
                            fmt::format("this installation has no {} module ({} is missing); {}",
-                                       module.name, path, module.how_to_build));
+                                       module.name, shown_path, module.how_to_build));
       continue;
     }
     try {
       LoadedPlugin plugin = open_plugin(path);
       if (plugin.name != module.name)
         throw Error(ErrorCode::PluginError,
-                    fmt::format("module '{}' registers backend '{}' instead of '{}'", path,
+                    fmt::format("module '{}' registers backend '{}' instead of '{}'", shown_path,
                                 plugin.name, module.name));
       registry.register_backend(plugin.name, module.priority, std::move(plugin.factory), origin);
+      plugin.library.keep_loaded();
     } catch (const Error& e) {
       register_unavailable(registry, module.name, module.priority, origin,
                            fmt::format("its module could not be loaded: {}", e.message()));

@@ -5,22 +5,32 @@
 //   - struct_size covers at least the 1.0 fields (tables grow only by appending),
 //   - abi_major == ACCGRAPH_PLUGIN_ABI_MAJOR (the C++ SPI objects must match too),
 //   - abi_minor >= ACCGRAPH_PLUGIN_ABI_MINOR_REQUIRED,
-//   - the backend name is [a-z0-9_]+ and both function pointers are set.
-// Anything else is rejected with an Error(PluginError) naming the file and the reason, the
-// library is closed, and the process keeps working. Accepted libraries are never closed: the
-// backend objects and their vtables live in them until the process ends.
+//   - the backend name is [a-z0-9_]+ and both function pointers are set
+// (check_plugin_table). Before that the file itself is checked (Note [Library check] in
+// shared_library.cpp), and the entry point must not throw. Anything else is rejected with an
+// Error(PluginError) naming the file (escaped) and the reason, the library is closed (including
+// a duplicate name found later by Registry::load_plugin: PluginLibrary owns the handle until the
+// backend is registered), and the process keeps working. Accepted libraries are never closed:
+// the backend objects and their vtables live in them until the process ends.
+#include <cxxabi.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
 #include <memory>
+#include <typeinfo>
 
 #include <fmt/format.h>
 
 #include "accgraph/error.hpp"
 #include "accgraph/plugin.h"
+#include "accgraph/plugin.hpp"
 #include "accgraph/version.hpp"
 #include "registry_internal.hpp"
 
@@ -30,9 +40,16 @@ namespace {
 
 constexpr size_t kMinimumTableSize =
     offsetof(AccgraphPluginApi, destroy_backend) + sizeof(AccgraphPluginApi::destroy_backend);
+// The message buffer handed to create_backend.
+constexpr size_t kMessageCapacity = 2048;
+// Longer invalid names are cut in messages (a name is checked whole).
+constexpr size_t kShownNameBytes = 200;
+
+using plugin::escape_for_message;
 
 [[noreturn]] void reject(const std::string& path, const std::string& reason) {
-  throw Error(ErrorCode::PluginError, fmt::format("plugin '{}' was rejected: {}", path, reason));
+  throw Error(ErrorCode::PluginError,
+              fmt::format("plugin '{}' was rejected: {}", escape_for_message(path), reason));
 }
 
 bool valid_backend_name(const char* name) {
@@ -42,12 +59,42 @@ bool valid_backend_name(const char* name) {
   return true;
 }
 
-// Closes a library we decided not to keep.
-struct LibraryCloser {
-  void operator()(void* handle) const noexcept {
-    if (handle != nullptr) dlclose(handle);
+std::string shown_name(const char* name) {
+  if (name == nullptr) return "(null)";
+  std::string_view text(name);
+  if (text.size() <= kShownNameBytes) return escape_for_message(text);
+  return fmt::format("{}... ({} bytes)", escape_for_message(text.substr(0, kShownNameBytes)),
+                     text.size());
+}
+
+// The type of the exception being handled, demangled ("std::runtime_error", "int"). Call it only
+// inside a catch block, while the library that threw is still loaded: the type information lives
+// in it.
+std::string current_exception_type() {
+  const std::type_info* type = abi::__cxa_current_exception_type();
+  if (type == nullptr) return "unknown";
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> demangled(
+      abi::__cxa_demangle(type->name(), nullptr, nullptr, &status), &std::free);
+  return escape_for_message(status == 0 && demangled ? demangled.get() : type->name());
+}
+
+// Runs `call` and describes what it threw ("an exception of type T (what)"), empty when it
+// returned. The exception object is destroyed before this returns, while the plugin that threw it
+// (its destructor, its type information) is still loaded; only then may a rejection close the
+// library (audit 3.13: closing it during the unwinding crashed in the personality routine).
+template <class Call>
+std::string what_it_threw(Call call) {
+  try {
+    call();
+    return {};
+  } catch (const std::exception& e) {
+    return fmt::format("an exception of type {} ({})", current_exception_type(),
+                       escape_for_message(e.what()));
+  } catch (...) {
+    return fmt::format("an exception of type {}", current_exception_type());
   }
-};
+}
 
 // The plugin allocated its backend, so the plugin frees it (destroy_backend): the core holds
 // this forwarding owner instead of deleting across the library boundary.
@@ -84,8 +131,6 @@ class PluginBackend final : public Backend {
 // unsigned value against a literal 0 draws a warning.
 bool minor_is_recent_enough(uint32_t minor, uint32_t required) { return minor >= required; }
 
-AccgraphStatus to_status_checked(int value) { return static_cast<AccgraphStatus>(value); }
-
 ErrorCode to_error_code(AccgraphStatus status) {
   switch (status) {
     case ACCGRAPH_STATUS_INVALID_ARGUMENT: return ErrorCode::InvalidArgument;
@@ -97,78 +142,118 @@ ErrorCode to_error_code(AccgraphStatus status) {
   }
 }
 
+// Calls the plugin's create_backend behind the C ABI. Whatever it does wrong (throws, leaves
+// the message without a NUL, returns OK without a backend) becomes an Error naming the backend.
+std::unique_ptr<Backend> create_plugin_backend(const AccgraphPluginApi* api,
+                                               const std::string& name) {
+  char message[kMessageCapacity] = {0};
+  void* created = nullptr;
+  AccgraphStatus status = ACCGRAPH_STATUS_OK;
+  std::string thrown =
+      what_it_threw([&] { status = api->create_backend(&created, message, sizeof(message)); });
+  if (!thrown.empty())
+    throw Error(ErrorCode::BackendError,
+                fmt::format("its create_backend threw {} through the C ABI; a plugin must return "
+                            "a status and a message instead (ACCGRAPH_DEFINE_PLUGIN does)",
+                            thrown),
+                name);
+  if (status != ACCGRAPH_STATUS_OK || created == nullptr) {
+    // Bounded: a plugin may fill the whole buffer without the NUL it owes (audit 3.17).
+    std::string reason(message, strnlen(message, sizeof(message)));
+    if (reason.empty()) reason = "create_backend failed without a message";
+    throw Error(status == ACCGRAPH_STATUS_OK ? ErrorCode::BackendError : to_error_code(status),
+                std::move(reason), name);
+  }
+  return std::make_unique<PluginBackend>(static_cast<Backend*>(created), api->destroy_backend);
+}
+
 }  // namespace
 
-LoadedPlugin open_plugin(const std::string& path) {
-  struct stat info {};
-  if (::stat(path.c_str(), &info) != 0)
-    reject(path, "the file does not exist or cannot be read; check the path");
-  if (!S_ISREG(info.st_mode)) reject(path, "it is not a regular file");
-
-  dlerror();
-  std::unique_ptr<void, LibraryCloser> library(dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL));
-  if (!library) {
-    const char* why = dlerror();
-    reject(path, fmt::format("it could not be loaded as a shared library ({}); build it as a "
-                             "shared library (add_library(... MODULE)) for this platform and "
-                             "make sure its dependencies can be found",
-                             why ? why : "no reason given"));
+PluginLibrary& PluginLibrary::operator=(PluginLibrary&& other) noexcept {
+  if (this != &other) {
+    PluginLibrary closing(std::move(*this));
+    handle_ = other.handle_;
+    other.handle_ = nullptr;
   }
-  dlerror();
-  void* symbol = dlsym(library.get(), ACCGRAPH_PLUGIN_ENTRY_SYMBOL);
-  if (symbol == nullptr)
-    reject(path, fmt::format("it has no entry point '{}'; define one with "
-                             "ACCGRAPH_DEFINE_PLUGIN (accgraph/plugin.hpp)",
-                             ACCGRAPH_PLUGIN_ENTRY_SYMBOL));
-  auto entry = reinterpret_cast<AccgraphPluginEntry>(symbol);
-  const AccgraphPluginApi* api = entry();
+  return *this;
+}
+
+PluginLibrary::~PluginLibrary() {
+  if (handle_ != nullptr && dlclose(handle_) != 0) {
+    const char* why = dlerror();
+    log(LogLevel::Warning, fmt::format("closing a rejected plugin library failed: {}",
+                                       escape_for_message(why ? why : "no reason given")));
+  }
+}
+
+void check_plugin_table(const AccgraphPluginApi* api, const std::string& path) {
   if (api == nullptr) reject(path, "its entry point returned no table");
   if (api->struct_size < kMinimumTableSize)
     reject(path, fmt::format("its table is {} bytes, smaller than the {} bytes of ABI 1.0; "
-                             "rebuild it against the installed accgraph headers",
-                             api->struct_size, kMinimumTableSize));
+                              "rebuild it against the installed accgraph headers",
+                              api->struct_size, kMinimumTableSize));
   if (api->abi_major != ACCGRAPH_PLUGIN_ABI_MAJOR)
     reject(path, fmt::format("it was built for plugin ABI {}.{} but this accgraph ({}.{}.{}) "
-                             "speaks ABI {}.{} and the major versions must match; rebuild the "
-                             "plugin against this accgraph",
-                             api->abi_major, api->abi_minor, ACCGRAPH_VERSION_MAJOR,
-                             ACCGRAPH_VERSION_MINOR, ACCGRAPH_VERSION_PATCH,
-                             ACCGRAPH_PLUGIN_ABI_MAJOR, ACCGRAPH_PLUGIN_ABI_MINOR));
+                              "speaks ABI {}.{} and the major versions must match; rebuild the "
+                              "plugin against this accgraph",
+                              api->abi_major, api->abi_minor, ACCGRAPH_VERSION_MAJOR,
+                              ACCGRAPH_VERSION_MINOR, ACCGRAPH_VERSION_PATCH,
+                              ACCGRAPH_PLUGIN_ABI_MAJOR, ACCGRAPH_PLUGIN_ABI_MINOR));
   if (!minor_is_recent_enough(api->abi_minor, ACCGRAPH_PLUGIN_ABI_MINOR_REQUIRED))
-    reject(path, fmt::format("it was built for plugin ABI {}.{} but this accgraph needs at least "
-                             "{}.{}; rebuild the plugin against this accgraph",
-                             api->abi_major, api->abi_minor, ACCGRAPH_PLUGIN_ABI_MAJOR,
-                             ACCGRAPH_PLUGIN_ABI_MINOR_REQUIRED));
+    reject(path, fmt::format("it was built for plugin ABI {}.{} but this accgraph needs at "
+                              "least {}.{}; rebuild the plugin against this accgraph",
+                              api->abi_major, api->abi_minor, ACCGRAPH_PLUGIN_ABI_MAJOR,
+                              ACCGRAPH_PLUGIN_ABI_MINOR_REQUIRED));
   if (!valid_backend_name(api->backend_name))
-    reject(path, fmt::format("its backend name '{}' is not a valid name ([a-z0-9_]+)",
-                             api->backend_name ? api->backend_name : "(null)"));
+    reject(path, fmt::format("its backend name '{}' is not a valid name ([a-z0-9_]+); rename "
+                              "the backend",
+                              shown_name(api->backend_name)));
   if (api->create_backend == nullptr || api->destroy_backend == nullptr)
-    reject(path, "its table lacks create_backend or destroy_backend");
+    reject(path, "its table lacks create_backend or destroy_backend; define both (or use "
+                  "ACCGRAPH_DEFINE_PLUGIN)");
+}
 
+LoadedPlugin open_plugin(const std::string& path) {
   LoadedPlugin plugin;
   plugin.path = path;
+  plugin.display_path = escape_for_message(path);
+  if (std::optional<std::string> problem = plugin::shared_library_problem(path))
+    reject(path, *problem);
+
+  dlerror();
+  plugin.library = PluginLibrary(dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL));
+  if (plugin.library.get() == nullptr) {
+    const char* why = dlerror();
+    reject(path, fmt::format("it could not be loaded as a shared library ({}); build it as a "
+                              "shared library (add_library(... MODULE)) for this platform and "
+                              "make sure its dependencies can be found",
+                              escape_for_message(why ? why : "no reason given")));
+  }
+  dlerror();
+  void* symbol = dlsym(plugin.library.get(), ACCGRAPH_PLUGIN_ENTRY_SYMBOL);
+  if (symbol == nullptr)
+    reject(path, fmt::format("it has no entry point '{}'; define one with "
+                              "ACCGRAPH_DEFINE_PLUGIN (accgraph/plugin.hpp)",
+                              ACCGRAPH_PLUGIN_ENTRY_SYMBOL));
+  auto entry = reinterpret_cast<AccgraphPluginEntry>(symbol);
+  const AccgraphPluginApi* api = nullptr;
+  std::string thrown = what_it_threw([&] { api = entry(); });
+  if (!thrown.empty())
+    reject(path, fmt::format("its entry point threw {}; the entry point must return its table "
+                              "(or NULL) and never throw",
+                              thrown));
+  check_plugin_table(api, path);
+
   plugin.name = api->backend_name;
   plugin.priority = api->priority;
-  plugin.version = api->plugin_version ? api->plugin_version : "";
+  plugin.version = api->plugin_version ? escape_for_message(api->plugin_version) : "";
   std::string name = plugin.name;
-  plugin.factory = [api, name]() -> std::unique_ptr<Backend> {
-    char message[2048] = {0};
-    void* created = nullptr;
-    AccgraphStatus status =
-        to_status_checked(api->create_backend(&created, message, sizeof(message)));
-    if (status != ACCGRAPH_STATUS_OK || created == nullptr) {
-      std::string reason = message[0] ? message : "create_backend failed without a message";
-      throw Error(status == ACCGRAPH_STATUS_OK ? ErrorCode::BackendError : to_error_code(status),
-                  reason, name);
-    }
-    return std::make_unique<PluginBackend>(static_cast<Backend*>(created), api->destroy_backend);
-  };
-  library.release();  // kept open for the life of the process (see Note [Plugin ABI])
+  plugin.factory = [api, name] { return create_plugin_backend(api, name); };
   return plugin;
 }
 
-std::vector<std::string> plugin_candidates(const std::string& path_list) {
-  std::vector<std::string> result;
+std::vector<PluginCandidate> plugin_candidates(const std::string& path_list) {
+  std::vector<PluginCandidate> result;
   size_t start = 0;
   while (start <= path_list.size()) {
     size_t end = path_list.find(':', start);
@@ -177,26 +262,41 @@ std::vector<std::string> plugin_candidates(const std::string& path_list) {
     start = end + 1;
     if (item.empty()) continue;
     struct stat info {};
-    if (::stat(item.c_str(), &info) != 0) {
-      result.push_back(item);  // reported as "does not exist" by open_plugin
+    if (::stat(item.c_str(), &info) != 0 || S_ISREG(info.st_mode)) {
+      result.push_back({item, {}});  // open_plugin reports why it cannot be opened
       continue;
     }
-    if (S_ISREG(info.st_mode)) {
-      result.push_back(item);
+    auto unreadable = [&](const char* call, int error) {
+      result.push_back(
+          {item, fmt::format("'{}' on the plugin path is not a plugin library and cannot be "
+                             "read as a directory ({}: {}); fix its permissions or remove it "
+                             "from ACCGRAPH_PLUGIN_PATH",
+                             escape_for_message(item), call, std::strerror(error))});
+    };
+    DIR* dir = opendir(item.c_str());
+    if (dir == nullptr) {
+      unreadable("opendir", errno);
       continue;
     }
-    std::vector<std::string> in_directory;
-    if (DIR* dir = opendir(item.c_str())) {
-      while (dirent* ent = readdir(dir)) {
-        std::string file = ent->d_name;
-        bool looks_like_library = file.size() > 3 && (file.compare(file.size() - 3, 3, ".so") == 0 ||
-                                                      file.find(".so.") != std::string::npos);
-        if (looks_like_library) in_directory.push_back(item + "/" + file);
+    std::vector<PluginCandidate> in_directory;
+    int read_error = 0;
+    for (;;) {
+      errno = 0;
+      dirent* ent = readdir(dir);
+      if (ent == nullptr) {
+        read_error = errno;
+        break;
       }
-      closedir(dir);
+      std::string file = ent->d_name;
+      bool looks_like_library = file.size() > 3 && (file.compare(file.size() - 3, 3, ".so") == 0 ||
+                                                    file.find(".so.") != std::string::npos);
+      if (looks_like_library) in_directory.push_back({item + "/" + file, {}});
     }
-    std::sort(in_directory.begin(), in_directory.end());
+    closedir(dir);
+    std::sort(in_directory.begin(), in_directory.end(),
+              [](const auto& a, const auto& b) { return a.path < b.path; });
     result.insert(result.end(), in_directory.begin(), in_directory.end());
+    if (read_error != 0) unreadable("readdir", read_error);
   }
   return result;
 }

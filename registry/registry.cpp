@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "accgraph/error.hpp"
+#include "accgraph/plugin.hpp"
 #include "accgraph/registry.hpp"
 #include "registry_internal.hpp"
 
@@ -84,8 +85,40 @@ Backend* ensure_created(Entry& entry) {
     entry.unavailable_reason = e.message();
   } catch (const std::exception& e) {
     entry.unavailable_reason = fmt::format("its factory failed: {}", e.what());
+  } catch (...) {
+    // A factory must throw accgraph::Error; anything else still only makes it unavailable.
+    entry.unavailable_reason = "its factory threw an exception that is not a std::exception";
   }
   return entry.backend.get();
+}
+
+// The devices of a created backend, or the reason they cannot be listed.
+struct DeviceList {
+  std::vector<DeviceInfo> devices;
+  std::string problem;  // empty when `devices` is the answer
+};
+
+DeviceList list_devices(const Backend& backend) {
+  DeviceList list;
+  try {
+    list.devices = backend.devices();
+  } catch (const Error& e) {
+    list.problem = e.message();
+  } catch (const std::exception& e) {
+    list.problem = fmt::format("listing its devices failed: {}", e.what());
+  } catch (...) {
+    list.problem = "listing its devices threw an exception that is not a std::exception";
+  }
+  return list;
+}
+
+// Why a created backend cannot run work, or empty. It must list at least one device: a backend
+// with none is listed unavailable and never chosen as the default, where it would make every
+// default stream fail (audit 3.19).
+std::string why_unusable(const DeviceList& list) {
+  if (!list.problem.empty()) return list.problem;
+  if (list.devices.empty()) return "it has no devices";
+  return {};
 }
 
 std::string describe_registered(const std::vector<std::shared_ptr<Entry>>& entries,
@@ -109,23 +142,51 @@ Registry::~Registry() = default;
 
 Registry& Registry::instance() {
   // Leaked on purpose: backends must not be torn down during static destruction, after the
-  // vendor runtimes they use may already be gone.
+  // vendor runtimes they use may already be gone. The initialiser never throws: a throwing
+  // static initialiser would run again (and leak another Registry) on every call, so every
+  // failure here becomes a rejected plugin or a warning instead (audit 3.12).
   static Registry* registry = [] {
     auto* created = new Registry();
-    detail::register_builtin_backends(*created);
-    if (const char* plugin_path = std::getenv("ACCGRAPH_PLUGIN_PATH")) {
-      for (const std::string& candidate : detail::plugin_candidates(plugin_path)) {
-        try {
-          created->load_plugin(candidate);
-        } catch (const Error& e) {
-          // Recorded in plugin_failures() by load_plugin; the process keeps working.
-          log(LogLevel::Warning, e.what());
-        }
-      }
+    try {
+      detail::register_builtin_backends(*created);
+    } catch (const std::exception& e) {
+      log(LogLevel::Error, fmt::format("registering the built-in backends failed: {}", e.what()));
+    } catch (...) {
+      log(LogLevel::Error, "registering the built-in backends failed");
     }
+    if (const char* plugin_path = std::getenv("ACCGRAPH_PLUGIN_PATH"))
+      created->load_plugin_path(plugin_path);
     return created;
   }();
   return *registry;
+}
+
+void Registry::load_plugin_path(const std::string& path_list) noexcept {
+  try {
+    for (const detail::PluginCandidate& candidate : detail::plugin_candidates(path_list)) {
+      if (!candidate.problem.empty()) {
+        record_failure(candidate.path, candidate.problem);
+        log(LogLevel::Warning, candidate.problem);
+        continue;
+      }
+      try {
+        load_plugin(candidate.path);
+      } catch (const Error& e) {
+        // Recorded in plugin_failures() by load_plugin; the process keeps working.
+        log(LogLevel::Warning, e.what());
+      }
+    }
+  } catch (const std::exception& e) {
+    log(LogLevel::Error, fmt::format("loading the plugins of ACCGRAPH_PLUGIN_PATH failed: {}",
+                                     e.what()));
+  } catch (...) {
+    log(LogLevel::Error, "loading the plugins of ACCGRAPH_PLUGIN_PATH failed");
+  }
+}
+
+void Registry::record_failure(const std::string& path, std::string reason) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->failures.push_back(PluginFailure{plugin::escape_for_message(path), std::move(reason)});
 }
 
 void Registry::register_backend(const std::string& name, int priority, BackendFactory factory,
@@ -170,13 +231,19 @@ std::vector<BackendStatus> Registry::status() {
     status.priority = entry->priority;
     status.origin = entry->origin;
     if (Backend* backend = ensure_created(*entry)) {
-      status.available = true;
+      DeviceList list = list_devices(*backend);
+      status.unavailable_reason = why_unusable(list);
+      status.available = status.unavailable_reason.empty();
+      status.devices = std::move(list.devices);
       try {
-        status.devices = backend->devices();
         if (!status.devices.empty()) status.capabilities = backend->capabilities(0);
       } catch (const Error& e) {
         status.available = false;
         status.unavailable_reason = e.message();
+      } catch (...) {
+        status.available = false;
+        status.unavailable_reason = "reading the capabilities of device 0 threw an exception "
+                                    "that is not an accgraph::Error";
       }
     } else {
       status.unavailable_reason = entry->unavailable_reason;
@@ -198,7 +265,8 @@ Backend& Registry::backend(std::string_view name) {
     throw Error(ErrorCode::InvalidArgument,
                 fmt::format("unknown backend '{}': registered backends are:{}\nuse one of these "
                             "names, or load a plugin (ACCGRAPH_PLUGIN_PATH or load_plugin)",
-                            name, describe_registered(entries, plugin_failures())));
+                            plugin::escape_for_message(name),
+                            describe_registered(entries, plugin_failures())));
   }
   Backend* backend = ensure_created(*entry);
   if (backend == nullptr)
@@ -211,16 +279,33 @@ Backend& Registry::backend(std::string_view name) {
 
 std::string Registry::default_backend_name() {
   if (const char* chosen = std::getenv("ACCGRAPH_BACKEND"); chosen != nullptr && *chosen) {
-    if (!contains(chosen)) {
+    std::shared_ptr<Entry> entry = state_->find(chosen);
+    if (!entry) {
       backend(chosen);  // throws the "unknown backend" error with the list
+      return chosen;    // registered meanwhile by another thread
     }
-    return chosen;
+    if (Backend* created = ensure_created(*entry)) {
+      if (std::string problem = why_unusable(list_devices(*created)); !problem.empty())
+        throw Error(ErrorCode::Unavailable,
+                    fmt::format("ACCGRAPH_BACKEND names backend '{}', which cannot run work: {}; "
+                                "pick another backend (see `accgraph backends`) or unset "
+                                "ACCGRAPH_BACKEND",
+                                entry->name, problem),
+                    entry->name);
+    }
+    return chosen;  // an unavailable one fails with its reason where it is used
   }
-  for (const auto& entry : state_->sorted())
-    if (ensure_created(*entry) != nullptr) return entry->name;
+  std::string skipped;
+  for (const auto& entry : state_->sorted()) {
+    Backend* created = ensure_created(*entry);
+    if (created == nullptr) continue;
+    std::string problem = why_unusable(list_devices(*created));
+    if (problem.empty()) return entry->name;
+    skipped += fmt::format("\n  {} is not used as the default: {}", entry->name, problem);
+  }
   throw Error(ErrorCode::Unavailable,
-              fmt::format("no backend is available:{}",
-                          describe_registered(state_->sorted(), plugin_failures())));
+              fmt::format("no backend is available:{}{}",
+                          describe_registered(state_->sorted(), plugin_failures()), skipped));
 }
 
 std::unique_ptr<GraphImplInterface> Registry::create_graph_impl(std::string_view name,
@@ -230,6 +315,7 @@ std::unique_ptr<GraphImplInterface> Registry::create_graph_impl(std::string_view
 }
 
 void Registry::load_plugin(const std::string& path) {
+  // A rejection anywhere below destroys `plugin`, which closes the library (Note [Plugin ABI]).
   try {
     detail::LoadedPlugin plugin = detail::open_plugin(path);
     if (contains(plugin.name)) {
@@ -238,17 +324,24 @@ void Registry::load_plugin(const std::string& path) {
                   fmt::format("plugin '{}' was rejected: it registers backend '{}', which is "
                               "already registered ({}); rename the plugin's backend or remove one "
                               "of the two",
-                              path, plugin.name, existing ? existing->origin : "?"));
+                              plugin.display_path, plugin.name, existing ? existing->origin : "?"));
     }
-    std::string origin = fmt::format("plugin {}", path);
+    std::string origin = fmt::format("plugin {}", plugin.display_path);
     if (!plugin.version.empty()) origin += fmt::format(" (version {})", plugin.version);
     register_backend(plugin.name, plugin.priority, std::move(plugin.factory), origin);
+    plugin.library.keep_loaded();
   } catch (const Error& e) {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    state_->failures.push_back(PluginFailure{path, e.message()});
+    record_failure(path, e.message());
     if (e.code() == ErrorCode::PluginError) throw;
     throw Error(ErrorCode::PluginError,
-                fmt::format("plugin '{}' was rejected: {}", path, e.message()));
+                fmt::format("plugin '{}' was rejected: {}", plugin::escape_for_message(path),
+                            e.message()));
+  } catch (const std::exception& e) {
+    std::string reason = fmt::format("loading it failed: {}", e.what());
+    record_failure(path, reason);
+    throw Error(ErrorCode::PluginError,
+                fmt::format("plugin '{}' was rejected: {}", plugin::escape_for_message(path),
+                            reason));
   }
 }
 

@@ -1,4 +1,5 @@
-// Registry internals shared by registry.cpp, the plugin loader and the built-in list.
+// Registry internals shared by registry.cpp, the plugin loader and the built-in list. The few
+// functions marked ACCGRAPH_API are exported for the tests and the fuzzers only.
 #pragma once
 
 #include <memory>
@@ -6,25 +7,66 @@
 #include <string>
 #include <vector>
 
+#include "accgraph/export.hpp"
+#include "accgraph/plugin.h"
 #include "accgraph/registry.hpp"
 
 namespace accgraph::detail {
 
+/// Owns a dlopen handle: closes it when destroyed unless keep_loaded() was called. Every path
+/// that rejects a library after opening it (a bad table, a throwing entry point, a duplicate
+/// name found by Registry::load_plugin) closes it through this owner.
+class PluginLibrary {
+ public:
+  PluginLibrary() = default;
+  explicit PluginLibrary(void* handle) : handle_(handle) {}
+  PluginLibrary(PluginLibrary&& other) noexcept : handle_(other.handle_) { other.handle_ = nullptr; }
+  PluginLibrary& operator=(PluginLibrary&& other) noexcept;
+  PluginLibrary(const PluginLibrary&) = delete;
+  PluginLibrary& operator=(const PluginLibrary&) = delete;
+  ~PluginLibrary();
+
+  void* get() const { return handle_; }
+  /// The backend's code and vtables live in the library: once registered it stays loaded until
+  /// the process ends (Note [Plugin ABI]).
+  void keep_loaded() { handle_ = nullptr; }
+
+ private:
+  void* handle_ = nullptr;
+};
+
 /// A plugin library opened and checked, ready to register.
 struct LoadedPlugin {
-  std::string path;
+  PluginLibrary library;  // first, so it is closed last, after the factory that points into it
+  std::string path;       // as given, for messages use display_path
+  std::string display_path;  // escaped (plugin::escape_for_message)
   std::string name;
   int priority = 0;
-  std::string version;
+  std::string version;    // escaped
   BackendFactory factory;
 };
 
-/// Opens `path`, checks the entry point and its table (Note [Plugin ABI]). Throws
-/// Error(PluginError) naming the file and the reason; the library is closed again then.
+/// Opens `path`, checks the file (Note [Library check]), the entry point and its table (Note
+/// [Plugin ABI]). Throws Error(PluginError) naming the file and the reason; the library is
+/// closed again then. Any exception from the entry point becomes such a rejection.
 LoadedPlugin open_plugin(const std::string& path);
 
-/// The plugin libraries in the directories (or files) of a ':'-separated path list, sorted.
-std::vector<std::string> plugin_candidates(const std::string& path_list);
+/// The table checks of Note [Plugin ABI] on the table `api` that the library at `path` returned
+/// (null included). Throws Error(PluginError) naming the file and the reason, as load_plugin
+/// would; returns when the table is accepted. Exported for the tests and fuzz_plugin_table.
+ACCGRAPH_API void check_plugin_table(const AccgraphPluginApi* api, const std::string& path);
+
+/// One item found on the plugin path: a library to try, or a path item that could not be read
+/// (`problem` set, already phrased as a whole message).
+struct PluginCandidate {
+  std::string path;
+  std::string problem;
+};
+
+/// The plugin libraries in the directories (or files) of a ':'-separated path list, sorted per
+/// directory; a directory that cannot be read is a candidate with its problem. Exported for the
+/// tests.
+ACCGRAPH_API std::vector<PluginCandidate> plugin_candidates(const std::string& path_list);
 
 /// The directory of the backend modules next to libaccgraph (lib/accgraph/).
 std::string module_directory();

@@ -1,5 +1,7 @@
 // The Level Zero backend: discovery (zeInit, a driver with GPU devices, a context), the capture
 // path and timer of each device, capabilities, and the plugin entry point of the module.
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -128,12 +130,79 @@ void set_up_delay(const Runtime& runtime, DeviceState& device) {
   }
 }
 
+// Note [Alternative drivers]: ZE_ENABLE_ALT_DRIVERS replaces the Level Zero loader's list of
+// drivers by its comma-separated entries, each dlopen()ed inside zeInit (loader 1.8 onwards). A
+// truncated library there kills the process with SIGBUS inside that dlopen (audit 4.13), so
+// before zeInit every entry that names an existing file (it has a '/') goes through the core's
+// library check (Note [Library check], accgraph/plugin.hpp); a broken one makes level_zero
+// unavailable without calling zeInit. Entries without a '/' are searched for by dlopen in the
+// library path, and paths that do not exist are skipped by the loader: both are left to it.
+std::vector<std::string> alt_driver_entries(const std::string& value) {
+  std::vector<std::string> entries;
+  size_t start = 0;
+  for (;;) {
+    size_t comma = value.find(',', start);
+    entries.push_back(value.substr(start, comma == std::string::npos ? comma : comma - start));
+    if (comma == std::string::npos) return entries;
+    start = comma + 1;
+  }
+}
+
+bool names_existing_file(const std::string& entry) {
+  struct stat info {};
+  return entry.find('/') != std::string::npos && ::stat(entry.c_str(), &info) == 0;
+}
+
+void check_alt_drivers(const std::string& value) {
+  for (const std::string& entry : alt_driver_entries(value)) {
+    if (!names_existing_file(entry)) continue;
+    if (std::optional<std::string> problem = plugin::shared_library_problem(entry))
+      throw_unavailable(fmt::format("ZE_ENABLE_ALT_DRIVERS names '{}', which the Level Zero loader "
+                                    "would load, but {}; fix or remove that entry (zeInit was not "
+                                    "called)",
+                                    plugin::escape_for_message(entry), *problem));
+  }
+}
+
+// What to do when the loader offers no usable driver. With ZE_ENABLE_ALT_DRIVERS set the loader
+// loads only its entries (Note [Alternative drivers]), so the advice is about those (audit 4.12).
+std::string no_driver_advice() {
+  const char* alt = std::getenv("ZE_ENABLE_ALT_DRIVERS");
+  if (alt == nullptr) return kInstallAdvice;
+  std::string entries;
+  for (const std::string& entry : alt_driver_entries(alt)) {
+    std::string verdict;
+    if (entry.empty()) {
+      verdict = "an empty entry";
+    } else if (entry.find('/') == std::string::npos) {
+      verdict = "a name without a '/', which dlopen looks for in the library search path";
+    } else if (std::optional<std::string> problem = plugin::shared_library_problem(entry)) {
+      verdict = *problem;
+    } else {
+      verdict = "a shared library, but not one the loader accepted as a Level Zero driver";
+    }
+    entries += fmt::format("{}'{}': {}", entries.empty() ? "" : "; ",
+                           plugin::escape_for_message(entry), verdict);
+  }
+  return fmt::format("ZE_ENABLE_ALT_DRIVERS is set to '{}', so the Level Zero loader loads only "
+                     "these drivers, and none of them is usable ({}); check that each entry is "
+                     "the absolute path of a Level Zero driver library (the CPU test driver is "
+                     "libze_accgraph_cpu.so, built in tests/support/ze_cpu_driver of the accgraph "
+                     "build tree) whose dependencies can be found (ldd), or unset "
+                     "ZE_ENABLE_ALT_DRIVERS to use the installed GPU drivers",
+                     plugin::escape_for_message(alt), entries);
+}
+
 std::shared_ptr<Runtime> discover() {
+  if (const char* alt = std::getenv("ZE_ENABLE_ALT_DRIVERS")) check_alt_drivers(alt);
   ze_result_t result = zeInit(0);
   if (result != ZE_RESULT_SUCCESS)
-    throw_unavailable(fmt::format("zeInit failed with {}: the Level Zero loader found no usable "
-                                  "driver; {}",
-                                  result_name(result), kInstallAdvice),
+    throw_unavailable(fmt::format("zeInit failed with {}: {}", result_name(result),
+                                  std::getenv("ZE_ENABLE_ALT_DRIVERS")
+                                      ? no_driver_advice()
+                                      : fmt::format("the Level Zero loader found no usable "
+                                                    "driver; {}",
+                                                    kInstallAdvice)),
                       "zeInit", result_name(result));
   uint32_t driver_count = 0;
   result = zeDriverGet(&driver_count, nullptr);
@@ -142,7 +211,7 @@ std::shared_ptr<Runtime> discover() {
                                   result == ZE_RESULT_SUCCESS
                                       ? std::string()
                                       : fmt::format(" (zeDriverGet: {})", result_name(result)),
-                                  kInstallAdvice),
+                                  no_driver_advice()),
                       "zeDriverGet", result_name(result));
   std::vector<ze_driver_handle_t> drivers(driver_count);
   ACCGRAPH_ZE_CHECK(zeDriverGet(&driver_count, drivers.data()), "start-up: listing drivers");

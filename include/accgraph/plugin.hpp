@@ -1,17 +1,44 @@
 // Helpers for writing a backend plugin in C++: ACCGRAPH_DEFINE_PLUGIN generates the C entry
-// point and converts exceptions into status + message at the ABI boundary.
+// point and converts exceptions into status + message at the ABI boundary. Also the checks the
+// core runs on a library before the dynamic loader sees it, for backends that load libraries too.
 #pragma once
 
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
 
 #include "accgraph/backend.hpp"
 #include "accgraph/error.hpp"
+#include "accgraph/export.hpp"
 #include "accgraph/plugin.h"
 
 namespace accgraph::plugin {
+
+/// Why the dynamic loader must not be given the library at `path`, or nothing when it may.
+/// glibc's dlopen maps every PT_LOAD segment and touches it, so a truncated ELF file kills the
+/// process with SIGBUS instead of failing; this reads the ELF header and program headers first
+/// (Note [Library check] in registry/shared_library.cpp). The reason reads as the end of a
+/// sentence about the file and says what to do, e.g. "it is truncated: segment 2 needs bytes up
+/// to 16384 but the file has 4000; rebuild or copy it again". Paths in it are escaped.
+///
+///   if (auto problem = accgraph::plugin::shared_library_problem(path))
+///     throw accgraph::Error(accgraph::ErrorCode::Unavailable, "driver '" + path + "': " + *problem);
+ACCGRAPH_API std::optional<std::string> shared_library_problem(const std::string& path);
+
+/// The same checks on the bytes of a whole file held in memory (`size` is the file's size).
+ACCGRAPH_API std::optional<std::string> shared_library_image_problem(const void* data,
+                                                                      size_t size);
+
+/// `text` made safe to put in a one-line message: backslash doubled, newline as \n, other
+/// control bytes (C0, DEL, and C1 as UTF-8) and bytes that are not valid UTF-8 as \xNN. Plugin
+/// names and paths go through this before they enter a message, so a crafted file name cannot
+/// forge lines of `accgraph backends` or of a log.
+ACCGRAPH_API std::string escape_for_message(std::string_view text);
 
 inline AccgraphStatus to_status(ErrorCode code) noexcept {
   return static_cast<AccgraphStatus>(static_cast<int>(code));

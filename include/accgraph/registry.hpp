@@ -31,7 +31,9 @@ struct BackendStatus {
   Capabilities capabilities;     ///< of device 0 when available
 };
 
-/// A plugin library that was rejected: the file and why.
+/// A plugin library (or plugin path item) that was rejected: the file and why. The path is
+/// escaped for display (plugin::escape_for_message in accgraph/plugin.hpp), like every path and
+/// plugin name in a message, so it cannot forge lines of `accgraph backends`.
 struct PluginFailure {
   std::string path;
   std::string reason;
@@ -58,7 +60,9 @@ class ACCGRAPH_API Registry {
   /// The backend, created on first use. Unknown name: InvalidArgument listing what is
   /// registered; known but unavailable: Unavailable with the reason.
   Backend& backend(std::string_view name);
-  /// ACCGRAPH_BACKEND if set, else the available backend of highest priority.
+  /// ACCGRAPH_BACKEND if set, else the available backend of highest priority that has a device
+  /// (a backend with no devices is never the default; named by ACCGRAPH_BACKEND, it is an
+  /// Unavailable error saying so).
   std::string default_backend_name();
 
   /// RFC-style factory: a new graph implementation of the named backend.
@@ -66,7 +70,9 @@ class ACCGRAPH_API Registry {
                                                         const GraphArgs& args);
 
   /// Loads one plugin library and registers its backend. Throws Error(PluginError) naming the
-  /// file and the reason; the registry is unchanged then.
+  /// file and the reason (also recorded in plugin_failures()); the registry is unchanged and the
+  /// library closed again then. A truncated file, an entry point that throws, a bad table or a
+  /// name already registered are all such rejections.
   void load_plugin(const std::string& path);
 
   Registry(const Registry&) = delete;
@@ -75,6 +81,9 @@ class ACCGRAPH_API Registry {
  private:
   Registry();
   ~Registry();
+  // Loads every plugin of an ACCGRAPH_PLUGIN_PATH value; failures are recorded, never thrown.
+  void load_plugin_path(const std::string& path_list) noexcept;
+  void record_failure(const std::string& path, std::string reason);
   struct State;
   std::unique_ptr<State> state_;
   friend struct RegistryAccess;
