@@ -337,9 +337,15 @@ class ZeBackend final : public Backend {
                   "wrap_stream: the native handle is null: pass an immediate "
                   "ze_command_list_handle_t created in this backend's context",
                   kBackendName);
-    return std::make_unique<ZeStream>(runtime_, state,
-                                      static_cast<ze_command_list_handle_t>(native_handle),
-                                      /*owned=*/false);
+    auto list = static_cast<ze_command_list_handle_t>(native_handle);
+    std::shared_ptr<StreamCore> owner = find_list_owner(*runtime_, list);
+    if (owner != nullptr && &owner->device != &state)
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("wrap_stream: command list {} belongs to a level_zero stream on "
+                              "device {}, not device {}: wrap it with device {}",
+                              native_handle, owner->device.index, device, owner->device.index),
+                  kBackendName);
+    return std::make_unique<ZeStream>(runtime_, state, list, /*owned=*/false, std::move(owner));
   }
 
   std::unique_ptr<BufferImpl> allocate(int device, size_t bytes, MemoryKind kind) override {
@@ -401,6 +407,11 @@ EventSet::EventSet(const Runtime& runtime, uint32_t count, const char* purpose) 
     ACCGRAPH_ZE_LOG(zeEventPoolDestroy(pool_), purpose);
     throw;
   }
+}
+
+void EventSet::leak() noexcept {
+  events_.clear();
+  pool_ = nullptr;
 }
 
 EventSet::~EventSet() {

@@ -52,6 +52,7 @@ class ZeGraph final : public GraphImplInterface {
                               pool.first, pool.second),
                   kBackendName);
     DeviceState& device = core->device;
+    std::shared_ptr<StreamCore> keep = core->keep_list_alive("capture_begin");
     std::lock_guard<std::mutex> lock(core->mutex);
     if (device.capture.path == CapturePath::NativeGraph) {
       const char* call = "";
@@ -131,9 +132,12 @@ class ZeGraph final : public GraphImplInterface {
   void replay(StreamImpl& stream_impl) override {
     ZeStream& stream = as_ze_stream(stream_impl, "replay");
     std::shared_ptr<StreamCore> core = stream.core();
+    std::shared_ptr<StreamCore> keep = core->keep_list_alive("replay");
+    // See Note [Command-list capture]: replays are serialised. A previous stream whose list is
+    // gone (Note [Wrapped lists]) finished its work before the list was destroyed.
     if (std::shared_ptr<StreamCore> previous = last_replay_.lock();
-        previous != nullptr && previous != core)
-      core->wait_for(*previous);  // see Note [Command-list capture]: replays are serialised
+        previous != nullptr && previous != core && !previous->list_destroyed())
+      core->wait_for(*previous);
     std::lock_guard<std::mutex> lock(core->mutex);
     if (core->capture != StreamCapture::None)
       throw Error(ErrorCode::Unsupported,
@@ -159,7 +163,9 @@ class ZeGraph final : public GraphImplInterface {
   void reset() override {
     if (capture_core_) abort_capture();
     // Replays still running use the executable, the list and the bracket events.
-    if (std::shared_ptr<StreamCore> previous = last_replay_.lock()) previous->synchronize();
+    if (std::shared_ptr<StreamCore> previous = last_replay_.lock();
+        previous != nullptr && !previous->list_destroyed())
+      previous->synchronize();
     last_replay_.reset();
     if (queue_ != nullptr)
       ACCGRAPH_ZE_CHECK(zeCommandQueueSynchronize(queue_, UINT64_MAX), "reset: waiting for replays");

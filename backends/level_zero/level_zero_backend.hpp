@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <level_zero/ze_api.h>
@@ -20,7 +21,8 @@ namespace accgraph::detail::level_zero {
 inline constexpr const char* kStrategyGlobalTimestamps = "global_timestamps";
 inline constexpr size_t kDefaultRingDepth = 16;
 inline constexpr size_t kMaxRingDepth = 1024;
-/// Markers per sequence (per replay) the staging buffer and each ring slot hold.
+/// Markers per sequence (per replay) a marker set can hold; its memory grows with the markers
+/// actually recorded (Note [Staging ring] in markers.cpp).
 inline constexpr size_t kMarkerCapacity = 8192;
 /// Name of the driver kernel behind Stream::delay (argument 0: uint64 nanoseconds).
 inline constexpr const char* kSpinKernelName = "accgraph_spin_ns";
@@ -41,12 +43,20 @@ struct DeviceState {
   bool in_order_flags = true;  ///< the driver accepted kCommand*FlagInOrder
 };
 
+struct StreamCore;
+
 /// The driver, context and devices; shared by every object made from them, so the context is
 /// destroyed only after the last stream, buffer, graph and marker set.
 struct Runtime {
   ze_driver_handle_t driver = nullptr;
   ze_context_handle_t context = nullptr;
   std::vector<std::unique_ptr<DeviceState>> devices;
+
+  /// The immediate lists accgraph created (Stream::create), each with the stream that owns it;
+  /// an entry is removed before its list is destroyed. See Note [Wrapped lists] in stream.cpp.
+  std::mutex lists_mutex;
+  std::unordered_map<ze_command_list_handle_t, std::weak_ptr<StreamCore>> created_lists;
+
   ~Runtime();
 };
 
@@ -59,6 +69,9 @@ class EventSet {
   EventSet& operator=(const EventSet&) = delete;
   ze_event_handle_t operator[](size_t i) const { return events_[i]; }
   size_t size() const { return events_.size(); }
+  /// Forgets the pool and its events without destroying them: for a device that may still
+  /// signal them after a bounded wait gave up (destroying them then would be a use after free).
+  void leak() noexcept;
 
  private:
   ze_event_pool_handle_t pool_ = nullptr;
@@ -74,9 +87,20 @@ enum class StreamCapture { None, Native, Recording };
 /// The state behind a ZeStream, shared with graphs that remember which stream replayed them
 /// last (a weak reference: a destroyed stream has finished its work).
 struct StreamCore {
+  /// `list_owner`: for a stream that wraps a list another accgraph stream created, that
+  /// stream's core (Note [Wrapped lists] in stream.cpp); null otherwise.
   StreamCore(std::shared_ptr<Runtime> runtime, DeviceState& device, ze_command_list_handle_t list,
-             bool owned);
+             bool owned, std::shared_ptr<StreamCore> list_owner = nullptr);
   ~StreamCore();
+
+  /// Call before an operation touches `list`: for a stream that wraps another accgraph
+  /// stream's list, returns that stream's core, which keeps the list alive while the result is
+  /// held, or throws Error(InvalidState) naming `operation` when that stream has been
+  /// destroyed. Returns null for other streams (their list lives as long as they do, or is the
+  /// user's to keep alive).
+  std::shared_ptr<StreamCore> keep_list_alive(const char* operation) const;
+  /// True for a wrapper whose list's owner has been destroyed: nothing can run on it any more.
+  bool list_destroyed() const noexcept;
 
   /// Where operations go now: the recording list during a command-list capture, else the
   /// immediate list (which records by itself during a native capture).
@@ -94,6 +118,8 @@ struct StreamCore {
   DeviceState& device;
   ze_command_list_handle_t list;  ///< the immediate list (owned or wrapped)
   bool owned;
+  bool wraps_accgraph_list;             ///< list_owner was given
+  std::weak_ptr<StreamCore> list_owner;  ///< see keep_list_alive
   std::mutex mutex;
   StreamCapture capture = StreamCapture::None;
   ze_command_list_handle_t recording = nullptr;  ///< StreamCapture::Recording only
@@ -105,8 +131,10 @@ struct StreamCore {
 
 class ZeStream final : public StreamImpl {
  public:
+  /// An owned stream (its list is recorded in Runtime::created_lists), or a wrapper of `list`
+  /// (Backend::wrap_stream finds the list's owner, if accgraph created it).
   ZeStream(std::shared_ptr<Runtime> runtime, DeviceState& device, ze_command_list_handle_t list,
-           bool owned);
+           bool owned, std::shared_ptr<StreamCore> list_owner = nullptr);
   ~ZeStream() override;
 
   int device() const override { return core_->device.index; }
@@ -125,6 +153,10 @@ class ZeStream final : public StreamImpl {
 };
 
 ZeStream& as_ze_stream(StreamImpl& stream, const char* operation);
+
+/// For Backend::wrap_stream: the core of the live accgraph stream that created `list`, null
+/// for a list accgraph did not create; Error(InvalidState) when that stream is being destroyed.
+std::shared_ptr<StreamCore> find_list_owner(Runtime& runtime, ze_command_list_handle_t list);
 
 /// Creates an immediate list on `device` (in-order where the driver allows).
 ze_command_list_handle_t create_immediate_list(const Runtime& runtime, DeviceState& device);

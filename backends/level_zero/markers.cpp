@@ -1,10 +1,10 @@
 // Level Zero timestamp markers (strategy "global_timestamps"): zeCommandListAppendWriteGlobalTimestamp
-// into a device staging buffer inside the recorded work, copied into a host ring slot after each
+// into device staging memory inside the recorded work, copied into a host ring slot after each
 // replay (see Note [Marker ring] in backend.hpp and Note [Staging ring] below).
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -15,50 +15,109 @@ namespace accgraph::detail::level_zero {
 namespace {
 
 // Note [Staging ring]: the markers of a graph write fixed addresses (a recorded command cannot
-// pick its destination per replay), so each marker writes staging[marker] in device memory.
-// after_launch appends, on the replay's stream and therefore after the replay's work,
-//   copy staging[0..used) -> ring[slot], then copy published[slot] -> done[slot]
-// with slot = sequence % ring_depth, the second copy signalling the slot's event. The next replay
-// may overwrite the staging buffer only after that copy ran, which the in-order stream (and the
-// serialised replays of one graph, Note [Command-list capture]) guarantees, so K replays can be
-// in flight with no host work between them. done[slot] == sequence + 1 tells is_complete() that
-// the slot holds that sequence; wait() blocks on the slot's event instead of spinning.
+// pick its destination per replay), so marker m writes its place in the staging memory, device
+// memory in chunks: chunk c holds the markers from 64 * (2^c - 1) on, 64 << c of them, and is
+// allocated by the first record() that needs it, so a set costs memory in proportion to the
+// markers it records (a whole 8192-marker ring used to be allocated up front: 1 MiB of host
+// memory per eager marker set). after_launch appends, on the replay's stream and therefore
+// after the replay's work, one copy per used chunk into the slot's host buffer (grown, when
+// needed, while the slot is free), with slot = sequence % ring_depth; the last copy signals the
+// slot's event. The next replay may overwrite the staging memory only after those copies ran,
+// which the in-order stream (and the serialised replays of one graph, Note [Command-list
+// capture]) guarantees, so K replays can be in flight with no host work between them.
+//
+// Note [Completion through events]: completion is observed only through the slot's event,
+// which the driver signals after the copies' data has landed: zeEventQueryStatus /
+// zeEventHostSynchronize returning ZE_RESULT_SUCCESS makes that data visible to the host
+// (Level Zero's event semantics; the CPU test driver pairs the signal and the query with one
+// mutex, Note [Event memory order] in its cmdlist.cpp). Polling the host memory the copies write
+// would be a data race with the device's writes (audit row 1.3). The host resets a slot's event
+// only when no signal of it is still pending: publish() first waits for an unobserved earlier
+// use of the slot (only replays of a graph without regions are launched without being read),
+// so a signalled event always belongs to the slot's latest sequence.
+//
+// Note [Counter period]: the device counter keeps timestampValidBits bits and wraps every
+// period. Markers are converted by masked differences (TickConverter::to_ns), exact only when
+// no two markers of a sequence are a whole period or more apart, which a recorded timestamp
+// cannot show. So each sequence remembers the host time of its launch (begin_sequence for an
+// eager sequence, before_launch for a replay) and of the first observation of its completion:
+// every marker was written inside that window, and when the window (plus margin) is shorter
+// than one period (TickConverter::window_is_unambiguous), the differences are exact. Otherwise
+// read() returns TimestampMarkers::kUnmeasurable for every marker of the sequence and logs a
+// warning, once per marker set: never a silently short duration (audit row 5.2).
+
+constexpr size_t kFirstChunkMarkers = 64;
+constexpr size_t kChunkCount = 8;  // 64 * (2^8 - 1) = 16320 >= kMarkerCapacity
+static_assert(kFirstChunkMarkers * ((size_t{1} << kChunkCount) - 1) >= kMarkerCapacity);
+
+/// How long a marker set being destroyed waits for device work that still writes it.
+constexpr std::chrono::seconds kDestroyWait{10};
+
+size_t chunk_first(size_t chunk) { return kFirstChunkMarkers * ((size_t{1} << chunk) - 1); }
+size_t chunk_size(size_t chunk) {
+  return std::min(kFirstChunkMarkers << chunk, kMarkerCapacity - chunk_first(chunk));
+}
+size_t chunk_of(size_t marker) {
+  size_t chunk = 0;
+  while (chunk_first(chunk + 1) <= marker) ++chunk;
+  return chunk;
+}
+
+uint64_t steady_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+/// One ring slot: the host buffer the publishing copies fill, and what the host knows about the
+/// sequence last published into it.
+struct Slot {
+  uint64_t* stamps = nullptr;  // host memory, `capacity` markers
+  size_t capacity = 0;
+  bool published = false;      // `sequence` below is meaningful
+  uint64_t sequence = 0;
+  size_t used = 0;             // markers the sequence recorded
+  bool in_flight = false;      // its event's signal is appended and not yet observed
+  uint64_t launch_ns = 0;      // host steady clock, Note [Counter period]
+  uint64_t observed_ns = 0;    // when the host first saw its event signalled
+};
+
 class GlobalTimestampMarkers final : public TimestampMarkers {
  public:
   GlobalTimestampMarkers(std::shared_ptr<Runtime> runtime, DeviceState& device, size_t ring)
       : runtime_(std::move(runtime)),
         device_(device),
-        ring_(ring),
-        slot_events_(*runtime_, static_cast<uint32_t>(ring), "creating the markers' events") {
-    try {
-      ze_device_mem_alloc_desc_t device_desc{ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC, nullptr, 0, 0};
-      ACCGRAPH_ZE_CHECK(zeMemAllocDevice(runtime_->context, &device_desc,
-                                         kMarkerCapacity * sizeof(uint64_t), 64, device_.handle,
-                                         reinterpret_cast<void**>(&staging_)),
-                        "global_timestamps markers: allocating the staging buffer");
-      ze_host_mem_alloc_desc_t host_desc{ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC, nullptr, 0};
-      const size_t host_bytes = (ring_ * kMarkerCapacity + 2 * ring_) * sizeof(uint64_t);
-      ACCGRAPH_ZE_CHECK(zeMemAllocHost(runtime_->context, &host_desc, host_bytes, 64,
-                                       reinterpret_cast<void**>(&ring_stamps_)),
-                        "global_timestamps markers: allocating the ring");
-      std::memset(ring_stamps_, 0, host_bytes);
-      done_ = ring_stamps_ + ring_ * kMarkerCapacity;
-      published_ = done_ + ring_;
-    } catch (...) {
+        slots_(ring),
+        // One event per slot, and one for draining unpublished eager markers at destruction.
+        events_(std::make_unique<EventSet>(*runtime_, static_cast<uint32_t>(ring + 1),
+                                           "creating the markers' events")) {}
+
+  ~GlobalTimestampMarkers() override {
+    if (drain()) {
       release();
-      throw;
+      return;
     }
+    // Never free memory (or events) a device command may still write.
+    size_t bytes = 0;
+    for (size_t c = 0; c < kChunkCount; ++c)
+      if (staging_[c] != nullptr) bytes += chunk_size(c) * sizeof(uint64_t);
+    for (const Slot& slot : slots_) bytes += slot.capacity * sizeof(uint64_t);
+    events_->leak();
+    log(LogLevel::Warning,
+        fmt::format("level_zero: destroying timestamp markers of device {}: leaking {} bytes of "
+                    "marker memory and {} events, which device work that did not finish within "
+                    "{} s may still write",
+                    device_.index, bytes, slots_.size() + 1, kDestroyWait.count()));
   }
 
-  ~GlobalTimestampMarkers() override { release(); }
-
   std::string strategy() const override { return kStrategyGlobalTimestamps; }
-  size_t ring_depth() const override { return ring_; }
+  size_t ring_depth() const override { return slots_.size(); }
   uint64_t resolution_ns() const override { return device_.timer.resolution_ns(); }
 
   void begin_sequence(StreamImpl& stream) override {
     as_ze_stream(stream, "begin_sequence");
     used_ = 0;  // nothing to enqueue: the slot is chosen by the copy after the launch
+    launch_ns_ = steady_ns();  // an eager sequence starts here (a replay in before_launch)
   }
 
   void record(StreamImpl& stream_impl, uint32_t marker) override {
@@ -68,18 +127,26 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
                               "can hold: time fewer regions per graph",
                               marker, kMarkerCapacity),
                   kBackendName);
-    StreamCore& core = *as_ze_stream(stream_impl, "record").core();
+    const std::shared_ptr<StreamCore>& shared = as_ze_stream(stream_impl, "record").core();
+    StreamCore& core = *shared;
+    uint64_t* destination = staging_for(marker);
+    std::shared_ptr<StreamCore> keep = core.keep_list_alive("record");
     std::lock_guard<std::mutex> lock(core.mutex);
     ze_command_list_handle_t list = core.target();
     ACCGRAPH_ZE_CHECK(
-        zeCommandListAppendWriteGlobalTimestamp(list, staging_ + marker, nullptr, 0, nullptr),
+        zeCommandListAppendWriteGlobalTimestamp(list, destination, nullptr, 0, nullptr),
         fmt::format("record: timestamp marker {}", marker));
     core.order_after_append(list);
     core.note(fmt::format("timestamp marker {}", marker));
+    if (core.capture == StreamCapture::None) note_unpublished(shared);
     used_ = std::max<size_t>(used_, size_t{marker} + 1);
   }
 
   void end_sequence(StreamImpl& stream) override { as_ze_stream(stream, "end_sequence"); }
+
+  void before_launch(GraphImplInterface&, StreamImpl&, uint64_t) override {
+    launch_ns_ = steady_ns();
+  }
 
   void after_launch(GraphImplInterface&, StreamImpl& stream, uint64_t sequence) override {
     publish(stream, sequence);
@@ -90,26 +157,32 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
   }
 
   bool is_complete(uint64_t sequence) override {
-    return __atomic_load_n(&done_[sequence % ring_], __ATOMIC_ACQUIRE) == sequence + 1;
+    Slot& slot = slots_[sequence % slots_.size()];
+    if (!slot.published || slot.sequence < sequence) return false;  // not launched yet
+    if (slot.sequence > sequence || !slot.in_flight) return true;
+    const ze_result_t result = zeEventQueryStatus((*events_)[sequence % slots_.size()]);
+    if (result == ZE_RESULT_NOT_READY) return false;
+    if (result != ZE_RESULT_SUCCESS)
+      throw_error(result, "zeEventQueryStatus", fmt::format("markers: polling sequence {}", sequence));
+    observed(slot);
+    return true;
   }
 
   void wait(uint64_t sequence) override {
-    if (is_complete(sequence)) return;
-    ACCGRAPH_ZE_CHECK(zeEventHostSynchronize(slot_events_[sequence % ring_], UINT64_MAX),
+    const size_t index = sequence % slots_.size();
+    Slot& slot = slots_[index];
+    if (!slot.published || slot.sequence < sequence)
+      throw Error(ErrorCode::InvalidState,
+                  fmt::format("markers: sequence {} was never launched (ring slot {} holds {}): "
+                              "wait only for sequences after their launch",
+                              sequence, index,
+                              slot.published ? fmt::format("sequence {}", slot.sequence)
+                                             : std::string("none")),
+                  kBackendName);
+    if (slot.sequence > sequence || !slot.in_flight) return;
+    ACCGRAPH_ZE_CHECK(zeEventHostSynchronize((*events_)[index], UINT64_MAX),
                       fmt::format("markers: waiting for sequence {}", sequence));
-    // The event may also have been set by the slot's previous use (a replay without regions is
-    // never collected); the published value is the authority.
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (!is_complete(sequence)) {
-      if (std::chrono::steady_clock::now() > deadline)
-        throw Error(ErrorCode::BackendError,
-                    fmt::format("markers: sequence {} was not published within 60 s (ring slot "
-                                "{} holds sequence {}): was it launched?",
-                                sequence, sequence % ring_,
-                                static_cast<int64_t>(done_[sequence % ring_]) - 1),
-                    kBackendName);
-      std::this_thread::yield();
-    }
+    observed(slot);
   }
 
   std::vector<uint64_t> read(uint64_t sequence, size_t count) override {
@@ -119,49 +192,218 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
                               count, kMarkerCapacity),
                   kBackendName);
     wait(sequence);
-    return device_.timer.to_ns(ring_stamps_ + (sequence % ring_) * kMarkerCapacity, count);
+    const Slot& slot = slots_[sequence % slots_.size()];
+    if (slot.sequence != sequence)
+      throw Error(ErrorCode::InvalidState,
+                  fmt::format("read: sequence {} was overwritten by sequence {} in ring slot {}: "
+                              "read a sequence before launching ring_depth() ({}) more",
+                              sequence, slot.sequence, sequence % slots_.size(), slots_.size()),
+                  kBackendName);
+    if (count > slot.used)
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("read: {} markers asked for, sequence {} recorded {}", count,
+                              sequence, slot.used),
+                  kBackendName);
+    const uint64_t window_ns = slot.observed_ns - slot.launch_ns;
+    if (!device_.timer.window_is_unambiguous(window_ns)) {
+      warn_unmeasurable(sequence, window_ns);
+      return std::vector<uint64_t>(count, kUnmeasurable);
+    }
+    return device_.timer.to_ns(slot.stamps, count);
   }
 
  private:
+  /// The staging place of `marker`, allocating its chunk on first use.
+  uint64_t* staging_for(uint32_t marker) {
+    const size_t chunk = chunk_of(marker);
+    if (staging_[chunk] == nullptr) {
+      ze_device_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC, nullptr, 0, 0};
+      ACCGRAPH_ZE_CHECK(zeMemAllocDevice(runtime_->context, &desc,
+                                         chunk_size(chunk) * sizeof(uint64_t), 64, device_.handle,
+                                         reinterpret_cast<void**>(&staging_[chunk])),
+                        fmt::format("record: allocating staging memory for timestamp marker {}",
+                                    marker));
+    }
+    return staging_[chunk] + (marker - chunk_first(chunk));
+  }
+
+  void observed(Slot& slot) {
+    slot.in_flight = false;
+    slot.observed_ns = steady_ns();
+  }
+
+  /// Eager markers appended to `core`'s list that no publishing copy (and event) follows yet.
+  void note_unpublished(const std::shared_ptr<StreamCore>& core) {
+    for (const auto& stream : unpublished_)
+      if (!stream.owner_before(core) && !core.owner_before(stream)) return;
+    unpublished_.push_back(core);
+  }
+
   void publish(StreamImpl& stream_impl, uint64_t sequence) {
-    StreamCore& core = *as_ze_stream(stream_impl, "after_launch").core();
-    const size_t slot = sequence % ring_;
-    // The slot is free: the caller read its previous sequence before launching this one.
-    ACCGRAPH_ZE_CHECK(zeEventHostReset(slot_events_[slot]), "markers: reusing a ring slot");
-    __atomic_store_n(&done_[slot], 0, __ATOMIC_RELEASE);
-    published_[slot] = sequence + 1;
+    const std::shared_ptr<StreamCore>& shared = as_ze_stream(stream_impl, "after_launch").core();
+    StreamCore& core = *shared;
+    const size_t index = sequence % slots_.size();
+    Slot& slot = slots_[index];
+    ze_event_handle_t event = (*events_)[index];
+    // The caller read the slot's previous sequence before launching this one, except for
+    // replays without regions: then wait for it, Note [Completion through events].
+    if (slot.in_flight) {
+      ACCGRAPH_ZE_CHECK(zeEventHostSynchronize(event, UINT64_MAX),
+                        fmt::format("markers: waiting for sequence {} to free ring slot {}",
+                                    slot.sequence, index));
+      observed(slot);
+    }
+    if (slot.capacity < used_) {
+      // Free: nothing writes the slot now.
+      const size_t capacity = chunk_first(chunk_of(used_ - 1) + 1);
+      uint64_t* stamps = nullptr;
+      ze_host_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC, nullptr, 0};
+      ACCGRAPH_ZE_CHECK(zeMemAllocHost(runtime_->context, &desc, capacity * sizeof(uint64_t), 64,
+                                       reinterpret_cast<void**>(&stamps)),
+                        fmt::format("markers: allocating ring slot {} for {} markers", index,
+                                    used_));
+      if (slot.stamps != nullptr)
+        ACCGRAPH_ZE_LOG(zeMemFree(runtime_->context, slot.stamps), "markers: growing a ring slot");
+      slot.stamps = stamps;
+      slot.capacity = capacity;
+    }
+    ACCGRAPH_ZE_CHECK(zeEventHostReset(event), "markers: reusing a ring slot");
+    std::shared_ptr<StreamCore> keep = core.keep_list_alive("after_launch");
     std::lock_guard<std::mutex> lock(core.mutex);
     ze_command_list_handle_t list = core.list;
-    if (used_ > 0) {
-      ACCGRAPH_ZE_CHECK(zeCommandListAppendMemoryCopy(list, ring_stamps_ + slot * kMarkerCapacity,
-                                                      staging_, used_ * sizeof(uint64_t), nullptr,
-                                                      0, nullptr),
-                        fmt::format("markers: copying sequence {} into its ring slot", sequence));
-      core.order_after_append(list);
+    // Until the signalling command is appended, what was appended is drained at destruction.
+    note_unpublished(shared);
+    if (used_ == 0) {
+      ACCGRAPH_ZE_CHECK(zeCommandListAppendBarrier(list, event, 0, nullptr),
+                        fmt::format("markers: publishing sequence {}", sequence));
+    } else {
+      const size_t last = chunk_of(used_ - 1);
+      for (size_t c = 0; c <= last; ++c) {
+        const size_t markers = std::min(chunk_size(c), used_ - chunk_first(c));
+        ACCGRAPH_ZE_CHECK(
+            zeCommandListAppendMemoryCopy(list, slot.stamps + chunk_first(c), staging_[c],
+                                          markers * sizeof(uint64_t),
+                                          c == last ? event : nullptr, 0, nullptr),
+            fmt::format("markers: copying sequence {} into ring slot {}", sequence, index));
+        core.order_after_append(list);
+      }
     }
-    ACCGRAPH_ZE_CHECK(zeCommandListAppendMemoryCopy(list, &done_[slot], &published_[slot],
-                                                    sizeof(uint64_t), slot_events_[slot], 0,
-                                                    nullptr),
-                      fmt::format("markers: publishing sequence {}", sequence));
+    slot.published = true;
+    slot.sequence = sequence;
+    slot.used = used_;
+    slot.launch_ns = launch_ns_;
+    slot.in_flight = true;
+    // The slot's event now follows everything this stream's list holds of this marker set.
+    unpublished_.erase(std::remove_if(unpublished_.begin(), unpublished_.end(),
+                                      [&](const std::weak_ptr<StreamCore>& stream) {
+                                        return !stream.owner_before(shared) &&
+                                               !shared.owner_before(stream);
+                                      }),
+                       unpublished_.end());
+  }
+
+  void warn_unmeasurable(uint64_t sequence, uint64_t window_ns) {
+    if (warned_unmeasurable_) return;
+    warned_unmeasurable_ = true;
+    const char* bits_variable = std::getenv("ZE_ACCGRAPH_CPU_VALID_BITS");
+    log(LogLevel::Warning,
+        fmt::format("level_zero: device {} ('{}'): the timestamp markers of sequence {} cannot "
+                    "be placed: {:.3f} ms passed between its launch and its observed "
+                    "completion, and the device's timestamp counter ({} valid bits, {} ns per "
+                    "tick) wraps every {:.3f} ms, so it may have wrapped more than once between "
+                    "two markers; such sequences' regions are reported as unmeasurable (this "
+                    "warning is logged once per marker set). Keep timed work shorter than the "
+                    "period and collect reports soon after it ends{}",
+                    device_.index, device_.name, sequence, window_ns / 1e6,
+                    device_.timer.valid_bits(), device_.timer.resolution_ns(),
+                    device_.timer.period_ns() / 1e6,
+                    bits_variable == nullptr
+                        ? std::string()
+                        : fmt::format(", or raise ZE_ACCGRAPH_CPU_VALID_BITS (now {}) for the "
+                                      "CPU test driver",
+                                      bits_variable)));
+  }
+
+  /// Waits, bounded, for everything appended that still writes this set's memory or signals its
+  /// events; false when something did not finish.
+  bool drain() noexcept {
+    const auto deadline = std::chrono::steady_clock::now() + kDestroyWait;
+    auto remaining_ns = [&]() -> uint64_t {
+      auto left = deadline - std::chrono::steady_clock::now();
+      return left.count() <= 0
+                 ? 0
+                 : static_cast<uint64_t>(
+                       std::chrono::duration_cast<std::chrono::nanoseconds>(left).count());
+    };
+    bool finished = true;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (!slots_[i].in_flight) continue;
+      const ze_result_t result = zeEventHostSynchronize((*events_)[i], remaining_ns());
+      if (result == ZE_RESULT_SUCCESS) {
+        slots_[i].in_flight = false;
+        continue;
+      }
+      log_failure(result, "zeEventHostSynchronize",
+                  fmt::format("destroying timestamp markers: waiting for sequence {}",
+                              slots_[i].sequence));
+      finished = false;
+    }
+    // Eager markers that no publishing copy follows (a region still open, or a failed
+    // publish): wait for their stream through the spare event.
+    ze_event_handle_t drain_event = (*events_)[slots_.size()];
+    for (const auto& weak : unpublished_) {
+      std::shared_ptr<StreamCore> core = weak.lock();
+      if (core == nullptr || core->list_destroyed()) continue;  // it finished its work
+      try {
+        std::lock_guard<std::mutex> lock(core->mutex);
+        if (core->capture == StreamCapture::Native) {
+          // Its list is recording: nothing can be appended that would run now.
+          log(LogLevel::Warning,
+              "level_zero: destroying timestamp markers: a stream with unpublished markers "
+              "is capturing, so they cannot be waited for");
+          finished = false;
+          continue;
+        }
+        ACCGRAPH_ZE_CHECK(zeEventHostReset(drain_event), "destroying timestamp markers");
+        ACCGRAPH_ZE_CHECK(zeCommandListAppendBarrier(core->list, drain_event, 0, nullptr),
+                          "destroying timestamp markers: waiting for a stream");
+        const ze_result_t result = zeEventHostSynchronize(drain_event, remaining_ns());
+        if (result != ZE_RESULT_SUCCESS) {
+          log_failure(result, "zeEventHostSynchronize",
+                      "destroying timestamp markers: waiting for a stream");
+          finished = false;
+          break;  // the drain event may still be signalled: do not reuse it
+        }
+      } catch (const std::exception& e) {
+        log(LogLevel::Warning, fmt::format("level_zero: {}", e.what()));
+        finished = false;
+      }
+    }
+    return finished;
   }
 
   void release() noexcept {
-    if (staging_ != nullptr) ACCGRAPH_ZE_LOG(zeMemFree(runtime_->context, staging_), "freeing markers");
-    if (ring_stamps_ != nullptr)
-      ACCGRAPH_ZE_LOG(zeMemFree(runtime_->context, ring_stamps_), "freeing markers");
-    staging_ = nullptr;
-    ring_stamps_ = nullptr;
+    for (uint64_t*& chunk : staging_) {
+      if (chunk != nullptr) ACCGRAPH_ZE_LOG(zeMemFree(runtime_->context, chunk), "freeing markers");
+      chunk = nullptr;
+    }
+    for (Slot& slot : slots_) {
+      if (slot.stamps != nullptr)
+        ACCGRAPH_ZE_LOG(zeMemFree(runtime_->context, slot.stamps), "freeing markers");
+      slot.stamps = nullptr;
+      slot.capacity = 0;
+    }
   }
 
   std::shared_ptr<Runtime> runtime_;
   DeviceState& device_;
-  size_t ring_;
-  EventSet slot_events_;
-  uint64_t* staging_ = nullptr;      // device: kMarkerCapacity stamps of the running sequence
-  uint64_t* ring_stamps_ = nullptr;  // host: ring_ slots of kMarkerCapacity stamps, then:
-  uint64_t* done_ = nullptr;         //   ring_ published sequence numbers (+1)
-  uint64_t* published_ = nullptr;    //   ring_ values the publishing copies read
-  size_t used_ = 0;                  // markers recorded in the current sequence
+  std::vector<Slot> slots_;
+  std::unique_ptr<EventSet> events_;      // [slot] per ring slot, [ring] for drain()
+  uint64_t* staging_[kChunkCount] = {};   // device memory, Note [Staging ring]
+  size_t used_ = 0;                       // markers recorded in the current sequence
+  uint64_t launch_ns_ = 0;                // of the sequence being launched
+  std::vector<std::weak_ptr<StreamCore>> unpublished_;
+  bool warned_unmeasurable_ = false;
 };
 
 }  // namespace

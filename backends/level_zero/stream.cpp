@@ -48,25 +48,81 @@ ze_command_list_handle_t create_immediate_list(const Runtime& runtime, DeviceSta
 
 // --- StreamCore ------------------------------------------------------------------------------
 
+// Note [Wrapped lists]: Stream::wrap("level_zero", device, list) does not own `list`. When
+// `list` is the native_handle() of another accgraph stream, destroying that stream destroys the
+// list, and a wrapper used afterwards would hand the driver a dangling handle. So the backend
+// records every list it creates (Runtime::created_lists, like the host backend's table of live
+// queues); wrap_stream looks the handle up and keeps a weak reference to the owning stream's
+// core, and every operation of the wrapper first locks that reference (keep_list_alive): a
+// destroyed owner is an InvalidState error, and a live one cannot destroy the list while the
+// operation runs. A list the application created itself (not in the table) stays the
+// application's to keep alive for as long as the wrapper is used, as with any native handle.
 StreamCore::StreamCore(std::shared_ptr<Runtime> runtime_in, DeviceState& device_in,
-                       ze_command_list_handle_t list_in, bool owned_in)
+                       ze_command_list_handle_t list_in, bool owned_in,
+                       std::shared_ptr<StreamCore> list_owner_in)
     : runtime(std::move(runtime_in)),
       device(device_in),
       list(list_in),
       owned(owned_in),
+      wraps_accgraph_list(list_owner_in != nullptr),
+      list_owner(list_owner_in),
       events(*runtime, 1 + 2 * kJoinSlots, "creating a stream's events"),
       join_used(kJoinSlots, false) {}
 
 StreamCore::~StreamCore() {
-  // Work still queued must finish before its list (and the events it signals) go away.
-  try {
-    synchronize();
-  } catch (const std::exception& e) {
-    log(LogLevel::Warning, fmt::format("level_zero: synchronising a stream before destroying it "
-                                       "failed: {}",
-                                       e.what()));
+  // Work still queued must finish before its list (and the events it signals) go away. A
+  // wrapper of a destroyed stream's list has nothing left to wait for: that stream finished
+  // its work before destroying the list.
+  if (!list_destroyed()) {
+    try {
+      synchronize();
+    } catch (const std::exception& e) {
+      log(LogLevel::Warning, fmt::format("level_zero: synchronising a stream before destroying "
+                                         "it failed: {}",
+                                         e.what()));
+    }
   }
-  if (owned) ACCGRAPH_ZE_LOG(zeCommandListDestroy(list), "destroying a stream's immediate list");
+  if (owned) {
+    {
+      std::lock_guard<std::mutex> lock(runtime->lists_mutex);
+      runtime->created_lists.erase(list);
+    }
+    ACCGRAPH_ZE_LOG(zeCommandListDestroy(list), "destroying a stream's immediate list");
+  }
+}
+
+std::shared_ptr<StreamCore> StreamCore::keep_list_alive(const char* operation) const {
+  if (!wraps_accgraph_list) return nullptr;
+  std::shared_ptr<StreamCore> owner = list_owner.lock();
+  if (!owner)
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("{}: this stream wraps command list {}, which belonged to a "
+                            "level_zero stream that has been destroyed (and its list with it): a "
+                            "wrapped stream must not outlive the stream it wraps: destroy the "
+                            "wrapper first, or keep the original Stream alive while the wrapper "
+                            "is in use",
+                            operation, fmt::ptr(list)),
+                kBackendName);
+  return owner;
+}
+
+bool StreamCore::list_destroyed() const noexcept {
+  return wraps_accgraph_list && list_owner.expired();
+}
+
+std::shared_ptr<StreamCore> find_list_owner(Runtime& runtime, ze_command_list_handle_t list) {
+  std::lock_guard<std::mutex> lock(runtime.lists_mutex);
+  auto it = runtime.created_lists.find(list);
+  if (it == runtime.created_lists.end()) return nullptr;  // the application's own list
+  std::shared_ptr<StreamCore> owner = it->second.lock();
+  if (!owner)
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("wrap_stream: command list {} belongs to a level_zero stream that is "
+                            "being destroyed: a wrapped stream must not outlive the stream it "
+                            "wraps: wrap the list of a stream that stays alive",
+                            fmt::ptr(list)),
+                kBackendName);
+  return owner;
 }
 
 void StreamCore::order_after_append(ze_command_list_handle_t on) {
@@ -80,6 +136,7 @@ void StreamCore::note(std::string operation) {
 }
 
 void StreamCore::synchronize() {
+  std::shared_ptr<StreamCore> keep = keep_list_alive("synchronize");
   std::lock_guard<std::mutex> lock(mutex);
   ze_event_handle_t done = events[0];
   ACCGRAPH_ZE_CHECK(zeEventHostReset(done), "synchronize");
@@ -88,6 +145,8 @@ void StreamCore::synchronize() {
 }
 
 void StreamCore::wait_for(StreamCore& other) {
+  std::shared_ptr<StreamCore> keep = keep_list_alive("wait_for");
+  std::shared_ptr<StreamCore> keep_other = other.keep_list_alive("wait_for (the other stream)");
   std::scoped_lock lock(mutex, other.mutex);
   if (capture != StreamCapture::None)
     throw Error(ErrorCode::Unsupported,
@@ -115,14 +174,26 @@ void StreamCore::wait_for(StreamCore& other) {
 // --- ZeStream --------------------------------------------------------------------------------
 
 ZeStream::ZeStream(std::shared_ptr<Runtime> runtime, DeviceState& device,
-                   ze_command_list_handle_t list, bool owned)
-    : core_(std::make_shared<StreamCore>(std::move(runtime), device, list, owned)) {}
+                   ze_command_list_handle_t list, bool owned,
+                   std::shared_ptr<StreamCore> list_owner)
+    : core_(std::make_shared<StreamCore>(std::move(runtime), device, list, owned,
+                                         std::move(list_owner))) {
+  if (!owned) return;
+  try {
+    std::lock_guard<std::mutex> lock(core_->runtime->lists_mutex);
+    core_->runtime->created_lists[list] = core_;
+  } catch (...) {
+    core_->owned = false;  // the caller destroys the list it created
+    throw;
+  }
+}
 
 // The core may outlive this object while a graph still holds it (a capture in progress).
 ZeStream::~ZeStream() = default;
 
 void ZeStream::copy(void* dst, const void* src, size_t bytes) {
   StreamCore& core = *core_;
+  std::shared_ptr<StreamCore> keep = core.keep_list_alive("copy");
   std::lock_guard<std::mutex> lock(core.mutex);
   ze_command_list_handle_t list = core.target();
   ACCGRAPH_ZE_CHECK(zeCommandListAppendMemoryCopy(list, dst, src, bytes, nullptr, 0, nullptr),
@@ -133,6 +204,7 @@ void ZeStream::copy(void* dst, const void* src, size_t bytes) {
 
 void ZeStream::fill(void* dst, uint8_t value, size_t bytes) {
   StreamCore& core = *core_;
+  std::shared_ptr<StreamCore> keep = core.keep_list_alive("fill");
   std::lock_guard<std::mutex> lock(core.mutex);
   ze_command_list_handle_t list = core.target();
   ACCGRAPH_ZE_CHECK(
@@ -154,6 +226,7 @@ void ZeStream::delay(std::chrono::nanoseconds duration) {
                 kBackendName);
   const uint64_t ns = static_cast<uint64_t>(duration.count());
   const ze_group_count_t one{1, 1, 1};
+  std::shared_ptr<StreamCore> keep = core.keep_list_alive("delay");
   std::lock_guard<std::mutex> lock(core.mutex);
   ze_command_list_handle_t list = core.target();
   {

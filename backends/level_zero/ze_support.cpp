@@ -182,6 +182,18 @@ uint64_t TickConverter::resolution_ns() const noexcept {
   return ns == 0 ? 1 : ns;
 }
 
+uint64_t TickConverter::period_ns() const noexcept {
+  if (valid_bits_ >= 64) return ~uint64_t{0};
+  return ticks_to_ns(uint64_t{1} << valid_bits_);
+}
+
+bool TickConverter::window_is_unambiguous(uint64_t window_ns) const noexcept {
+  constexpr uint64_t kFixedMarginNs = 50'000;
+  const unsigned __int128 needed =
+      static_cast<unsigned __int128>(window_ns) + window_ns / 64 + kFixedMarginNs;
+  return needed < period_ns();
+}
+
 std::vector<uint64_t> TickConverter::to_ns(const uint64_t* ticks, size_t count) const {
   std::vector<uint64_t> out(count);
   if (count == 0) return out;

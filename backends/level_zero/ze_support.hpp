@@ -86,6 +86,13 @@ class TickConverter {
   uint64_t elapsed_ns(uint64_t from, uint64_t to) const noexcept;
   /// The duration of one tick, rounded up, at least 1 ns.
   uint64_t resolution_ns() const noexcept;
+  /// ns of one period of the counter (2^valid_bits ticks); UINT64_MAX when that does not fit.
+  uint64_t period_ns() const noexcept;
+  /// True when timestamps all taken within `window_ns` of host time can be placed exactly: the
+  /// window plus a margin for clock drift and sampling (1/64 of it, plus 50 us) is shorter
+  /// than one period, so no two of them are a whole period or more apart (Note [Counter
+  /// period] in markers.cpp).
+  bool window_is_unambiguous(uint64_t window_ns) const noexcept;
   /// Timestamps taken in this order -> ns on one clock: the first is its masked value in ns,
   /// each later one the previous plus elapsed_ns(previous, this), so a sequence stays monotonic
   /// across a wraparound as long as consecutive stamps are less than one period apart.

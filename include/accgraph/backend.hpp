@@ -139,6 +139,11 @@ struct MarkerOptions {
 /// pending sequence first when the ring is full: reports are never overwritten or lost.
 class ACCGRAPH_API TimestampMarkers {
  public:
+  /// read() returns this for a marker whose time cannot be determined, e.g. when the device
+  /// counter may have wrapped more than once since the sequence began; the profiler reports
+  /// regions that use it as unmeasurable.
+  static constexpr uint64_t kUnmeasurable = UINT64_MAX;
+
   virtual ~TimestampMarkers();
 
   virtual std::string strategy() const = 0;

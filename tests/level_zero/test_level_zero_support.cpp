@@ -60,6 +60,28 @@ TEST_CASE("ticks -> ns: differences are masked to the valid bits, across a wrapa
   }
 }
 
+TEST_CASE("ticks -> ns: the counter's period, and which windows it places exactly") {
+  auto ns_ticks = lz::TickConverter::from_frequency_hz(1'000'000'000, 26);
+  CHECK(ns_ticks.period_ns() == (uint64_t{1} << 26));  // 67.1 ms
+  CHECK(lz::TickConverter::from_ns_per_tick(52, 32).period_ns() == (uint64_t{52} << 32));
+  CHECK(lz::TickConverter::from_frequency_hz(19'200'000, 36).period_ns() == 3'579'139'413'333);
+  CHECK(lz::TickConverter::from_frequency_hz(1'000'000'000, 64).period_ns() == ~uint64_t{0});
+  // Sub-ns ticks: ns = ticks * 10^9 / hz.
+  CHECK(lz::TickConverter::from_frequency_hz(1'000'000'000'000, 63).period_ns() ==
+        (uint64_t{1} << 63) / 1000);
+
+  // Window + 1/64 of it + 50 us must stay below the period.
+  CHECK(ns_ticks.window_is_unambiguous(0));
+  CHECK(ns_ticks.window_is_unambiguous(60'000'000));
+  CHECK_FALSE(ns_ticks.window_is_unambiguous(66'100'000));  // 66.1 + 1.03 + 0.05 ms > 67.1 ms
+  CHECK_FALSE(ns_ticks.window_is_unambiguous(uint64_t{1} << 26));
+  CHECK_FALSE(ns_ticks.window_is_unambiguous(~uint64_t{0}));
+  auto tiny = lz::TickConverter::from_frequency_hz(1'000'000'000, 12);  // 4.1 us
+  CHECK_FALSE(tiny.window_is_unambiguous(0));  // the fixed margin alone is longer
+  auto wide = lz::TickConverter::from_frequency_hz(1'000'000'000, 64);
+  CHECK(wide.window_is_unambiguous(uint64_t{1} << 62));
+}
+
 TEST_CASE("capture path: native graphs only with the extension, the capability and every entry point") {
   lz::GraphSupport none;
   lz::PathChoice c = lz::choose_capture_path(none);

@@ -64,6 +64,14 @@ std::condition_variable& sync_cv() {
     return cv;
 }
 
+// Note [Event memory order]
+// A command's work (a copy, a timestamp write) runs on a worker thread before it signals its event, and the
+// application reads that memory once zeEventHostSynchronize / zeEventQueryStatus report the event signalled.
+// Level Zero promises that data written before a signal is visible after it is observed; here the promise is
+// kept by sync_mutex(): signal_event sets `signaled` under it (the unlock is a release), and every query
+// reads `signaled` under it (the lock is an acquire), so the work happens-before the query that sees the
+// signal, for the compiler, the CPU and ThreadSanitizer alike. Reading the written memory without such a
+// query (polling it) would be a data race with the worker's plain writes.
 void signal_event(Event* event) {
     {
         std::lock_guard<std::mutex> lock(sync_mutex());

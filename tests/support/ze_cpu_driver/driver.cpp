@@ -45,6 +45,13 @@ uint64_t device_ticks() {
     return host_ns() & mask;
 }
 
+uint64_t physical_memory_bytes() {
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page_size = sysconf(_SC_PAGESIZE);
+    return (pages > 0 && page_size > 0) ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size)
+                                        : (8ull << 30);
+}
+
 Driver* the_driver() {
     static Driver driver;
     return &driver;
@@ -70,13 +77,6 @@ ze_result_t write_count(uint32_t* count, T* out, const T& value) {
     *count = 1;
     *out = value;
     return ZE_RESULT_SUCCESS;
-}
-
-uint64_t physical_memory_bytes() {
-    const long pages = sysconf(_SC_PHYS_PAGES);
-    const long page_size = sysconf(_SC_PAGESIZE);
-    return (pages > 0 && page_size > 0) ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size)
-                                        : (8ull << 30);
 }
 
 // -- global and driver ------------------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ bool graph_extension_enabled();     // false when ZE_ACCGRAPH_CPU_NO_GRAPH=1
 uint32_t timestamp_valid_bits();    // ZE_ACCGRAPH_CPU_VALID_BITS, default 64
 uint64_t device_ticks();            // 1 tick = 1 ns of steady_clock, masked to the valid bits
 uint64_t host_ns();                 // unmasked steady_clock ns
+uint64_t physical_memory_bytes();   // the "device memory" size: the host's physical memory
 
 // -- objects ---------------------------------------------------------------------------------------------------
 struct Driver : Object {

@@ -31,6 +31,10 @@ ze_result_t allocate(ze_context_handle_t context, size_t size, size_t alignment,
     if (alignment == 0) alignment = 64;
     if ((alignment & (alignment - 1)) != 0) return ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT;
     if (alignment < sizeof(void*)) alignment = sizeof(void*);
+    // More than the whole memory cannot be satisfied: answer without asking the allocator, which would
+    // otherwise see absurd sizes (a sanitizer's allocator aborts on them) and could overflow `rounded`.
+    if (size > physical_memory_bytes() || alignment > physical_memory_bytes())
+        return ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
     const size_t rounded = (size + alignment - 1) / alignment * alignment; // aligned_alloc requires a multiple
     void* memory = std::aligned_alloc(alignment, rounded);
     if (memory == nullptr) return ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
