@@ -169,11 +169,6 @@ class ACCGRAPH_API TimestampMarkers {
   virtual void wait(uint64_t sequence) = 0;
   /// The `count` marker times of a finished sequence, in nanoseconds on the backend's clock.
   virtual std::vector<uint64_t> read(uint64_t sequence, size_t count) = 0;
-
-  /// read() returns this for a marker whose time cannot be determined (e.g. the device counter
-  /// may have wrapped more than once since the sequence began); the profiler reports the
-  /// regions that use it as unmeasurable instead of a wrong duration.
-  static constexpr uint64_t kUnmeasurable = UINT64_MAX;
 };
 
 /// A backend: the factory for its streams, buffers, graphs and markers. One instance per process
