@@ -15,6 +15,7 @@
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -59,16 +60,16 @@ uint64_t resident_bytes() {
 }
 
 [[noreturn]] void fail(const std::string& message) {
-  fmt::print(stderr, "FAILED: {}\n", message);
   std::fflush(stdout);
+  fmt::print(stderr, "FAILED: {}\n", message);
   std::exit(1);
 }
 
 /// Watches the resident set against Note [Soak RSS bound].
 class RssWatch {
  public:
-  RssWatch(std::string what, uint64_t regions_per_iteration)
-      : what_(std::move(what)), samples_per_iteration_(regions_per_iteration) {}
+  RssWatch(std::string what, uint64_t samples_per_iteration)
+      : what_(std::move(what)), samples_per_iteration_(samples_per_iteration) {}
 
   void start(uint64_t iteration) {
     baseline_ = resident_bytes();
