@@ -7,6 +7,7 @@
 // Exit code 0: passed; 1: a check failed (the message says which and by how much), or the
 // backend is unavailable (ctest registers each run only where its backend can run); 2: bad
 // arguments.
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -30,26 +31,30 @@ using accgraph::timing::Profiler;
 using accgraph::timing::ProfilerOptions;
 
 // Note [Soak RSS bound]
-// The resident set is measured after a warm-up (a tenth of the iterations: the allocator's
-// arenas, the backend's worker threads, the CPU driver and the marker rings exist by then) and
-// checked against that value while the loop runs and at the end. The bound is
+// The resident set (after malloc_trim, see resident_bytes) is measured after a warm-up (a tenth
+// of the iterations: the backend's worker threads, the CPU driver and the marker rings exist by
+// then) and checked against that value while the loop runs and at the end. The bound is
 //   kFragmentationBytes + 16 B x (statistics samples added after the warm-up).
 // * The samples are growth by design: StatsAccumulator keeps every duration (8 B per region
 //   per report, report.hpp) so percentiles are exact; a std::vector may hold up to twice its
 //   size while it grows, hence 16 B.
-// * 4 MiB covers what does not grow with the iteration count: malloc's fragmentation and the
-//   per-thread arenas of the backend's and the driver's worker threads. Measured on the 2-core
-//   dev machine (replay_cycles, growth after the warm-up): host +0.7 MiB at 10,000 cycles and
-//   +2.4 MiB at 40,000 (the samples alone are +0.6 and +2.5 MiB); level_zero between -0.8 and
-//   +3.0 MiB at 10,000, +2.0 at 20,000, +0.9 at 40,000 (noise, not a trend).
-// What it catches: anything of a few hundred bytes kept per replay or per stream. After the
-// warm-up, 27,000 replays keeping 256 bytes each is +6.6 MiB (bound 5.2 MiB); one host marker
-// set (32 KiB) per dead stream is +281 MiB over 9,000 streams (audit row 2.2 measured
-// +447 MB on host and +5.2 GB on level_zero); 512 bytes per stream is +4.4 MiB (bound 4.1).
-constexpr uint64_t kFragmentationBytes = 4ull << 20;
+// * 1 MiB covers what does not grow with the iteration count (heap fragmentation, page
+//   granularity). Measured on the 2-core dev machine, replay_cycles: +0.60 to +0.65 MiB after
+//   10,000 cycles on host and on level_zero (5 runs each), +1.25 MiB at 20,000 and +2.45 MiB at
+//   40,000 on level_zero: exactly the 8 B samples. Without malloc_trim, level_zero varied
+//   between -0.8 and +3.3 MiB from run to run.
+// What it catches: after the warm-up, 27,000 replays keeping 64 bytes each (+1.6 MiB over the
+// samples' 0.6 MiB; bound 2.2 MiB), 9,000 dead streams keeping 128 bytes each (+1.1 MiB; bound
+// 1.1 MiB), and one host marker set (32 KiB) per dead stream by far: audit row 2.2 measured
+// +447 MB on host and +5.2 GB on level_zero.
+constexpr uint64_t kFragmentationBytes = 1ull << 20;
 constexpr uint64_t kBytesPerSample = 16;
 
+// The resident set after malloc_trim(0) has handed free heap pages back to the kernel, so that
+// what the allocator merely caches (it varies with the order threads freed memory in) does not
+// count as growth.
 uint64_t resident_bytes() {
+  malloc_trim(0);
   std::ifstream statm("/proc/self/statm");
   uint64_t size_pages = 0, resident_pages = 0;
   if (!(statm >> size_pages >> resident_pages)) {
@@ -84,6 +89,7 @@ class RssWatch {
   /// Fails as soon as the growth exceeds the bound (a leak of megabytes per thousand iterations
   /// would otherwise run the machine out of memory before the end).
   void check(uint64_t iteration) const {
+    if (iteration <= start_iteration_) return;
     uint64_t now = resident_bytes();
     uint64_t growth = now > baseline_ ? now - baseline_ : 0;
     if (growth > bound(iteration))
