@@ -22,12 +22,14 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 all_parts=(default asan tsan fuzz soak)
 
-# Runs "$@", then prints how long it took.
+# Runs "$@" and prints how long it took, also when it fails (then it returns its exit code,
+# which ends the part: errexit).
 timed() {
-  local start=$SECONDS
+  local start=$SECONDS rc=0
   echo "+ $*"
-  "$@"
-  echo "  ($((SECONDS - start)) s: $*)"
+  "$@" || rc=$?
+  echo "  ($((SECONDS - start)) s: $*)$([ "$rc" -eq 0 ] || echo " FAILED with exit $rc")"
+  return "$rc"
 }
 
 # Each part, run as `bash scripts/test.sh --part NAME`.
