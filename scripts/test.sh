@@ -10,8 +10,9 @@
 #   soak     build/: the soak test (ctest --preset soak): 10,000 replay cycles and 10,000
 #            short-lived streams on host and level_zero, flat memory, every report delivered
 #
-#   bash scripts/test.sh                     # every part (CI; about 35 min on 2 cores)
-#   ACCGRAPH_TEST_QUICK=1 bash scripts/test.sh   # the default part only (a few minutes)
+#   bash scripts/test.sh                     # every part (CI): 5 min on an idle 2-core machine,
+#                                            # 11 min on a loaded one, after quickstart's build
+#   ACCGRAPH_TEST_QUICK=1 bash scripts/test.sh   # the default part only (build + 30 s)
 #   bash scripts/test.sh asan soak           # the parts named
 #
 # Every part runs even when an earlier one failed (each in its own `bash -euo pipefail`, so any
