@@ -4,21 +4,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-packages=(cmake g++ make pkg-config libfmt-dev doctest-dev nlohmann-json3-dev libze1 libze-dev)
-missing=()
-for package in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$package")
-  fi
-done
-if ((${#missing[@]})); then
-  sudo=""
-  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-  echo "quickstart: installing ${missing[*]}"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
-
+bash scripts/ensure-packages.sh cmake g++ make pkg-config libfmt-dev doctest-dev \
+  nlohmann-json3-dev libze1 libze-dev
 cmake --preset default
 cmake --build --preset default
 ./build/bin/accgraph demo "$@"

@@ -1,6 +1,6 @@
 // Conformance cases for region timing (timing::Profiler over the backend's TimestampMarkers):
 // known durations, nesting, metadata, shared boundaries, the ring, and eager regions.
-#include <algorithm>
+#include <chrono>
 #include <thread>
 
 #include "conformance.hpp"
@@ -49,13 +49,18 @@ ACCGRAPH_CONFORMANCE_CASE("timing: a region around work of known duration measur
   graph.capture_end();
   if (!have_work) return;
   constexpr int kReplays = 5;
+  const auto first_replay = std::chrono::steady_clock::now();
   for (int i = 0; i < kReplays; ++i) graph.replay();
   profiler.flush();
+  const auto span_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                 std::chrono::steady_clock::now() - first_replay)
+                                                 .count());
 
   std::vector<ReplayReport> reports = profiler.reports();
   REQUIRE(reports.size() == kReplays);
   const uint64_t work_ns = std::chrono::nanoseconds(kWork).count();
-  std::vector<uint64_t> durations;
+  uint64_t total_ns = 0;
+  uint64_t slack_ns = 0;
   for (const ReplayReport& report : reports) {
     REQUIRE(report.regions.size() == 1);
     const timing::RegionTiming& region = report.regions[0];
@@ -64,15 +69,17 @@ ACCGRAPH_CONFORMANCE_CASE("timing: a region around work of known duration measur
     // Lower bound, every replay: the work lasts at least kWork and both markers bracket it;
     // each stamp may be quantised by one clock step.
     CHECK(region.duration_ns + 2 * report.resolution_ns >= work_ns);
-    durations.push_back(region.duration_ns);
+    total_ns += region.duration_ns;
+    slack_ns += 2 * report.resolution_ns;
   }
-  // Upper bound on the median: a marker costs at most a few microseconds on every backend we
-  // know (design.md: ~2.5 us for an event node on H100), so 2 ms of slack is far above real
-  // overhead yet well below kWork, so a region that measured something else (the work twice,
-  // the launch gap) fails. The median, because one replay may be descheduled on a loaded
-  // machine (the host backend's "device" is a CPU thread).
-  std::sort(durations.begin(), durations.end());
-  CHECK(durations[durations.size() / 2] <= work_ns + 2'000'000);
+  // Upper bound, relative to a baseline taken in the same run: the replays run one after the
+  // other on one stream, so their regions do not overlap, and all of them lie between the first
+  // replay() call and the return of flush(), a span the host clock measures around them. A
+  // region that measured something else (the work twice, another replay's markers, the queue
+  // of replays before it) makes the sum exceed that span; a descheduled thread or a time-sliced
+  // device lengthens the span as much as the regions, so load cannot fail this check. (An
+  // absolute bound, median <= kWork + 2 ms, failed at 7.4-12.8 ms under load: code review 5.2.)
+  CHECK(total_ns <= span_ns + slack_ns);
 }
 
 ACCGRAPH_CONFORMANCE_CASE("timing: nested regions report depth, parent, path and containment") {

@@ -7,7 +7,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -59,6 +62,83 @@ std::vector<uint8_t> read_back(Stream& s, const Buffer& device) {
 
 bool all_equal(const std::vector<uint8_t>& v, uint8_t value) {
   return std::all_of(v.begin(), v.end(), [&](uint8_t x) { return x == value; });
+}
+
+// Note [Relative upper bounds]
+// A lower bound on a measured interval is physical (the work lasts at least as long as asked)
+// and is checked on every sample. An upper bound is not: when processes share the GPU, a time
+// slice or a context switch adds tens of microseconds to any one interval (code review 5.2:
+// 93 us measured for a 20 us delay under `ctest -j3` on one H200), and the device may simply be
+// slower than the one the numbers were first taken on. So every upper bound here is checked on
+// the median of several samples and scales with a baseline measured in the same run: the
+// interval a marker pair of the same strategy measures around no work (`empty_interval_ns`),
+//   median(interval around delay(D)) <= 1.5 D + 4 x empty + 2 x timer resolution
+// (the interval around D holds the delay kernel's own launch and the closing marker, about two
+// marker costs: ~1.5 us on H100, bench/cuda/README.md (e)). A stamp read from another replay's
+// slot, a marker recorded behind the next piece of work, or a delay that runs twice as long as
+// asked still fails it; a time slice that hits a few samples does not.
+
+uint64_t median_of(std::vector<uint64_t> samples) {
+  REQUIRE(!samples.empty());
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+/// The interval a marker pair of `strategy` measures around no work: the median over 9
+/// replays of a captured graph, each read before the next (Note [Relative upper bounds]).
+uint64_t empty_interval_ns(const char* strategy) {
+  Stream s = Stream::create("cuda");
+  auto markers = backend("cuda").create_markers(0, MarkerOptions{strategy, 2});
+  AcceleratorGraph g("cuda");
+  g.capture_begin(s);
+  markers->begin_sequence(s.impl());
+  markers->record(s.impl(), 0);
+  markers->record(s.impl(), 1);
+  markers->end_sequence(s.impl());
+  g.capture_end();
+  std::vector<uint64_t> samples;
+  for (uint64_t seq = 0; seq < 9; ++seq) {
+    markers->before_launch(g.impl(), s.impl(), seq);
+    g.replay();
+    markers->after_launch(g.impl(), s.impl(), seq);
+    markers->wait(seq);
+    std::vector<uint64_t> t = markers->read(seq, 2);
+    REQUIRE(t.size() == 2);
+    REQUIRE(t[1] >= t[0]);
+    samples.push_back(t[1] - t[0]);
+  }
+  uint64_t empty = median_of(samples);
+  MESSAGE(strategy << ": a marker pair around no work measures " << empty << " ns (median)");
+  return empty;
+}
+
+/// Note [Relative upper bounds]: the largest median a region around a delay of `requested`
+/// may measure.
+uint64_t upper_bound_ns(std::chrono::nanoseconds requested, uint64_t empty_ns) {
+  const auto d = static_cast<uint64_t>(requested.count());
+  return d + d / 2 + 4 * empty_ns + 2 * backend("cuda").capabilities(0).timer_resolution_ns;
+}
+
+/// False under ACCGRAPH_TEST_SKIP_TIMING_BOUNDS=1, which scripts/gpu-check.sh sets when it runs
+/// this program under compute-sanitizer: the sanitizer serialises kernels (two streams no
+/// longer overlap) and slows each launch by orders of magnitude, so upper bounds and the
+/// accuracy figures say nothing there. Lower bounds and every other check still run.
+bool timing_bounds_checked() {
+  const char* skip = std::getenv("ACCGRAPH_TEST_SKIP_TIMING_BOUNDS");
+  static const bool checked = !(skip != nullptr && std::string(skip) == "1");
+  return checked;
+}
+
+/// Checks the median of `samples` against upper_bound_ns (Note [Relative upper bounds]).
+void check_median_upper_bound(const std::vector<uint64_t>& samples,
+                              std::chrono::nanoseconds requested, uint64_t empty_ns) {
+  if (!timing_bounds_checked()) return;
+  const uint64_t median = median_of(samples);
+  const uint64_t bound = upper_bound_ns(requested, empty_ns);
+  CAPTURE(requested.count());
+  CAPTURE(empty_ns);
+  CHECK_MESSAGE(median <= bound, "median " << median << " ns over " << samples.size()
+                                            << " samples, bound " << bound << " ns");
 }
 
 }  // namespace
@@ -452,6 +532,7 @@ TEST_CASE("cuda: marker options are checked") {
 TEST_CASE("cuda: both marker strategies keep K replays in flight") {
   for (const char* strategy : {"device_timestamps", "external_events"}) {
     CAPTURE(strategy);
+    const uint64_t empty = empty_interval_ns(strategy);
     constexpr size_t K = 4;
     Stream s = Stream::create("cuda");
     Backend& b = backend("cuda");
@@ -469,6 +550,7 @@ TEST_CASE("cuda: both marker strategies keep K replays in flight") {
     g.capture_end();
 
     uint64_t previous_end = 0;
+    std::vector<uint64_t> first, second;  // t[1]-t[0] (20 us) and t[2]-t[1] (5 us) per replay
     for (uint64_t round = 0; round < 3; ++round) {
       for (uint64_t i = 0; i < K; ++i) {  // K launches back to back, nothing read in between
         uint64_t seq = round * K + i;
@@ -484,27 +566,35 @@ TEST_CASE("cuda: both marker strategies keep K replays in flight") {
         REQUIRE(t.size() == 3);
         CHECK(t[0] > previous_end);  // each replay has its own slot, in order
         CHECK(t[1] - t[0] >= 20000);
-        CHECK(t[1] - t[0] < 30000);
         CHECK(t[2] - t[1] >= 5000);
-        CHECK(t[2] - t[1] < 15000);
+        first.push_back(t[1] - t[0]);
+        second.push_back(t[2] - t[1]);
         previous_end = t[2];
       }
     }
+    check_median_upper_bound(first, 20us, empty);
+    check_median_upper_bound(second, 5us, empty);
     // Eager sequences on the same marker set. The stream is kept busy first so the markers
     // queue behind device work: on an idle stream an eager interval would also hold the host's
     // enqueue gaps (seen: 29 us for a 10 us delay with events).
-    s.delay(200us);
-    markers->begin_sequence(s.impl());
-    markers->record(s.impl(), 0);
-    s.delay(10us);
-    markers->record(s.impl(), 1);
-    markers->end_sequence(s.impl());
-    markers->after_eager_sequence(s.impl(), 3 * K);
-    markers->wait(3 * K);
-    std::vector<uint64_t> t = markers->read(3 * K, 2);
-    CHECK(t[0] > previous_end);
-    CHECK(t[1] - t[0] >= 10000);
-    CHECK(t[1] - t[0] < 20000);
+    std::vector<uint64_t> eager;
+    for (uint64_t seq = 3 * K; seq < 3 * K + 5; ++seq) {
+      s.delay(200us);
+      markers->begin_sequence(s.impl());
+      markers->record(s.impl(), 0);
+      s.delay(10us);
+      markers->record(s.impl(), 1);
+      markers->end_sequence(s.impl());
+      markers->after_eager_sequence(s.impl(), seq);
+      markers->wait(seq);
+      std::vector<uint64_t> t = markers->read(seq, 2);
+      REQUIRE(t.size() == 2);
+      CHECK(t[0] > previous_end);
+      CHECK(t[1] - t[0] >= 10000);
+      eager.push_back(t[1] - t[0]);
+      previous_end = t[1];
+    }
+    check_median_upper_bound(eager, 10us, empty);
   }
 }
 
@@ -513,35 +603,54 @@ TEST_CASE("cuda: both marker strategies keep K replays in flight") {
 // [Device timestamp ring]). B's first marker lands inside A's interval: with one shared staging
 // area it would overwrite A's opening stamp and A would measure ~30 us instead of ~40 us. A graph
 // launched afterwards continues the numbering (the device counter is re-aligned).
+// Whether B really starts inside A depends on the host enqueueing B within A's 40 us; a
+// descheduled host thread can miss that, so the pair runs kRounds times and at least one round
+// must overlap (the lower bounds hold in every round, overlapping or not).
 TEST_CASE("cuda: concurrent eager sequences on two streams keep their own stamps") {
+  constexpr uint64_t kRounds = 5;
   for (const char* strategy : {"device_timestamps", "external_events"}) {
     CAPTURE(strategy);
+    const uint64_t empty = empty_interval_ns(strategy);
     Stream a = Stream::create("cuda");
     Stream b = Stream::create("cuda");
     auto markers = backend("cuda").create_markers(0, MarkerOptions{strategy, 4});
-    markers->begin_sequence(a.impl());  // sequence 0 on a: ~40 us
-    markers->record(a.impl(), 0);
-    a.delay(40us);
-    markers->record(a.impl(), 1);
-    markers->end_sequence(a.impl());
-    markers->after_eager_sequence(a.impl(), 0);
-    b.delay(10us);
-    markers->begin_sequence(b.impl());  // sequence 1 on b: ~10 us, starting ~10 us into a's
-    markers->record(b.impl(), 0);
-    b.delay(10us);
-    markers->record(b.impl(), 1);
-    markers->end_sequence(b.impl());
-    markers->after_eager_sequence(b.impl(), 1);
-    markers->wait(0);
-    markers->wait(1);
-    std::vector<uint64_t> ta = markers->read(0, 2);
-    std::vector<uint64_t> tb = markers->read(1, 2);
-    CHECK(ta[1] - ta[0] >= 40000);
-    CHECK(ta[1] - ta[0] < 60000);
-    CHECK(tb[1] - tb[0] >= 10000);
-    CHECK(tb[1] - tb[0] < 25000);
-    CHECK(tb[0] > ta[0]);  // they did overlap: b began inside a's interval
-    CHECK(tb[0] < ta[1]);
+    std::vector<uint64_t> a_intervals, b_intervals;
+    uint64_t overlapped = 0;
+    uint64_t last_b_end = 0;
+    for (uint64_t round = 0; round < kRounds; ++round) {
+      const uint64_t seq_a = 2 * round, seq_b = 2 * round + 1;
+      markers->begin_sequence(a.impl());  // on a: ~40 us
+      markers->record(a.impl(), 0);
+      a.delay(40us);
+      markers->record(a.impl(), 1);
+      markers->end_sequence(a.impl());
+      markers->after_eager_sequence(a.impl(), seq_a);
+      b.delay(10us);
+      markers->begin_sequence(b.impl());  // on b: ~10 us, starting ~10 us into a's
+      markers->record(b.impl(), 0);
+      b.delay(10us);
+      markers->record(b.impl(), 1);
+      markers->end_sequence(b.impl());
+      markers->after_eager_sequence(b.impl(), seq_b);
+      markers->wait(seq_a);
+      markers->wait(seq_b);
+      std::vector<uint64_t> ta = markers->read(seq_a, 2);
+      std::vector<uint64_t> tb = markers->read(seq_b, 2);
+      REQUIRE(ta.size() == 2);
+      REQUIRE(tb.size() == 2);
+      CHECK(ta[1] - ta[0] >= 40000);
+      CHECK(tb[1] - tb[0] >= 10000);
+      a_intervals.push_back(ta[1] - ta[0]);
+      b_intervals.push_back(tb[1] - tb[0]);
+      if (tb[0] > ta[0] && tb[0] < ta[1]) ++overlapped;  // b began inside a's interval
+      last_b_end = std::max(last_b_end, tb[1]);
+      a.synchronize();
+      b.synchronize();
+    }
+    if (timing_bounds_checked())
+      CHECK_MESSAGE(overlapped >= 1, "no round ran the two sequences concurrently");
+    check_median_upper_bound(a_intervals, 40us, empty);
+    check_median_upper_bound(b_intervals, 10us, empty);
 
     AcceleratorGraph g("cuda");
     g.capture_begin(a);
@@ -551,22 +660,26 @@ TEST_CASE("cuda: concurrent eager sequences on two streams keep their own stamps
     markers->record(a.impl(), 1);
     markers->end_sequence(a.impl());
     g.capture_end();
-    for (uint64_t seq = 2; seq < 7; ++seq) {  // wraps the ring of 4
+    std::vector<uint64_t> replays;
+    for (uint64_t seq = 2 * kRounds; seq < 2 * kRounds + 5; ++seq) {  // wraps the ring of 4
       markers->before_launch(g.impl(), a.impl(), seq);
       g.replay();
       markers->after_launch(g.impl(), a.impl(), seq);
       markers->wait(seq);
       std::vector<uint64_t> t = markers->read(seq, 2);
+      REQUIRE(t.size() == 2);
       CHECK(t[1] - t[0] >= 5000);
-      CHECK(t[1] - t[0] < 15000);
-      CHECK(t[0] > tb[1]);
+      CHECK(t[0] > last_b_end);
+      replays.push_back(t[1] - t[0]);
     }
+    check_median_upper_bound(replays, 5us, empty);
   }
 }
 
 TEST_CASE("cuda: the profiler reports every replay with both strategies") {
   for (const char* strategy : {"device_timestamps", "external_events"}) {
     CAPTURE(strategy);
+    const uint64_t empty = empty_interval_ns(strategy);
     timing::ProfilerOptions options;
     options.marker_strategy = strategy;
     options.ring_depth = 4;
@@ -589,13 +702,15 @@ TEST_CASE("cuda: the profiler reports every replay with both strategies") {
     prof.flush();
     std::vector<timing::ReplayReport> reports = prof.reports();
     REQUIRE(reports.size() == 25);
+    std::vector<uint64_t> spins;
     for (size_t i = 0; i < reports.size(); ++i) {
       CHECK(reports[i].replay_index == i);
       CHECK(reports[i].marker_strategy == strategy);
       REQUIRE(reports[i].regions.size() == 2);
       CHECK(reports[i].regions[1].duration_ns >= 10000);
-      CHECK(reports[i].regions[1].duration_ns < 20000);
+      spins.push_back(reports[i].regions[1].duration_ns);
     }
+    check_median_upper_bound(spins, 10us, empty);
   }
 }
 
@@ -636,7 +751,7 @@ TEST_CASE("cuda: regions around spin kernels of 2/10/100 us are accurate") {
       double median = errors[errors.size() / 2];
       MESSAGE(strategy << " " << us << " us: median error " << median << " ns (min "
                        << errors.front() << ", max " << errors.back() << ")");
-      CHECK(median <= tolerance_ns);
+      if (timing_bounds_checked()) CHECK(median <= tolerance_ns);
       CHECK(errors.front() >= -64.0);
     }
   }

@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include <fmt/format.h>
+
 #include "accgraph/graph.hpp"
 #include "accgraph/types.hpp"
 #include "accgraph/version.hpp"
@@ -36,9 +38,17 @@ TEST_CASE("enumerations have names") {
   CHECK(std::string(to_string(accgraph::GraphState::Instantiated)) == "instantiated");
 }
 
-TEST_CASE("the library version matches the headers") {
+// ACCGRAPH_TEST_PROJECT_VERSION is project(accgraph VERSION ...) from CMake (tests/unit/CMakeLists.txt):
+// the one place the version is set must agree with the header the users compile against and
+// with the library they run against.
+TEST_CASE("the headers and the library report the version CMake's project() declares") {
+  const std::string project_version = ACCGRAPH_TEST_PROJECT_VERSION;
+  const std::string header_version = fmt::format("{}.{}.{}", ACCGRAPH_VERSION_MAJOR,
+                                                 ACCGRAPH_VERSION_MINOR, ACCGRAPH_VERSION_PATCH);
+  CHECK(header_version == project_version);
   accgraph::Version v = accgraph::library_version();
-  CHECK(v.major == ACCGRAPH_VERSION_MAJOR);
-  CHECK(v.minor == ACCGRAPH_VERSION_MINOR);
-  CHECK(v.patch == ACCGRAPH_VERSION_PATCH);
+  CHECK(fmt::format("{}.{}.{}", v.major, v.minor, v.patch) == project_version);
+  CHECK(v.major == ACCGRAPH_TEST_PROJECT_VERSION_MAJOR);
+  CHECK(v.minor == ACCGRAPH_TEST_PROJECT_VERSION_MINOR);
+  CHECK(v.patch == ACCGRAPH_TEST_PROJECT_VERSION_PATCH);
 }

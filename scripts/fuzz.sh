@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (tests/fuzz/fuzz_*.cpp, the fuzz preset: clang, build-fuzz/) and
+# runs each for SECONDS. Every fuzzer keeps its corpus in build-fuzz/corpus/<name>/ (it grows
+# from run to run; tests/fuzz/corpus/<name>/ seeds it where present). A crash, leak, timeout or
+# out-of-memory input is written to build-fuzz/crashes/<name>/, named at the end, and makes the
+# script exit 1 once every fuzzer has run.
+#
+#   bash scripts/fuzz.sh               # 30 s each (what scripts/test.sh runs)
+#   bash scripts/fuzz.sh 600 fuzz_stats  # one fuzzer, 10 minutes
+#   build-fuzz/fuzz/fuzz_stats build-fuzz/crashes/fuzz_stats/crash-...   # replay one input
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+seconds="${1:-30}"
+if ! [[ "$seconds" =~ ^[1-9][0-9]*$ ]]; then
+  echo "usage: $0 [SECONDS] [fuzz_NAME...]   (SECONDS: a whole number >= 1, got '$seconds')" >&2
+  exit 2
+fi
+shift $(($# > 0 ? 1 : 0))
+
+# clang and its libFuzzer runtime (Debian 12: clang 14); installed when missing.
+if command -v dpkg-query >/dev/null; then
+  bash scripts/ensure-packages.sh clang libclang-rt-14-dev
+fi
+if ! command -v clang++ >/dev/null; then
+  echo "fuzz.sh: clang++ is not on PATH; install clang (Debian: apt-get install clang libclang-rt-14-dev)" >&2
+  exit 1
+fi
+
+build="$root/build-fuzz"
+cmake --preset fuzz > /dev/null
+cmake --build --preset fuzz
+
+if [ $# -gt 0 ]; then
+  fuzzers=()
+  for name in "$@"; do
+    if [ ! -x "$build/fuzz/$name" ]; then
+      echo "fuzz.sh: no fuzzer '$name' in $build/fuzz (built: $(find "$build/fuzz" -maxdepth 1 -type f -name 'fuzz_*' -printf '%f ' 2>/dev/null))" >&2
+      exit 2
+    fi
+    fuzzers+=("$build/fuzz/$name")
+  done
+else
+  mapfile -t fuzzers < <(find "$build/fuzz" -maxdepth 1 -type f -name 'fuzz_*' -perm -u+x | sort)
+fi
+if [ ${#fuzzers[@]} -eq 0 ]; then
+  echo "fuzz.sh: no fuzzers were built (tests/fuzz/fuzz_*.cpp)" >&2
+  exit 1
+fi
+
+# LeakSanitizer runs at the end of each input; abort_on_error=0 so a report exits with libFuzzer's
+# error code (which names the saved input) instead of a core dump.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:abort_on_error=0}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
+
+failed=()
+for fuzzer in "${fuzzers[@]}"; do
+  name="$(basename "$fuzzer")"
+  corpus="$build/corpus/$name"
+  crashes="$build/crashes/$name"
+  log="$build/logs/$name.log"
+  mkdir -p "$corpus" "$crashes" "$(dirname "$log")"
+  seeds=()
+  if [ -d "$root/tests/fuzz/corpus/$name" ]; then seeds=("$root/tests/fuzz/corpus/$name"); fi
+  stamp="$build/logs/$name.started"
+  touch "$stamp"
+  echo "== fuzz: $name for $seconds s (corpus $corpus: $(find "$corpus" -type f | wc -l) inputs)"
+  rc=0
+  # -timeout: one input running longer than 10 s is a hang; -rss_limit_mb keeps a runaway input
+  # from taking the shared machine's memory.
+  "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$crashes/" "$corpus" "${seeds[@]}" > "$log" 2>&1 || rc=$?
+  new_artifacts="$(find "$crashes" -type f -newer "$stamp" | sort)"
+  if [ "$rc" -ne 0 ] || [ -n "$new_artifacts" ]; then
+    tail -n 60 "$log" >&2
+    echo "FAILED: $name exited with $rc; input(s) kept:" >&2
+    while IFS= read -r artifact; do echo "  $artifact" >&2; done <<< "${new_artifacts:-(none written: see $log)}"
+    echo "  reproduce: $fuzzer <input>     full log: $log" >&2
+    failed+=("$name")
+  else
+    runs="$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' || echo '?')"
+    cov="$(grep -Eo 'cov: [0-9]+' "$log" | tail -n 1 || true)"
+    echo "ok: $name: $runs inputs, ${cov:-cov: ?}, corpus now $(find "$corpus" -type f | wc -l) inputs"
+  fi
+done
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "fuzz: ${#failed[@]} of ${#fuzzers[@]} fuzzers failed: ${failed[*]}" >&2
+  exit 1
+fi
+echo "fuzz: ${#fuzzers[@]} fuzzers ran $seconds s each without a finding"
