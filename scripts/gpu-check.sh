@@ -77,14 +77,14 @@ if [ "$cuda_registered" -ne 1 ]; then
   say "ctest: a cuda test did not run and pass (NOT REGISTERED or skipped, see above): is the GPU visible?"
 fi
 
-# --- the cuda tests, repeated under load -------------------------------------------------------
-# Three at a time where ctest may (RESOURCE_LOCK gpu and RUN_SERIAL keep the timing tests apart:
-# this checks that they do), 15 rounds, stopping at the first failure.
+# --- the whole suite, repeated under load --------------------------------------------------------
+# Three at a time where ctest may (RESOURCE_LOCK gpu and RUN_SERIAL keep the GPU and timing tests
+# apart: this checks that they do), 15 rounds, stopping at the first failure.
 t0=$SECONDS
-(cd "$build" && ctest -R cuda -j3 --repeat until-fail:15 --output-on-failure --timeout 600) \
+(cd "$build" && ctest -j3 --repeat until-fail:15 --output-on-failure --timeout 600) \
   > "$out/ctest-repeat.log" 2>&1
 repeat_rc=$?
-say "ctest -R cuda -j3 --repeat until-fail:15: rc $repeat_rc in $((SECONDS - t0)) s: $(grep -E 'tests passed|tests failed' "$out/ctest-repeat.log" | tail -1)"
+say "ctest -j3 --repeat until-fail:15: rc $repeat_rc in $((SECONDS - t0)) s: $(grep -E 'tests passed|tests failed' "$out/ctest-repeat.log" | tail -1)"
 grep -E "^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess|Not Run|Exception)" "$out/ctest-repeat.log" | tee -a "$summary"
 if grep -q "No tests were found" "$out/ctest-repeat.log"; then
   say "  no cuda test found: that counts as a failure"
