@@ -96,7 +96,8 @@ struct Recording {
 
 struct OpenRegion {
   std::shared_ptr<Recording> recording;
-  size_t index = 0;  // into recording->layout->regions
+  size_t index = 0;    // into recording->layout->regions
+  uint64_t serial = 0;  // what the Region handle ends (Impl::next_region_serial)
 };
 
 // The last region that ended on a stream: a sibling that begins right after it may reuse its
@@ -155,6 +156,7 @@ struct Profiler::Impl final : GraphObserver {
   std::vector<KeptReport> kept_reports;
   StatsAccumulator stats;
   std::atomic<uint64_t> delivered{0};
+  uint64_t next_region_serial = 1;  // guarded by `mutex`
 
   std::thread collector;
   std::mutex collector_mutex;
@@ -667,11 +669,14 @@ struct Profiler::Impl final : GraphObserver {
 
   // The recording a region on `stream` goes into now: the capture of the graph capturing on it,
   // or (nullptr) the stream's eager tree. Caller holds `mutex`.
-  std::shared_ptr<Recording> capture_recording(Stream& stream, const std::string& what) {
+  // `operation` and `name` only make the error message (built on failure only).
+  std::shared_ptr<Recording> capture_recording(Stream& stream, const char* operation,
+                                               const std::string& name) {
     AcceleratorGraph* graph = stream.capturing_graph();
     if (graph == nullptr) return nullptr;
     auto it = graphs.find(graph->id());
     if (it != graphs.end() && it->second.capture) return it->second.capture;
+    const std::string what = describe(operation, name);
     if (attach_all || attached.count(graph->id()) != 0)
       throw Error(ErrorCode::InvalidState,
                   fmt::format("{}: graph {} began capturing before the profiler was attached to "
@@ -685,15 +690,19 @@ struct Profiler::Impl final : GraphObserver {
                 graph->backend_name());
   }
 
-  void begin(Stream& stream, std::string name, Metadata metadata) {
+  static std::string describe(const char* operation, const std::string& name) {
+    return name.empty() ? std::string(operation) : fmt::format("{}('{}')", operation, name);
+  }
+
+  // Opens a region; returns its serial, which end() checks for a Region handle.
+  uint64_t begin(Stream& stream, std::string name, Metadata metadata) {
     if (!stream)
       throw Error(ErrorCode::InvalidArgument, "begin: the stream is empty (moved from)");
     if (name.empty())
       throw Error(ErrorCode::InvalidArgument,
                   "begin: the region name is empty: give every region a name");
-    const std::string what = fmt::format("begin('{}')", name);
     std::unique_lock<std::mutex> lock(mutex);
-    std::shared_ptr<Recording> recording = capture_recording(stream, what);
+    std::shared_ptr<Recording> recording = capture_recording(stream, "begin", name);
     StreamEntry& entry = streams[stream.id()];
     if (entry.stream.expired()) entry.stream = detail::StreamAccess::shared(stream, "begin");
     if (!entry.stack.empty() && (recording ? recording : entry.eager_tree) !=
@@ -702,7 +711,8 @@ struct Profiler::Impl final : GraphObserver {
       throw Error(ErrorCode::InvalidState,
                   fmt::format("{}: region '{}' on stream {} was opened {} and is still open: end "
                               "it before regions {} begin on this stream",
-                              what, open.recording->layout->regions[open.index].timing.path,
+                              describe("begin", name),
+                              open.recording->layout->regions[open.index].timing.path,
                               stream.id(), open.recording->eager ? "eagerly" : "in a capture",
                               recording ? "of the capture" : "outside the capture"),
                   stream.backend_name());
@@ -762,14 +772,38 @@ struct Profiler::Impl final : GraphObserver {
     }
     s.last_ended.reset();
     layout.regions.push_back(std::move(def));
-    s.stack.push_back({recording, layout.regions.size() - 1});
+    const uint64_t serial = next_region_serial++;
+    s.stack.push_back({recording, layout.regions.size() - 1, serial});
     ++recording->open_regions;
+    return serial;
   }
 
-  void end(Stream& stream) {
+  bool is_open(uint64_t stream_id, uint64_t serial) const {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = streams.find(stream_id);
+    return it != streams.end() && open_region_path(it->second, serial) != nullptr;
+  }
+
+  // The path of the open region `serial` on `entry`'s stream, or nullptr.
+  static const std::string* open_region_path(const StreamEntry& entry, uint64_t serial) {
+    for (const OpenRegion& r : entry.stack)
+      if (r.serial == serial) return &r.recording->layout->regions[r.index].timing.path;
+    return nullptr;
+  }
+
+  // Ends the innermost open region on `stream`; with a `serial` (a Region handle), only if that
+  // region is the innermost one.
+  void end(Stream& stream, uint64_t serial = 0) {
     if (!stream) throw Error(ErrorCode::InvalidArgument, "end: the stream is empty (moved from)");
     std::unique_lock<std::mutex> lock(mutex);
     auto it = streams.find(stream.id());
+    if (serial != 0 && (it == streams.end() || !open_region_path(it->second, serial)))
+      throw Error(ErrorCode::InvalidState,
+                  fmt::format("Region::end: the region is no longer open on stream {}: the capture "
+                              "it was recorded in was aborted or reset (or its stream closed "
+                              "it); nothing to end",
+                              stream.id()),
+                  stream.backend_name());
     if (it == streams.end() || it->second.stack.empty())
       throw Error(ErrorCode::InvalidState,
                   fmt::format("end: no region is open on stream {}: call begin(stream, name) "
@@ -778,7 +812,16 @@ struct Profiler::Impl final : GraphObserver {
                   stream.backend_name());
     StreamEntry& s = it->second;
     OpenRegion open = s.stack.back();
-    std::shared_ptr<Recording> recording = capture_recording(stream, "end");
+    if (serial != 0 && open.serial != serial)
+      throw Error(ErrorCode::InvalidState,
+                  fmt::format("Region::end: region '{}' on stream {} is not the innermost open "
+                              "region: '{}' began after it and is still open; end '{}' first "
+                              "(regions end in the reverse order they began)",
+                              *open_region_path(s, serial), stream.id(),
+                              open.recording->layout->regions[open.index].timing.path,
+                              open.recording->layout->regions[open.index].timing.path),
+                  stream.backend_name());
+    std::shared_ptr<Recording> recording = capture_recording(stream, "end", std::string());
     if ((recording ? recording : s.eager_tree) != open.recording)
       throw Error(ErrorCode::InvalidState,
                   fmt::format("end: region '{}' on stream {} was opened {} but the stream is {} "
@@ -866,7 +909,10 @@ void Profiler::detach() {
 }
 
 Profiler::Region::Region(Region&& other) noexcept
-    : profiler_(std::move(other.profiler_)), stream_(std::move(other.stream_)), open_(other.open_) {
+    : profiler_(std::move(other.profiler_)),
+      stream_(std::move(other.stream_)),
+      serial_(other.serial_),
+      open_(other.open_) {
   other.open_ = false;
 }
 
@@ -883,26 +929,35 @@ Profiler::Region::~Region() {
 
 void Profiler::Region::end() {
   if (!open_) return;
-  open_ = false;
   std::shared_ptr<Impl> profiler = profiler_.lock();
+  if (!profiler) open_ = false;
   if (!profiler)
     throw Error(ErrorCode::InvalidState,
                 "Region::end: the Profiler this region was opened with was destroyed before the "
                 "region ended: end regions (leave their scope) before destroying their profiler");
   std::shared_ptr<detail::StreamState> state = stream_.lock();
+  if (!state) open_ = false;
   if (!state)
     throw Error(ErrorCode::InvalidState,
                 "Region::end: the stream this region was opened on was destroyed before the "
                 "region ended (its eager reports were delivered without it): end regions "
                 "before destroying their stream");
   Stream stream = detail::StreamAccess::handle(std::move(state));
-  profiler->end(stream);
+  // A failed end (out of order, or the stream captures where the region began eagerly) leaves
+  // the region open, to be ended again; one that is no longer open closes this handle.
+  try {
+    profiler->end(stream, serial_);
+  } catch (const Error&) {
+    open_ = profiler->is_open(stream.id(), serial_);
+    throw;
+  }
+  open_ = false;
 }
 
 Profiler::Region Profiler::region(Stream& stream, std::string name, Metadata metadata) {
   std::weak_ptr<detail::StreamState> state = detail::StreamAccess::shared(stream, "region");
-  begin(stream, std::move(name), std::move(metadata));
-  return Region(impl_, std::move(state));
+  const uint64_t serial = impl_->begin(stream, std::move(name), std::move(metadata));
+  return Region(impl_, std::move(state), serial);
 }
 
 void Profiler::begin(Stream& stream, std::string name, Metadata metadata) {

@@ -98,9 +98,11 @@ class ACCGRAPH_API Profiler {
 
   struct Impl;
 
-  /// RAII region: end() in the destructor (never throws; logs). It refers to the profiler and
-  /// to the stream's queue, not to the Profiler or Stream objects: ending it after either was
-  /// destroyed is an InvalidState error that says which.
+  /// RAII region: end() in the destructor (never throws; logs). end() ends this region, which
+  /// must be the innermost open one on its stream: ending an outer region while an inner one is
+  /// open is an InvalidState error naming both (the region stays open; end the inner one
+  /// first). It refers to the profiler and to the stream's queue, not to the Profiler or Stream
+  /// objects: ending it after either was destroyed is an InvalidState error that says which.
   class ACCGRAPH_API Region {
    public:
     Region(Region&& other) noexcept;
@@ -112,10 +114,13 @@ class ACCGRAPH_API Profiler {
 
    private:
     friend class Profiler;
-    Region(std::weak_ptr<Impl> profiler, std::weak_ptr<detail::StreamState> stream)
-        : profiler_(std::move(profiler)), stream_(std::move(stream)), open_(true) {}
+    Region(std::weak_ptr<Impl> profiler, std::weak_ptr<detail::StreamState> stream,
+           uint64_t serial)
+        : profiler_(std::move(profiler)), stream_(std::move(stream)), serial_(serial),
+          open_(true) {}
     std::weak_ptr<Impl> profiler_;
     std::weak_ptr<detail::StreamState> stream_;
+    uint64_t serial_ = 0;  // identifies this region among the open ones of its stream
     bool open_ = false;
   };
 

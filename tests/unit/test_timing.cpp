@@ -856,6 +856,46 @@ TEST_CASE("the background collector delivers finished replays without flush") {
 
 // --- the host backend ------------------------------------------------------------------------
 
+// Review 3.4 bug 2 (issue "Timing layer v2" item 2): Region::end() used to end the innermost
+// region of its stream, so a.end() with b open silently swapped their timings.
+TEST_CASE("a Region ends its own region: out of order is an error naming both, nothing swaps") {
+  fresh_fake();
+  Stream stream = Stream::create(kFake);
+  Profiler prof;
+  {
+    std::optional<Profiler::Region> a(prof.region(stream, "a"));
+    std::optional<Profiler::Region> b(prof.region(stream, "b"));
+    stream.delay(std::chrono::nanoseconds(2000));
+    CHECK_ACCGRAPH_ERROR(a->end(), ErrorCode::InvalidState,
+                         fmt::format("region 'a' on stream {} is not the innermost open region: "
+                                     "'a/b' began after it and is still open; end 'a/b' first",
+                                     stream.id()));
+    stream.delay(std::chrono::nanoseconds(5000));
+    b->end();
+    stream.delay(std::chrono::nanoseconds(100));
+    a->end();  // still open after the refused end: now in order
+  }
+  prof.flush();
+  REQUIRE(prof.reports().size() == 1);
+  const ReplayReport& report = prof.reports()[0];
+  CHECK(find_region(report, "a/b").duration_ns == 7000);
+  CHECK(find_region(report, "a").duration_ns == 7100);
+
+  // A region whose capture was reset is no longer open: its end says so instead of ending
+  // whatever is innermost on the stream.
+  AcceleratorGraph graph(kFake);
+  prof.attach(graph);
+  graph.capture_begin(stream);
+  std::optional<Profiler::Region> lost(prof.region(stream, "lost"));
+  graph.reset();
+  graph.capture_begin(stream);
+  auto other = prof.region(stream, "other");
+  CHECK_ACCGRAPH_ERROR(lost->end(), ErrorCode::InvalidState, "the region is no longer open");
+  lost->end();  // closed after that: nothing more happens
+  other.end();
+  graph.capture_end();
+}
+
 // Audit 5.2 (profiler side): a marker the backend cannot place (a wrapped counter) makes the
 // regions that use it unmeasurable, never a wrong duration, and keeps them out of the statistics.
 TEST_CASE("a marker read back as kUnmeasurable makes its regions unmeasurable") {
