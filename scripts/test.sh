@@ -113,6 +113,7 @@ total=$((SECONDS - total_start))
 echo
 echo "==== test.sh summary ($total s = $((total / 60)) min $((total % 60)) s)"
 printf '%s\n' "${summary[@]}"
+echo "parts: $((${#parts[@]} - failed)) passed, $failed failed"
 if [ "$failed" -ne 0 ]; then
   echo "test.sh: $failed of ${#parts[@]} parts FAILED (their output is above)" >&2
   exit 1
