@@ -77,7 +77,9 @@ class SteadyClockMarkers final : public TimestampMarkers {
     HostStream& host = as_host_stream(stream, "record");
     uint64_t* chunk = ring_->chunk_for(marker);  // resolved now, on the host thread
     const size_t column = marker % kChunkMarkers;
-    host.queue()->enqueue({fmt::format("marker {}", marker), 0, [ring = ring_, chunk, column] {
+    // A constant name (short enough for std::string's inline buffer): recording a marker
+    // formats and allocates no string.
+    host.queue()->enqueue({"marker", 0, [ring = ring_, chunk, column] {
                              uint64_t slot =
                                  ring->current.load(std::memory_order_acquire) % ring->ring;
                              chunk[slot * kChunkMarkers + column] = now_ns();

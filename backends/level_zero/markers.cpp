@@ -137,7 +137,8 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
         zeCommandListAppendWriteGlobalTimestamp(list, destination, nullptr, 0, nullptr),
         fmt::format("record: timestamp marker {}", marker));
     core.order_after_append(list);
-    core.note(fmt::format("timestamp marker {}", marker));
+    // Named only while capturing (for debug_dump): no formatting on the eager path.
+    if (core.capture != StreamCapture::None) core.note(fmt::format("timestamp marker {}", marker));
     if (core.capture == StreamCapture::None) note_unpublished(shared);
     used_ = std::max<size_t>(used_, size_t{marker} + 1);
   }
