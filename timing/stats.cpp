@@ -61,11 +61,13 @@ struct Sketch {
 
   void add(uint64_t v) {
     const size_t index = bucket_of(v);
-    if (counts.empty()) {
-      low = index;
-      counts.assign(1, 0);
-    } else if (index < low || index >= low + counts.size()) {
-      grow_to(index);
+    if (index - low >= counts.size()) {  // also when index < low: the difference wraps
+      if (counts.empty()) {
+        low = index;
+        counts.assign(1, 0);
+      } else {
+        grow_to(index);
+      }
     }
     ++counts[index - low];
   }
@@ -109,16 +111,16 @@ uint64_t nearest_rank_of(uint64_t count, double percent) {
 // rank. Sketch: count, min, max and a 128-bit integer sum are exact, p50/p95 come from the
 // sketch (Note [Stats sketch]); at most kSketchMaxBuckets counts per region.
 struct StatsAccumulator::State {
+  // What add() touches in Sketch mode comes first, in one or two cache lines.
   struct Series {
-    std::string path;
-    int depth = 0;
-    uint64_t unmeasurable = 0;
-    std::vector<uint64_t> samples;  // StatsMode::Exact
-    // StatsMode::Sketch
     uint64_t count = 0;
-    uint64_t min = 0, max = 0;
+    uint64_t min = UINT64_MAX, max = 0;  // meaningful once count != 0
     uint64_t sum_low = 0, sum_high = 0;  // the exact sum, sum_high * 2^64 + sum_low
     Sketch sketch;
+    std::vector<uint64_t> samples;  // StatsMode::Exact
+    uint64_t unmeasurable = 0;
+    int depth = 0;
+    std::string path;
 
     void add(const RegionTiming& region, StatsMode mode) {
       if (!region.measurable) {
@@ -130,8 +132,8 @@ struct StatsAccumulator::State {
         samples.push_back(v);
         return;
       }
-      min = count == 0 ? v : std::min(min, v);
-      max = count == 0 ? v : std::max(max, v);
+      min = std::min(min, v);
+      max = std::max(max, v);
       ++count;
       sum_low += v;
       if (sum_low < v) ++sum_high;
