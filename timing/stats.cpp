@@ -2,8 +2,12 @@
 // (a quantile sketch per region, the default) or from every sample (StatsMode::Exact).
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <mutex>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "accgraph/report.hpp"
 #include "stats_internal.hpp"
