@@ -154,7 +154,7 @@ struct Profiler::Impl final : GraphObserver {
   // Copy-on-write so delivery takes a snapshot without copying every std::function.
   std::shared_ptr<const std::vector<Sink>> sinks = std::make_shared<const std::vector<Sink>>();
   std::vector<KeptReport> kept_reports;
-  StatsAccumulator stats;
+  StatsAccumulator stats{options.stats_mode};
   std::atomic<uint64_t> delivered{0};
   uint64_t next_region_serial = 1;  // guarded by `mutex`
 

@@ -1,30 +1,151 @@
-// StatsAccumulator: per-region-path statistics over every report it is fed.
+// StatsAccumulator: per-region-path statistics over every report it is fed, in bounded memory
+// (a quantile sketch per region, the default) or from every sample (StatsMode::Exact).
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <mutex>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "accgraph/report.hpp"
 #include "stats_internal.hpp"
 
 namespace accgraph::timing {
 
-// Every sample is kept (8 bytes per region per report) so percentiles are exact, by nearest
-// rank; a reservoir would bound memory but make p50/p95 approximate, and exact numbers are what
-// the tests and the comparisons between backends need.
+namespace {
+
+// Note [Stats sketch]
+// A log-linear histogram in the style of HdrHistogram. A duration below 128 ns has a bucket of
+// its own (exact). Above, each power-of-two range [2^e, 2^(e+1)), e = 7..63, is split into 64
+// equal buckets of width w = 2^(e-6), so w <= lo/64 for a bucket [lo, lo + w). Buckets: 128 +
+// 57 * 64 = 3776 (kSketchMaxBuckets) for 0 .. 2^64-1. A bucket is reported as the midpoint of
+// its integers, lo + (w-1)/2, which is within (w-1)/2 < lo/128 <= v/128 of every v in it.
+// The counts are exact, so the quantile walk finds the bucket that holds the nearest-rank
+// sample itself: p50/p95 are within 1/128 (0.79%) relative error of the exact nearest-rank
+// values. Clamping them to [min, max] only moves them closer (the true value lies in both).
+// The index is a count-leading-zeros and a shift, no logarithm, so add() stays cheap.
+constexpr int kSubBucketBits = 6;                      // 64 buckets per power of two
+constexpr uint64_t kExactBelow = 2u << kSubBucketBits;  // 128: one bucket per value below
+
+int highest_bit(uint64_t v) {  // v != 0
+#if defined(__GNUC__) || defined(__clang__)
+  return 63 - __builtin_clzll(v);
+#else
+  int bit = 0;
+  while (v >>= 1) ++bit;
+  return bit;
+#endif
+}
+
+size_t bucket_of(uint64_t v) {
+  if (v < kExactBelow) return static_cast<size_t>(v);
+  const int shift = highest_bit(v) - kSubBucketBits;  // 1 .. 57
+  return (static_cast<size_t>(shift) << kSubBucketBits) + static_cast<size_t>(v >> shift);
+}
+
+// The midpoint of the integers in bucket `index`.
+double bucket_value(size_t index) {
+  if (index < kExactBelow) return static_cast<double>(index);
+  const int shift = static_cast<int>(index >> kSubBucketBits) - 1;
+  const uint64_t mantissa = (index & ((1u << kSubBucketBits) - 1)) | (1u << kSubBucketBits);
+  const uint64_t lo = mantissa << shift;
+  const uint64_t width = uint64_t{1} << shift;
+  return static_cast<double>(lo) + static_cast<double>(width - 1) / 2;
+}
+
+static_assert(kSketchMaxBuckets == size_t{64 - kSubBucketBits + 1} << kSubBucketBits,
+              "kSketchMaxBuckets must be bucket_of(UINT64_MAX) + 1");
+
+// Counts of a contiguous window [low, low + counts.size()) of buckets, grown on demand.
+struct Sketch {
+  size_t low = 0;
+  std::vector<uint64_t> counts;
+
+  void add(uint64_t v) {
+    const size_t index = bucket_of(v);
+    if (index - low >= counts.size()) {  // also when index < low: the difference wraps
+      if (counts.empty()) {
+        low = index;
+        counts.assign(1, 0);
+      } else {
+        grow_to(index);
+      }
+    }
+    ++counts[index - low];
+  }
+
+  // At least doubles the window (amortised O(1) per add), never past kSketchMaxBuckets.
+  void grow_to(size_t index) {
+    const size_t size = counts.size();
+    const size_t want = std::max(std::max(low + size, index + 1) - std::min(low, index), 2 * size);
+    size_t new_low = low;
+    size_t new_end = low + size;
+    if (index < low)
+      new_low = new_end > want ? new_end - want : 0;
+    else
+      new_end = std::min(low + want, kSketchMaxBuckets);
+    std::vector<uint64_t> grown(new_end - new_low, 0);
+    std::copy(counts.begin(), counts.end(), grown.begin() + static_cast<ptrdiff_t>(low - new_low));
+    counts.swap(grown);
+    low = new_low;
+  }
+
+  // The bucket holding the nearest-rank sample `rank` (1-based, <= the total count).
+  double value_at_rank(uint64_t rank) const {
+    uint64_t seen = 0;
+    for (size_t i = 0; i < counts.size(); ++i) {
+      seen += counts[i];
+      if (seen >= rank) return bucket_value(low + i);
+    }
+    return bucket_value(low + counts.size() - 1);  // not reached: rank <= the total
+  }
+};
+
+// Nearest rank: the smallest sample such that at least p percent of the samples are <= it.
+uint64_t nearest_rank_of(uint64_t count, double percent) {
+  auto rank = static_cast<uint64_t>(std::ceil(percent / 100.0 * static_cast<double>(count)));
+  return std::clamp<uint64_t>(rank, 1, count);
+}
+
+}  // namespace
+
+// Exact: every sample is kept (8 bytes per region per report) and p50/p95 are exact, by nearest
+// rank. Sketch: count, min, max and a 128-bit integer sum are exact, p50/p95 come from the
+// sketch (Note [Stats sketch]); at most kSketchMaxBuckets counts per region.
 struct StatsAccumulator::State {
+  // What add() touches in Sketch mode comes first, in one or two cache lines.
   struct Series {
-    std::string path;
-    int depth = 0;
-    std::vector<uint64_t> samples;
+    uint64_t count = 0;
+    uint64_t min = UINT64_MAX, max = 0;  // meaningful once count != 0
+    uint64_t sum_low = 0, sum_high = 0;  // the exact sum, sum_high * 2^64 + sum_low
+    Sketch sketch;
+    std::vector<uint64_t> samples;  // StatsMode::Exact
     uint64_t unmeasurable = 0;
-    void add(const RegionTiming& region) {
-      if (region.measurable)
-        samples.push_back(region.duration_ns);
-      else
+    int depth = 0;
+    std::string path;
+
+    void add(const RegionTiming& region, StatsMode mode) {
+      if (!region.measurable) {
         ++unmeasurable;
+        return;
+      }
+      const uint64_t v = region.duration_ns;
+      if (mode == StatsMode::Exact) {
+        samples.push_back(v);
+        return;
+      }
+      min = std::min(min, v);
+      max = std::max(max, v);
+      ++count;
+      sum_low += v;
+      if (sum_low < v) ++sum_high;
+      sketch.add(v);
     }
   };
+  explicit State(StatsMode m) : mode(m) {}
+  const StatsMode mode;
   mutable std::mutex mutex;
   std::vector<Series> series;                       // in first-seen order
   std::unordered_map<std::string, size_t> by_path;  // path -> index into series
@@ -36,18 +157,23 @@ struct StatsAccumulator::State {
     auto found = by_path.find(path);
     if (found != by_path.end()) return found->second;
     by_path.emplace(path, series.size());
-    series.push_back({path, depth, {}});
+    Series fresh;
+    fresh.path = path;
+    fresh.depth = depth;
+    series.push_back(std::move(fresh));
     return series.size() - 1;
   }
 };
 
-StatsAccumulator::StatsAccumulator() : state_(std::make_unique<State>()) {}
+StatsAccumulator::StatsAccumulator(StatsMode mode) : state_(std::make_unique<State>(mode)) {}
 StatsAccumulator::~StatsAccumulator() = default;
+
+StatsMode StatsAccumulator::mode() const { return state_->mode; }
 
 void StatsAccumulator::add(const ReplayReport& report) {
   std::lock_guard<std::mutex> lock(state_->mutex);
   for (const RegionTiming& region : report.regions)
-    state_->series[state_->index_of(region.path, region.depth)].add(region);
+    state_->series[state_->index_of(region.path, region.depth)].add(region, state_->mode);
 }
 
 void StatsAccess::add(StatsAccumulator& stats, SeriesCache& cache, const ReplayReport& report) {
@@ -60,40 +186,57 @@ void StatsAccess::add(StatsAccumulator& stats, SeriesCache& cache, const ReplayR
     cache.generation = state.generation;
   }
   for (size_t i = 0; i < report.regions.size(); ++i)
-    state.series[cache.series[i]].add(report.regions[i]);
+    state.series[cache.series[i]].add(report.regions[i], state.mode);
 }
 
-namespace {
-
-// Nearest rank: the smallest sample such that at least p percent of the samples are <= it.
-double nearest_rank(const std::vector<uint64_t>& sorted, double percent) {
-  auto rank = static_cast<size_t>(std::ceil(percent / 100.0 * static_cast<double>(sorted.size())));
-  rank = std::clamp<size_t>(rank, 1, sorted.size());
-  return static_cast<double>(sorted[rank - 1]);
+std::vector<size_t> StatsAccess::sketch_buckets(const StatsAccumulator& stats) {
+  std::lock_guard<std::mutex> lock(stats.state_->mutex);
+  std::vector<size_t> buckets;
+  for (const StatsAccumulator::State::Series& s : stats.state_->series)
+    buckets.push_back(s.sketch.counts.size());
+  return buckets;
 }
-
-}  // namespace
 
 std::vector<RegionStats> StatsAccumulator::stats() const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  // Copy under the lock; sort and walk outside it, so that delivery is not blocked for long.
+  std::vector<State::Series> series;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    series = state_->series;
+  }
   std::vector<RegionStats> result;
-  result.reserve(state_->series.size());
-  for (const State::Series& s : state_->series) {
+  result.reserve(series.size());
+  for (State::Series& s : series) {
     RegionStats out;
-    out.path = s.path;
+    out.path = std::move(s.path);
     out.depth = s.depth;
-    out.count = s.samples.size();
     out.unmeasurable = s.unmeasurable;
-    if (!s.samples.empty()) {
-      std::vector<uint64_t> sorted = s.samples;
-      std::sort(sorted.begin(), sorted.end());
-      double sum = 0;
-      for (uint64_t v : sorted) sum += static_cast<double>(v);
-      out.min_ns = static_cast<double>(sorted.front());
-      out.max_ns = static_cast<double>(sorted.back());
-      out.mean_ns = sum / static_cast<double>(sorted.size());
-      out.p50_ns = nearest_rank(sorted, 50);
-      out.p95_ns = nearest_rank(sorted, 95);
+    if (state_->mode == StatsMode::Exact) {
+      out.count = s.samples.size();
+      if (!s.samples.empty()) {
+        std::vector<uint64_t>& sorted = s.samples;
+        std::sort(sorted.begin(), sorted.end());
+        double sum = 0;
+        for (uint64_t v : sorted) sum += static_cast<double>(v);
+        out.min_ns = static_cast<double>(sorted.front());
+        out.max_ns = static_cast<double>(sorted.back());
+        out.mean_ns = sum / static_cast<double>(sorted.size());
+        out.p50_ns = static_cast<double>(sorted[nearest_rank_of(sorted.size(), 50) - 1]);
+        out.p95_ns = static_cast<double>(sorted[nearest_rank_of(sorted.size(), 95) - 1]);
+      }
+    } else {
+      out.count = s.count;
+      if (s.count != 0) {
+        out.min_ns = static_cast<double>(s.min);
+        out.max_ns = static_cast<double>(s.max);
+        const double sum =
+            std::ldexp(static_cast<double>(s.sum_high), 64) + static_cast<double>(s.sum_low);
+        out.mean_ns = std::clamp(sum / static_cast<double>(s.count), out.min_ns, out.max_ns);
+        out.p50_ns = std::clamp(s.sketch.value_at_rank(nearest_rank_of(s.count, 50)), out.min_ns,
+                                out.max_ns);
+        out.p95_ns = std::clamp(s.sketch.value_at_rank(nearest_rank_of(s.count, 95)), out.min_ns,
+                                out.max_ns);
+      }
     }
     result.push_back(std::move(out));
   }

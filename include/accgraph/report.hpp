@@ -43,7 +43,13 @@ struct ReplayReport {
   std::vector<RegionTiming> regions;  ///< in the order the regions were opened
 };
 
-/// Statistics of one region path over all reports seen.
+/// Statistics of one region path over all reports seen. count, unmeasurable, min_ns and max_ns
+/// are exact in both modes. In StatsMode::Exact, mean_ns is the sum of the samples (as doubles,
+/// in ascending order) over count, and p50_ns/p95_ns are exact nearest-rank percentiles (the
+/// smallest sample with at least p% of the samples <= it). In StatsMode::Sketch, mean_ns is the
+/// exact 128-bit integer sum over count, rounded to double; p50_ns/p95_ns are within 1/128
+/// (0.79%) relative error of the exact nearest-rank values, exact below 128 ns, and always
+/// inside [min_ns, max_ns].
 struct RegionStats {
   std::string path;
   int depth = 0;
@@ -52,17 +58,30 @@ struct RegionStats {
   double min_ns = 0, mean_ns = 0, p50_ns = 0, p95_ns = 0, max_ns = 0;
 };
 
+/// How StatsAccumulator keeps the durations of each region.
+enum class StatsMode {
+  /// Bounded memory: exact count/min/max/sum and a log-bucketed histogram for p50/p95 (at most
+  /// 3776 bucket counts, 30 KiB, per region whatever the number of reports; a region whose
+  /// durations stay within a factor of 2^k of each other uses about 64k+1 of them).
+  Sketch,
+  /// Every sample (8 bytes per region per report, without bound): exact percentiles.
+  Exact,
+};
+
 /// Accumulates per-region statistics from reports (keyed by region path, in first-seen order).
-/// Keeps every sample (8 bytes per region per report) so min/max/mean are exact and p50/p95 are
-/// exact nearest-rank percentiles (the smallest sample with at least p% of samples <= it).
-/// Thread-safe.
+/// See RegionStats for which fields are exact in which StatsMode. Thread-safe; stats() copies
+/// the state under the lock and computes outside it.
+///
+///   StatsAccumulator sketch;                    // bounded memory, p50/p95 within 0.79%
+///   StatsAccumulator exact(StatsMode::Exact);   // keeps every sample
 class ACCGRAPH_API StatsAccumulator {
  public:
-  StatsAccumulator();
+  explicit StatsAccumulator(StatsMode mode = StatsMode::Sketch);
   ~StatsAccumulator();
   StatsAccumulator(const StatsAccumulator&) = delete;
   StatsAccumulator& operator=(const StatsAccumulator&) = delete;
 
+  StatsMode mode() const;
   void add(const ReplayReport& report);
   std::vector<RegionStats> stats() const;
   void clear();

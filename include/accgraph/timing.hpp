@@ -41,6 +41,7 @@ struct ProfilerOptions {
   std::chrono::microseconds collector_period{200};
   /// Keep every report (for reports() and the exporters); off for long runs.
   bool keep_reports = true;
+  StatsMode stats_mode = StatsMode::Sketch;  ///< stats(): bounded sketch, or every sample
 };
 
 /// Receives each report. The reference is valid only during the call (the profiler reuses the

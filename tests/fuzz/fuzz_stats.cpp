@@ -1,7 +1,9 @@
 // Fuzzes timing::StatsAccumulator (the per-region statistics every Profiler feeds): arbitrary
 // reports (any path bytes, any depth, durations up to 2^64-1) and clear() calls, checked after
 // every stats() against a straightforward model: series in first-seen order with the first-seen
-// depth, exact count/min/max, p50/p95 by nearest rank, the mean within rounding.
+// depth, exact count/min/max/unmeasurable, the mean within rounding, p50/p95 by nearest rank:
+// equal in StatsMode::Exact, within the stated 1/128 relative error (report.hpp) and inside
+// [min, max] in StatsMode::Sketch, whose buckets stay within kSketchMaxBuckets.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -13,13 +15,16 @@
 #include <vector>
 
 #include "accgraph/report.hpp"
+#include "timing/stats_internal.hpp"
 
 namespace {
 
 using accgraph::timing::RegionStats;
 using accgraph::timing::RegionTiming;
 using accgraph::timing::ReplayReport;
+using accgraph::timing::StatsAccess;
 using accgraph::timing::StatsAccumulator;
+using accgraph::timing::StatsMode;
 
 class Input {
  public:
@@ -47,6 +52,7 @@ struct ModelSeries {
   std::string path;
   int depth = 0;
   std::vector<uint64_t> samples;
+  uint64_t unmeasurable = 0;
 };
 
 struct Model {
@@ -56,7 +62,10 @@ struct Model {
     for (const RegionTiming& region : report.regions) {
       auto [it, fresh] = index.emplace(region.path, series.size());
       if (fresh) series.push_back({region.path, region.depth, {}});
-      series[it->second].samples.push_back(region.duration_ns);
+      if (region.measurable)
+        series[it->second].samples.push_back(region.duration_ns);
+      else
+        ++series[it->second].unmeasurable;
     }
   }
   void clear() {
@@ -80,6 +89,7 @@ uint64_t nearest_rank(const std::vector<uint64_t>& sorted, uint64_t percent) {
 }
 
 void check(const StatsAccumulator& stats, const Model& model) {
+  const bool exact_mode = stats.mode() == StatsMode::Exact;
   std::vector<RegionStats> got = stats.stats();
   if (got.size() != model.series.size())
     mismatch("the number of series", 0, static_cast<double>(got.size()),
@@ -95,15 +105,27 @@ void check(const StatsAccumulator& stats, const Model& model) {
     if (g.depth != m.depth) mismatch("depth (the first-seen one)", i, g.depth, m.depth);
     if (g.count != m.samples.size())
       mismatch("count", i, static_cast<double>(g.count), static_cast<double>(m.samples.size()));
+    if (g.unmeasurable != m.unmeasurable)
+      mismatch("unmeasurable", i, static_cast<double>(g.unmeasurable),
+               static_cast<double>(m.unmeasurable));
+    if (m.samples.empty()) {
+      if (g.min_ns != 0 || g.mean_ns != 0 || g.p50_ns != 0 || g.p95_ns != 0 || g.max_ns != 0)
+        mismatch("a field of a series without samples", i, g.max_ns, 0);
+      continue;
+    }
     std::vector<uint64_t> sorted = m.samples;
     std::sort(sorted.begin(), sorted.end());
     auto exact = [](uint64_t v) { return static_cast<double>(v); };
     if (g.min_ns != exact(sorted.front())) mismatch("min", i, g.min_ns, exact(sorted.front()));
     if (g.max_ns != exact(sorted.back())) mismatch("max", i, g.max_ns, exact(sorted.back()));
-    if (g.p50_ns != exact(nearest_rank(sorted, 50)))
-      mismatch("p50", i, g.p50_ns, exact(nearest_rank(sorted, 50)));
-    if (g.p95_ns != exact(nearest_rank(sorted, 95)))
-      mismatch("p95", i, g.p95_ns, exact(nearest_rank(sorted, 95)));
+    for (uint64_t percent : {50, 95}) {
+      const double want = exact(nearest_rank(sorted, percent));
+      const double value = percent == 50 ? g.p50_ns : g.p95_ns;
+      const char* what = percent == 50 ? "p50" : "p95";
+      if (exact_mode ? value != want : std::fabs(value - want) > want / 128)
+        mismatch(what, i, value, want);
+      if (value < g.min_ns || value > g.max_ns) mismatch(what, i, value, want);
+    }
     long double sum = 0;
     for (uint64_t v : sorted) sum += static_cast<long double>(v);
     double mean = static_cast<double>(sum / static_cast<long double>(sorted.size()));
@@ -113,25 +135,32 @@ void check(const StatsAccumulator& stats, const Model& model) {
     if (g.mean_ns < g.min_ns * (1 - 1e-12) || g.mean_ns > g.max_ns * (1 + 1e-12))
       mismatch("mean (outside [min, max])", i, g.mean_ns, mean);
   }
+  for (size_t buckets : StatsAccess::sketch_buckets(stats))
+    if (buckets > (exact_mode ? 0 : accgraph::timing::kSketchMaxBuckets))
+      mismatch("sketch buckets", 0, static_cast<double>(buckets),
+               static_cast<double>(accgraph::timing::kSketchMaxBuckets));
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Input in(data, size);
-  StatsAccumulator stats;
+  StatsAccumulator sketch;
+  StatsAccumulator exact(StatsMode::Exact);
   Model model;
   // A few recurring paths, so that series collect several samples, plus arbitrary ones.
   const std::string common[] = {"a", "a/b", "", "layer0/copy"};
   while (!in.empty()) {
     uint8_t op = in.byte();
     if (op % 8 == 6) {
-      stats.clear();
+      sketch.clear();
+      exact.clear();
       model.clear();
       continue;
     }
     if (op % 8 == 7) {
-      check(stats, model);
+      check(sketch, model);
+      check(exact, model);
       continue;
     }
     ReplayReport report;
@@ -142,13 +171,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       region.path = shape < 192 ? common[shape % 4] : in.text(shape % 16);
       region.name = region.path;
       region.depth = static_cast<int8_t>(in.byte());
-      region.duration_ns = (in.byte() & 1) ? in.u64() : in.byte();
+      const uint8_t kind = in.byte();
+      if (kind & 1) {
+        region.duration_ns = in.u64();
+      } else if (kind & 2) {  // any magnitude, so that sketch buckets of every octave are hit
+        const uint64_t bits = in.u64();
+        region.duration_ns = bits >> (in.byte() % 64);
+      } else {
+        region.duration_ns = in.byte();
+      }
+      region.measurable = kind < 240;  // 1 in 16 unmeasurable (duration 0, as the profiler sets)
+      if (!region.measurable) region.duration_ns = 0;
       region.end_ns = region.start_ns + region.duration_ns;
       report.regions.push_back(region);
     }
-    stats.add(report);
+    sketch.add(report);
+    exact.add(report);
     model.add(report);
   }
-  check(stats, model);
+  check(sketch, model);
+  check(exact, model);
   return 0;
 }

@@ -94,8 +94,9 @@ nlohmann::json trace_of(const std::vector<ReplayReport>& reports) {
 
 }  // namespace
 
+// StatsMode::Exact: exact percentiles. The default sketch's are checked in test_stats.cpp.
 TEST_CASE("stats: count, min, mean and nearest-rank percentiles over known samples") {
-  StatsAccumulator acc;
+  StatsAccumulator acc(StatsMode::Exact);
   for (uint64_t i = 1; i <= 20; ++i)
     acc.add(report(1, i - 1, {region("a", 0, i * 100), region("a/b", 0, 7)}));
   acc.add(report(2, 0, {region("c", 10, 15)}));

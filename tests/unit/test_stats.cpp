@@ -1,0 +1,259 @@
+// Tests of StatsAccumulator's two modes (report.hpp): the bounded sketch (the default) against
+// exact nearest-rank values on fixed-seed distributions, its memory bound, StatsMode::Exact
+// against today's (every-sample) results, and ProfilerOptions::stats_mode.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../../timing/stats_internal.hpp"  // StatsAccess::sketch_buckets, exported for tests
+#include "accgraph/accgraph.hpp"
+
+using accgraph::Stream;
+using namespace accgraph::timing;
+
+namespace {
+
+constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+// The stated bound (RegionStats): p50/p95 within 1/128 relative error of nearest rank.
+constexpr double kSketchRelativeError = 1.0 / 128;
+
+ReplayReport report_of(const std::string& path, uint64_t duration, bool measurable = true) {
+  ReplayReport report;
+  RegionTiming region;
+  region.name = path;
+  region.path = path;
+  region.duration_ns = measurable ? duration : 0;
+  region.end_ns = region.duration_ns;
+  region.measurable = measurable;
+  report.regions.push_back(region);
+  return report;
+}
+
+// Today's computation (before StatsMode): sort, sum the doubles in ascending order, nearest rank.
+RegionStats reference(std::vector<uint64_t> samples) {
+  RegionStats out;
+  out.count = samples.size();
+  if (samples.empty()) return out;
+  std::sort(samples.begin(), samples.end());
+  double sum = 0;
+  for (uint64_t v : samples) sum += static_cast<double>(v);
+  auto rank = [&](double percent) {
+    auto r = static_cast<size_t>(std::ceil(percent / 100.0 * static_cast<double>(samples.size())));
+    return static_cast<double>(samples[std::clamp<size_t>(r, 1, samples.size()) - 1]);
+  };
+  out.min_ns = static_cast<double>(samples.front());
+  out.max_ns = static_cast<double>(samples.back());
+  out.mean_ns = sum / static_cast<double>(samples.size());
+  out.p50_ns = rank(50);
+  out.p95_ns = rank(95);
+  return out;
+}
+
+long double exact_mean(const std::vector<uint64_t>& samples) {
+  long double sum = 0;
+  for (uint64_t v : samples) sum += static_cast<long double>(v);
+  return sum / static_cast<long double>(samples.size());
+}
+
+RegionStats only_series(const StatsAccumulator& acc) {
+  std::vector<RegionStats> stats = acc.stats();
+  REQUIRE(stats.size() == 1);
+  return stats[0];
+}
+
+struct Distribution {
+  const char* name;
+  std::function<uint64_t(std::mt19937_64&)> draw;
+};
+
+// Fixed-seed generators built from mt19937_64's raw output only, so every standard library
+// produces the same samples.
+double unit(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1p-53; }
+
+const std::vector<Distribution>& distributions() {
+  static const std::vector<Distribution> all = {
+      {"uniform 0 .. 10^6", [](std::mt19937_64& rng) { return rng() % 1000001; }},
+      {"log-normal-ish around 22 us",
+       [](std::mt19937_64& rng) {
+         double normal = -6;  // Irwin-Hall: 12 uniforms - 6 is close to N(0, 1)
+         for (int i = 0; i < 12; ++i) normal += unit(rng);
+         return static_cast<uint64_t>(std::exp(10 + 1.5 * normal));
+       }},
+      {"bimodal 1 us / 1 ms (70/30)",
+       [](std::mt19937_64& rng) {
+         return rng() % 10 < 7 ? 1000 + rng() % 100 : 1000000 + rng() % 10000;
+       }},
+      {"constant 0", [](std::mt19937_64&) { return uint64_t{0}; }},
+      {"constant 12345", [](std::mt19937_64&) { return uint64_t{12345}; }},
+      {"constant 2^64-1", [](std::mt19937_64&) { return kMax; }},
+      {"small 0 .. 200 (exact region and first octave)",
+       [](std::mt19937_64& rng) { return rng() % 201; }},
+      {"huge: within 2^60 of 2^64-1", [](std::mt19937_64& rng) { return kMax - (rng() >> 4); }},
+      {"the whole range, 0 and 2^64-1 included",
+       [](std::mt19937_64& rng) {
+         const uint64_t pick = rng() % 70;
+         if (pick == 64) return uint64_t{0};
+         if (pick > 64) return kMax;
+         return rng() >> (63 - pick);  // highest bit at most `pick`
+       }},
+  };
+  return all;
+}
+
+void check_sketch_against_exact(const std::vector<uint64_t>& samples) {
+  StatsAccumulator sketch;
+  StatsAccumulator exact(StatsMode::Exact);
+  for (uint64_t v : samples) {
+    sketch.add(report_of("r", v));
+    exact.add(report_of("r", v));
+  }
+  const RegionStats want = reference(samples);
+  const RegionStats e = only_series(exact);
+  // Exact mode: today's results, bit for bit.
+  CHECK(e.count == want.count);
+  CHECK(e.min_ns == want.min_ns);
+  CHECK(e.max_ns == want.max_ns);
+  CHECK(e.mean_ns == want.mean_ns);
+  CHECK(e.p50_ns == want.p50_ns);
+  CHECK(e.p95_ns == want.p95_ns);
+  // Sketch mode: count/min/max exact, mean from the exact sum, p50/p95 within the bound.
+  const RegionStats s = only_series(sketch);
+  CHECK(s.count == want.count);
+  CHECK(s.min_ns == want.min_ns);
+  CHECK(s.max_ns == want.max_ns);
+  const long double mean = exact_mean(samples);
+  CHECK(std::fabs(static_cast<long double>(s.mean_ns) - mean) <= 1e-15L * mean);
+  CHECK(std::fabs(s.p50_ns - want.p50_ns) <= kSketchRelativeError * want.p50_ns);
+  CHECK(std::fabs(s.p95_ns - want.p95_ns) <= kSketchRelativeError * want.p95_ns);
+  CHECK(s.p50_ns >= s.min_ns);
+  CHECK(s.p95_ns <= s.max_ns);
+  if (want.p50_ns < 128) CHECK(s.p50_ns == want.p50_ns);  // one bucket per value below 128
+  if (want.p95_ns < 128) CHECK(s.p95_ns == want.p95_ns);
+}
+
+}  // namespace
+
+TEST_CASE("stats sketch: p50/p95 within 1/128 of exact nearest rank on fixed-seed samples") {
+  for (const Distribution& d : distributions()) {
+    for (size_t n : {1, 2, 3, 7, 20, 101, 20001}) {
+      CAPTURE(d.name);
+      CAPTURE(n);
+      std::mt19937_64 rng(20261123);
+      std::vector<uint64_t> samples(n);
+      for (uint64_t& v : samples) v = d.draw(rng);
+      check_sketch_against_exact(samples);
+    }
+  }
+}
+
+TEST_CASE("stats sketch: every bucket boundary and its neighbours stay within the bound") {
+  // Around each power of two and each bucket edge of the octave above it, up to 2^64-1.
+  for (int e = 0; e < 64; ++e) {
+    const uint64_t base = uint64_t{1} << e;
+    for (uint64_t step = 0; step < 64; step += 7) {
+      const uint64_t edge = base + (e >= 6 ? (base >> 6) * step : step);
+      for (uint64_t v : {edge - 1, edge, edge + 1}) {
+        CAPTURE(v);
+        check_sketch_against_exact({v});
+        check_sketch_against_exact({0, v, v, kMax});  // p50 is v (rank 2)
+      }
+    }
+  }
+}
+
+TEST_CASE("stats sketch: memory is bounded by kSketchMaxBuckets over the whole range") {
+  StatsAccumulator sketch;
+  std::mt19937_64 rng(7);
+  ReplayReport report = report_of("wide", 0);
+  report.regions.push_back(report.regions[0]);
+  report.regions[1].path = "narrow";
+  for (int i = 0; i < 1000000; ++i) {
+    const uint64_t pick = rng() % 66;
+    report.regions[0].duration_ns = pick == 64 ? 0 : pick == 65 ? kMax : rng() >> (63 - pick);
+    report.regions[1].duration_ns = 1000 + rng() % 1000;  // buckets of 1000 .. 1999: 67
+    sketch.add(report);
+  }
+  const std::vector<size_t> buckets = StatsAccess::sketch_buckets(sketch);
+  REQUIRE(buckets.size() == 2);
+  CHECK(buckets[0] <= kSketchMaxBuckets);
+  CHECK(buckets[0] >= kSketchMaxBuckets / 2);  // the whole range really was exercised
+  CHECK(buckets[1] <= 2 * 67);                 // grown on demand, at most doubled
+  const std::vector<RegionStats> stats = sketch.stats();
+  CHECK(stats[0].count == 1000000);
+  CHECK(stats[0].min_ns == 0);
+  CHECK(stats[0].max_ns == static_cast<double>(kMax));
+
+  // Exact mode keeps the samples instead and no sketch.
+  StatsAccumulator exact(StatsMode::Exact);
+  exact.add(report);
+  CHECK(StatsAccess::sketch_buckets(exact) == std::vector<size_t>{0, 0});
+}
+
+TEST_CASE("stats: unmeasurable regions are counted apart in both modes") {
+  for (StatsMode mode : {StatsMode::Sketch, StatsMode::Exact}) {
+    CAPTURE(static_cast<int>(mode));
+    StatsAccumulator acc(mode);
+    CHECK(acc.mode() == mode);
+    acc.add(report_of("r", 0, false));
+    RegionStats only_lost = only_series(acc);
+    CHECK(only_lost.count == 0);
+    CHECK(only_lost.unmeasurable == 1);
+    CHECK(only_lost.max_ns == 0);
+    for (uint64_t v : {300, 100, 200}) acc.add(report_of("r", v));
+    acc.add(report_of("r", 0, false));
+    RegionStats s = only_series(acc);
+    CHECK(s.count == 3);
+    CHECK(s.unmeasurable == 2);
+    CHECK(s.min_ns == 100);  // the unmeasurable zeros are not samples
+    CHECK(s.max_ns == 300);
+    CHECK(s.mean_ns == 200);
+    acc.clear();
+    CHECK(acc.stats().empty());
+    CHECK(acc.mode() == mode);
+  }
+}
+
+TEST_CASE("profiler: stats_mode chooses the statistics' mode (Sketch by default)") {
+  CHECK(ProfilerOptions{}.stats_mode == StatsMode::Sketch);
+  for (StatsMode mode : {StatsMode::Sketch, StatsMode::Exact}) {
+    CAPTURE(static_cast<int>(mode));
+    ProfilerOptions options;
+    options.stats_mode = mode;
+    Profiler prof(options);
+    Stream stream = Stream::create("host");
+    for (int i = 1; i <= 21; ++i) {
+      auto r = prof.region(stream, "e");
+      stream.delay(std::chrono::microseconds(20 * i));
+    }
+    prof.flush();
+    std::vector<uint64_t> durations;
+    for (const ReplayReport& report : prof.reports())
+      for (const RegionTiming& region : report.regions) durations.push_back(region.duration_ns);
+    REQUIRE(durations.size() == 21);
+    const RegionStats want = reference(durations);
+    const std::vector<RegionStats> stats = prof.stats();
+    REQUIRE(stats.size() == 1);
+    const RegionStats& got = stats[0];
+    CHECK(got.count == 21);
+    CHECK(got.min_ns == want.min_ns);
+    CHECK(got.max_ns == want.max_ns);
+    if (mode == StatsMode::Exact) {
+      CHECK(got.mean_ns == want.mean_ns);
+      CHECK(got.p50_ns == want.p50_ns);
+      CHECK(got.p95_ns == want.p95_ns);
+    } else {
+      CHECK(std::fabs(got.p50_ns - want.p50_ns) <= kSketchRelativeError * want.p50_ns);
+      // A sketch bucket above 128 ns is reported as the midpoint of an even number of
+      // integers, never an integer: the median (rank 11 of 21 distinct delays) is not exact.
+      CHECK(got.p50_ns != want.p50_ns);
+    }
+  }
+}
