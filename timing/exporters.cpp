@@ -1,6 +1,8 @@
 // The report exporters: a text table and CSV of statistics, CSV of reports, Chrome trace JSON.
 #include <algorithm>
+#include <cstdint>
 #include <ios>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <new>
@@ -11,7 +13,6 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "accgraph/error.hpp"
 #include "accgraph/report.hpp"
@@ -212,12 +213,72 @@ void write_reports_csv(std::ostream& out, const std::vector<ReplayReport>& repor
 
 namespace {
 
-struct TraceEvent {
-  const ReplayReport* report;
+// Note [Streaming trace]: the trace is written event by event into a small buffer that goes to
+// `out` whenever it holds kChunkBytes, so the document never exists in memory as a whole. The
+// order of its events is that of the document the writer built before (one nlohmann::json
+// value): the process names in (backend, device) order, then per (process, stream) its thread
+// names and its "X" events sorted by start. That order, and the overlap tracks' first-fit
+// assignment, are global over all reports (replays of different graphs overlap on one stream),
+// so the writer keeps one small index entry per region (TraceEntry, 16 bytes, plus a 4-byte
+// track number): O(regions) of index, not O(regions of one report), but no text and no JSON
+// tree. Everything else is per process or per track.
+constexpr size_t kChunkBytes = 64 * 1024;
+
+// Appends `text` to `buffer` as a JSON string: valid UTF-8 (Note [Exported text]), with quotes,
+// backslashes and control characters escaped (the latter as \u00XX).
+void append_json_string(std::string& buffer, std::string_view text) {
+  buffer += '"';
+  for (size_t i = 0; i < text.size();) {
+    const size_t length = utf8_sequence_length(text.substr(i));
+    if (length == 0) {
+      buffer += kReplacement;
+      ++i;
+      continue;
+    }
+    if (length == 1) {
+      const char c = text[i];
+      if (c == '"' || c == '\\') {
+        buffer += '\\';
+        buffer += c;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        fmt::format_to(std::back_inserter(buffer), "\\u{:04x}", static_cast<unsigned char>(c));
+      } else {
+        buffer += c;
+      }
+    } else {
+      buffer.append(text, i, length);
+    }
+    i += length;
+  }
+  buffer += '"';
+}
+
+// True when `a` and `b` are the same text once made valid UTF-8 (Note [Exported text]).
+bool same_valid_utf8(std::string_view a, std::string_view b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const size_t la = utf8_sequence_length(a.substr(i)), lb = utf8_sequence_length(b.substr(j));
+    if ((la == 0 ? kReplacement : a.substr(i, la)) != (lb == 0 ? kReplacement : b.substr(j, lb)))
+      return false;
+    i += la == 0 ? 1 : la;
+    j += lb == 0 ? 1 : lb;
+  }
+  return i == a.size() && j == b.size();
+}
+
+// Appends a number that parses back to exactly `value`: the shortest round-trip form, with
+// ".0" on integral values, as nlohmann::json wrote them (so a reader still sees a float).
+void append_json_double(std::string& buffer, double value) {
+  const size_t start = buffer.size();
+  fmt::format_to(std::back_inserter(buffer), "{}", value);
+  if (buffer.find_first_of(".eEn", start) == std::string::npos) buffer += ".0";
+}
+
+// One region in the trace's index (Note [Streaming trace]).
+struct TraceEntry {
   const RegionTiming* region;
-  size_t order;  // position in the input, the last tie-breaker
-  const TraceEvent* parent = nullptr;  // the enclosing region's event, when on the same stream
-  int lane = -1;  // 0 = the stream's own track, 1.. = overflow tracks; -1 = not yet assigned
+  uint32_t report;  // index into the reports
+  int pid;
 };
 
 // Chrome/Perfetto draw the "X" events of one track as a call stack, so on every track each
@@ -227,138 +288,222 @@ struct TraceEvent {
 // Greedy first fit over events sorted by start (longer first on ties, so parents precede
 // children): a lane keeps the stack of its events still open; an event fits a lane when,
 // after popping what ended before it starts, it lies inside the innermost open one.
-void assign_lanes(std::vector<TraceEvent*>& events) {
-  std::sort(events.begin(), events.end(), [](const TraceEvent* a, const TraceEvent* b) {
-    return std::make_tuple(a->region->start_ns, ~a->region->end_ns, a->region->depth, a->order) <
-           std::make_tuple(b->region->start_ns, ~b->region->end_ns, b->region->depth, b->order);
-  });
-  std::vector<std::vector<const RegionTiming*>> lanes;  // open events per lane
-  auto fits = [&](size_t lane, const RegionTiming& r) {
-    auto& open = lanes[lane];
+class LaneAssigner {
+ public:
+  // Forgets the lanes of the previous stream.
+  void start_stream() {
+    for (auto& open : lanes_) open.clear();
+    used_ = 0;
+  }
+  // The lane of `r`, the next region of the stream in sorted order; `parent_lane` is the lane
+  // of its enclosing region on the same stream, or -1 (none, or not assigned yet).
+  int assign(const RegionTiming& r, int parent_lane) {
+    size_t lane = 0;
+    // A region stays on its parent's track when it fits there (sorting puts parents first).
+    if (parent_lane >= 0 && fits(static_cast<size_t>(parent_lane), r)) {
+      lane = static_cast<size_t>(parent_lane);
+    } else {
+      while (lane < used_ && !fits(lane, r)) ++lane;
+    }
+    if (lane == used_) {
+      if (used_ == lanes_.size()) lanes_.emplace_back();
+      ++used_;
+    }
+    lanes_[lane].push_back(&r);
+    return static_cast<int>(lane);
+  }
+  // The number of lanes the stream used.
+  int used() const { return static_cast<int>(used_); }
+
+ private:
+  bool fits(size_t lane, const RegionTiming& r) {
+    auto& open = lanes_[lane];
     // Sorted by start, an open event that ended by the time this one starts (and does not
     // contain it as a zero-length event at its end) can contain no later event either.
     while (!open.empty() && open.back()->end_ns <= r.start_ns && r.end_ns > open.back()->end_ns)
       open.pop_back();
     return open.empty() || r.end_ns <= open.back()->end_ns;
-  };
-  for (TraceEvent* event : events) {
-    const RegionTiming& r = *event->region;
-    // A region stays on its parent's track when it fits there (sorting puts parents first).
-    size_t lane = 0;
-    if (event->parent != nullptr && event->parent->lane >= 0 &&
-        fits(static_cast<size_t>(event->parent->lane), r)) {
-      lane = static_cast<size_t>(event->parent->lane);
-    } else {
-      while (lane < lanes.size() && !fits(lane, r)) ++lane;
-    }
-    if (lane == lanes.size()) lanes.emplace_back();
-    lanes[lane].push_back(&r);
-    event->lane = static_cast<int>(lane);
   }
-}
+
+  std::vector<std::vector<const RegionTiming*>> lanes_;  // open events per lane, kept for reuse
+  size_t used_ = 0;
+};
+
+// Collects the trace's text and hands it to `out` in chunks (Note [Streaming trace]).
+class ChunkWriter {
+ public:
+  explicit ChunkWriter(std::ostream& out) : out_(out) { buffer_.reserve(kChunkBytes + 4096); }
+  std::string& buffer() { return buffer_; }
+  // Sends the buffer once it is full; false when `out` has failed (the export stops there).
+  bool flush_if_full() { return buffer_.size() < kChunkBytes || flush(); }
+  bool flush() {
+    out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+    buffer_.clear();
+    return static_cast<bool>(out_);
+  }
+
+ private:
+  std::ostream& out_;
+  std::string buffer_;
+};
 
 // Tracks: one process per (backend, device), named "<backend> device <n> (<name>)", because a
 // stream is a queue of one device and regions of every graph replayed on it share its
 // timeline; one thread per stream ("stream <id>"), plus "stream <id> (overlap <k>)" lanes when
 // regions on it overlap without nesting. ts is relative to the earliest start in the export.
-// Every string from the reports goes through valid_utf8 (Note [Exported text]).
-void write_chrome_trace_document(std::ostream& out, const std::vector<ReplayReport>& reports) {
-  std::vector<TraceEvent> events;
-  size_t total = 0;
-  for (const ReplayReport& r : reports) total += r.regions.size();
-  events.reserve(total);  // parent pointers point into it
+// Every string from the reports is written as valid UTF-8 (Note [Exported text]).
+void write_chrome_trace_events(std::ostream& out, const std::vector<ReplayReport>& reports) {
+  if (reports.size() > std::numeric_limits<uint32_t>::max())
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("writing the Chrome trace of {} reports: at most {} reports fit "
+                            "one trace; export fewer reports at a time",
+                            reports.size(), std::numeric_limits<uint32_t>::max()));
+  // Processes, numbered in the order they first appear (in a region), listed in key order.
+  struct Process {
+    int pid;
+    const ReplayReport* first;  // names the process
+  };
+  std::map<std::pair<std::string_view, int>, Process> processes;
+  std::vector<size_t> first_index(reports.size() + 1, 0);  // of each report's regions
+  std::vector<TraceEntry> entries;
   uint64_t origin = std::numeric_limits<uint64_t>::max();
-  for (const ReplayReport& r : reports) {
-    const size_t first = events.size();
+  for (size_t i = 0; i < reports.size(); ++i) {
+    const ReplayReport& r = reports[i];
+    first_index[i + 1] = first_index[i] + r.regions.size();
+    if (r.regions.empty()) continue;
+    const int pid = processes
+                        .try_emplace({r.backend, r.device},
+                                     Process{static_cast<int>(processes.size()) + 1, &r})
+                        .first->second.pid;
     for (const RegionTiming& t : r.regions) {
-      events.push_back({&r, &t, events.size()});
-      if (t.measurable) origin = std::min(origin, t.start_ns);
-    }
-    for (size_t i = first; i < events.size(); ++i) {
-      int parent = events[i].region->parent;
-      if (parent >= 0 && static_cast<size_t>(parent) < r.regions.size() &&
-          r.regions[parent].stream_id == events[i].region->stream_id &&
-          r.regions[parent].measurable)
-        events[i].parent = &events[first + static_cast<size_t>(parent)];
+      // An unmeasurable region has no place in time: it is left out of the trace.
+      if (!t.measurable) continue;
+      origin = std::min(origin, t.start_ns);
+      entries.push_back({&t, static_cast<uint32_t>(i), pid});
     }
   }
+  const auto region_index = [&](const TraceEntry& e) {
+    return static_cast<size_t>(e.region - reports[e.report].regions.data());
+  };
+  // By track, then as the lanes are assigned: start, longer first, shallower first, input order.
+  std::sort(entries.begin(), entries.end(), [&](const TraceEntry& a, const TraceEntry& b) {
+    const RegionTiming& x = *a.region;
+    const RegionTiming& y = *b.region;
+    return std::make_tuple(a.pid, x.stream_id, x.start_ns, ~x.end_ns, x.depth, a.report,
+                           region_index(a)) <
+           std::make_tuple(b.pid, y.stream_id, y.start_ns, ~y.end_ns, y.depth, b.report,
+                           region_index(b));
+  });
 
-  using ProcessKey = std::pair<std::string, int>;
-  std::map<ProcessKey, int> pids;
-  std::map<ProcessKey, std::string> process_names;
-  std::map<std::pair<int, uint64_t>, std::vector<TraceEvent*>> by_stream;
-  for (TraceEvent& e : events) {
-    ProcessKey key{e.report->backend, e.report->device};
-    auto [it, inserted] = pids.emplace(key, 0);
-    if (inserted) {
-      it->second = static_cast<int>(pids.size());
-      process_names[key] = valid_utf8(
-          e.report->device_name.empty()
-              ? fmt::format("{} device {}", key.first, key.second)
-              : fmt::format("{} device {} ({})", key.first, key.second, e.report->device_name));
-    }
-    // An unmeasurable region has no place in time: it is left out of the trace.
-    if (e.region->measurable) by_stream[{it->second, e.region->stream_id}].push_back(&e);
+  ChunkWriter writer(out);
+  std::string& buffer = writer.buffer();
+  buffer += "{\"traceEvents\":[";
+  bool first_event = true;
+  const auto begin_event = [&] {
+    buffer += first_event ? "\n" : ",\n";
+    first_event = false;
+  };
+  const auto append_metadata_event = [&](const char* name, int pid, int tid, const char* arg,
+                                         auto&& append_value) {
+    begin_event();
+    fmt::format_to(std::back_inserter(buffer),
+                   "{{\"name\":\"{}\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"{}\":", name,
+                   pid, tid, arg);
+    append_value();
+    buffer += "}}";
+  };
+
+  for (const auto& [key, process] : processes) {
+    const ReplayReport& r = *process.first;
+    const std::string name =
+        r.device_name.empty()
+            ? fmt::format("{} device {}", key.first, key.second)
+            : fmt::format("{} device {} ({})", key.first, key.second, r.device_name);
+    append_metadata_event("process_name", process.pid, 0, "name",
+                          [&] { append_json_string(buffer, name); });
   }
+  if (!writer.flush_if_full()) return;
 
-  nlohmann::json trace_events = nlohmann::json::array();
-  for (const auto& [key, pid] : pids)
-    trace_events.push_back({{"name", "process_name"},
-                            {"ph", "M"},
-                            {"pid", pid},
-                            {"tid", 0},
-                            {"args", {{"name", process_names[key]}}}});
-
+  std::vector<int> lanes(first_index.back(), -1);  // per region, by first_index + region index
+  LaneAssigner assigner;
   int next_tid = 1;
-  for (auto& [key, stream_events] : by_stream) {
-    const auto [pid, stream_id] = key;
-    assign_lanes(stream_events);
-    int lanes = 0;
-    for (const TraceEvent* e : stream_events) lanes = std::max(lanes, e->lane + 1);
-    const int first_tid = next_tid;
-    next_tid += lanes;
-    for (int lane = 0; lane < lanes; ++lane) {
-      std::string name = lane == 0 ? fmt::format("stream {}", stream_id)
-                                   : fmt::format("stream {} (overlap {})", stream_id, lane);
-      trace_events.push_back({{"name", "thread_name"},
-                              {"ph", "M"},
-                              {"pid", pid},
-                              {"tid", first_tid + lane},
-                              {"args", {{"name", name}}}});
-      trace_events.push_back({{"name", "thread_sort_index"},
-                              {"ph", "M"},
-                              {"pid", pid},
-                              {"tid", first_tid + lane},
-                              {"args", {{"sort_index", first_tid + lane}}}});
+  for (size_t begin = 0; begin < entries.size();) {
+    const int pid = entries[begin].pid;
+    const uint64_t stream_id = entries[begin].region->stream_id;
+    size_t end = begin;
+    assigner.start_stream();
+    for (; end < entries.size() && entries[end].pid == pid &&
+           entries[end].region->stream_id == stream_id;
+         ++end) {
+      const TraceEntry& e = entries[end];
+      const ReplayReport& r = reports[e.report];
+      const int parent = e.region->parent;
+      int parent_lane = -1;
+      if (parent >= 0 && static_cast<size_t>(parent) < r.regions.size() &&
+          r.regions[parent].stream_id == stream_id && r.regions[parent].measurable)
+        parent_lane = lanes[first_index[e.report] + static_cast<size_t>(parent)];
+      lanes[first_index[e.report] + region_index(e)] = assigner.assign(*e.region, parent_lane);
     }
-    for (const TraceEvent* e : stream_events) {
-      const RegionTiming& t = *e->region;
-      nlohmann::json args = nlohmann::json::object();
-      for (const auto& [k, v] : t.metadata) args[valid_utf8(k)] = valid_utf8(v);
-      args["path"] = valid_utf8(t.path);
-      args["graph_id"] = e->report->graph_id;
-      args["replay_index"] = e->report->replay_index;
-      trace_events.push_back(
-          {{"name", valid_utf8(t.name)},
-           {"cat", e->report->graph_id == 0 ? std::string("eager")
-                                            : fmt::format("graph {}", e->report->graph_id)},
-           {"ph", "X"},
-           {"ts", static_cast<double>(t.start_ns - origin) / 1000.0},
-           {"dur", static_cast<double>(t.duration_ns) / 1000.0},
-           {"pid", pid},
-           {"tid", first_tid + e->lane},
-           {"args", std::move(args)}});
-    }
-  }
 
-  nlohmann::json document = {{"traceEvents", std::move(trace_events)}, {"displayTimeUnit", "ns"}};
-  out << document.dump(1) << '\n';
+    const int first_tid = next_tid;
+    next_tid += assigner.used();
+    for (int lane = 0; lane < assigner.used(); ++lane) {
+      append_metadata_event("thread_name", pid, first_tid + lane, "name", [&] {
+        buffer += lane == 0 ? fmt::format("\"stream {}\"", stream_id)
+                            : fmt::format("\"stream {} (overlap {})\"", stream_id, lane);
+      });
+      append_metadata_event("thread_sort_index", pid, first_tid + lane, "sort_index", [&] {
+        fmt::format_to(std::back_inserter(buffer), "{}", first_tid + lane);
+      });
+      if (!writer.flush_if_full()) return;
+    }
+
+    for (size_t i = begin; i < end; ++i) {
+      const TraceEntry& e = entries[i];
+      const ReplayReport& r = reports[e.report];
+      const RegionTiming& t = *e.region;
+      begin_event();
+      buffer += "{\"name\":";
+      append_json_string(buffer, t.name);
+      if (r.graph_id == 0)
+        buffer += ",\"cat\":\"eager\"";
+      else
+        fmt::format_to(std::back_inserter(buffer), ",\"cat\":\"graph {}\"", r.graph_id);
+      buffer += ",\"ph\":\"X\",\"ts\":";
+      append_json_double(buffer, static_cast<double>(t.start_ns - origin) / 1000.0);
+      buffer += ",\"dur\":";
+      append_json_double(buffer, static_cast<double>(t.duration_ns) / 1000.0);
+      fmt::format_to(std::back_inserter(buffer), ",\"pid\":{},\"tid\":{},\"args\":{{", pid,
+                     first_tid + lanes[first_index[e.report] + region_index(e)]);
+      // Metadata: a key repeated (once made valid UTF-8) keeps its last value; path, graph_id
+      // and replay_index are the writer's own (each key is written once).
+      for (size_t k = 0; k < t.metadata.size(); ++k) {
+        const std::string& key = t.metadata[k].first;
+        bool replaced = key == "path" || key == "graph_id" || key == "replay_index";
+        for (size_t later = k + 1; later < t.metadata.size() && !replaced; ++later)
+          replaced = same_valid_utf8(key, t.metadata[later].first);
+        if (replaced) continue;
+        append_json_string(buffer, key);
+        buffer += ':';
+        append_json_string(buffer, t.metadata[k].second);
+        buffer += ',';
+      }
+      buffer += "\"path\":";
+      append_json_string(buffer, t.path);
+      fmt::format_to(std::back_inserter(buffer), ",\"graph_id\":{},\"replay_index\":{}}}}}",
+                     r.graph_id, r.replay_index);
+      if (!writer.flush_if_full()) return;
+    }
+    begin = end;
+  }
+  buffer += "\n],\"displayTimeUnit\":\"ns\"}\n";
+  writer.flush();
 }
 
 }  // namespace
 
 void write_chrome_trace(std::ostream& out, const std::vector<ReplayReport>& reports) {
-  export_to(out, "the Chrome trace", [&] { write_chrome_trace_document(out, reports); });
+  export_to(out, "the Chrome trace", [&] { write_chrome_trace_events(out, reports); });
 }
 
 }  // namespace accgraph::timing

@@ -1,14 +1,27 @@
 // accgraph-bench-host: (a) replay overhead per node, (b) timed vs untimed replay, on the host
-// backend. Every figure is a ratio against a baseline measured side by side in the same run, in
-// interleaved rounds (medians), so machine noise hits both alike. Numbers, not pass/fail.
+// backend, (c) the Chrome trace writer vs the one before it streamed. Every figure is a ratio
+// against a baseline measured side by side in the same run, in interleaved rounds (medians), so
+// machine noise hits both alike. Numbers, not pass/fail.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <limits>
+#include <map>
 #include <memory>
+#include <ostream>
+#include <stdexcept>
+#include <streambuf>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <vector>
+
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -155,29 +168,374 @@ void bench_timed_replay() {
   }
 }
 
+// ---- (c) Chrome trace export ----------------------------------------------------------------
+
+// The Chrome trace writer as it was before it streamed (timing/exporters.cpp at commit 4b21339):
+// the whole trace as one nlohmann::json document, dumped at the end. Kept here only as the
+// baseline of (c); the library no longer has it.
+namespace reference {
+
+using timing::RegionTiming;
+using timing::ReplayReport;
+
+constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+
+size_t utf8_sequence_length(std::string_view text) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(0);
+  if (lead < 0x80) return 1;
+  size_t length = 0;
+  unsigned char low = 0x80, high = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) low = 0xA0;
+    if (lead == 0xED) high = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) low = 0x90;
+    if (lead == 0xF4) high = 0x8F;
+  } else {
+    return 0;
+  }
+  if (text.size() < length || byte(1) < low || byte(1) > high) return 0;
+  for (size_t i = 2; i < length; ++i)
+    if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
+  return length;
+}
+
+std::string valid_utf8(std::string_view text) {
+  std::string result;
+  result.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const size_t length = utf8_sequence_length(text.substr(i));
+    if (length == 0) {
+      result += kReplacement;
+      ++i;
+    } else {
+      result.append(text, i, length);
+      i += length;
+    }
+  }
+  return result;
+}
+
+struct TraceEvent {
+  const ReplayReport* report;
+  const RegionTiming* region;
+  size_t order;
+  const TraceEvent* parent = nullptr;
+  int lane = -1;
+};
+
+void assign_lanes(std::vector<TraceEvent*>& events) {
+  std::sort(events.begin(), events.end(), [](const TraceEvent* a, const TraceEvent* b) {
+    return std::make_tuple(a->region->start_ns, ~a->region->end_ns, a->region->depth, a->order) <
+           std::make_tuple(b->region->start_ns, ~b->region->end_ns, b->region->depth, b->order);
+  });
+  std::vector<std::vector<const RegionTiming*>> lanes;
+  auto fits = [&](size_t lane, const RegionTiming& r) {
+    auto& open = lanes[lane];
+    while (!open.empty() && open.back()->end_ns <= r.start_ns && r.end_ns > open.back()->end_ns)
+      open.pop_back();
+    return open.empty() || r.end_ns <= open.back()->end_ns;
+  };
+  for (TraceEvent* event : events) {
+    const RegionTiming& r = *event->region;
+    size_t lane = 0;
+    if (event->parent != nullptr && event->parent->lane >= 0 &&
+        fits(static_cast<size_t>(event->parent->lane), r)) {
+      lane = static_cast<size_t>(event->parent->lane);
+    } else {
+      while (lane < lanes.size() && !fits(lane, r)) ++lane;
+    }
+    if (lane == lanes.size()) lanes.emplace_back();
+    lanes[lane].push_back(&r);
+    event->lane = static_cast<int>(lane);
+  }
+}
+
+}  // namespace reference
+
+void write_chrome_trace_document_reference(std::ostream& out,
+                                           const std::vector<timing::ReplayReport>& reports) {
+  using namespace reference;
+  std::vector<TraceEvent> events;
+  size_t total = 0;
+  for (const ReplayReport& r : reports) total += r.regions.size();
+  events.reserve(total);
+  uint64_t origin = std::numeric_limits<uint64_t>::max();
+  for (const ReplayReport& r : reports) {
+    const size_t first = events.size();
+    for (const RegionTiming& t : r.regions) {
+      events.push_back({&r, &t, events.size()});
+      if (t.measurable) origin = std::min(origin, t.start_ns);
+    }
+    for (size_t i = first; i < events.size(); ++i) {
+      int parent = events[i].region->parent;
+      if (parent >= 0 && static_cast<size_t>(parent) < r.regions.size() &&
+          r.regions[parent].stream_id == events[i].region->stream_id &&
+          r.regions[parent].measurable)
+        events[i].parent = &events[first + static_cast<size_t>(parent)];
+    }
+  }
+
+  using ProcessKey = std::pair<std::string, int>;
+  std::map<ProcessKey, int> pids;
+  std::map<ProcessKey, std::string> process_names;
+  std::map<std::pair<int, uint64_t>, std::vector<TraceEvent*>> by_stream;
+  for (TraceEvent& e : events) {
+    ProcessKey key{e.report->backend, e.report->device};
+    auto [it, inserted] = pids.emplace(key, 0);
+    if (inserted) {
+      it->second = static_cast<int>(pids.size());
+      process_names[key] = valid_utf8(
+          e.report->device_name.empty()
+              ? fmt::format("{} device {}", key.first, key.second)
+              : fmt::format("{} device {} ({})", key.first, key.second, e.report->device_name));
+    }
+    if (e.region->measurable) by_stream[{it->second, e.region->stream_id}].push_back(&e);
+  }
+
+  nlohmann::json trace_events = nlohmann::json::array();
+  for (const auto& [key, pid] : pids)
+    trace_events.push_back({{"name", "process_name"},
+                            {"ph", "M"},
+                            {"pid", pid},
+                            {"tid", 0},
+                            {"args", {{"name", process_names[key]}}}});
+
+  int next_tid = 1;
+  for (auto& [key, stream_events] : by_stream) {
+    const auto [pid, stream_id] = key;
+    assign_lanes(stream_events);
+    int lanes = 0;
+    for (const TraceEvent* e : stream_events) lanes = std::max(lanes, e->lane + 1);
+    const int first_tid = next_tid;
+    next_tid += lanes;
+    for (int lane = 0; lane < lanes; ++lane) {
+      std::string name = lane == 0 ? fmt::format("stream {}", stream_id)
+                                   : fmt::format("stream {} (overlap {})", stream_id, lane);
+      trace_events.push_back({{"name", "thread_name"},
+                              {"ph", "M"},
+                              {"pid", pid},
+                              {"tid", first_tid + lane},
+                              {"args", {{"name", name}}}});
+      trace_events.push_back({{"name", "thread_sort_index"},
+                              {"ph", "M"},
+                              {"pid", pid},
+                              {"tid", first_tid + lane},
+                              {"args", {{"sort_index", first_tid + lane}}}});
+    }
+    for (const TraceEvent* e : stream_events) {
+      const RegionTiming& t = *e->region;
+      nlohmann::json args = nlohmann::json::object();
+      for (const auto& [k, v] : t.metadata) args[valid_utf8(k)] = valid_utf8(v);
+      args["path"] = valid_utf8(t.path);
+      args["graph_id"] = e->report->graph_id;
+      args["replay_index"] = e->report->replay_index;
+      trace_events.push_back(
+          {{"name", valid_utf8(t.name)},
+           {"cat", e->report->graph_id == 0 ? std::string("eager")
+                                            : fmt::format("graph {}", e->report->graph_id)},
+           {"ph", "X"},
+           {"ts", static_cast<double>(t.start_ns - origin) / 1000.0},
+           {"dur", static_cast<double>(t.duration_ns) / 1000.0},
+           {"pid", pid},
+           {"tid", first_tid + e->lane},
+           {"args", std::move(args)}});
+    }
+  }
+
+  nlohmann::json document = {{"traceEvents", std::move(trace_events)}, {"displayTimeUnit", "ns"}};
+  out << document.dump(1) << '\n';
+}
+
+// Reports like a profiled training loop's: `count` replays of 4 graphs alternating over 2
+// streams, each 20 blocks of 1 + 4 nested regions (100 regions), replays on one stream
+// overlapping their neighbours (so overlap tracks are assigned too), metadata on the blocks.
+std::vector<timing::ReplayReport> trace_bench_reports(size_t count) {
+  std::vector<timing::ReplayReport> reports(count);
+  for (size_t k = 0; k < count; ++k) {
+    timing::ReplayReport& r = reports[k];
+    r.graph_id = k % 4 + 1;
+    r.replay_index = k / 4;
+    r.backend = "host";
+    r.device_name = "cpu";
+    r.marker_strategy = "steady_clock";
+    r.resolution_ns = 1;
+    const uint64_t stream = k % 2 + 1, base = 1'000'000 + k * 15'000;  // spans 40 us
+    r.regions.reserve(100);
+    for (int block = 0; block < 20; ++block) {
+      const int parent = static_cast<int>(r.regions.size());
+      timing::RegionTiming b;
+      b.name = fmt::format("block{}", block);
+      b.path = fmt::format("step/{}", b.name);
+      b.depth = 0;
+      b.stream_id = stream;
+      b.start_ns = base + static_cast<uint64_t>(block) * 2000;
+      b.end_ns = b.start_ns + 1900;
+      b.duration_ns = 1900;
+      b.metadata = {{"bytes", "4096"}};
+      r.regions.push_back(b);
+      for (int op = 0; op < 4; ++op) {
+        timing::RegionTiming o;
+        o.name = fmt::format("op{}", op);
+        o.path = fmt::format("{}/{}", b.path, o.name);
+        o.depth = 1;
+        o.parent = parent;
+        o.stream_id = stream;
+        o.start_ns = b.start_ns + static_cast<uint64_t>(op) * 450;
+        o.end_ns = o.start_ns + 400;
+        o.duration_ns = 400;
+        r.regions.push_back(o);
+      }
+    }
+  }
+  return reports;
+}
+
+// An output stream that counts the bytes and drops them, so (c) times the writer, not a disk.
+struct CountingBuffer : std::streambuf {
+  uint64_t bytes = 0;
+  int_type overflow(int_type c) override {
+    bytes += !traits_type::eq_int_type(c, traits_type::eof());
+    return traits_type::not_eof(c);
+  }
+  std::streamsize xsputn(const char*, std::streamsize n) override {
+    bytes += static_cast<uint64_t>(n);
+    return n;
+  }
+};
+
+long max_rss_kib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;  // KiB on Linux
+}
+
+// The child of (c): builds the reports, then writes them once with the old or the new writer.
+// Prints "<ms> <peak RSS growth KiB> <bytes>". The peak RSS before the write is that of the
+// reports (they are only built, never freed), so the growth is what the writer added at its peak.
+int run_trace_child(const std::string& writer, size_t reports) {
+  const std::vector<timing::ReplayReport> input = trace_bench_reports(reports);
+  CountingBuffer counting;
+  std::ostream out(&counting);
+  const long before = max_rss_kib();
+  const auto t0 = Clock::now();
+  if (writer == "old")
+    write_chrome_trace_document_reference(out, input);
+  else
+    timing::write_chrome_trace(out, input);
+  out.flush();
+  const double ms = us_since(t0) / 1000.0;
+  const long after = max_rss_kib();
+  std::printf("%.1f %ld %llu\n", ms, after - before, static_cast<unsigned long long>(counting.bytes));
+  return out ? 0 : 1;
+}
+
+// (c) The Chrome trace of `reports` x 100 regions, written by the writer before streaming (one
+// nlohmann::json document) and by the streaming one, each in a fresh child process per round
+// (rounds alternate which goes first), so each peak RSS is that one write's.
+void bench_trace_export(const std::string& self, size_t reports, int rounds) {
+  fmt::print("\n(c) Chrome trace export of {} region events ({} reports x 100), into a discarding "
+             "stream; median of {} rounds, each write in a fresh process\n",
+             reports * 100, reports, rounds);
+  struct Sample {
+    std::vector<double> ms;
+    std::vector<double> growth_mib;
+    uint64_t bytes = 0;
+  };
+  std::map<std::string, Sample> samples;
+  for (int round = 0; round < rounds; ++round) {
+    for (int k = 0; k < 2; ++k) {
+      const std::string writer = (k + round) % 2 == 0 ? "old" : "new";
+      const std::string command =
+          fmt::format("'{}' --trace-child {} {}", self, writer, reports);
+      FILE* pipe = popen(command.c_str(), "r");
+      if (pipe == nullptr) throw std::runtime_error("cannot start " + command);
+      double ms = 0;
+      long growth_kib = 0;
+      unsigned long long bytes = 0;
+      const int fields = std::fscanf(pipe, "%lf %ld %llu", &ms, &growth_kib, &bytes);
+      if (pclose(pipe) != 0 || fields != 3)
+        throw std::runtime_error("the child '" + command + "' failed");
+      Sample& s = samples[writer];
+      s.ms.push_back(ms);
+      s.growth_mib.push_back(static_cast<double>(growth_kib) / 1024.0);
+      s.bytes = bytes;
+    }
+  }
+  fmt::print("{:>22} {:>12} {:>18} {:>14}\n", "writer", "wall ms", "peak RSS growth MiB",
+             "output MiB");
+  for (const char* writer : {"old", "new"}) {
+    const Sample& s = samples[writer];
+    fmt::print("{:>22} {:>12.1f} {:>18.1f} {:>14.1f}\n",
+               std::string(writer) == "old" ? "old (json document)" : "new (streaming)",
+               median(s.ms), median(s.growth_mib), static_cast<double>(s.bytes) / 1048576.0);
+    results["c_trace_export"].push_back({{"writer", writer},
+                                         {"events", reports * 100},
+                                         {"wall_ms", median(s.ms)},
+                                         {"peak_rss_growth_mib", median(s.growth_mib)},
+                                         {"output_bytes", s.bytes}});
+  }
+  const Sample& o = samples["old"];
+  const Sample& n = samples["new"];
+  fmt::print("{:>22} {:>11.2f}x {:>17.3f}x\n", "new / old", median(n.ms) / median(o.ms),
+             median(n.growth_mib) / std::max(median(o.growth_mib), 1e-9));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const char* usage =
+      "usage: accgraph-bench-host [--json FILE] [--only-trace] [--trace-reports N] "
+      "[--trace-rounds R]";
   std::string json_path;
+  bool only_trace = false;
+  size_t trace_reports = 10'000;
+  int trace_rounds = 3;
+  if (argc == 4 && std::string(argv[1]) == "--trace-child") {  // (c)'s child process
+    try {
+      return run_trace_child(argv[2], std::strtoull(argv[3], nullptr, 10));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "accgraph-bench-host --trace-child: %s\n", e.what());
+      return 1;
+    }
+  }
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--json" && i + 1 < argc) {
       json_path = argv[++i];
+    } else if (arg == "--only-trace") {
+      only_trace = true;
+    } else if (arg == "--trace-reports" && i + 1 < argc) {
+      trace_reports = std::strtoull(argv[++i], nullptr, 10);
+    } else if (arg == "--trace-rounds" && i + 1 < argc) {
+      trace_rounds = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--help" || arg == "-h") {
-      std::puts("usage: accgraph-bench-host [--json FILE]");
+      std::puts(usage);
       return 0;
     } else {
-      std::fprintf(stderr, "accgraph-bench-host: unknown argument '%s'\nusage: "
-                           "accgraph-bench-host [--json FILE]\n", arg.c_str());
+      std::fprintf(stderr, "accgraph-bench-host: unknown argument '%s'\n%s\n", arg.c_str(),
+                   usage);
       return 2;
     }
   }
   try {
-    fmt::print("accgraph-bench-host: host backend, {}\n\n",
-               accgraph::backend("host").devices().at(0).name);
-    bench_replay_overhead();
-    bench_timed_replay();
-  } catch (const accgraph::Error& e) {
+    if (!only_trace) {
+      fmt::print("accgraph-bench-host: host backend, {}\n\n",
+                 accgraph::backend("host").devices().at(0).name);
+      bench_replay_overhead();
+      bench_timed_replay();
+    }
+    char self[4096];
+    const ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (length <= 0) throw std::runtime_error("cannot read /proc/self/exe to start (c)'s children");
+    bench_trace_export(std::string(self, static_cast<size_t>(length)), trace_reports,
+                       trace_rounds);
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "accgraph-bench-host: %s\n", e.what());
     return 1;
   }

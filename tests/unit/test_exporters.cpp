@@ -3,6 +3,8 @@
 // test_report.cpp covers what the exporters write for ordinary input.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <sstream>
 #include <streambuf>
 #include <string>
@@ -318,4 +320,210 @@ TEST_CASE("exporters: an unmeasurable region is left out of the trace and has em
   write_reports_csv(csv, {report});
   CHECK(csv.str().find("outer/lost,1,0,,,,") != std::string::npos);
   CHECK(csv.str().find("outer/lost/inner,2,0,2000,3000,1000,") != std::string::npos);
+}
+
+namespace {
+
+// A fixed set of reports for the Chrome trace's golden test: two devices (the first report on
+// device 1, so the process ids differ from the (backend, device) order), nesting, a region ended
+// on another stream, overlapping replays of two graphs on one stream, an eager report,
+// metadata with escapes, duplicate keys and keys named like the writer's own args, invalid
+// UTF-8, an unmeasurable region, zero-length regions, durations that are not end - start, and
+// times far from the origin.
+std::vector<ReplayReport> golden_trace_reports() {
+  const auto at = [](std::string name, uint64_t stream, uint64_t start, uint64_t end, int depth,
+                     int parent, Metadata metadata = {}) {
+    RegionTiming r;
+    r.path = name;
+    r.name = std::move(name);
+    r.depth = depth;
+    r.parent = parent;
+    r.stream_id = stream;
+    r.start_ns = start;
+    r.end_ns = end;
+    r.duration_ns = end - start;
+    r.metadata = std::move(metadata);
+    return r;
+  };
+  const uint64_t t0 = 1'000'000'007;
+  std::vector<ReplayReport> reports;
+
+  ReplayReport gpu1;  // graph 1 on device 1: nesting, a region that ends on another stream
+  gpu1.graph_id = 1;
+  gpu1.replay_index = 0;
+  gpu1.backend = "host";
+  gpu1.device = 1;
+  gpu1.device_name = "second \"cpu\"\xC3";
+  gpu1.regions = {at("step", 1, t0, t0 + 9000, 0, -1, {{"batch", "7"}}),
+                  at("forward", 1, t0 + 100, t0 + 4000, 1, 0),
+                  at("crossing", 1, t0 + 3500, t0 + 6000, 1, 0),  // overlaps forward
+                  at("copy", 2, t0 + 3600, t0 + 5000, 2, 2),       // its child on stream 2
+                  at("tail", 1, t0 + 9000, t0 + 9000, 1, 0)};      // zero length, at the end
+  reports.push_back(gpu1);
+
+  for (uint64_t replay = 0; replay < 2; ++replay) {  // graphs 2 and 3 overlap on stream 5
+    for (uint64_t graph = 2; graph <= 3; ++graph) {
+      ReplayReport r;
+      r.graph_id = graph;
+      r.replay_index = replay;
+      r.backend = "host";
+      r.device = 0;
+      r.device_name = "cpu";
+      const uint64_t start = t0 + 20'000 + replay * 1000 + (graph - 2) * 300;
+      r.regions = {at("graph" + std::to_string(graph), 5, start, start + 700, 0, -1),
+                   at("inner", 5, start + 100, start + 333, 1, 0,
+                      {{"replay", std::to_string(replay)}})};
+      reports.push_back(r);
+    }
+  }
+
+  ReplayReport eager;  // eager regions, odd metadata, an unmeasurable region, far times
+  eager.graph_id = 0;
+  eager.replay_index = UINT64_MAX;
+  eager.backend = "host";
+  eager.device = 0;
+  eager.device_name = "cpu";
+  RegionTiming lost = at("lost\xFF", 5, 0, 0, 0, -1);
+  lost.measurable = false;
+  RegionTiming odd = at("odd", 7, t0 + 123'456'789'012'345, t0 + 123'456'789'012'346, 0, -1);
+  odd.duration_ns = UINT64_MAX;  // not end - start: written as given
+  eager.regions = {
+      at("say \"hi\"\\ \x01\t\n\x1f\x7f caf\xC3\xA9 \xF0\x9F\x98\x80 bad\xC3", 7, t0 + 50,
+         t0 + 51, 0, -1,
+         {{"quote\"", "back\\slash"},
+          {"ctrl", "\x01\x02\x1b[31m\r\n"},
+          {"dup", "first"},
+          {"dup", "second"},
+          {"bad\xC3", "one"},
+          {"bad\xFF", "two"},  // the same key once made valid UTF-8: the last one wins
+          {"path", "overridden by the region's path"},
+          {"graph_id", "overridden"},
+          {"", "empty key"}}),
+      lost,
+      at("inside lost", 5, t0 + 20'050, t0 + 20'060, 1, 1),  // parent unmeasurable
+      odd,
+      at("zero", 7, t0 + 123'456'789'012'346, t0 + 123'456'789'012'346, 0, -1)};
+  reports.push_back(eager);
+
+  ReplayReport other;  // a second backend, then a report without regions
+  other.graph_id = 9;
+  other.backend = "level_zero";
+  other.device = 0;
+  other.regions = {at("ze", 0, t0 + 10, t0 + 20, 0, -1)};
+  reports.push_back(other);
+  reports.push_back(ReplayReport());
+  return reports;
+}
+
+}  // namespace
+
+// What write_chrome_trace wrote for golden_trace_reports() when it built one nlohmann::json
+// document (commit 4b21339), parsed and written again one event a line (ASCII, keys sorted).
+const char* const kGoldenTrace = R"json({"traceEvents":[
+{"args":{"name":"host device 0 (cpu)"},"name":"process_name","ph":"M","pid":2,"tid":0},
+{"args":{"name":"host device 1 (second \"cpu\"\ufffd)"},"name":"process_name","ph":"M","pid":1,"tid":0},
+{"args":{"name":"level_zero device 0"},"name":"process_name","ph":"M","pid":3,"tid":0},
+{"args":{"name":"stream 1"},"name":"thread_name","ph":"M","pid":1,"tid":1},
+{"args":{"sort_index":1},"name":"thread_sort_index","ph":"M","pid":1,"tid":1},
+{"args":{"name":"stream 1 (overlap 1)"},"name":"thread_name","ph":"M","pid":1,"tid":2},
+{"args":{"sort_index":2},"name":"thread_sort_index","ph":"M","pid":1,"tid":2},
+{"args":{"batch":"7","graph_id":1,"path":"step","replay_index":0},"cat":"graph 1","dur":9.0,"name":"step","ph":"X","pid":1,"tid":1,"ts":0.0},
+{"args":{"graph_id":1,"path":"forward","replay_index":0},"cat":"graph 1","dur":3.9,"name":"forward","ph":"X","pid":1,"tid":1,"ts":0.1},
+{"args":{"graph_id":1,"path":"crossing","replay_index":0},"cat":"graph 1","dur":2.5,"name":"crossing","ph":"X","pid":1,"tid":2,"ts":3.5},
+{"args":{"graph_id":1,"path":"tail","replay_index":0},"cat":"graph 1","dur":0.0,"name":"tail","ph":"X","pid":1,"tid":1,"ts":9.0},
+{"args":{"name":"stream 2"},"name":"thread_name","ph":"M","pid":1,"tid":3},
+{"args":{"sort_index":3},"name":"thread_sort_index","ph":"M","pid":1,"tid":3},
+{"args":{"graph_id":1,"path":"copy","replay_index":0},"cat":"graph 1","dur":1.4,"name":"copy","ph":"X","pid":1,"tid":3,"ts":3.6},
+{"args":{"name":"stream 5"},"name":"thread_name","ph":"M","pid":2,"tid":4},
+{"args":{"sort_index":4},"name":"thread_sort_index","ph":"M","pid":2,"tid":4},
+{"args":{"name":"stream 5 (overlap 1)"},"name":"thread_name","ph":"M","pid":2,"tid":5},
+{"args":{"sort_index":5},"name":"thread_sort_index","ph":"M","pid":2,"tid":5},
+{"args":{"graph_id":2,"path":"graph2","replay_index":0},"cat":"graph 2","dur":0.7,"name":"graph2","ph":"X","pid":2,"tid":4,"ts":20.0},
+{"args":{"graph_id":0,"path":"inside lost","replay_index":18446744073709551615},"cat":"eager","dur":0.01,"name":"inside lost","ph":"X","pid":2,"tid":4,"ts":20.05},
+{"args":{"graph_id":2,"path":"inner","replay":"0","replay_index":0},"cat":"graph 2","dur":0.233,"name":"inner","ph":"X","pid":2,"tid":4,"ts":20.1},
+{"args":{"graph_id":3,"path":"graph3","replay_index":0},"cat":"graph 3","dur":0.7,"name":"graph3","ph":"X","pid":2,"tid":5,"ts":20.3},
+{"args":{"graph_id":3,"path":"inner","replay":"0","replay_index":0},"cat":"graph 3","dur":0.233,"name":"inner","ph":"X","pid":2,"tid":5,"ts":20.4},
+{"args":{"graph_id":2,"path":"graph2","replay_index":1},"cat":"graph 2","dur":0.7,"name":"graph2","ph":"X","pid":2,"tid":4,"ts":21.0},
+{"args":{"graph_id":2,"path":"inner","replay":"1","replay_index":1},"cat":"graph 2","dur":0.233,"name":"inner","ph":"X","pid":2,"tid":4,"ts":21.1},
+{"args":{"graph_id":3,"path":"graph3","replay_index":1},"cat":"graph 3","dur":0.7,"name":"graph3","ph":"X","pid":2,"tid":5,"ts":21.3},
+{"args":{"graph_id":3,"path":"inner","replay":"1","replay_index":1},"cat":"graph 3","dur":0.233,"name":"inner","ph":"X","pid":2,"tid":5,"ts":21.4},
+{"args":{"name":"stream 7"},"name":"thread_name","ph":"M","pid":2,"tid":6},
+{"args":{"sort_index":6},"name":"thread_sort_index","ph":"M","pid":2,"tid":6},
+{"args":{"":"empty key","bad\ufffd":"two","ctrl":"\u0001\u0002\u001b[31m\r\n","dup":"second","graph_id":0,"path":"say \"hi\"\\ \u0001\t\n\u001f\u007f caf\u00e9 \ud83d\ude00 bad\ufffd","quote\"":"back\\slash","replay_index":18446744073709551615},"cat":"eager","dur":0.001,"name":"say \"hi\"\\ \u0001\t\n\u001f\u007f caf\u00e9 \ud83d\ude00 bad\ufffd","ph":"X","pid":2,"tid":6,"ts":0.05},
+{"args":{"graph_id":0,"path":"odd","replay_index":18446744073709551615},"cat":"eager","dur":1.844674407370955e+16,"name":"odd","ph":"X","pid":2,"tid":6,"ts":123456789012.345},
+{"args":{"graph_id":0,"path":"zero","replay_index":18446744073709551615},"cat":"eager","dur":0.0,"name":"zero","ph":"X","pid":2,"tid":6,"ts":123456789012.346},
+{"args":{"name":"stream 0"},"name":"thread_name","ph":"M","pid":3,"tid":7},
+{"args":{"sort_index":7},"name":"thread_sort_index","ph":"M","pid":3,"tid":7},
+{"args":{"graph_id":9,"path":"ze","replay_index":0},"cat":"graph 9","dur":0.01,"name":"ze","ph":"X","pid":3,"tid":7,"ts":0.01}
+],"displayTimeUnit":"ns"})json";
+
+TEST_CASE("chrome trace: the same document as the writer before streaming (golden)") {
+  std::ostringstream out;
+  write_chrome_trace(out, golden_trace_reports());
+  const nlohmann::json actual = nlohmann::json::parse(out.str());
+  const nlohmann::json expected = nlohmann::json::parse(kGoldenTrace);
+  REQUIRE(actual.at("traceEvents").size() == expected.at("traceEvents").size());
+  for (size_t i = 0; i < expected.at("traceEvents").size(); ++i) {
+    CAPTURE(i);
+    CHECK(actual["traceEvents"][i].dump() == expected["traceEvents"][i].dump());
+  }
+  CHECK(actual == expected);
+}
+
+namespace {
+
+// A stream buffer that records the size of every write it takes, and refuses every byte past
+// `capacity` (like a disk that fills up).
+struct RecordingBuffer : std::streambuf {
+  explicit RecordingBuffer(size_t capacity = SIZE_MAX) : capacity(capacity) {}
+  size_t capacity;
+  size_t taken = 0;
+  std::vector<size_t> writes;
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    return xsputn(nullptr, 1) == 1 ? c : traits_type::eof();
+  }
+  std::streamsize xsputn(const char*, std::streamsize n) override {
+    const size_t accepted = std::min(static_cast<size_t>(n), capacity - taken);
+    taken += accepted;
+    writes.push_back(static_cast<size_t>(n));
+    return static_cast<std::streamsize>(accepted);
+  }
+};
+
+// 20,000 regions, 200 replays of one graph, about 3 MB of trace.
+std::vector<ReplayReport> many_regions() {
+  std::vector<ReplayReport> reports;
+  for (uint64_t replay = 0; replay < 200; ++replay) {
+    std::vector<RegionTiming> regions;
+    for (uint64_t i = 0; i < 100; ++i)
+      regions.push_back(region("region " + std::to_string(i), replay * 10'000 + i * 100,
+                               replay * 10'000 + i * 100 + 50, {{"index", std::to_string(i)}}));
+    reports.push_back(report_of(std::move(regions)));
+    reports.back().replay_index = replay;
+  }
+  return reports;
+}
+
+}  // namespace
+
+TEST_CASE("chrome trace: written to the stream piece by piece, not as one document") {
+  // Code review 3.4: the trace was built whole in memory (one nlohmann::json document and its
+  // text) before the first byte reached the stream.
+  RecordingBuffer recording;
+  std::ostream out(&recording);
+  write_chrome_trace(out, many_regions());
+  REQUIRE(recording.taken > 2'000'000);
+  CHECK(recording.writes.size() > 10);
+  CHECK(*std::max_element(recording.writes.begin(), recording.writes.end()) <
+        recording.taken / 10);
+}
+
+TEST_CASE("chrome trace: a stream that fails part way is an InvalidArgument error") {
+  RecordingBuffer filling(100'000);
+  std::ostream out(&filling);
+  CHECK_ACCGRAPH_ERROR(write_chrome_trace(out, many_regions()), ErrorCode::InvalidArgument,
+                       "writing the Chrome trace failed: the output stream reported an error "
+                       "(badbit)");
+  CHECK(filling.taken == 100'000);
 }
