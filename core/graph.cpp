@@ -229,11 +229,40 @@ void AcceleratorGraph::replay(Stream& stream) {
                 backend_name_);
   if (state_ == GraphState::Captured) instantiate();
 
-  detail::notify_observers([&](GraphObserver& o) { o.on_replay_begin(*this, stream); });
+  detail::notify_replay_observers([&](GraphObserver& o) { o.on_replay_begin(*this, stream); });
+  for (const auto& [subscriber, state] : replay_subscribers_)
+    subscriber->before_replay(*this, stream, state);
   impl_->replay(stream.impl());
   ++replay_count_;
-  detail::notify_observers([&](GraphObserver& o) { o.on_replay_end(*this, stream); });
+  detail::notify_replay_observers([&](GraphObserver& o) { o.on_replay_end(*this, stream); });
+  for (const auto& [subscriber, state] : replay_subscribers_)
+    subscriber->after_replay(*this, stream, state);
 }
+
+size_t AcceleratorGraph::replay_hooks() const noexcept {
+  return static_cast<size_t>(detail::replay_observer_count.load(std::memory_order_relaxed)) +
+         replay_subscribers_.size();
+}
+
+namespace detail {
+
+void GraphAccess::subscribe(AcceleratorGraph& graph, ReplaySubscriber& subscriber, void* state) {
+  for (auto& entry : graph.replay_subscribers_)
+    if (entry.first == &subscriber) {
+      entry.second = state;
+      return;
+    }
+  graph.replay_subscribers_.emplace_back(&subscriber, state);
+}
+
+void GraphAccess::unsubscribe(AcceleratorGraph& graph, ReplaySubscriber& subscriber) noexcept {
+  auto& list = graph.replay_subscribers_;
+  list.erase(std::remove_if(list.begin(), list.end(),
+                            [&](const auto& entry) { return entry.first == &subscriber; }),
+             list.end());
+}
+
+}  // namespace detail
 
 void AcceleratorGraph::reset() {
   capture_stream_destroyed_ = false;

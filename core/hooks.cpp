@@ -21,6 +21,7 @@ void GraphObserver::on_stream_destroy(Stream&) noexcept {}
 namespace detail {
 
 std::atomic<int> installed_observer_count{0};
+std::atomic<int> replay_observer_count{0};
 
 namespace {
 
@@ -45,16 +46,28 @@ std::shared_ptr<const ObserverList> observer_snapshot() {
 
 }  // namespace detail
 
-ObserverHandle add_graph_observer(GraphObserver& observer) {
+namespace {
+
+detail::ObserverList::iterator find_observer(detail::ObserverList& list, GraphObserver* observer) {
+  return std::find_if(list.begin(), list.end(), [&](const detail::InstalledObserver& installed) {
+    return installed.observer == observer;
+  });
+}
+
+}  // namespace
+
+ObserverHandle add_graph_observer(GraphObserver& observer, ObserverEvents events) {
   detail::ObserverRegistry& registry = detail::observer_registry();
   std::lock_guard<std::mutex> lock(registry.mutex);
   auto next = std::make_shared<detail::ObserverList>(*registry.observers);
-  if (std::find(next->begin(), next->end(), &observer) != next->end())
+  if (find_observer(*next, &observer) != next->end())
     throw Error(ErrorCode::InvalidArgument,
                 "add_graph_observer: this observer is already installed: keep the first handle");
-  next->push_back(&observer);
+  next->push_back({&observer, events});
   registry.observers = std::move(next);
   detail::installed_observer_count.fetch_add(1, std::memory_order_relaxed);
+  if (events == ObserverEvents::All)
+    detail::replay_observer_count.fetch_add(1, std::memory_order_relaxed);
   return ObserverHandle(&observer);
 }
 
@@ -74,9 +87,14 @@ void ObserverHandle::remove() noexcept {
   detail::ObserverRegistry& registry = detail::observer_registry();
   std::lock_guard<std::mutex> lock(registry.mutex);
   auto next = std::make_shared<detail::ObserverList>(*registry.observers);
-  next->erase(std::remove(next->begin(), next->end(), observer_), next->end());
+  auto found = find_observer(*next, observer_);
+  if (found != next->end()) {
+    if (found->events == ObserverEvents::All)
+      detail::replay_observer_count.fetch_sub(1, std::memory_order_relaxed);
+    next->erase(found);
+    detail::installed_observer_count.fetch_sub(1, std::memory_order_relaxed);
+  }
   registry.observers = std::move(next);
-  detail::installed_observer_count.fetch_sub(1, std::memory_order_relaxed);
   observer_ = nullptr;
 }
 

@@ -22,6 +22,7 @@
 #include "accgraph/graph.hpp"
 #include "accgraph/hooks.hpp"
 #include "accgraph/stream.hpp"
+#include "../core/hooks_internal.hpp"
 #include "../core/stream_state.hpp"
 #include "stats_internal.hpp"
 
@@ -117,7 +118,10 @@ struct StreamEntry {
   std::shared_ptr<Recording> eager_tree;    // the eager tree being recorded, if any
 };
 
+// A timed graph's state; its address is what the graph's replays hand back (ReplaySubscriber),
+// so replays reach it without a lookup. Lives in Impl::graphs (nodes do not move).
 struct GraphEntry {
+  AcceleratorGraph* graph = nullptr;  // subscribed to while the entry exists
   std::shared_ptr<MarkerSet> set;
   std::shared_ptr<Recording> capture;      // while capturing
   std::shared_ptr<const Layout> layout;    // after capture_ending
@@ -135,7 +139,7 @@ void keep_until_exit(std::shared_ptr<MarkerSet> set) {
 
 }  // namespace
 
-struct Profiler::Impl final : GraphObserver {
+struct Profiler::Impl final : GraphObserver, detail::ReplaySubscriber {
   explicit Impl(ProfilerOptions opts) : options(std::move(opts)) {}
 
   ProfilerOptions options;
@@ -430,11 +434,13 @@ struct Profiler::Impl final : GraphObserver {
     }
   }
 
-  // Removes the graph's timing state; returns its marker set (to retire) or nullptr.
-  std::shared_ptr<MarkerSet> drop_graph(uint64_t graph_id) {
+  // Removes the graph's timing state (and its replay subscription); returns its marker set (to
+  // retire) or nullptr.
+  std::shared_ptr<MarkerSet> drop_graph(AcceleratorGraph& graph) {
     std::lock_guard<std::mutex> lock(mutex);
-    auto it = graphs.find(graph_id);
+    auto it = graphs.find(graph.id());
     if (it == graphs.end()) return nullptr;
+    detail::GraphAccess::unsubscribe(graph, *this);
     if (it->second.capture) forget_recording(it->second.capture);
     std::shared_ptr<MarkerSet> set = std::move(it->second.set);
     graphs.erase(it);
@@ -459,7 +465,7 @@ struct Profiler::Impl final : GraphObserver {
       }
     }
     // A graph captures again only after on_reset, which dropped its state; this is a guard.
-    if (auto old = drop_graph(graph.id())) retire(old);
+    if (auto old = drop_graph(graph)) retire(old);
 
     auto set = create_set(graph.backend(), graph.backend_name(), graph.device(), graph.id());
     auto capture = std::make_shared<Recording>();
@@ -471,8 +477,10 @@ struct Profiler::Impl final : GraphObserver {
       set->markers->begin_sequence(stream.impl());
     }
     std::lock_guard<std::mutex> lock(mutex);
-    graphs[graph.id()] = GraphEntry{set, capture, nullptr};
+    GraphEntry& entry = graphs[graph.id()];
+    entry = GraphEntry{&graph, set, capture, nullptr};
     sets.push_back(set);
+    detail::GraphAccess::subscribe(graph, *this, &entry);
   }
 
   void on_capture_ending(AcceleratorGraph& graph, Stream& stream) override {
@@ -502,18 +510,20 @@ struct Profiler::Impl final : GraphObserver {
     entry.capture.reset();
   }
 
-  void on_replay_begin(AcceleratorGraph& graph, Stream& stream) override {
+  // Replays reach only the profilers timing their graph (detail::ReplaySubscriber), with the
+  // graph's entry: graphs this profiler does not time pay nothing for it.
+  void before_replay(AcceleratorGraph& graph, Stream& stream, void* state) override {
+    const GraphEntry& entry = *static_cast<const GraphEntry*>(state);
     std::shared_ptr<MarkerSet> set;
     uint64_t sequence = 0;
     bool has_regions = false;
     {
       std::lock_guard<std::mutex> lock(mutex);
-      auto it = graphs.find(graph.id());
-      if (it == graphs.end() || !it->second.layout) return;
+      if (!entry.layout) return;
       if (stream.is_capturing()) refuse_nested_replay(graph, stream);
-      set = it->second.set;
+      set = entry.set;
       sequence = set->next_sequence;
-      has_regions = !it->second.layout->regions.empty();
+      has_regions = !entry.layout->regions.empty();
     }
     // Never overwrite a slot that was not read: collect the oldest replay first.
     if (has_regions) make_room(*set);
@@ -537,16 +547,16 @@ struct Profiler::Impl final : GraphObserver {
                 graph.backend_name());
   }
 
-  void on_replay_end(AcceleratorGraph& graph, Stream& stream) override {
+  void after_replay(AcceleratorGraph& graph, Stream& stream, void* state) override {
+    const GraphEntry& entry = *static_cast<const GraphEntry*>(state);
     std::shared_ptr<MarkerSet> set;
     std::shared_ptr<const Layout> layout;
     uint64_t sequence = 0;
     {
       std::lock_guard<std::mutex> lock(mutex);
-      auto it = graphs.find(graph.id());
-      if (it == graphs.end() || !it->second.layout) return;
-      set = it->second.set;
-      layout = it->second.layout;
+      if (!entry.layout) return;
+      set = entry.set;
+      layout = entry.layout;
       sequence = set->next_sequence;
     }
     {
@@ -565,7 +575,7 @@ struct Profiler::Impl final : GraphObserver {
 
   void on_reset(AcceleratorGraph& graph) override {
     try {
-      if (auto set = drop_graph(graph.id())) retire(set);
+      if (auto set = drop_graph(graph)) retire(set);
     } catch (const std::exception& e) {
       log(LogLevel::Warning,
           fmt::format("timing: collecting the reports of graph {} before its reset failed: {}",
@@ -579,7 +589,7 @@ struct Profiler::Impl final : GraphObserver {
         std::lock_guard<std::mutex> lock(mutex);
         attached.erase(graph.id());
       }
-      if (auto set = drop_graph(graph.id())) retire(set);
+      if (auto set = drop_graph(graph)) retire(set);
     } catch (const std::exception& e) {
       log(LogLevel::Warning,
           fmt::format("timing: collecting the reports of graph {} before its destruction failed: "
@@ -864,7 +874,8 @@ struct Profiler::Impl final : GraphObserver {
 // --- Profiler ----------------------------------------------------------------------------------
 
 Profiler::Profiler(ProfilerOptions options) : impl_(std::make_shared<Impl>(std::move(options))) {
-  impl_->observer = add_graph_observer(*impl_);
+  // Lifecycle events only: replays reach the profiler through the graphs it times.
+  impl_->observer = add_graph_observer(*impl_, ObserverEvents::Lifecycle);
   if (impl_->options.background_collector)
     impl_->collector = std::thread([impl = impl_.get()] { impl->run_collector(); });
 }
@@ -882,8 +893,10 @@ Profiler::~Profiler() {
   }
   for (const auto& set : eager_sets) impl_->retire_noexcept(set, "collecting eager reports");
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  for (auto& [id, entry] : impl_->graphs)
+  for (auto& [id, entry] : impl_->graphs) {
+    if (entry.graph != nullptr) detail::GraphAccess::unsubscribe(*entry.graph, *impl_);
     if (entry.set) keep_until_exit(std::move(entry.set));
+  }
 }
 
 void Profiler::attach(AcceleratorGraph& graph) {

@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "accgraph/export.hpp"
 #include "accgraph/types.hpp"
@@ -19,6 +21,8 @@ struct GraphStats;
 namespace detail {
 struct StreamState;
 struct StreamAccess;
+struct GraphAccess;
+class ReplaySubscriber;
 }  // namespace detail
 
 enum class GraphState {
@@ -81,6 +85,10 @@ class ACCGRAPH_API AcceleratorGraph {
   uint64_t replay_count() const noexcept { return replay_count_; }
   GraphStats stats() const;
   GraphImplInterface& impl() const noexcept { return *impl_; }
+  /// The hooks each replay() of this graph calls: observers installed for replays
+  /// (ObserverEvents::All) plus the profilers timing this graph. 0 means a replay costs the
+  /// backend's launch and one relaxed atomic load, also while profilers exist.
+  size_t replay_hooks() const noexcept;
 
   /// The graph whose capture began on this thread and has not ended (the most recent one when
   /// captures nest), or nullptr. A capture ended, aborted or destroyed on another thread is no
@@ -89,6 +97,7 @@ class ACCGRAPH_API AcceleratorGraph {
 
  private:
   friend struct detail::StreamAccess;
+  friend struct detail::GraphAccess;
   void abort_capture_noexcept() noexcept;
   void finish_capture_streams() noexcept;
   // A stream is being destroyed (StreamAccess::destroy); aborts the capture that began on it.
@@ -106,6 +115,8 @@ class ACCGRAPH_API AcceleratorGraph {
   bool capture_stream_destroyed_ = false;  // the capture was aborted because its stream died
   int device_ = -1;
   uint64_t replay_count_ = 0;
+  // Profilers timing this graph, with their per-graph state (detail::GraphAccess).
+  std::vector<std::pair<detail::ReplaySubscriber*, void*>> replay_subscribers_;
 };
 
 /// RAII capture: capture_begin in the constructor, capture_end in finish() or the destructor.

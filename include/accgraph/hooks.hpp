@@ -1,6 +1,7 @@
 // Lifecycle hooks: observers that see every graph's capture, instantiation, replay and
 // destruction (how a profiler attaches transparently). They cost one relaxed atomic load per
-// call when none is installed.
+// call when none is installed; a replay costs that load only, unless an observer asked for
+// replay hooks (ObserverEvents::All) or a profiler times that graph.
 #pragma once
 
 #include <memory>
@@ -55,8 +56,17 @@ class ACCGRAPH_API ObserverHandle {
   GraphObserver* observer_ = nullptr;
 };
 
+/// Which hooks an observer installed for every graph receives.
+enum class ObserverEvents {
+  All,        ///< every hook
+  Lifecycle,  ///< every hook but on_replay_begin/on_replay_end: replays pay nothing for it
+};
+
 /// Installs an observer for every graph in the process until the handle is dropped. The
-/// observer must outlive the handle. Thread-safe.
-[[nodiscard]] ACCGRAPH_API ObserverHandle add_graph_observer(GraphObserver& observer);
+/// observer must outlive the handle. Thread-safe. Replays call only the observers installed
+/// with ObserverEvents::All (and the profilers timing that graph), so an observer that does not
+/// need replays should ask for ObserverEvents::Lifecycle.
+[[nodiscard]] ACCGRAPH_API ObserverHandle add_graph_observer(
+    GraphObserver& observer, ObserverEvents events = ObserverEvents::All);
 
 }  // namespace accgraph

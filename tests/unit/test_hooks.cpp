@@ -122,3 +122,65 @@ TEST_CASE("on_stream_destroy: once, when the last handle dies, after the capture
   CHECK(observer.events == expected);
   CHECK(graph.state() == accgraph::GraphState::Empty);
 }
+
+// Issue "Timing layer v2" item 3: replays call no hook an observer did not ask for, and a
+// profiler adds nothing to replays of graphs it does not time.
+TEST_CASE("ObserverEvents::Lifecycle: every hook but the replay ones; replays call nothing") {
+  RecordingObserver observer;
+  accgraph::ObserverHandle handle =
+      accgraph::add_graph_observer(observer, accgraph::ObserverEvents::Lifecycle);
+  accgraph::Stream stream = accgraph::Stream::create("host");
+  {
+    accgraph::AcceleratorGraph graph("host");
+    graph.capture_begin(stream);
+    graph.capture_end();
+    CHECK(graph.replay_hooks() == 0);
+    graph.replay();
+    graph.reset();
+  }
+  std::vector<std::string> expected = {"capture_begin", "capture_ending", "capture_end",
+                                       "instantiate",   "reset",          "destroy"};
+  CHECK(observer.events == expected);
+
+  RecordingObserver all;
+  accgraph::ObserverHandle all_handle = accgraph::add_graph_observer(all);
+  accgraph::AcceleratorGraph graph("host");
+  graph.capture_begin(stream);
+  graph.capture_end();
+  CHECK(graph.replay_hooks() == 1);
+  all_handle.remove();
+  CHECK(graph.replay_hooks() == 0);
+  stream.synchronize();
+}
+
+TEST_CASE("a profiler hooks only the replays of the graphs it times") {
+  accgraph::Stream stream = accgraph::Stream::create("host");
+  accgraph::AcceleratorGraph timed("host");
+  accgraph::AcceleratorGraph untimed("host");
+  accgraph::timing::Profiler profiler;
+  profiler.attach(timed);
+  timed.capture_begin(stream);
+  { auto region = profiler.region(stream, "work"); }
+  timed.capture_end();
+  untimed.capture_begin(stream);
+  untimed.capture_end();
+  CHECK(untimed.replay_hooks() == 0);
+  CHECK(timed.replay_hooks() == 1);
+  {
+    accgraph::timing::Profiler second;
+    second.attach_all();
+    CHECK(untimed.replay_hooks() == 0);  // attach_all times captures that begin from now on
+    untimed.reset();
+    untimed.capture_begin(stream);
+    untimed.capture_end();
+    CHECK(untimed.replay_hooks() == 1);
+    untimed.replay();
+  }
+  CHECK(untimed.replay_hooks() == 0);  // the destroyed profiler unhooked itself
+  untimed.replay();
+  timed.replay();
+  profiler.flush();
+  CHECK(profiler.delivered() == 1);
+  timed.reset();
+  CHECK(timed.replay_hooks() == 0);
+}
