@@ -876,8 +876,9 @@ TEST_CASE("a Region ends its own region: out of order is an error naming both, n
     a->end();  // still open after the refused end: now in order
   }
   prof.flush();
-  REQUIRE(prof.reports().size() == 1);
-  const ReplayReport& report = prof.reports()[0];
+  std::vector<ReplayReport> reports = prof.reports();
+  REQUIRE(reports.size() == 1);
+  const ReplayReport& report = reports[0];
   CHECK(find_region(report, "a/b").duration_ns == 7000);
   CHECK(find_region(report, "a").duration_ns == 7100);
 
