@@ -12,6 +12,15 @@ install(TARGETS accgraph EXPORT accgraphTargets
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/accgraph" DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT accgraphTargets NAMESPACE accgraph:: DESTINATION "${ACCGRAPH_CMAKE_DIR}")
 
+# The plugin ABI major, read from the one place it is set (include/accgraph/plugin.h).
+file(STRINGS "${PROJECT_SOURCE_DIR}/include/accgraph/plugin.h" ACCGRAPH_PLUGIN_ABI_MAJOR
+  REGEX "^#define ACCGRAPH_PLUGIN_ABI_MAJOR [0-9]+u$")
+string(REGEX REPLACE "^#define ACCGRAPH_PLUGIN_ABI_MAJOR ([0-9]+)u$" "\\1" ACCGRAPH_PLUGIN_ABI_MAJOR
+  "${ACCGRAPH_PLUGIN_ABI_MAJOR}")
+if(NOT ACCGRAPH_PLUGIN_ABI_MAJOR MATCHES "^[0-9]+$")
+  message(FATAL_ERROR "cmake/AccgraphInstall.cmake: no '#define ACCGRAPH_PLUGIN_ABI_MAJOR <n>u' "
+                      "line in include/accgraph/plugin.h; keep that define on one line")
+endif()
 configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/accgraphConfig.cmake.in"
   "${PROJECT_BINARY_DIR}/accgraphConfig.cmake"
   INSTALL_DESTINATION "${ACCGRAPH_CMAKE_DIR}")

@@ -85,6 +85,10 @@ struct MarkerSet {
   // Guarded by Impl::mutex.
   uint64_t next_sequence = 0;
   std::deque<PendingSequence> pending;
+  // collect_oldest's buffer for read(), reused by every collection of this set and grown when a
+  // layout has more markers; only its first marker_count values belong to the sequence being
+  // collected. Touched only under delivery_mutex.
+  std::vector<uint64_t> times;
 };
 
 // Regions being recorded into one marker set: a graph's capture or one eager region tree.
@@ -202,12 +206,13 @@ struct Profiler::Impl final : GraphObserver, detail::ReplaySubscriber {
       if (set.pending.empty()) return false;
       pending = set.pending.front();
     }
-    std::vector<uint64_t> times;
+    const size_t count = pending.layout->marker_count;
     std::exception_ptr failure;
     try {
+      if (set.times.size() < count) set.times.resize(count);
       std::lock_guard<std::mutex> calls(set.calls);
       set.markers->wait(pending.sequence);
-      times = set.markers->read(pending.sequence, pending.layout->marker_count);
+      set.markers->read(pending.sequence, set.times.data(), count);
     } catch (...) {
       failure = std::current_exception();
     }
@@ -217,12 +222,6 @@ struct Profiler::Impl final : GraphObserver, detail::ReplaySubscriber {
       set.pending.pop_front();
     }
     if (failure) std::rethrow_exception(failure);
-    if (times.size() < pending.layout->marker_count)
-      throw Error(ErrorCode::BackendError,
-                  fmt::format("markers returned {} timestamps for sequence {} where {} were "
-                              "recorded: the backend's read() must return `count` values",
-                              times.size(), pending.sequence, pending.layout->marker_count),
-                  set.backend, "TimestampMarkers::read");
     const Layout& layout = *pending.layout;
     // The layout's own report, unless a sink is still reading it (it flushed from inside its
     // call): then this nested delivery gets a fresh one.
@@ -230,13 +229,13 @@ struct Profiler::Impl final : GraphObserver, detail::ReplaySubscriber {
     const bool reuse = !layout.report_in_use;
     ReplayReport& report = reuse ? layout.report : fresh;
     fill_header(report, set, pending);
-    fill_regions(report, layout, times);
+    fill_regions(report, layout, set.times);
     std::optional<KeptReport> kept;
     if (options.keep_reports) {
       kept.emplace();
       fill_header(kept->header, set, pending);
       kept->layout = pending.layout;
-      kept->times = std::move(times);
+      kept->times.assign(set.times.begin(), set.times.begin() + static_cast<ptrdiff_t>(count));
     }
     struct InUse {
       const Layout* layout;

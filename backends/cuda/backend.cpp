@@ -259,5 +259,5 @@ std::unique_ptr<Backend> make_cuda_backend() {
 
 }  // namespace accgraph::detail::cuda
 
-ACCGRAPH_DEFINE_PLUGIN("cuda", accgraph::priority::preferred, "0.1.0",
+ACCGRAPH_DEFINE_PLUGIN("cuda", accgraph::priority::preferred, "0.2.0",
                        ::accgraph::detail::cuda::make_cuda_backend())

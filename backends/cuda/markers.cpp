@@ -190,7 +190,7 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
     }
   }
 
-  std::vector<uint64_t> read(uint64_t sequence, size_t count) override {
+  void read(uint64_t sequence, uint64_t* times, size_t count) override {
     if (count > kMarkerCapacity)
       throw Error(ErrorCode::InvalidArgument,
                   fmt::format("read: {} markers asked for but a sequence holds at most {}", count,
@@ -202,9 +202,7 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
                               sequence),
                   kBackendName);
     const volatile uint64_t* slot = host_ + (sequence % ring_) * kMarkerCapacity;
-    std::vector<uint64_t> out(count);
-    for (size_t i = 0; i < count; ++i) out[i] = slot[i];
-    return out;
+    for (size_t i = 0; i < count; ++i) times[i] = slot[i];
   }
 
  private:
@@ -359,26 +357,24 @@ class ExternalEventMarkers final : public TimestampMarkers {
                         fmt::format("waiting for marker sequence {}", sequence));
   }
 
-  std::vector<uint64_t> read(uint64_t sequence, size_t count) override {
+  void read(uint64_t sequence, uint64_t* times, size_t count) override {
     if (count > count_)
       throw Error(ErrorCode::InvalidArgument,
                   fmt::format("read: {} markers asked for but only {} were recorded", count, count_),
                   kBackendName);
-    std::vector<uint64_t> out(count);
-    if (count == 0) return out;
+    if (count == 0) return;
     const std::vector<cudaEvent_t>& slot = events_[sequence % ring_];
     float since_ref_ms = 0;
     ACCGRAPH_CUDA_CHECK(cudaEventElapsedTime(&since_ref_ms, ref_before_, slot[0]),
                         "read: placing the sequence on the clock");
     auto base = static_cast<int64_t>(ref_ns_) + std::llround(static_cast<double>(since_ref_ms) * 1e6);
-    out[0] = static_cast<uint64_t>(base);
+    times[0] = static_cast<uint64_t>(base);
     for (size_t i = 1; i < count; ++i) {
       float ms = 0;
       ACCGRAPH_CUDA_CHECK(cudaEventElapsedTime(&ms, slot[0], slot[i]), "read: marker times");
-      out[i] = static_cast<uint64_t>(base + std::llround(static_cast<double>(ms) * 1e6));
+      times[i] = static_cast<uint64_t>(base + std::llround(static_cast<double>(ms) * 1e6));
     }
     if (since_ref_ms > 1000.0f) anchor();  // keep the float interval short for later reads
-    return out;
   }
 
  private:

@@ -110,7 +110,7 @@ class SteadyClockMarkers final : public TimestampMarkers {
     });
   }
 
-  std::vector<uint64_t> read(uint64_t sequence, size_t count) override {
+  void read(uint64_t sequence, uint64_t* times, size_t count) override {
     if (!is_complete(sequence))
       throw Error(ErrorCode::InvalidState,
                   fmt::format("read: marker sequence {} has not finished: wait() for it first",
@@ -123,7 +123,6 @@ class SteadyClockMarkers final : public TimestampMarkers {
                               sequence, ring_->ring, ring_->ring),
                   kBackendName);
     const uint64_t slot = sequence % ring_->ring;
-    std::vector<uint64_t> times(count);
     std::lock_guard<std::mutex> lock(ring_->chunks_mutex);
     if (count > ring_->chunks.size() * kChunkMarkers)
       throw Error(ErrorCode::InvalidArgument,
@@ -132,7 +131,6 @@ class SteadyClockMarkers final : public TimestampMarkers {
                   kBackendName);
     for (size_t m = 0; m < count; ++m)
       times[m] = ring_->chunks[m / kChunkMarkers][slot * kChunkMarkers + m % kChunkMarkers];
-    return times;
   }
 
  private:

@@ -423,5 +423,5 @@ std::unique_ptr<Backend> make_level_zero_backend() { return std::make_unique<ZeB
 
 }  // namespace accgraph::detail::level_zero
 
-ACCGRAPH_DEFINE_PLUGIN("level_zero", accgraph::priority::normal, "0.1.0",
+ACCGRAPH_DEFINE_PLUGIN("level_zero", accgraph::priority::normal, "0.2.0",
                        accgraph::detail::level_zero::make_level_zero_backend())

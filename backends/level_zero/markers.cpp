@@ -43,7 +43,7 @@ namespace {
 // eager sequence, before_launch for a replay) and of the first observation of its completion:
 // every marker was written inside that window, and when the window (plus margin) is shorter
 // than one period (TickConverter::window_is_unambiguous), the differences are exact. Otherwise
-// read() returns TimestampMarkers::kUnmeasurable for every marker of the sequence and logs a
+// read() writes TimestampMarkers::kUnmeasurable for every marker of the sequence and logs a
 // warning, once per marker set: never a silently short duration (audit row 5.2).
 
 constexpr size_t kFirstChunkMarkers = 64;
@@ -186,7 +186,7 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
     observed(slot);
   }
 
-  std::vector<uint64_t> read(uint64_t sequence, size_t count) override {
+  void read(uint64_t sequence, uint64_t* times, size_t count) override {
     if (count > kMarkerCapacity)
       throw Error(ErrorCode::InvalidArgument,
                   fmt::format("read: {} markers asked for, a level_zero sequence holds at most {}",
@@ -208,9 +208,10 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
     const uint64_t window_ns = slot.observed_ns - slot.launch_ns;
     if (!device_.timer.window_is_unambiguous(window_ns)) {
       warn_unmeasurable(sequence, window_ns);
-      return std::vector<uint64_t>(count, kUnmeasurable);
+      std::fill(times, times + count, kUnmeasurable);
+      return;
     }
-    return device_.timer.to_ns(slot.stamps, count);
+    device_.timer.to_ns(slot.stamps, count, times);
   }
 
  private:

@@ -194,12 +194,15 @@ bool TickConverter::window_is_unambiguous(uint64_t window_ns) const noexcept {
   return needed < period_ns();
 }
 
-std::vector<uint64_t> TickConverter::to_ns(const uint64_t* ticks, size_t count) const {
-  std::vector<uint64_t> out(count);
-  if (count == 0) return out;
-  out[0] = ticks_to_ns(ticks[0] & mask());
-  for (size_t i = 1; i < count; ++i) out[i] = out[i - 1] + elapsed_ns(ticks[i - 1], ticks[i]);
-  return out;
+void TickConverter::to_ns(const uint64_t* ticks, size_t count, uint64_t* ns) const {
+  if (count == 0) return;
+  uint64_t previous = ticks[0];  // ticks[i - 1] may already be overwritten when ns == ticks
+  ns[0] = ticks_to_ns(previous & mask());
+  for (size_t i = 1; i < count; ++i) {
+    const uint64_t current = ticks[i];
+    ns[i] = ns[i - 1] + elapsed_ns(previous, current);
+    previous = current;
+  }
 }
 
 // --- capture path ----------------------------------------------------------------------------

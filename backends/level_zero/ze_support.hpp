@@ -95,8 +95,9 @@ class TickConverter {
   bool window_is_unambiguous(uint64_t window_ns) const noexcept;
   /// Timestamps taken in this order -> ns on one clock: the first is its masked value in ns,
   /// each later one the previous plus elapsed_ns(previous, this), so a sequence stays monotonic
-  /// across a wraparound as long as consecutive stamps are less than one period apart.
-  std::vector<uint64_t> to_ns(const uint64_t* ticks, size_t count) const;
+  /// across a wraparound as long as consecutive stamps are less than one period apart. Writes
+  /// ns[0..count); `ticks` and `ns` may be the same array.
+  void to_ns(const uint64_t* ticks, size_t count, uint64_t* ns) const;
 
  private:
   TickConverter(uint64_t numerator, uint64_t denominator, uint32_t valid_bits) noexcept;

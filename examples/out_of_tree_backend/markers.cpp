@@ -1,6 +1,7 @@
 // Toy timestamp markers (strategy "steady_clock_sync"): marker operations read steady_clock on
 // the stream's (calling) thread and write into a ring of per-sequence slots, following the
 // contract of Note [Marker ring] in accgraph/backend.hpp.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -93,7 +94,8 @@ class SteadyClockSyncMarkers final : public accgraph::TimestampMarkers {
     ring_->finished_cv.wait(lock, [&] { return ring_->finished > sequence; });
   }
 
-  std::vector<uint64_t> read(uint64_t sequence, size_t count) override {
+  // Writes into the caller's buffer (the timing layer reuses one per marker set): no allocation.
+  void read(uint64_t sequence, uint64_t* times, size_t count) override {
     std::lock_guard<std::mutex> lock(ring_->mutex);
     if (ring_->finished <= sequence)
       fail(ErrorCode::InvalidState, "read: marker sequence " + std::to_string(sequence) +
@@ -108,7 +110,7 @@ class SteadyClockSyncMarkers final : public accgraph::TimestampMarkers {
       fail(ErrorCode::InvalidArgument, "read: " + std::to_string(count) +
                                            " markers asked for but only " +
                                            std::to_string(slot.size()) + " were ever recorded");
-    return std::vector<uint64_t>(slot.begin(), slot.begin() + static_cast<std::ptrdiff_t>(count));
+    std::copy(slot.begin(), slot.begin() + static_cast<std::ptrdiff_t>(count), times);
   }
 
  private:

@@ -167,8 +167,11 @@ class ACCGRAPH_API TimestampMarkers {
   virtual bool is_complete(uint64_t sequence) = 0;
   /// Blocks until sequence `sequence` has finished.
   virtual void wait(uint64_t sequence) = 0;
-  /// The `count` marker times of a finished sequence, in nanoseconds on the backend's clock.
-  virtual std::vector<uint64_t> read(uint64_t sequence, size_t count) = 0;
+  /// Writes the `count` marker times of a finished sequence into `times[0..count)`, in
+  /// nanoseconds on the backend's clock (kUnmeasurable for a marker whose time is unknown).
+  /// `times` points to `count` writable values owned by the caller (it may be null when `count`
+  /// is 0); read() allocates nothing for them, so the timing layer reuses one buffer.
+  virtual void read(uint64_t sequence, uint64_t* times, size_t count) = 0;
 };
 
 /// A backend: the factory for its streams, buffers, graphs and markers. One instance per process

@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define ACCGRAPH_PLUGIN_ABI_MAJOR 1u
+#define ACCGRAPH_PLUGIN_ABI_MAJOR 2u
 #define ACCGRAPH_PLUGIN_ABI_MINOR 0u
 /* The oldest minor the core accepts. */
 #define ACCGRAPH_PLUGIN_ABI_MINOR_REQUIRED 0u

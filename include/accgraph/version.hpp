@@ -6,7 +6,7 @@
 #include "accgraph/export.hpp"
 
 #define ACCGRAPH_VERSION_MAJOR 0
-#define ACCGRAPH_VERSION_MINOR 1
+#define ACCGRAPH_VERSION_MINOR 2
 #define ACCGRAPH_VERSION_PATCH 0
 
 namespace accgraph {

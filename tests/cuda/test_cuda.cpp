@@ -52,6 +52,13 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+/// The `count` marker times of finished sequence `sequence`, read into a fresh vector.
+std::vector<uint64_t> read_times(TimestampMarkers& markers, uint64_t sequence, size_t count) {
+  std::vector<uint64_t> times(count);
+  markers.read(sequence, times.data(), count);
+  return times;
+}
+
 std::vector<uint8_t> read_back(Stream& s, const Buffer& device) {
   Buffer host = Buffer::allocate(s, device.size(), MemoryKind::Host);
   s.copy(host.data(), device.data(), device.size());
@@ -102,7 +109,7 @@ uint64_t empty_interval_ns(const char* strategy) {
     g.replay();
     markers->after_launch(g.impl(), s.impl(), seq);
     markers->wait(seq);
-    std::vector<uint64_t> t = markers->read(seq, 2);
+    std::vector<uint64_t> t = read_times(*markers, seq, 2);
     REQUIRE(t.size() == 2);
     REQUIRE(t[1] >= t[0]);
     samples.push_back(t[1] - t[0]);
@@ -562,7 +569,7 @@ TEST_CASE("cuda: both marker strategies keep K replays in flight") {
         uint64_t seq = round * K + i;
         markers->wait(seq);
         CHECK(markers->is_complete(seq));
-        std::vector<uint64_t> t = markers->read(seq, 3);
+        std::vector<uint64_t> t = read_times(*markers, seq, 3);
         REQUIRE(t.size() == 3);
         CHECK(t[0] > previous_end);  // each replay has its own slot, in order
         CHECK(t[1] - t[0] >= 20000);
@@ -587,7 +594,7 @@ TEST_CASE("cuda: both marker strategies keep K replays in flight") {
       markers->end_sequence(s.impl());
       markers->after_eager_sequence(s.impl(), seq);
       markers->wait(seq);
-      std::vector<uint64_t> t = markers->read(seq, 2);
+      std::vector<uint64_t> t = read_times(*markers, seq, 2);
       REQUIRE(t.size() == 2);
       CHECK(t[0] > previous_end);
       CHECK(t[1] - t[0] >= 10000);
@@ -634,8 +641,8 @@ TEST_CASE("cuda: concurrent eager sequences on two streams keep their own stamps
       markers->after_eager_sequence(b.impl(), seq_b);
       markers->wait(seq_a);
       markers->wait(seq_b);
-      std::vector<uint64_t> ta = markers->read(seq_a, 2);
-      std::vector<uint64_t> tb = markers->read(seq_b, 2);
+      std::vector<uint64_t> ta = read_times(*markers, seq_a, 2);
+      std::vector<uint64_t> tb = read_times(*markers, seq_b, 2);
       REQUIRE(ta.size() == 2);
       REQUIRE(tb.size() == 2);
       CHECK(ta[1] - ta[0] >= 40000);
@@ -666,7 +673,7 @@ TEST_CASE("cuda: concurrent eager sequences on two streams keep their own stamps
       g.replay();
       markers->after_launch(g.impl(), a.impl(), seq);
       markers->wait(seq);
-      std::vector<uint64_t> t = markers->read(seq, 2);
+      std::vector<uint64_t> t = read_times(*markers, seq, 2);
       REQUIRE(t.size() == 2);
       CHECK(t[1] - t[0] >= 5000);
       CHECK(t[0] > last_b_end);
@@ -742,7 +749,7 @@ TEST_CASE("cuda: regions around spin kernels of 2/10/100 us are accurate") {
         markers->before_launch(g.impl(), s.impl(), seq);
         g.replay();
         s.synchronize();
-        std::vector<uint64_t> t = markers->read(seq, 2);
+        std::vector<uint64_t> t = read_times(*markers, seq, 2);
         double measured = static_cast<double>(t[1] - t[0]);
         double real = static_cast<double>(truth[1] - truth[0]);
         errors.push_back(measured - real);

@@ -68,7 +68,9 @@ std::vector<uint64_t> timed_spin(TimestampMarkers& markers, Stream& stream, uint
   markers.after_eager_sequence(stream.impl(), sequence);
   markers.wait(sequence);
   CHECK(markers.is_complete(sequence));
-  return markers.read(sequence, 2);
+  std::vector<uint64_t> times(2);
+  markers.read(sequence, times.data(), times.size());
+  return times;
 }
 
 /// ZE_ACCGRAPH_CPU_VALID_BITS, required for the cases about the counter's period.
@@ -276,7 +278,8 @@ TEST_CASE("driver: destroying markers waits for the device work that writes them
     markers->after_eager_sequence(stream.impl(), 0);
     while (!markers->is_complete(0)) std::this_thread::yield();
     CHECK(flag.as<uint8_t>()[0] == 3);
-    std::vector<uint64_t> ns = markers->read(0, 2);
+    uint64_t ns[2] = {};
+    markers->read(0, ns, 2);
     CHECK(ns[1] - ns[0] >= 2'000'000);
   }
 }

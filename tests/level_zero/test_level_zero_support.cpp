@@ -1,5 +1,7 @@
 // Tests of the Level Zero backend's pure helpers, without a driver: tick conversion and
 // wraparound masking, capture-path choice, and ze_result_t -> name, message and error code.
+#include <algorithm>
+
 #include <doctest/doctest.h>
 
 #include "ze_support.hpp"
@@ -49,14 +51,20 @@ TEST_CASE("ticks -> ns: differences are masked to the valid bits, across a wrapa
   SUBCASE("a sequence stays monotonic across wraparounds") {
     auto small = lz::TickConverter::from_ns_per_tick(10, 8);  // period 256 ticks = 2560 ns
     const uint64_t ticks[] = {250, 10, 200, 5, 6};  // wraps after the 1st and the 3rd
-    std::vector<uint64_t> ns = small.to_ns(ticks, 5);
-    REQUIRE(ns.size() == 5);
+    uint64_t ns[5] = {};
+    small.to_ns(ticks, 5, ns);
     CHECK(ns[0] == 2500);
     CHECK(ns[1] == 2500 + 16 * 10);
     CHECK(ns[2] == 2500 + 16 * 10 + 190 * 10);
     CHECK(ns[3] == 2500 + 16 * 10 + 190 * 10 + 61 * 10);
     CHECK(ns[4] == ns[3] + 10);
-    CHECK(small.to_ns(ticks, 0).empty());
+    uint64_t untouched = 7;
+    small.to_ns(ticks, 0, &untouched);
+    CHECK(untouched == 7);
+    // In place: each stamp is read before its slot is overwritten.
+    uint64_t in_place[] = {250, 10, 200, 5, 6};
+    small.to_ns(in_place, 5, in_place);
+    CHECK(std::equal(in_place, in_place + 5, ns));
   }
 }
 

@@ -99,7 +99,7 @@ TEST_CASE("malformed plugins are rejected with the file and the reason") {
     const char* reason;
   };
   const Case cases[] = {
-      {BAD_ABI_MAJOR_PLUGIN, "built for plugin ABI 2.0 but this accgraph"},
+      {BAD_ABI_MAJOR_PLUGIN, "built for plugin ABI 3.0 but this accgraph"},
       {BAD_ABI_MAJOR_PLUGIN, "the major versions must match"},
       {SMALL_TABLE_PLUGIN, "smaller than the"},
       {BAD_NAME_PLUGIN, "'Not A Name!' is not a valid name"},
@@ -434,7 +434,15 @@ TEST_CASE("check_plugin_table accepts a good table and rejects each bad field") 
   check_plugin_table(&good, "/p.so");  // returns
   require_error([] { check_plugin_table(nullptr, "/p.so"); }, ErrorCode::PluginError,
                 {"plugin '/p.so' was rejected: its entry point returned no table"});
+  // A plugin built before TimestampMarkers::read filled the caller's buffer (ABI 1) implements
+  // another vtable: refused by its major, never loaded.
   AccgraphPluginApi bad = good;
+  bad.abi_major = 1;
+  require_error([&] { check_plugin_table(&bad, "/old.so"); }, ErrorCode::PluginError,
+                {"plugin '/old.so' was rejected: it was built for plugin ABI 1.0 but this "
+                 "accgraph (0.2.0) speaks ABI 2.0 and the major versions must match; rebuild the "
+                 "plugin against this accgraph"});
+  bad = good;
   bad.create_backend = nullptr;
   require_error([&] { check_plugin_table(&bad, "/p.so"); }, ErrorCode::PluginError,
                 {"its table lacks create_backend or destroy_backend"});

@@ -87,8 +87,10 @@ struct FakeCounters {
   std::atomic<size_t> max_unread{0};    // most sequences launched and not yet read
   std::atomic<int> markers_alive{0};    // marker sets not yet destroyed (not reset per test)
   std::atomic<int> unmeasurable_marker{-1};  // read() reports this marker as kUnmeasurable
+  std::atomic<int> read_buffers{0};  // reads into a buffer other than the previous read's
   void reset() {
     unmeasurable_marker = -1;
+    read_buffers = 0;
     records = 0;
     violations = 0;
     markers_created = 0;
@@ -212,17 +214,18 @@ class FakeMarkers final : public accgraph::TimestampMarkers {
     std::lock_guard<std::mutex> lock(fake_device().mutex);
     if (completed_ <= sequence) ++counters.violations;  // waited for a sequence never launched
   }
-  std::vector<uint64_t> read(uint64_t sequence, size_t count) override {
+  void read(uint64_t sequence, uint64_t* times, size_t count) override {
     std::lock_guard<std::mutex> lock(fake_device().mutex);
     size_t slot = sequence % depth_;
     if (owner_[slot] != sequence || slots_[slot].size() < count) ++counters.violations;
+    if (times == nullptr && count > 0) ++counters.violations;
+    if (times != last_times_) ++counters.read_buffers;
+    last_times_ = times;
     unread_.erase(sequence);
-    std::vector<uint64_t> times = slots_[slot];
-    times.resize(count, 0);
+    for (size_t m = 0; m < count; ++m) times[m] = m < slots_[slot].size() ? slots_[slot][m] : 0;
     const int unmeasurable = counters.unmeasurable_marker.load();
     if (unmeasurable >= 0 && static_cast<size_t>(unmeasurable) < count)
       times[static_cast<size_t>(unmeasurable)] = kUnmeasurable;
-    return times;
   }
 
  private:
@@ -240,6 +243,7 @@ class FakeMarkers final : public accgraph::TimestampMarkers {
   uint64_t started_ = 0, completed_ = 0;
   size_t slot_ = 0;
   std::set<uint64_t> unread_;
+  const uint64_t* last_times_ = nullptr;  // the buffer the previous read() wrote into
 };
 
 class FakeBuffer final : public accgraph::BufferImpl {
@@ -624,6 +628,46 @@ TEST_CASE("eager regions: one report per outermost region tree, graph id 0") {
   CHECK(counters.records.load() == 7);
   CHECK(counters.markers_created.load() == 1);  // one marker set per stream, reused
   CHECK(counters.violations.load() == 0);
+}
+
+TEST_CASE("collection reads into one buffer per marker set, grown for a larger layout") {
+  // Timing layer v2: TimestampMarkers::read fills the caller's buffer. The profiler keeps one
+  // per marker set instead of allocating a vector per replay; kept reports own their copies.
+  fresh_fake();
+  Profiler prof;  // keep_reports: each kept report must survive the buffer being reused
+  Stream stream = Stream::create(kFake);
+  auto tree = [&](int children, std::chrono::nanoseconds step) {
+    auto root = prof.region(stream, "root");
+    for (int i = 0; i < children; ++i) {
+      auto child = prof.region(stream, "child");
+      stream.delay(step);
+    }
+  };
+  tree(1, 5ns);     // 2 markers: the buffer is sized for them
+  prof.flush();
+  tree(1, 6ns);     // same layout size: the same buffer
+  tree(100, 2ns);   // 101 markers: grown once
+  tree(1, 7ns);     // smaller again: the grown buffer serves, no new one
+  tree(3, 1ns);
+  prof.flush();
+  CHECK(counters.read_buffers.load() == 2);
+  CHECK(counters.markers_created.load() == 1);  // one marker set: one stream
+  CHECK(counters.violations.load() == 0);
+
+  std::vector<ReplayReport> reports = prof.reports();
+  REQUIRE(reports.size() == 5);
+  CHECK(reports[0].regions.at(0).duration_ns == 5);
+  CHECK(reports[1].regions.at(0).duration_ns == 6);
+  REQUIRE(reports[2].regions.size() == 101);
+  CHECK(reports[2].regions[0].duration_ns == 200);
+  CHECK(reports[2].regions[100].duration_ns == 2);
+  CHECK(reports[2].regions[99].end_ns == reports[2].regions[100].start_ns);
+  REQUIRE(reports[3].regions.size() == 2);
+  CHECK(reports[3].regions[0].duration_ns == 7);
+  REQUIRE(reports[4].regions.size() == 4);
+  CHECK(reports[4].regions[0].duration_ns == 3);
+  for (const RegionTiming& child : reports[4].regions)
+    if (child.path == "root/child") CHECK(child.duration_ns == 1);
 }
 
 TEST_CASE("eager regions respect the ring too, and immediate delivery") {
