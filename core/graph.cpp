@@ -255,6 +255,10 @@ void GraphAccess::subscribe(AcceleratorGraph& graph, ReplaySubscriber& subscribe
   graph.replay_subscribers_.emplace_back(&subscriber, state);
 }
 
+void GraphAccess::keep_alive(AcceleratorGraph& graph, std::shared_ptr<void> object) {
+  graph.kept_alive_.push_back(std::move(object));
+}
+
 void GraphAccess::unsubscribe(AcceleratorGraph& graph, ReplaySubscriber& subscriber) noexcept {
   auto& list = graph.replay_subscribers_;
   list.erase(std::remove_if(list.begin(), list.end(),
@@ -275,6 +279,7 @@ void AcceleratorGraph::reset() {
       detail::notify_observers([&](GraphObserver& o) { o.on_reset(*this); });
     impl_->reset();
   }
+  kept_alive_.clear();  // the backend dropped the captured work that used it
   state_ = GraphState::Empty;
   replay_count_ = 0;
 }
@@ -340,6 +345,7 @@ void AcceleratorGraph::abort_capture_noexcept() noexcept {
         fmt::format("graph {}: aborting the capture failed: {}", id_, e.what()));
   }
   finish_capture_streams();
+  kept_alive_.clear();
   state_ = GraphState::Empty;
 }
 

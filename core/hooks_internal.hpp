@@ -55,6 +55,9 @@ struct GraphAccess {
   /// Until unsubscribe: each replay of `graph` calls `subscriber` with `state`.
   static void subscribe(AcceleratorGraph& graph, ReplaySubscriber& subscriber, void* state);
   static void unsubscribe(AcceleratorGraph& graph, ReplaySubscriber& subscriber) noexcept;
+  /// Keeps `object` alive until `graph` drops its capture (reset, aborted capture, destruction):
+  /// for storage its captured work writes into after the owner of that storage is gone.
+  static void keep_alive(AcceleratorGraph& graph, std::shared_ptr<void> object);
 };
 
 }  // namespace accgraph::detail

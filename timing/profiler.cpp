@@ -131,16 +131,6 @@ struct GraphEntry {
   std::shared_ptr<const Layout> layout;    // after capture_ending
 };
 
-// Marker sets of graphs that still held a timed capture when their profiler was destroyed:
-// a later replay of such a graph still writes into their storage, so they must outlive it.
-// Leaked on purpose (they are few, and a graph may be replayed until the process exits).
-void keep_until_exit(std::shared_ptr<MarkerSet> set) {
-  static auto* kept = new std::vector<std::shared_ptr<MarkerSet>>();
-  static auto* kept_mutex = new std::mutex();  // leaked too: profilers may be static objects
-  std::lock_guard<std::mutex> lock(*kept_mutex);
-  kept->push_back(std::move(set));
-}
-
 }  // namespace
 
 struct Profiler::Impl final : GraphObserver, detail::ReplaySubscriber {
@@ -894,7 +884,10 @@ Profiler::~Profiler() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   for (auto& [id, entry] : impl_->graphs) {
     if (entry.graph != nullptr) detail::GraphAccess::unsubscribe(*entry.graph, *impl_);
-    if (entry.set) keep_until_exit(std::move(entry.set));
+    // Its captured markers still write into the set's storage on every later replay: the graph
+    // keeps the set until it drops that capture.
+    if (entry.graph != nullptr && entry.set)
+      detail::GraphAccess::keep_alive(*entry.graph, std::move(entry.set));
   }
 }
 

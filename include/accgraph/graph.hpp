@@ -107,6 +107,10 @@ class ACCGRAPH_API AcceleratorGraph {
   GraphArgs args_;
   std::string backend_name_;
   Backend* backend_;
+  // What the captured work still uses after its owner went (a destroyed profiler's marker
+  // storage): released after the backend's reset, and declared before impl_ so that it also
+  // outlives the backend's graph on destruction (detail::GraphAccess::keep_alive).
+  std::vector<std::shared_ptr<void>> kept_alive_;
   std::unique_ptr<GraphImplInterface> impl_;
   GraphState state_ = GraphState::Empty;
   // The queue of the current or last capture, not the Stream object (which the user may move).

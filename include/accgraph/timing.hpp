@@ -77,9 +77,10 @@ using Sink = std::function<void(const ReplayReport&)>;
 /// Lifecycle: a graph's pending reports are collected when it is reset, re-captured or
 /// destroyed; a stream's eager reports, and everything kept for that stream, when the Stream is
 /// destroyed. A timed graph cannot be replayed into another graph's capture (InvalidState:
-/// its reports could not be attributed to executions); replay it outside the capture. Graphs that still hold a timed capture when the profiler is destroyed keep their
-/// marker storage until the process exits (a later replay still writes into it). Sinks run on
-/// the thread that collects (replay, flush, the collector thread), one report at a time, in
+/// its reports could not be attributed to executions); replay it outside the capture. A graph
+/// that still holds a timed capture when the profiler is destroyed keeps that capture's marker
+/// storage (a later replay still writes into it) until it is reset or destroyed; its later
+/// replays are not reported. Sinks run on the thread that collects (replay, flush, the collector thread), one report at a time, in
 /// replay order per graph; an exception from a sink is logged and does not stop delivery.
 /// Thread-safe; destroy the profiler while no other thread is driving a graph.
 class ACCGRAPH_API Profiler {

@@ -1019,6 +1019,39 @@ TEST_CASE("a destroyed stream's eager reports are delivered and its marker set r
   open->end();  // once reported, the region is closed
 }
 
+// Issue "Timing layer v2" item 5: the marker storage of a graph that outlives its profiler was
+// leaked on purpose until the process exited; the graph now keeps it until it drops the capture.
+TEST_CASE("a graph that outlives its profiler keeps the marker storage until reset or destroyed") {
+  fresh_fake();
+  Stream stream = Stream::create(kFake);
+  const int alive_before = counters.markers_alive.load();
+  AcceleratorGraph graph(kFake);
+  {
+    auto kept = std::make_unique<AcceleratorGraph>(kFake);
+    {
+      Profiler prof;
+      prof.attach(graph);
+      prof.attach(*kept);
+      capture_one_region(graph, stream, prof, "r", std::chrono::nanoseconds(10));
+      capture_one_region(*kept, stream, prof, "r", std::chrono::nanoseconds(10));
+      graph.replay();
+      CHECK(counters.markers_alive.load() == alive_before + 2);
+    }
+    CHECK(counters.markers_alive.load() == alive_before + 2);  // still written by replays
+    graph.replay();
+    kept->replay();
+    stream.synchronize();
+    CHECK(counters.violations == 0);
+  }
+  CHECK(counters.markers_alive.load() == alive_before + 1);  // destroyed with its graph
+  graph.reset();
+  CHECK(counters.markers_alive.load() == alive_before);  // released with the capture
+  graph.capture_begin(stream);  // the graph is reusable
+  graph.capture_end();
+  graph.replay();
+  stream.synchronize();
+}
+
 // Audit 2.19: a Region destroyed after its Profiler used the freed profiler.
 TEST_CASE("a Region that outlives its Profiler reports it instead of using it") {
   fresh_fake();
