@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -14,6 +15,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "accgraph/accgraph.hpp"
 #include "check_error.hpp"
@@ -197,13 +200,18 @@ TEST_CASE("driver: capture, replay and timed regions") {
     dumped.capture_begin(stream);
     stream.fill(source, 1);
     dumped.capture_end();
-    const std::string path = "level_zero_dump_" + env("ACCGRAPH_TEST_EXPECT_CAPTURE").substr(0, 3) + ".dot";
+    // One file per process: ctest runs the command_list and forced_command_list entries (same
+    // capture path, same directory) at once, and they would overwrite each other's dump.
+    const std::string path = "level_zero_dump_" +
+                             env("ACCGRAPH_TEST_EXPECT_CAPTURE").substr(0, 3) + "_" +
+                             std::to_string(::getpid()) + ".dot";
     dumped.debug_dump(path);
     FILE* file = std::fopen(path.c_str(), "r");
     REQUIRE(file != nullptr);
     char text[256] = {};
     size_t n = std::fread(text, 1, sizeof(text) - 1, file);
     std::fclose(file);
+    std::remove(path.c_str());
     CHECK(n > 0);
     CHECK(std::strstr(text, "digraph") != nullptr);
   }
