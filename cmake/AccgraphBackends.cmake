@@ -1,8 +1,10 @@
 # Decides which vendor backends to build from ACCGRAPH_BACKEND_<NAME>=AUTO|ON|OFF and defines
 # accgraph_add_backend_module(), the one way a backend module is built.
+include("${CMAKE_CURRENT_LIST_DIR}/accgraphPlugin.cmake")  # accgraph_plugin_exports()
 
 # accgraph_add_backend_module(<name> SOURCES ...): a MODULE library accgraph_backend_<name>
-# placed in lib/accgraph/ of the build and install trees, exporting only the plugin entry point.
+# placed in lib/accgraph/ of the build and install trees, exporting only the plugin entry point
+# (the version script of accgraph_plugin_exports(), the same as for out-of-tree plugins).
 function(accgraph_add_backend_module name)
   cmake_parse_arguments(ARG "" "" "SOURCES" ${ARGN})
   set(target accgraph_backend_${name})
@@ -13,6 +15,8 @@ function(accgraph_add_backend_module name)
     PREFIX "lib"
     LIBRARY_OUTPUT_DIRECTORY "${ACCGRAPH_MODULE_OUTPUT_DIRECTORY}"
     INSTALL_RPATH "$ORIGIN/..")
+  accgraph_plugin_exports(${target})
+  accgraph_warnings(${target})
   if(ACCGRAPH_INSTALL)
     install(TARGETS ${target} LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}/${ACCGRAPH_MODULE_SUBDIR}")
   endif()
@@ -20,12 +24,15 @@ endfunction()
 
 set(ACCGRAPH_WITH_CUDA OFF)
 if(NOT ACCGRAPH_BACKEND_CUDA STREQUAL "OFF" AND EXISTS "${PROJECT_SOURCE_DIR}/backends/cuda/CMakeLists.txt")
-  if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS "/usr/local/cuda/bin/nvcc")
-    set(CMAKE_CUDA_COMPILER "/usr/local/cuda/bin/nvcc")
+  # The toolkit first: FindCUDAToolkit honours CUDAToolkit_ROOT, CUDA_PATH and nvcc on PATH and
+  # knows the platform's default install locations, so the compiler is taken from the toolkit
+  # found (unless CMAKE_CUDA_COMPILER or CUDACXX names one) instead of a machine-specific path.
+  find_package(CUDAToolkit QUIET)
+  if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND CUDAToolkit_NVCC_EXECUTABLE)
+    set(CMAKE_CUDA_COMPILER "${CUDAToolkit_NVCC_EXECUTABLE}")
   endif()
   include(CheckLanguage)
   check_language(CUDA)
-  find_package(CUDAToolkit QUIET)
   if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND)
     set(ACCGRAPH_WITH_CUDA ON)
     # Enabled here, at the top-level scope, because the cuda backend, its tests and its
@@ -33,7 +40,9 @@ if(NOT ACCGRAPH_BACKEND_CUDA STREQUAL "OFF" AND EXISTS "${PROJECT_SOURCE_DIR}/ba
     enable_language(CUDA)
   elseif(ACCGRAPH_BACKEND_CUDA STREQUAL "ON")
     message(FATAL_ERROR "ACCGRAPH_BACKEND_CUDA=ON but no CUDA compiler/toolkit was found: "
-      "install the CUDA Toolkit (nvcc) or set ACCGRAPH_BACKEND_CUDA=AUTO|OFF")
+      "install the CUDA Toolkit, and point CMake at it if it is not on PATH "
+      "(-DCUDAToolkit_ROOT=/usr/local/cuda, or -DCMAKE_CUDA_COMPILER=<nvcc>), or set "
+      "ACCGRAPH_BACKEND_CUDA=AUTO|OFF")
   endif()
 endif()
 message(STATUS "accgraph: cuda backend ${ACCGRAPH_WITH_CUDA}")

@@ -1,5 +1,7 @@
-# Install rules: the library, headers, the CMake package (find_package(accgraph CONFIG) giving
-# accgraph::accgraph and accgraph_add_plugin()), a version file and a pkg-config file.
+# Install rules: the library, headers (the SPI helpers for backend authors among them), the CMake
+# package (find_package(accgraph CONFIG) giving accgraph::accgraph and accgraph_add_plugin()), a
+# version file and a pkg-config file; and the same package exported from the build tree
+# (find_package(accgraph) with accgraph_DIR=<build dir>, as fmt does).
 include(CMakePackageConfigHelpers)
 
 set(ACCGRAPH_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/accgraph")
@@ -24,12 +26,29 @@ endif()
 configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/accgraphConfig.cmake.in"
   "${PROJECT_BINARY_DIR}/accgraphConfig.cmake"
   INSTALL_DESTINATION "${ACCGRAPH_CMAKE_DIR}")
+# At 0.x a minor release may change the plugin ABI and the API: find_package(accgraph 0.2) accepts
+# 0.2.x only. (At 1.0 this becomes SameMajorVersion.)
+if(PROJECT_VERSION_MAJOR EQUAL 0)
+  set(accgraph_compatibility SameMinorVersion)
+else()
+  set(accgraph_compatibility SameMajorVersion)
+endif()
 write_basic_package_version_file("${PROJECT_BINARY_DIR}/accgraphConfigVersion.cmake"
-  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+  VERSION ${PROJECT_VERSION} COMPATIBILITY ${accgraph_compatibility})
 install(FILES "${PROJECT_BINARY_DIR}/accgraphConfig.cmake"
   "${PROJECT_BINARY_DIR}/accgraphConfigVersion.cmake"
   "${PROJECT_SOURCE_DIR}/cmake/accgraphPlugin.cmake"
+  "${PROJECT_SOURCE_DIR}/cmake/accgraph_plugin.map"
   DESTINATION "${ACCGRAPH_CMAKE_DIR}")
+
+# The build-tree package: accgraphConfig.cmake and its version file are already in the build
+# directory; the targets and the plugin helper join them there.
+export(EXPORT accgraphTargets NAMESPACE accgraph::
+  FILE "${PROJECT_BINARY_DIR}/accgraphTargets.cmake")
+configure_file("${PROJECT_SOURCE_DIR}/cmake/accgraphPlugin.cmake"
+  "${PROJECT_BINARY_DIR}/accgraphPlugin.cmake" COPYONLY)
+configure_file("${PROJECT_SOURCE_DIR}/cmake/accgraph_plugin.map"
+  "${PROJECT_BINARY_DIR}/accgraph_plugin.map" COPYONLY)
 
 # pkg-config: paths relative to the .pc file (${pcfiledir}), so the file is right for whatever
 # prefix `cmake --install --prefix` picks and for a moved tree (CMAKE_INSTALL_PREFIX is only the

@@ -118,6 +118,16 @@ void AcceleratorGraph::capture_begin(Stream& stream, PoolId pool, CaptureMode mo
                             to_string(mode), backend_name_, supported_modes(caps)),
                 backend_name_);
 
+  // Pool sharing is a capability like the others: the backend never sees a pool id it did not
+  // promise to share (backend.hpp, Note [Capability gates]).
+  if (!pool.is_new_private() && !caps.pool_sharing)
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("capture_begin: graph pool {{{}, {}}} cannot be shared: backend '{}' "
+                            "does not share pools between graphs (capabilities().pool_sharing is "
+                            "false); pass {{}} for a new private pool",
+                            pool.first, pool.second, backend_name_),
+                backend_name_);
+
   impl_->capture_begin(*state->impl, pool, mode);
   add_capturing(this);
   state_ = GraphState::Capturing;
@@ -232,7 +242,7 @@ void AcceleratorGraph::replay(Stream& stream) {
   detail::notify_replay_observers([&](GraphObserver& o) { o.on_replay_begin(*this, stream); });
   for (const auto& [subscriber, state] : replay_subscribers_)
     subscriber->before_replay(*this, stream, state);
-  impl_->replay(stream.impl());
+  impl_->replay(detail::StreamAccess::impl(stream));
   ++replay_count_;
   detail::notify_replay_observers([&](GraphObserver& o) { o.on_replay_end(*this, stream); });
   for (const auto& [subscriber, state] : replay_subscribers_)

@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "accgraph/graph.hpp"
 #include "accgraph/hooks.hpp"
 
 namespace accgraph::detail {
@@ -52,6 +53,8 @@ class ReplaySubscriber {
 
 /// The core's and the timing layer's way to a graph's replay subscriptions.
 struct GraphAccess {
+  /// The backend's graph behind `graph`.
+  static GraphImplInterface& impl(const AcceleratorGraph& graph) { return *graph.impl_; }
   /// Until unsubscribe: each replay of `graph` calls `subscriber` with `state`.
   static void subscribe(AcceleratorGraph& graph, ReplaySubscriber& subscriber, void* state);
   static void unsubscribe(AcceleratorGraph& graph, ReplaySubscriber& subscriber) noexcept;

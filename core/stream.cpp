@@ -113,7 +113,6 @@ detail::StreamState& Stream::state() const {
   return *state_;
 }
 
-StreamImpl& Stream::impl() const { return *state().impl; }
 
 void Stream::copy(void* dst, const void* src, size_t bytes) {
   detail::StreamState& s = state();
@@ -201,6 +200,28 @@ void Stream::wait(Stream& other) {
                             s.backend_name, o.backend_name),
                 s.backend_name);
   bool other_capturing = o.impl->is_capturing();
+  // Note [Fork/join] in backend.hpp: the two waits no backend can record are refused here, so
+  // every backend gives the same error (and CUDA's capture is not invalidated by them).
+  if (!other_capturing && s.impl->is_capturing()) {
+    AcceleratorGraph* graph = capturing_graph();
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("wait: this stream is capturing{} but the stream it waits for is not: "
+                            "a graph cannot wait for eager work; synchronize() that stream before "
+                            "capture_begin, or fork it into the capture first (other.wait(this))",
+                            graph ? fmt::format(" (graph {})", graph->id()) : std::string()),
+                s.backend_name);
+  }
+  if (other_capturing && s.impl->is_capturing()) {
+    AcceleratorGraph* mine = capturing_graph();
+    AcceleratorGraph* theirs = other.capturing_graph();
+    if (mine != nullptr && theirs != nullptr && mine != theirs)
+      throw Error(ErrorCode::InvalidState,
+                  fmt::format("wait: this stream is capturing into another graph than the stream "
+                              "it waits for (graph {} and graph {}): one capture cannot depend on "
+                              "another; end one of the captures first",
+                              mine->id(), theirs->id()),
+                  s.backend_name);
+  }
   if (other_capturing && !s.capabilities.multi_stream_capture)
     throw Error(ErrorCode::Unsupported,
                 "wait: the other stream is capturing and this backend cannot fork a capture onto "
@@ -240,7 +261,6 @@ Backend& Stream::backend() const { return *state().backend; }
 const std::string& Stream::backend_name() const { return state().backend_name; }
 Capabilities Stream::capabilities() const { return state().capabilities; }
 uint64_t Stream::id() const { return state().id; }
-uint64_t Stream::operation_count() const { return state().operations; }
 
 // --- Buffer ---------------------------------------------------------------------------------
 

@@ -41,7 +41,14 @@ struct StreamAccess {
   static std::shared_ptr<StreamState> create();
   static void destroy(StreamState* state) noexcept;
   /// The state of `stream` (InvalidArgument naming `operation` when the Stream is empty).
-  static const std::shared_ptr<StreamState>& shared(const Stream& stream, const char* operation);
+  /// Exported (not installed) so that the timing units' own tests can link it.
+  ACCGRAPH_API static const std::shared_ptr<StreamState>& shared(const Stream& stream,
+                                                               const char* operation);
+  /// The backend's queue behind `stream` (InvalidArgument when the Stream is empty).
+  static StreamImpl& impl(const Stream& stream) { return *stream.state().impl; }
+  /// Operations enqueued through `stream` so far: two regions are adjacent when none came
+  /// between them (N+1 markers).
+  static uint64_t operation_count(const Stream& stream) { return stream.state().operations; }
   /// A second handle to a live queue, for the length of a call (hooks take a Stream&).
   static Stream handle(std::shared_ptr<StreamState> state) { return Stream(std::move(state)); }
 };

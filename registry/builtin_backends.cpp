@@ -20,7 +20,9 @@ namespace {
 
 struct BuiltinModule {
   const char* name;
-  int priority;
+  // Only for listing a module that is absent or cannot be loaded (`accgraph backends` sorts by
+  // priority): a loaded module registers with the priority of its own entry table.
+  int priority_if_absent;
   const char* how_to_build;  // shown when the module is absent from this installation
 };
 
@@ -60,7 +62,7 @@ void register_builtin_backends(Registry& registry) {
     std::string shown_path = plugin::escape_for_message(path);
     std::string origin = fmt::format("built-in module {}", shown_path);
     if (!file_exists(path)) {
-      register_unavailable(registry, module.name, module.priority,
+      register_unavailable(registry, module.name, module.priority_if_absent,
                            fmt::format("built-in module (not installed)"),
                            fmt::format("this installation has no {} module ({} is missing); {}",
                                        module.name, shown_path, module.how_to_build));
@@ -72,10 +74,10 @@ void register_builtin_backends(Registry& registry) {
         throw Error(ErrorCode::PluginError,
                     fmt::format("module '{}' registers backend '{}' instead of '{}'", shown_path,
                                 plugin.name, module.name));
-      registry.register_backend(plugin.name, module.priority, std::move(plugin.factory), origin);
+      registry.register_backend(plugin.name, plugin.priority, std::move(plugin.factory), origin);
       plugin.library.keep_loaded();
     } catch (const Error& e) {
-      register_unavailable(registry, module.name, module.priority, origin,
+      register_unavailable(registry, module.name, module.priority_if_absent, origin,
                            fmt::format("its module could not be loaded: {}", e.message()));
     }
   }

@@ -24,6 +24,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <set>
 #include <typeinfo>
 
 #include <fmt/format.h>
@@ -252,6 +253,28 @@ LoadedPlugin open_plugin(const std::string& path) {
   return plugin;
 }
 
+namespace {
+
+// One library reached twice (a directory and a file in it, the same item twice, a symbolic
+// link) is one candidate, the first: loading it again would only be rejected as a duplicate
+// backend. Files are compared by their real paths; one whose real path cannot be resolved is
+// kept, and open_plugin reports why it cannot be opened.
+std::vector<PluginCandidate> without_repeated_files(std::vector<PluginCandidate> candidates) {
+  std::vector<PluginCandidate> result;
+  std::set<std::string> seen;
+  for (PluginCandidate& candidate : candidates) {
+    if (candidate.problem.empty()) {
+      std::unique_ptr<char, void (*)(void*)> real(realpath(candidate.path.c_str(), nullptr),
+                                                  &std::free);
+      if (real && !seen.insert(real.get()).second) continue;
+    }
+    result.push_back(std::move(candidate));
+  }
+  return result;
+}
+
+}  // namespace
+
 std::vector<PluginCandidate> plugin_candidates(const std::string& path_list) {
   std::vector<PluginCandidate> result;
   size_t start = 0;
@@ -298,7 +321,7 @@ std::vector<PluginCandidate> plugin_candidates(const std::string& path_list) {
     result.insert(result.end(), in_directory.begin(), in_directory.end());
     if (read_error != 0) unreadable("readdir", read_error);
   }
-  return result;
+  return without_repeated_files(std::move(result));
 }
 
 }  // namespace accgraph::detail

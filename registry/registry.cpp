@@ -192,10 +192,14 @@ void Registry::record_failure(const std::string& path, std::string reason) {
 void Registry::register_backend(const std::string& name, int priority, BackendFactory factory,
                                 const std::string& origin) {
   if (name.empty())
-    throw Error(ErrorCode::InvalidArgument, "register_backend: the backend name is empty");
+    throw Error(ErrorCode::InvalidArgument,
+                "register_backend: the backend name is empty: give the backend a name "
+                "([a-z0-9_]+, unique in the process)");
   if (!factory)
     throw Error(ErrorCode::InvalidArgument,
-                fmt::format("register_backend: backend '{}' has an empty factory", name));
+                fmt::format("register_backend: backend '{}' has an empty factory: pass a "
+                            "function that creates the backend",
+                            name));
   auto entry = std::make_shared<Entry>();
   entry->name = name;
   entry->priority = priority;

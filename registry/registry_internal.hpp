@@ -64,8 +64,9 @@ struct PluginCandidate {
 };
 
 /// The plugin libraries in the directories (or files) of a ':'-separated path list, sorted per
-/// directory; a directory that cannot be read is a candidate with its problem. Exported for the
-/// tests.
+/// directory, each file once (by real path: a library listed twice, or reached through a link,
+/// is loaded once); a directory that cannot be read is a candidate with its problem. Exported
+/// for the tests.
 ACCGRAPH_API std::vector<PluginCandidate> plugin_candidates(const std::string& path_list);
 
 /// The directory of the backend modules next to libaccgraph (lib/accgraph/).

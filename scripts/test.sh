@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Quickstart, step 2: builds accgraph and runs every test that can run on this machine, in parts:
 #
-#   default  build/ (the default preset): ctest (unit, conformance on every backend here, CLI,
-#            plugins, Level Zero through the CPU driver, CUDA tests that skip without a GPU),
-#            then the installed-package and out-of-tree plugin check (check-package.sh)
+#   default  build/ (the ci preset: the default build with warnings as errors): ctest (unit,
+#            conformance on every backend here, CLI, plugins, Level Zero through the CPU driver,
+#            CUDA tests that skip without a GPU, the package tests: the installed package, both
+#            example plugins built against it and the conformance suite on them, and the
+#            Perfetto traces decoded in build/perfetto-venv, made by scripts/perfetto-venv.sh)
 #   asan     build-asan/: the whole ctest under AddressSanitizer + UBSan + LeakSanitizer
-#   tsan     build-tsan/: the whole ctest under ThreadSanitizer
+#            (less the broken-on-purpose conformance mutants, label mutant-broken)
+#   tsan     build-tsan/: the whole ctest under ThreadSanitizer (less label mutant-broken)
 #   fuzz     build-fuzz/: every libFuzzer target for ACCGRAPH_FUZZ_SECONDS (30) s (fuzz.sh)
 #   soak     build/: the soak test (ctest --preset soak): 10,000 replay cycles and 10,000
 #            short-lived streams on host and level_zero, flat memory, every report delivered
+#   python   the Python package built into build/venv (python-install.sh), its pytest suite
+#            (tests/python) on host, level_zero through the CPU driver, and the toy plugin
 #
 #   bash scripts/test.sh                     # every part (CI): 5 min on an idle 2-core machine,
 #                                            # 11 min on a loaded one, after quickstart's build
@@ -21,7 +26,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-all_parts=(default asan tsan fuzz soak)
+all_parts=(default asan tsan fuzz soak python)
 
 # Runs "$@" and prints how long it took, also when it fails (then it returns its exit code,
 # which ends the part: errexit).
@@ -35,10 +40,12 @@ timed() {
 
 # Each part, run as `bash scripts/test.sh --part NAME`.
 part_default() {
-  timed cmake --preset default
-  timed cmake --build --preset default
-  timed ctest --preset default
-  timed bash scripts/check-package.sh build "$root/build/package-prefix"
+  timed cmake --preset ci
+  timed cmake --build --preset ci
+  # The Perfetto trace checks decode with the perfetto PyPI package: here they must run.
+  timed bash scripts/perfetto-venv.sh "$root/build/perfetto-venv"
+  export ACCGRAPH_REQUIRE_PERFETTO_PYTHON=1
+  timed ctest --preset ci
 }
 
 part_asan() {
@@ -65,9 +72,26 @@ part_fuzz() {
 }
 
 part_soak() {
+  timed cmake --preset ci
+  timed cmake --build --preset ci
+  timed ctest --preset soak
+}
+
+part_python() {
+  # The CPU Level Zero driver and an installed accgraph to build the toy plugin against.
   timed cmake --preset default
   timed cmake --build --preset default
-  timed ctest --preset soak
+  timed cmake --install build --prefix "$root/build/python-prefix"
+  timed cmake -S examples/out_of_tree_backend -B build/python-toy \
+    -DCMAKE_PREFIX_PATH="$root/build/python-prefix"
+  timed cmake --build build/python-toy
+  timed bash scripts/python-install.sh
+  # The toy plugin links libaccgraph.so.0 by its soname, so loaded into Python it uses the
+  # wheel's copy, which the process has already loaded.
+  timed env ZE_ENABLE_ALT_DRIVERS="$root/build/lib/libze_accgraph_cpu.so" \
+    ACCGRAPH_TEST_TOY_PLUGIN="$root/build/python-toy/libaccgraph_toy.so" \
+    ACCGRAPH_TEST_REQUIRE_BACKENDS="${ACCGRAPH_TEST_REQUIRE_BACKENDS:-host,level_zero,toy}" \
+    "${ACCGRAPH_VENV:-$root/build/venv}/bin/python" -m pytest -p no:cacheprovider -q -rs tests/python
 }
 
 if [ "${1:-}" = "--part" ]; then

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -149,7 +151,38 @@ struct StatsAccumulator::State {
   mutable std::mutex mutex;
   std::vector<Series> series;                       // in first-seen order
   std::unordered_map<std::string, size_t> by_path;  // path -> index into series
-  uint64_t generation = 1;                          // bumped by clear(): cached indices expire
+  // The series of each layout's regions, so that the replays of one capture (one shared
+  // layout) find theirs with one lookup instead of hashing every region's path on every report
+  // (the hash lookups dominated at 1000 regions). The weak_ptr tells a layout from a later one
+  // at the same address; entries of dead layouts are dropped as the map grows.
+  struct LayoutSeries {
+    std::weak_ptr<const ReportLayout> layout;
+    std::vector<size_t> series;
+  };
+  std::unordered_map<const ReportLayout*, LayoutSeries> by_layout;
+  size_t prune_at = 64;
+
+  // Caller holds mutex.
+  const std::vector<size_t>& series_of(const ReplayReport& report) {
+    const std::shared_ptr<const ReportLayout>& layout = report.shared_layout();
+    LayoutSeries& cached = by_layout[layout.get()];
+    const bool same = !cached.layout.owner_before(layout) && !layout.owner_before(cached.layout) &&
+                      !cached.layout.expired();
+    if (!same || cached.series.size() != report.size()) {
+      cached.layout = layout;
+      cached.series.clear();
+      for (const RegionInfo& region : layout->regions())
+        cached.series.push_back(index_of(region.path, region.depth));
+      if (by_layout.size() >= prune_at) prune();
+    }
+    return cached.series;
+  }
+
+  void prune() {
+    for (auto it = by_layout.begin(); it != by_layout.end();)
+      it = it->second.layout.expired() ? by_layout.erase(it) : std::next(it);
+    prune_at = std::max<size_t>(64, by_layout.size() * 2);
+  }
 
   // Caller holds mutex. A find before the emplace: the common case (a path seen before) then
   // allocates nothing.
@@ -171,29 +204,17 @@ StatsAccumulator::~StatsAccumulator() = default;
 StatsMode StatsAccumulator::mode() const { return state_->mode; }
 
 void StatsAccumulator::add(const ReplayReport& report) {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  for (const RegionTiming& region : report.regions)
-    state_->series[state_->index_of(region.path, region.depth)].add(region, state_->mode);
-}
-
-void StatsAccess::add(StatsAccumulator& stats, SeriesCache& cache, const ReplayReport& report) {
-  StatsAccumulator::State& state = *stats.state_;
+  State& state = *state_;
   std::lock_guard<std::mutex> lock(state.mutex);
-  if (cache.generation != state.generation || cache.series.size() != report.regions.size()) {
-    cache.series.clear();
-    for (const RegionTiming& region : report.regions)
-      cache.series.push_back(state.index_of(region.path, region.depth));
-    cache.generation = state.generation;
-  }
-  for (size_t i = 0; i < report.regions.size(); ++i)
-    state.series[cache.series[i]].add(report.regions[i], state.mode);
+  const std::vector<size_t>& series = state.series_of(report);
+  size_t i = 0;
+  for (const RegionTiming& region : report.regions()) state.series[series[i++]].add(region, state.mode);
 }
 
-std::vector<size_t> StatsAccess::sketch_buckets(const StatsAccumulator& stats) {
-  std::lock_guard<std::mutex> lock(stats.state_->mutex);
+std::vector<size_t> StatsAccumulator::sketch_buckets() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
   std::vector<size_t> buckets;
-  for (const StatsAccumulator::State::Series& s : stats.state_->series)
-    buckets.push_back(s.sketch.counts.size());
+  for (const State::Series& s : state_->series) buckets.push_back(s.sketch.counts.size());
   return buckets;
 }
 
@@ -247,7 +268,7 @@ void StatsAccumulator::clear() {
   std::lock_guard<std::mutex> lock(state_->mutex);
   state_->series.clear();
   state_->by_path.clear();
-  ++state_->generation;
+  state_->by_layout.clear();
 }
 
 }  // namespace accgraph::timing

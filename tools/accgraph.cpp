@@ -22,11 +22,13 @@ const char* const kUsage =
     "usage: accgraph <command> [options]\n"
     "\n"
     "commands:\n"
-    "  backends   list the registered backends, their devices and capabilities, and why any\n"
-    "             is unavailable\n"
-    "  demo       capture a small layered workload with a timed region per layer and per\n"
-    "             operation, replay it and print per-region statistics\n"
-    "  version    print the library version\n"
+    "  backends      list the registered backends, their devices and capabilities, and why\n"
+    "                any is unavailable\n"
+    "  demo          capture a small layered workload with a timed region per layer and per\n"
+    "                operation, replay it and print per-region statistics\n"
+    "  merge-traces  merge the Perfetto traces of a job's ranks into one timeline on the host\n"
+    "                clock\n"
+    "  version       print the library version\n"
     "\n"
     "`accgraph <command> --help` describes a command's options.\n"
     "environment: ACCGRAPH_BACKEND (default backend), ACCGRAPH_PLUGIN_PATH (plugin directories)\n";
@@ -106,6 +108,10 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
     line.command = Command::Demo;
     line.demo = parse_demo_options(rest);
     line.help = line.demo.help;
+  } else if (command == "merge-traces") {
+    line.command = Command::MergeTraces;
+    line.merge = parse_merge_options(rest);
+    line.help = line.merge.help;
   } else if (command == "version" || command == "--version") {
     line.command = Command::Version;
     line.help = parse_help_only(command, rest, kVersionUsage);
@@ -160,6 +166,8 @@ int run_command(const CommandLine& line) {
       return run_backends();
     case Command::Demo:
       return run_demo(line.demo);
+    case Command::MergeTraces:
+      return run_merge(line.merge);
     case Command::Version: {
       if (line.help) {
         std::fputs(kVersionUsage, stdout);

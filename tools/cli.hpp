@@ -32,6 +32,13 @@ inline constexpr long kMaxDemoRing = 65536;
 /// With --trace: at most this many layers times replays.
 inline constexpr long kMaxDemoTracedLayers = 50000;
 
+/// The format of a --trace file, by its name: ".pftrace" is a native Perfetto trace, anything
+/// else Chrome trace JSON (".json").
+enum class TraceFormat { Chrome, Perfetto };
+TraceFormat trace_format_for(const std::string& path);
+/// Whether this build writes Perfetto traces (accgraph::perfetto was built: libprotobuf found).
+bool perfetto_supported();
+
 /// `accgraph demo`'s options.
 struct DemoOptions {
   bool help = false;  ///< --help: print the usage and run nothing
@@ -39,10 +46,12 @@ struct DemoOptions {
   long layers = 4;
   long replays = 50;
   std::string trace_path;
+  TraceFormat trace_format = TraceFormat::Chrome;  ///< by trace_path's extension
   std::string csv_path;
   std::string strategy;
   long ring = 0;
   long delay_us = 50;
+  bool lanes = false;  ///< --lanes: the multi-stream workload with lanes
 };
 
 /// Parses the arguments after `demo`. Throws UsageError.
@@ -53,13 +62,26 @@ timing::ProfilerOptions demo_profiler_options(const DemoOptions& options);
 /// Runs the demo; returns the exit code. Opens --trace and --csv files before anything else.
 int run_demo(const DemoOptions& options);
 
-enum class Command { Help, Backends, Demo, Version };
+/// `accgraph merge-traces`'s options.
+struct MergeOptions {
+  bool help = false;
+  std::vector<std::string> inputs;  ///< one .pftrace per rank
+  std::string output_path;
+};
+
+/// Parses the arguments after `merge-traces`. Throws UsageError.
+MergeOptions parse_merge_options(const std::vector<std::string>& args);
+/// Runs the merge and prints each rank's clock offsets; returns the exit code.
+int run_merge(const MergeOptions& options);
+
+enum class Command { Help, Backends, Demo, MergeTraces, Version };
 
 /// A parsed command line.
 struct CommandLine {
   Command command = Command::Help;
   bool help = false;  ///< `accgraph <command> --help`
   DemoOptions demo;   ///< for Command::Demo
+  MergeOptions merge;  ///< for Command::MergeTraces
 };
 
 /// Parses the program's arguments (without argv[0]). Throws UsageError.

@@ -15,6 +15,11 @@
 
 #include "accgraph/accgraph.hpp"
 #include "cli.hpp"
+#include "output_file.hpp"
+
+#if ACCGRAPH_CLI_WITH_PERFETTO
+#include "accgraph/perfetto.hpp"
+#endif
 
 namespace accgraph::cli {
 
@@ -29,7 +34,7 @@ namespace {
 // A delay of 1 s per layer is longer than any demo needs, and far below Stream::delay's 24 hours.
 const char* const kDemoUsage =
     "usage: accgraph demo [--backend NAME] [--layers N] [--replays R] [--trace FILE]\n"
-    "                     [--csv FILE] [--strategy NAME] [--ring K] [--delay-us US]\n"
+    "                     [--csv FILE] [--strategy NAME] [--ring K] [--delay-us US] [--lanes]\n"
     "\n"
     "Captures, per layer, a fill and a copy of a different size (and, where the backend can,\n"
     "a device delay of --delay-us microseconds), each in its own timed region inside a region\n"
@@ -39,64 +44,35 @@ const char* const kDemoUsage =
     "  --layers N       number of layers, 1 to 64 (default 4); layer i copies 64 KiB * (i + 1),\n"
     "                   so N layers take 64 KiB * N * (N + 1) of memory (260 MiB at 64)\n"
     "  --replays R      number of replays, 1 to 100000 (default 50)\n"
-    "  --trace FILE     write a Chrome trace (JSON; open in Perfetto or chrome://tracing); keeps\n"
-    "                   every replay's report in memory, so N * R must be at most 50000\n"
+    "  --trace FILE     write a trace of every region of every replay: FILE.pftrace a native\n"
+    "                   Perfetto trace, any other name a Chrome trace (JSON); open either in\n"
+    "                   ui.perfetto.dev. Keeps every report in memory: N * R at most 50000\n"
     "  --csv FILE       write the per-region statistics as CSV\n"
     "  --strategy NAME  timestamp marker strategy (default: the backend's default)\n"
     "  --ring K         replays in flight per graph, 1 to 65536 (default: the backend's\n"
     "                   default; backends may allow fewer)\n"
     "  --delay-us US    duration of each layer's device delay, 0 to 1000000 (default 50;\n"
     "                   0 disables)\n"
+    "  --lanes          a multi-stream workload instead: per layer an \"attention\" region\n"
+    "                   (fill, copy) on the capture stream, then two forked streams with \"mlp\"\n"
+    "                   and \"comm\" regions (device delays), joined again; each region names a\n"
+    "                   lane, a trace track of its own, and the two comm regions overlap in time\n"
+    "                   (try --trace lanes.pftrace and open it in ui.perfetto.dev)\n"
     "\n"
     "The --trace and --csv files are created (or truncated) before the run, so a path that\n"
     "cannot be written fails at once.\n";
 
-// A file the demo writes at the end, opened (created or truncated) before the run, so that a
-// path that cannot be written fails at once with the system's reason (audit 4.8), and checked
-// through the close, so that a write error is never lost (4.9).
-class OutputFile {
- public:
-  OutputFile(std::string path, const char* option, const char* what)
-      : path_(std::move(path)),
-        option_(option),
-        what_(what),
-        file_(std::fopen(path_.c_str(), "wb")) {
-    if (file_ == nullptr)
-      throw OutputError(fmt::format("cannot open '{}' ({}) for writing: {}: check the path, that "
-                                    "its directory exists and that you may write there",
-                                    path_, option_, std::strerror(errno)));
-  }
-  OutputFile(const OutputFile&) = delete;
-  OutputFile& operator=(const OutputFile&) = delete;
-  ~OutputFile() {
-    if (file_ != nullptr) std::fclose(file_);  // an error path: the run failed before writing
-  }
-
-  /// Writes `bytes`, flushes and closes the file; an OutputError on any failure.
-  void write_and_close(const std::string& bytes) {
-    std::FILE* file = std::exchange(file_, nullptr);
-    errno = 0;
-    const bool written =
-        std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size() && std::fflush(file) == 0;
-    const int write_errno = errno;
-    const bool closed = std::fclose(file) == 0;
-    if (!written || !closed)
-      throw OutputError(fmt::format("cannot write {} to '{}' ({}): {}: the file is incomplete; "
-                                    "free space or choose another file",
-                                    what_, path_, option_,
-                                    std::strerror(!written ? write_errno : errno)));
-  }
-
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-  const char* option_;
-  const char* what_;
-  std::FILE* file_;
-};
-
 }  // namespace
+
+TraceFormat trace_format_for(const std::string& path) {
+  const std::string extension = ".pftrace";
+  return path.size() >= extension.size() &&
+                 path.compare(path.size() - extension.size(), extension.size(), extension) == 0
+             ? TraceFormat::Perfetto
+             : TraceFormat::Chrome;
+}
+
+bool perfetto_supported() { return ACCGRAPH_CLI_WITH_PERFETTO != 0; }
 
 DemoOptions parse_demo_options(const std::vector<std::string>& args) {
   DemoOptions options;
@@ -117,12 +93,23 @@ DemoOptions parse_demo_options(const std::vector<std::string>& args) {
       options.replays = parse_count(arg, value(), 1, kMaxDemoReplays, kDemoUsage);
     } else if (arg == "--trace") {
       options.trace_path = value();
+      options.trace_format = trace_format_for(options.trace_path);
+      if (options.trace_format == TraceFormat::Perfetto && !perfetto_supported())
+        throw UsageError(fmt::format("--trace {}: this build of accgraph cannot write Perfetto "
+                                     "traces (libprotobuf and protoc were not found when it was "
+                                     "configured): install libprotobuf-dev and "
+                                     "protobuf-compiler and configure again, or write a .json "
+                                     "trace",
+                                     options.trace_path),
+                         kDemoUsage);
     } else if (arg == "--csv") {
       options.csv_path = value();
     } else if (arg == "--strategy") {
       options.strategy = value();
     } else if (arg == "--ring") {
       options.ring = parse_count(arg, value(), 1, kMaxDemoRing, kDemoUsage);
+    } else if (arg == "--lanes") {
+      options.lanes = true;
     } else if (arg == "--delay-us") {
       options.delay_us = parse_count(arg, value(), 0, kMaxDemoDelayUs, kDemoUsage);
     } else {
@@ -143,9 +130,72 @@ timing::ProfilerOptions demo_profiler_options(const DemoOptions& options) {
   profiler_options.marker_strategy = options.strategy;
   profiler_options.ring_depth = static_cast<size_t>(options.ring);
   // Only the trace needs the reports; the table and the CSV need the statistics alone.
-  profiler_options.keep_reports = !options.trace_path.empty();
+  profiler_options.keep_reports =
+      options.trace_path.empty() ? timing::KeepReports(0) : timing::KeepReports::all();
   return profiler_options;
 }
+
+namespace {
+
+// One layer of `demo --lanes`: the capture forks onto `mlp_stream` and `comm_stream` and joins
+// them again, and the regions name lanes, so the trace shows per process the stream tracks and
+// three lane tracks: "attention" (on the capture stream), "mlp" and "comm". The comm lane gets
+// one region from each forked stream, and they overlap in time: the exporters split the lane
+// over overlap tracks (Chrome JSON) or backing tracks shown as one row (Perfetto).
+void capture_lanes_layer(timing::Profiler& profiler, Stream& stream, Stream& mlp_stream,
+                         Stream& comm_stream, long layer, Buffer& source, Buffer& destination,
+                         long delay_us) {
+  const std::string bytes = std::to_string(source.size());
+  const std::string elements = std::to_string(source.size() / 4);
+  auto layer_region = profiler.region(stream, fmt::format("layer{}", layer),
+                                      {{"layer", std::to_string(layer)}, {"bytes", bytes}});
+  {
+    auto attention = profiler.region(stream, "attention", {{"bytes", bytes}}, "attention");
+    {
+      auto r = profiler.region(stream, "fill", {{"bytes", bytes}});
+      stream.fill(source, static_cast<uint8_t>(layer + 1));
+    }
+    auto r = profiler.region(stream, "copy", {{"bytes", bytes}});
+    stream.copy(destination, source);
+  }
+  const auto delay = [](Stream& s, long us) {
+    if (us > 0) s.delay(std::chrono::microseconds(us));
+  };
+  mlp_stream.wait(stream);
+  comm_stream.wait(stream);
+  {
+    auto r = profiler.region(mlp_stream, "mlp", {{"delay_us", std::to_string(delay_us)}}, "mlp");
+    delay(mlp_stream, delay_us);
+  }
+  const timing::Metadata collective = {{"collective", "all_reduce"},
+                                       {"In msg nelems", elements},
+                                       {"Out msg nelems", elements},
+                                       {"dtype", "float32"},
+                                       {"Group size", "1"},
+                                       {"Process Group Name", "demo"},
+                                       {"Process Group Ranks", "[0]"}};
+  timing::Metadata scatter = collective;
+  scatter[0].second = "reduce_scatter";
+  // The two comm regions overlap without nesting on every backend, whatever order it runs the
+  // two streams in: the waits make reduce_scatter begin at least d/2 after all_reduce began,
+  // all_reduce end at least d/2 after reduce_scatter began, and reduce_scatter end at least d/2
+  // after all_reduce ended.
+  auto all_reduce = profiler.region(comm_stream, "all_reduce", collective, "comm");
+  delay(comm_stream, delay_us / 2);
+  mlp_stream.wait(comm_stream);
+  auto reduce_scatter = profiler.region(mlp_stream, "reduce_scatter", scatter, "comm");
+  delay(mlp_stream, delay_us / 2);
+  comm_stream.wait(mlp_stream);
+  delay(comm_stream, delay_us / 2);
+  all_reduce.end();
+  mlp_stream.wait(comm_stream);
+  delay(mlp_stream, delay_us / 2);
+  reduce_scatter.end();
+  stream.wait(mlp_stream);
+  stream.wait(comm_stream);
+}
+
+}  // namespace
 
 int run_demo(const DemoOptions& options) {
   if (options.help) {
@@ -154,7 +204,9 @@ int run_demo(const DemoOptions& options) {
   }
   std::optional<OutputFile> trace_file, csv_file;
   if (!options.trace_path.empty())
-    trace_file.emplace(options.trace_path, "--trace", "the Chrome trace");
+    trace_file.emplace(options.trace_path, "--trace",
+                       options.trace_format == TraceFormat::Perfetto ? "the Perfetto trace"
+                                                                     : "the Chrome trace");
   if (!options.csv_path.empty()) csv_file.emplace(options.csv_path, "--csv", "the statistics CSV");
 
   Stream stream = Stream::create(options.backend);
@@ -172,6 +224,19 @@ int run_demo(const DemoOptions& options) {
     destinations.push_back(Buffer::allocate(stream, bytes, MemoryKind::Device));
   }
 
+  // --lanes: two more streams the capture forks onto (they must outlive the graph's replays).
+  std::vector<Stream> forked;
+  if (options.lanes) {
+    if (!caps.multi_stream_capture)
+      throw Error(ErrorCode::Unsupported,
+                  fmt::format("demo --lanes forks the capture onto more streams, which the {} "
+                              "backend cannot capture (capabilities: multi-stream capture no): "
+                              "run it on another backend (`accgraph backends`)",
+                              backend_name));
+    forked.push_back(Stream::create(backend_name, stream.device()));
+    forked.push_back(Stream::create(backend_name, stream.device()));
+  }
+
   timing::Profiler profiler(demo_profiler_options(options));
 
   AcceleratorGraph graph(backend_name);
@@ -179,6 +244,11 @@ int run_demo(const DemoOptions& options) {
   graph.capture_begin(stream);
   for (long layer = 0; layer < options.layers; ++layer) {
     const size_t bytes = sizes[layer];
+    if (options.lanes) {
+      capture_lanes_layer(profiler, stream, forked[0], forked[1], layer, sources[layer],
+                          destinations[layer], with_delay ? options.delay_us : 0);
+      continue;
+    }
     timing::Metadata layer_meta = {{"layer", std::to_string(layer)},
                                    {"bytes", std::to_string(bytes)}};
     auto layer_region = profiler.region(stream, fmt::format("layer{}", layer), layer_meta);
@@ -232,13 +302,20 @@ int run_demo(const DemoOptions& options) {
              profiler.delivered());
   timing::write_stats_table(std::cout, stats);
   if (!with_delay)
-    fmt::print("\n(no compute regions: {})\n",
+    fmt::print(options.lanes ? "\n(no device delays in the mlp and comm regions: {})\n"
+                             : "\n(no compute regions: {})\n",
                options.delay_us == 0 ? "--delay-us 0"
                                      : "this backend has no timed delay (capabilities)");
 
   if (trace_file) {
     std::ostringstream text;
-    timing::write_chrome_trace(text, profiler.reports());
+    if (options.trace_format == TraceFormat::Perfetto) {
+#if ACCGRAPH_CLI_WITH_PERFETTO
+      timing::write_perfetto_trace(text, profiler.reports());
+#endif
+    } else {
+      timing::write_chrome_trace(text, profiler.reports());
+    }
     trace_file->write_and_close(text.str());
     fmt::print("\ntrace written to {}\n", trace_file->path());
   }

@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "accgraph/plugin.hpp"
-#include "accgraph/registry.hpp"
+#include "accgraph/plugin.hpp"  // ACCGRAPH_DEFINE_PLUGIN and accgraph::priority
+#include "accgraph/version.hpp"
 #include "cuda_backend.hpp"
 #include "cuda_check.hpp"
 
@@ -112,7 +112,7 @@ class CudaBackend final : public Backend {
     // libraries in the process may use.
     ACCGRAPH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                         "creating a stream");
-    return std::make_unique<CudaStream>(device, stream, /*owned=*/true);
+    return std::make_unique<CudaStream>(device, stream, Ownership::Owned);
   }
 
   std::unique_ptr<StreamImpl> wrap_stream(int device, void* native_handle) override {
@@ -130,7 +130,7 @@ class CudaBackend final : public Backend {
                                 stream_device, device),
                     kBackendName);
     }
-    return std::make_unique<CudaStream>(device, stream, /*owned=*/false);
+    return std::make_unique<CudaStream>(device, stream, Ownership::Borrowed);
   }
 
   std::unique_ptr<BufferImpl> allocate(int device, size_t bytes, MemoryKind kind) override {
@@ -182,16 +182,11 @@ class CudaBackend final : public Backend {
 
  private:
   const DeviceEntry& checked(int device, const char* operation) const {
-    if (device < 0 || static_cast<size_t>(device) >= devices_.size())
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("{}: device {} does not exist: the cuda backend has {} device(s)",
-                              operation, device, devices_.size()),
-                  kBackendName);
-    return devices_[static_cast<size_t>(device)];
+    return devices_[check_device_index(device, devices_.size(), kBackendName, operation)];
   }
 
   std::vector<DeviceEntry> devices_;
-  PoolRegistry pools_{kBackendName};
+  Pools pools_{kBackendName};
 };
 
 [[noreturn]] void unavailable(const std::string& reason) {
@@ -259,5 +254,5 @@ std::unique_ptr<Backend> make_cuda_backend() {
 
 }  // namespace accgraph::detail::cuda
 
-ACCGRAPH_DEFINE_PLUGIN("cuda", accgraph::priority::preferred, "0.2.0",
+ACCGRAPH_DEFINE_PLUGIN("cuda", accgraph::priority::preferred, ACCGRAPH_VERSION_STRING,
                        ::accgraph::detail::cuda::make_cuda_backend())

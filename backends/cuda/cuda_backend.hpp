@@ -16,6 +16,7 @@
 #include <cuda_runtime_api.h>
 
 #include "accgraph/backend.hpp"
+#include "accgraph/backend_support.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/pool_table.hpp"
 #include "accgraph/types.hpp"
@@ -90,8 +91,8 @@ class CudaGraph;
 
 class CudaStream final : public StreamImpl {
  public:
-  /// owned: destroyed with this object; otherwise a wrapped (non-owning) handle.
-  CudaStream(int device, cudaStream_t stream, bool owned);
+  /// Owned: destroyed with this object; Borrowed: a wrapped handle, its creator's to destroy.
+  CudaStream(int device, cudaStream_t stream, Ownership ownership);
   ~CudaStream() override;
 
   int device() const override { return device_; }
@@ -113,11 +114,14 @@ class CudaStream final : public StreamImpl {
 
   int device_;
   cudaStream_t stream_;
-  bool owned_;
+  Ownership ownership_;
   cudaEvent_t order_event_ = nullptr;  // recorded here when another stream waits for this one
 };
 
-CudaStream& as_cuda_stream(StreamImpl& stream, const char* operation);
+/// The cuda stream behind `stream`, or Error(InvalidArgument) naming `operation`.
+inline CudaStream& as_cuda_stream(StreamImpl& stream, const char* operation) {
+  return stream_cast<CudaStream>(stream, kBackendName, operation);
+}
 
 // --- buffers ---------------------------------------------------------------------------------
 
@@ -165,7 +169,7 @@ struct PoolState {
 
 /// Note [Pool sharing] in accgraph/pool_table.hpp; CudaGraph::capture_begin adds the device
 /// check (a pool belongs to one device).
-using PoolRegistry = PoolTable<PoolState>;
+using Pools = PoolTable<PoolState>;
 
 /// What the capturing thread's Buffer::allocate routes to (set by capture_begin).
 struct CaptureContext {
@@ -183,7 +187,7 @@ void pop_capture_context(std::thread::id thread, const CaptureContext* context) 
 
 class CudaGraph final : public GraphImplInterface {
  public:
-  CudaGraph(PoolRegistry& pools, const GraphArgs& args);
+  CudaGraph(Pools& pools, const GraphArgs& args);
   ~CudaGraph() override;
 
   void capture_begin(StreamImpl& stream, PoolId pool, CaptureMode mode) override;
@@ -211,7 +215,7 @@ class CudaGraph final : public GraphImplInterface {
   void drop_template() noexcept;
   void scan_template();
 
-  PoolRegistry& pools_;
+  Pools& pools_;
   GraphArgs args_;
   bool debug_ = false;
   CudaStream* capture_stream_ = nullptr;

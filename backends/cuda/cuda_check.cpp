@@ -1,9 +1,6 @@
-// Turns failed CUDA runtime calls into accgraph errors with the call, the code name and a hint.
+// The CUDA backend's half of Note [Native calls]: hints for the errors with a known remedy, and
+// which accgraph code a failed call maps to.
 #include "cuda_check.hpp"
-
-#include <cstring>
-
-#include <fmt/format.h>
 
 namespace accgraph::detail::cuda {
 
@@ -47,20 +44,6 @@ const char* error_hint(cudaError_t err) noexcept {
   }
 }
 
-std::string cuda_error_message(cudaError_t err, const char* call, const std::string& what) {
-  const char* hint = error_hint(err);
-  return fmt::format("{}: {} failed: {} ({}){}{}", what, call, cudaGetErrorName(err),
-                     cudaGetErrorString(err), hint[0] ? "; " : "", hint);
-}
-
-namespace {
-// "cudaStreamEndCapture(stream_, &graph)" -> "cudaStreamEndCapture"
-std::string call_name(const char* call) {
-  const char* paren = std::strchr(call, '(');
-  return paren ? std::string(call, paren) : std::string(call);
-}
-}  // namespace
-
 // Capture misuse (unjoined forks, the wrong thread, forbidden calls while capturing) is a call in
 // the wrong order, as the core's own checks call it: InvalidState, with the native code kept.
 ErrorCode error_code_for(cudaError_t err) noexcept {
@@ -76,22 +59,6 @@ ErrorCode error_code_for(cudaError_t err) noexcept {
       return ErrorCode::InvalidState;
     default:
       return ErrorCode::BackendError;
-  }
-}
-
-void throw_cuda_error(cudaError_t err, const char* call, const std::string& what) {
-  (void)cudaGetLastError();  // a non-sticky error must not resurface in the next check
-  std::string name = call_name(call);
-  throw Error(error_code_for(err), cuda_error_message(err, name.c_str(), what), "cuda", name,
-              cudaGetErrorName(err));
-}
-
-void check_noexcept(cudaError_t err, const char* call, const char* what) noexcept {
-  if (err == cudaSuccess) return;
-  (void)cudaGetLastError();
-  try {
-    log(LogLevel::Warning, "cuda: " + cuda_error_message(err, call_name(call).c_str(), what));
-  } catch (...) {
   }
 }
 

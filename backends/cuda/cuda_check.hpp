@@ -1,43 +1,48 @@
-// Internal: turns a failed CUDA runtime call into accgraph::Error(BackendError) naming the call,
-// the cudaError_t and, for the capture errors users hit most, what to do next.
+// Internal: turns a failed CUDA runtime call into accgraph::Error naming the operation, the call,
+// the cudaError_t and, for the capture errors users hit most, what to do next (Note [Native
+// calls] in accgraph/native_call.hpp).
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include <cuda_runtime_api.h>
 
 #include "accgraph/error.hpp"
+#include "accgraph/native_call.hpp"
 
 namespace accgraph::detail::cuda {
 
 /// A hint for the errors with a known remedy (empty when none).
 const char* error_hint(cudaError_t err) noexcept;
 
-/// Throws Error(BackendError, "<what>: <call> failed: <name> (<description>)[; hint]", "cuda",
-/// call, name). Clears the runtime's last-error state first so the next call starts clean.
-[[noreturn]] void throw_cuda_error(cudaError_t err, const char* call, const std::string& what);
+/// Capture misuse is InvalidState (a call in the wrong order), everything else BackendError.
+ErrorCode error_code_for(cudaError_t err) noexcept;
 
-/// The message that throw_cuda_error would use (for destructors that only log).
-std::string cuda_error_message(cudaError_t err, const char* call, const std::string& what);
+/// cudaError_t for accgraph's native-call checks.
+struct CudaCall {
+  using Result = cudaError_t;
+  static constexpr const char* kBackend = "cuda";
+  static bool succeeded(cudaError_t err) noexcept { return err == cudaSuccess; }
+  static std::string name(cudaError_t err) { return cudaGetErrorName(err); }
+  static std::string meaning(cudaError_t err) { return cudaGetErrorString(err); }
+  static std::string hint(cudaError_t err) { return error_hint(err); }
+  static ErrorCode error_code(cudaError_t err) noexcept { return error_code_for(err); }
+  /// A non-sticky error must not resurface in the next check.
+  static void on_failure(cudaError_t) noexcept { (void)cudaGetLastError(); }
+};
 
-/// Checks one runtime call. `what` names the operation for the reader ("replay of graph").
-inline void check(cudaError_t err, const char* call, const char* what) {
-  if (err != cudaSuccess) throw_cuda_error(err, call, what);
+/// ACCGRAPH_CUDA_CHECK(cudaStreamSynchronize(s), "synchronize") throws, naming the call;
+/// ACCGRAPH_CUDA_LOG(...) logs instead, for destructors.
+#define ACCGRAPH_CUDA_CHECK(expr, what) \
+  ACCGRAPH_NATIVE_CHECK(::accgraph::detail::cuda::CudaCall, expr, what)
+#define ACCGRAPH_CUDA_LOG(expr, what) \
+  ACCGRAPH_NATIVE_LOG(::accgraph::detail::cuda::CudaCall, expr, what)
+
+/// Throws the Error of a failed call whose name is known ("cudaGraphLaunch").
+[[noreturn]] inline void throw_cuda_error(cudaError_t err, std::string_view call,
+                                          std::string_view what) {
+  NativeCall<CudaCall>::fail(err, call, what);
 }
 
-/// Logs (never throws) a failed call: for destructors.
-void check_noexcept(cudaError_t err, const char* call, const char* what) noexcept;
-
 }  // namespace accgraph::detail::cuda
-
-/// ACCGRAPH_CUDA_CHECK(cudaStreamSynchronize(s), "synchronize"): the call's text is the native
-/// call named in the error.
-#define ACCGRAPH_CUDA_CHECK(expr, what)                                              \
-  do {                                                                               \
-    cudaError_t accgraph_cuda_err_ = (expr);                                         \
-    if (accgraph_cuda_err_ != cudaSuccess)                                           \
-      ::accgraph::detail::cuda::throw_cuda_error(accgraph_cuda_err_, #expr, (what)); \
-  } while (0)
-
-#define ACCGRAPH_CUDA_LOG(expr, what) \
-  ::accgraph::detail::cuda::check_noexcept((expr), #expr, (what))

@@ -53,7 +53,7 @@ namespace {
 // A pool of the device's memory for the graph's stream-ordered allocations (Note [Pool
 // sharing] in accgraph/pool_table.hpp); with an id from another graph, that graph's pool, which
 // must be on the same device.
-std::shared_ptr<PoolState> acquire_pool(PoolRegistry& pools, PoolId id, int device) {
+std::shared_ptr<PoolState> acquire_pool(Pools& pools, PoolId id, int device) {
   std::shared_ptr<PoolState> state = pools.acquire(id, [device](PoolId new_id) {
     auto created = std::make_shared<PoolState>();
     created->id = new_id;
@@ -81,7 +81,7 @@ std::shared_ptr<PoolState> acquire_pool(PoolRegistry& pools, PoolId id, int devi
 
 // --- CudaGraph -------------------------------------------------------------------------------
 
-CudaGraph::CudaGraph(PoolRegistry& pools, const GraphArgs& args) : pools_(pools), args_(args) {}
+CudaGraph::CudaGraph(Pools& pools, const GraphArgs& args) : pools_(pools), args_(args) {}
 
 CudaGraph::~CudaGraph() {
   if (capturing_) end_capture_noexcept();
@@ -315,8 +315,10 @@ void CudaGraph::end_capture_noexcept() noexcept {
   if (err == cudaErrorStreamCaptureWrongThread) {
     orphaned_capture_ = capture_stream_->handle();
     orphaned_thread_ = capture_thread_;
-    ACCGRAPH_CUDA_LOG(err, "aborting a capture from another thread than the one that began it "
-                           "(the stream stays capturing until reset() runs on that thread)");
+    NativeCall<CudaCall>::log_failure(
+        err, "cudaStreamEndCapture",
+        "aborting a capture from another thread than the one that began it (the stream stays "
+        "capturing until reset() runs on that thread)");
   } else if (err != cudaSuccess) {
     (void)cudaGetLastError();  // an invalidated capture: ending it was the point
   }

@@ -167,7 +167,7 @@ uint64_t measure_globaltimer_resolution_ns() {
   err = cudaGetLastError();
   if (err == cudaSuccess) err = cudaDeviceSynchronize();
   uint64_t result = *out;
-  cudaFreeHost(out);
+  ACCGRAPH_CUDA_LOG(cudaFreeHost(out), "timer resolution probe");
   if (err != cudaSuccess) throw_cuda_error(err, "resolution_kernel", "timer resolution probe");
   return result == ~0ull ? 0 : result;
 }

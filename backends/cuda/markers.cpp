@@ -99,7 +99,7 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
     if (stream_is_capturing(stream.handle())) {
       // Its replays are numbered by the device counter (fixed 0); a staging area of its own,
       // since another capture on this marker set may be replayed concurrently.
-      current_fixed_ = 0;
+      eager_sequence_value_ = 0;
       if (captures_ == 0) {
         current_staging_ = staging_ + ring_ * kMarkerCapacity;
       } else {
@@ -115,7 +115,7 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
     } else {
       // An eager sequence runs now, numbered by the host; concurrent eager sequences (other
       // streams) each write the staging area of their own ring slot.
-      current_fixed_ = launched_ + 1;
+      eager_sequence_value_ = launched_ + 1;
       current_staging_ = staging_ + (launched_ % ring_) * kMarkerCapacity;
       ++launched_;
     }
@@ -140,7 +140,7 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
                   kBackendName);
     CudaStream& stream = as_cuda_stream(stream_impl, "end_sequence");
     DeviceGuard guard(stream.device());
-    ACCGRAPH_CUDA_CHECK(launch_marker_end(stream.handle(), counter_, current_fixed_,
+    ACCGRAPH_CUDA_CHECK(launch_marker_end(stream.handle(), counter_, eager_sequence_value_,
                                           current_staging_, stamps_device(), done_device(),
                                           static_cast<uint32_t>(ring_),
                                           static_cast<uint32_t>(kMarkerCapacity),
@@ -233,7 +233,7 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
   std::vector<uint64_t*> extra_staging_;  // device: staging areas of later captures
   size_t captures_ = 0;                   // captured sequences begun on this set
   uint64_t* current_staging_ = nullptr;   // where the sequence being recorded writes
-  uint64_t current_fixed_ = 0;            // its number + 1 (eager), or 0: the device counts
+  uint64_t eager_sequence_value_ = 0;     // its number + 1 (eager), or 0: the device counts
   size_t markers_in_sequence_ = 0;  // markers recorded since begin_sequence (copied by the tail)
   uint64_t launched_ = 0;           // the host's count of sequences begun
   uint64_t device_counter_ = 0;     // what the device counter will hold before the next launch

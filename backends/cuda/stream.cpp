@@ -42,13 +42,13 @@ void CUDART_CB destroy_captured(void* data) { delete static_cast<HostCall*>(data
 
 }  // namespace
 
-CudaStream::CudaStream(int device, cudaStream_t stream, bool owned)
-    : device_(device), stream_(stream), owned_(owned) {}
+CudaStream::CudaStream(int device, cudaStream_t stream, Ownership ownership)
+    : device_(device), stream_(stream), ownership_(ownership) {}
 
 CudaStream::~CudaStream() {
   if (order_event_ != nullptr) ACCGRAPH_CUDA_LOG(cudaEventDestroy(order_event_), "destroying a stream's event");
   // A wrapped stream belongs to its creator (a framework): never destroyed here.
-  if (owned_) ACCGRAPH_CUDA_LOG(cudaStreamDestroy(stream_), "destroying a stream");
+  if (ownership_ == Ownership::Owned) ACCGRAPH_CUDA_LOG(cudaStreamDestroy(stream_), "destroying a stream");
 }
 
 bool CudaStream::is_legacy_default() const noexcept {
@@ -140,17 +140,6 @@ bool CudaStream::is_capturing() const {
   if (err != cudaSuccess) throw_cuda_error(err, "cudaStreamIsCapturing", "reading the capture state");
   // An invalidated capture still has to be ended: report it as capturing.
   return status != cudaStreamCaptureStatusNone;
-}
-
-CudaStream& as_cuda_stream(StreamImpl& stream, const char* operation) {
-  auto* cuda = dynamic_cast<CudaStream*>(&stream);
-  if (cuda == nullptr)
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("{}: the stream does not belong to the cuda backend: create it with "
-                            "Stream::create(\"cuda\")",
-                            operation),
-                kBackendName);
-  return *cuda;
 }
 
 }  // namespace accgraph::detail::cuda

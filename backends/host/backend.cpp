@@ -1,7 +1,5 @@
 // The host backend object: one device (the CPU), honest capabilities, and the factories of its
-// streams, buffers, graphs and markers. Start here when writing a backend plugin.
-#include <fmt/format.h>
-
+// streams, buffers, graphs and markers.
 #include "host_backend.hpp"
 #include "host_internal.hpp"
 
@@ -33,24 +31,13 @@ class HostBackend final : public Backend {
 
   std::unique_ptr<StreamImpl> create_stream(int device) override {
     check_device(device, "create_stream");
-    return std::make_unique<HostStream>(HostQueue::create(), /*owned=*/true);
+    return std::make_unique<HostStream>(HostQueue::create(), Ownership::Owned);
   }
 
   std::unique_ptr<StreamImpl> wrap_stream(int device, void* native_handle) override {
     check_device(device, "wrap_stream");
-    if (native_handle == nullptr)
-      throw Error(ErrorCode::InvalidArgument,
-                  "wrap_stream: the native handle is null: pass the native_handle() of a live "
-                  "host stream",
-                  kBackendName);
-    std::shared_ptr<HostQueue> queue = HostQueue::find_live(native_handle);
-    if (!queue)
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("wrap_stream: {} is not a live host queue: pass the "
-                              "native_handle() of a host stream that still exists",
-                              native_handle),
-                  kBackendName);
-    return std::make_unique<HostStream>(std::move(queue), /*owned=*/false);
+    return std::make_unique<HostStream>(live_queues().require_live(native_handle),
+                                        Ownership::Borrowed);
   }
 
   std::unique_ptr<BufferImpl> allocate(int device, size_t bytes, MemoryKind kind) override {
@@ -58,7 +45,8 @@ class HostBackend final : public Backend {
     if (bytes == 0)
       throw Error(ErrorCode::InvalidArgument, "allocate: 0 bytes: ask for at least one byte",
                   kBackendName);
-    return std::make_unique<HostBuffer>(bytes, kind);
+    // Device and Host kinds alike: the "device" of the host backend is the CPU.
+    return std::make_unique<HostMemoryBuffer>(bytes, kind, kBackendName);
   }
 
   std::unique_ptr<GraphImplInterface> create_graph(const GraphArgs& args) override {
@@ -69,20 +57,15 @@ class HostBackend final : public Backend {
                                                    const MarkerOptions& options) override {
     check_device(device, "create_markers");
     options.resolve_strategy({kStrategySteadyClock}, kBackendName);
-    return make_steady_clock_markers(
-        options.resolve_ring_depth(kDefaultRingDepth, kMaxRingDepth, kBackendName));
+    return make_markers(options.resolve_ring_depth(kDefaultRingDepth, kMaxRingDepth, kBackendName));
   }
 
  private:
   static void check_device(int device, const char* operation) {
-    if (device != 0)
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("{}: device {} does not exist: the host backend has one device, 0",
-                              operation, device),
-                  kBackendName);
+    check_device_index(device, 1, kBackendName, operation);
   }
 
-  PoolRegistry pools_{kBackendName};
+  Pools pools_{kBackendName};
 };
 
 }  // namespace

@@ -1,10 +1,8 @@
 // Host graphs: capture records the streams' operations, instantiate freezes them into an
 // executable, replay enqueues that executable as one operation; plus pools and DOT dumps.
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <optional>
 
 #include <fmt/format.h>
 
@@ -14,12 +12,7 @@ namespace accgraph::detail::host {
 
 // --- HostGraph ---------------------------------------------------------------------------------
 
-namespace {
-std::atomic<uint64_t> next_graph_number{1};
-}  // namespace
-
-HostGraph::HostGraph(PoolRegistry& pools, const GraphArgs& args)
-    : pools_(pools), args_(args), number_(next_graph_number.fetch_add(1)) {}
+HostGraph::HostGraph(Pools& pools, const GraphArgs& args) : pools_(pools), args_(args) {}
 
 // Replays already enqueued hold the executable themselves, so they still run after this.
 HostGraph::~HostGraph() { detach_capture(); }
@@ -42,11 +35,7 @@ void HostGraph::capture_begin(StreamImpl& stream_impl, PoolId pool, CaptureMode 
                 "capture_begin: the host stream is already capturing: end that capture first or "
                 "capture on another stream",
                 kBackendName);
-  std::shared_ptr<PoolState> pool_state = pools_.acquire(pool, [](PoolId id) {
-    auto state = std::make_shared<PoolState>();
-    state->id = id;
-    return state;
-  });
+  std::shared_ptr<PoolState> pool_state = pools_.acquire(pool);
   recording_ = std::make_shared<Recording>(stream.queue());
   stream.queue()->set_capture(recording_);
   pool_ = std::move(pool_state);
@@ -91,24 +80,13 @@ void HostGraph::replay(StreamImpl& stream_impl) {
   if (!executable_)
     throw Error(ErrorCode::InvalidState, "replay: the graph has no executable: instantiate first",
                 kBackendName);
-  std::string name = fmt::format("replay of host graph {}", number_);
-  // Runs every node even after one fails, so that the markers' end_sequence still publishes
-  // completion (a waiting profiler would hang otherwise); the first failure is reported.
-  auto run_all = [ops = executable_, name] {
-    std::optional<OperationFailure> first;
-    for (size_t i = 0; i < ops->size(); ++i) {
-      const Operation& op = (*ops)[i];
-      try {
-        op.run();
-      } catch (const std::exception& e) {
-        if (!first) first.emplace(fmt::format("{} (node {} of a {})", op.name, i, name), e.what());
-      } catch (...) {
-        if (!first)
-          first.emplace(fmt::format("{} (node {} of a {})", op.name, i, name),
-                        "a non-standard exception");
-      }
-    }
-    if (first) throw *first;
+  // A constant name (errors name graphs by AcceleratorGraph::id(), which only the core knows):
+  // a replay formats no string. Note [Replays run every node] in accgraph/backend_support.hpp.
+  static const std::string name = "replay of host graph";
+  auto run_all = [ops = executable_] {
+    run_every_node(
+        ops->size(), [&](size_t i) { (*ops)[i].run(); },
+        [&](size_t i) -> const std::string& { return (*ops)[i].name; }, name);
   };
   if (stream.is_capturing()) {
     // Replayed into another capture: it becomes one node of that graph and runs whenever that
@@ -149,26 +127,18 @@ void HostGraph::debug_dump(const std::string& path) {
                 "enable_debug_mode() (or create the graph with GraphArgs::keep_graph) before "
                 "capture_begin",
                 kBackendName);
-  std::ofstream out(path);
-  if (!out)
-    throw Error(ErrorCode::BackendError,
-                fmt::format("debug_dump: cannot open '{}' for writing: {}", path,
-                            std::strerror(errno)),
-                kBackendName, "std::ofstream");
-  out << fmt::format("digraph host_graph_{} {{\n  node [shape=box];\n", number_);
-  for (size_t i = 0; i < template_.size(); ++i) {
-    const Recording::Node& node = template_[i];
-    std::string label = fmt::format("{}: {}", i, node.op.name);
-    if (node.op.bytes > 0) label += fmt::format("\\n{} bytes", node.op.bytes);
-    label += fmt::format("\\nstream {}", node.stream);
-    out << fmt::format("  n{} [label=\"{}\"];\n", i, label);
-    for (size_t before : node.after) out << fmt::format("  n{} -> n{};\n", before, i);
-  }
-  out << "}\n";
-  if (!out)
-    throw Error(ErrorCode::BackendError,
-                fmt::format("debug_dump: writing '{}' failed", path), kBackendName,
-                "std::ofstream");
+  write_debug_dump(path, kBackendName, [&](std::ostream& out) {
+    out << "digraph host_graph {\n  node [shape=box];\n";
+    for (size_t i = 0; i < template_.size(); ++i) {
+      const Recording::Node& node = template_[i];
+      std::string label = fmt::format("{}: {}", i, node.op.name);
+      if (node.op.bytes > 0) label += fmt::format("\\n{} bytes", node.op.bytes);
+      label += fmt::format("\\nstream {}", node.stream);
+      out << fmt::format("  n{} [label=\"{}\"];\n", i, label);
+      for (size_t before : node.after) out << fmt::format("  n{} -> n{};\n", before, i);
+    }
+    out << "}\n";
+  });
 }
 
 GraphStats HostGraph::stats() const {

@@ -1,5 +1,7 @@
 // Internal: the host backend's objects (queue, stream, buffer, pools, graph, markers). Uses only
-// the SPI headers, so it doubles as the template a plugin author copies.
+// the SPI headers and their helpers (backend_support.hpp, steady_clock_markers.hpp,
+// pool_table.hpp), like a plugin; the teaching copies for plugin authors are the installed
+// examples (out_of_tree_backend, async_backend).
 #pragma once
 
 #include <condition_variable>
@@ -15,9 +17,11 @@
 #include <vector>
 
 #include "accgraph/backend.hpp"
+#include "accgraph/backend_support.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/pool_table.hpp"
 #include "accgraph/types.hpp"
+#include "accgraph/worker_queue.hpp"
 
 namespace accgraph::detail::host {
 
@@ -32,13 +36,6 @@ struct Operation {
   std::string name;   // "copy", "fill", "host_call", "delay", "wait", "marker", "replay ..."
   size_t bytes = 0;   // copy/fill size, shown in debug dumps
   std::function<void()> run;
-};
-
-/// Thrown by an operation that runs others (a replay) to name the inner operation that failed.
-struct OperationFailure : std::runtime_error {
-  OperationFailure(std::string operation_name, const std::string& what)
-      : std::runtime_error(what), operation(std::move(operation_name)) {}
-  std::string operation;
 };
 
 /// A one-shot signal between operations on different workers (an "event").
@@ -56,25 +53,23 @@ class Completion {
 class Recording;
 
 /// The native queue of the host backend (what native_handle() points to): operations run in
-/// order on one worker thread, asynchronously to the thread that enqueues them. While a capture
-/// is attached, enqueue() appends to the capture's Recording instead. Shared by the owning
+/// order on one worker thread (a WorkerQueue), asynchronously to the thread that enqueues them.
+/// While a capture is attached, enqueue() appends to the capture's Recording instead. Shared by the owning
 /// stream, wrapping streams and operations of other queues that wait for it.
 class HostQueue {
  public:
-  /// A new queue with its worker started, registered as live (see find_live).
+  /// A new queue with its worker started, registered in live_queues() (Note [Live handles]).
   static std::shared_ptr<HostQueue> create();
-  /// The live queue at `handle`, or nullptr when `handle` is not one (wrap_stream's check).
-  static std::shared_ptr<HostQueue> find_live(void* handle);
   ~HostQueue();
 
   uint64_t id() const noexcept { return id_; }
   void enqueue(Operation op);
   /// Operations submitted to the worker so far: a ticket wait_until() accepts.
-  uint64_t submitted() const;
-  void wait_until(uint64_t ticket);
+  uint64_t submitted() const { return worker_.ticket(); }
+  void wait_until(uint64_t ticket) { worker_.wait_until(ticket); }
   /// Waits for everything enqueued, then throws the first operation failure since the last
-  /// call as Error(BackendError) naming the operation.
-  void synchronize();
+  /// call as Error(BackendError) naming the operation (Note [First failure]).
+  void synchronize() { worker_.synchronize(); }
   /// Drains the queue, stops the worker and unregisters; later enqueues are InvalidState.
   void shutdown() noexcept;
 
@@ -83,20 +78,11 @@ class HostQueue {
 
  private:
   HostQueue();
-  void run_worker();
 
   const uint64_t id_;
-  mutable std::mutex mutex_;
-  std::condition_variable work_cv_;  // the worker waits for operations
-  std::condition_variable done_cv_;  // wait_until waits for completions
-  std::deque<Operation> pending_;
-  uint64_t submitted_ = 0;
-  uint64_t completed_ = 0;
-  bool stopping_ = false;
-  std::string failed_operation_;  // first failure since the last synchronize(), if any
-  std::string failure_message_;
+  mutable std::mutex mutex_;  // guards capture_
   std::shared_ptr<Recording> capture_;
-  std::thread worker_;
+  WorkerQueue worker_;  // runs what is not captured (accgraph/worker_queue.hpp)
 };
 
 /// The operations captured from one or more queues, in the order they were enqueued (a valid
@@ -118,7 +104,8 @@ class Recording {
   void merge(const std::shared_ptr<HostQueue>& waiter, uint64_t waited);
   /// Every queue that took part (to detach them at capture end).
   std::vector<std::shared_ptr<HostQueue>> queues();
-  /// "stream 4 (2 operations)" for each forked queue the origin never joined back; empty if none.
+  /// "stream 0x55d0c0ffee00 (2 operation(s))" (the queue's native handle) for each forked queue
+  /// the origin never joined back; empty if none.
   std::string unjoined();
   std::vector<Node> take_nodes();
 
@@ -140,10 +127,13 @@ class Recording {
 
 // --- streams ---------------------------------------------------------------------------------
 
+/// The live queues by native handle, for wrap_stream (Note [Live handles]).
+HandleTable<HostQueue>& live_queues();
+
 class HostStream final : public StreamImpl {
  public:
-  /// owned: the queue is shut down with this object; otherwise a non-owning wrapper.
-  HostStream(std::shared_ptr<HostQueue> queue, bool owned);
+  /// Owned: the queue is shut down with this object; Borrowed: a wrapper of another's queue.
+  HostStream(std::shared_ptr<HostQueue> queue, Ownership ownership);
   ~HostStream() override;
 
   int device() const override { return 0; }
@@ -160,27 +150,13 @@ class HostStream final : public StreamImpl {
 
  private:
   std::shared_ptr<HostQueue> queue_;
-  bool owned_;
+  Ownership ownership_;
 };
 
 /// The host stream behind `stream`, or Error(InvalidArgument) naming `operation`.
-HostStream& as_host_stream(StreamImpl& stream, const char* operation);
-
-// --- buffers ---------------------------------------------------------------------------------
-
-class HostBuffer final : public BufferImpl {
- public:
-  HostBuffer(size_t bytes, MemoryKind kind);
-  ~HostBuffer() override;
-  void* data() const override { return data_; }
-  size_t size() const override { return bytes_; }
-  MemoryKind kind() const override { return kind_; }
-
- private:
-  void* data_;
-  size_t bytes_;
-  MemoryKind kind_;
-};
+inline HostStream& as_host_stream(StreamImpl& stream, const char* operation) {
+  return stream_cast<HostStream>(stream, kBackendName, operation);
+}
 
 // --- pools -----------------------------------------------------------------------------------
 
@@ -190,13 +166,13 @@ struct PoolState {
   PoolId id;
 };
 
-using PoolRegistry = PoolTable<PoolState>;
+using Pools = PoolTable<PoolState>;
 
 // --- graphs ----------------------------------------------------------------------------------
 
 class HostGraph final : public GraphImplInterface {
  public:
-  HostGraph(PoolRegistry& pools, const GraphArgs& args);
+  HostGraph(Pools& pools, const GraphArgs& args);
   ~HostGraph() override;
 
   void capture_begin(StreamImpl& stream, PoolId pool, CaptureMode mode) override;
@@ -212,9 +188,8 @@ class HostGraph final : public GraphImplInterface {
  private:
   void detach_capture() noexcept;
 
-  PoolRegistry& pools_;
+  Pools& pools_;
   GraphArgs args_;
-  const uint64_t number_;  // names the graph in operation names and dumps
   bool debug_ = false;
   std::shared_ptr<Recording> recording_;  // while capturing
   std::vector<Recording::Node> template_; // after capture_end (kept for keep_graph/debug)
@@ -229,6 +204,7 @@ class HostGraph final : public GraphImplInterface {
 
 // --- markers ---------------------------------------------------------------------------------
 
-std::unique_ptr<TimestampMarkers> make_steady_clock_markers(size_t ring_depth);
+/// steady_clock markers (accgraph/steady_clock_markers.hpp) run by the streams' workers.
+std::unique_ptr<TimestampMarkers> make_markers(size_t ring_depth);
 
 }  // namespace accgraph::detail::host

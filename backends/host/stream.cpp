@@ -28,78 +28,25 @@ void Completion::wait() {
 
 // --- HostQueue ---------------------------------------------------------------------------------
 
-namespace {
-
-// The live queues, so wrap_stream can refuse a pointer that is not one (a native handle is a
-// void*: without this a wrong pointer would be dereferenced).
-struct LiveQueues {
-  std::mutex mutex;
-  std::map<const void*, std::weak_ptr<HostQueue>> queues;
-};
-
-LiveQueues& live_queues() {
-  static LiveQueues* live = new LiveQueues;  // leaked: queues may shut down during static exit
+HandleTable<HostQueue>& live_queues() {
+  // Leaked: queues may shut down during static destruction.
+  static auto* live = new HandleTable<HostQueue>(kBackendName);
   return *live;
 }
 
+namespace {
 std::atomic<uint64_t> next_queue_id{1};
-
 }  // namespace
 
-HostQueue::HostQueue() : id_(next_queue_id.fetch_add(1)) {}
+HostQueue::HostQueue() : id_(next_queue_id.fetch_add(1)), worker_(kBackendName, this) {}
 
 std::shared_ptr<HostQueue> HostQueue::create() {
   std::shared_ptr<HostQueue> queue(new HostQueue());
-  queue->worker_ = std::thread([raw = queue.get()] { raw->run_worker(); });
-  LiveQueues& live = live_queues();
-  std::lock_guard<std::mutex> lock(live.mutex);
-  live.queues[queue.get()] = queue;
+  live_queues().insert(queue.get(), queue);
   return queue;
 }
 
-std::shared_ptr<HostQueue> HostQueue::find_live(void* handle) {
-  LiveQueues& live = live_queues();
-  std::lock_guard<std::mutex> lock(live.mutex);
-  auto it = live.queues.find(handle);
-  return it == live.queues.end() ? nullptr : it->second.lock();
-}
-
 HostQueue::~HostQueue() { shutdown(); }
-
-void HostQueue::run_worker() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  for (;;) {
-    work_cv_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
-    if (pending_.empty()) return;  // stopping, and everything enqueued has run
-    Operation op = std::move(pending_.front());
-    pending_.pop_front();
-    lock.unlock();
-    std::string failed, message;
-    try {
-      op.run();
-    } catch (const OperationFailure& f) {
-      failed = f.operation;
-      message = f.what();
-    } catch (const std::exception& e) {
-      failed = op.name;
-      message = e.what();
-    } catch (...) {
-      failed = op.name;
-      message = "a non-standard exception";
-    }
-    // The closure may hold the last reference to another queue: release it unlocked.
-    op = Operation{};
-    lock.lock();
-    // Later operations still run (a device does not stop its queue either); synchronize()
-    // reports the first failure.
-    if (!failed.empty() && failed_operation_.empty()) {
-      failed_operation_ = std::move(failed);
-      failure_message_ = std::move(message);
-    }
-    ++completed_;
-    done_cv_.notify_all();
-  }
-}
 
 void HostQueue::enqueue(Operation op) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -107,70 +54,12 @@ void HostQueue::enqueue(Operation op) {
     capture_->append(id_, std::move(op));
     return;
   }
-  if (stopping_)
-    throw Error(ErrorCode::InvalidState,
-                fmt::format("{}: host queue {} was destroyed with the stream that owned it: a "
-                            "wrapped stream must not outlive the stream it wraps",
-                            op.name, id_),
-                kBackendName);
-  pending_.push_back(std::move(op));
-  ++submitted_;
-  work_cv_.notify_one();
-}
-
-uint64_t HostQueue::submitted() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return submitted_;
-}
-
-void HostQueue::wait_until(uint64_t ticket) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_cv_.wait(lock, [&] { return completed_ >= ticket; });
-}
-
-void HostQueue::synchronize() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  const uint64_t ticket = submitted_;
-  done_cv_.wait(lock, [&] { return completed_ >= ticket; });
-  if (failed_operation_.empty()) return;
-  std::string operation = std::move(failed_operation_);
-  std::string message = std::move(failure_message_);
-  failed_operation_.clear();
-  failure_message_.clear();
-  lock.unlock();
-  throw Error(ErrorCode::BackendError,
-              fmt::format("operation '{}' on host stream {} failed: {} (synchronize() reports the "
-                          "first failure since the previous synchronize(); later work still ran)",
-                          operation, id_, message),
-              kBackendName);
+  worker_.push(std::move(op.name), std::move(op.run));
 }
 
 void HostQueue::shutdown() noexcept {
-  {
-    LiveQueues& live = live_queues();
-    std::lock_guard<std::mutex> lock(live.mutex);
-    live.queues.erase(this);
-  }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  work_cv_.notify_all();
-  if (worker_.joinable()) {
-    // The last reference can be dropped by an operation of this very queue (a wrapper's
-    // wait_for on its own queue is a no-op, but be safe): joining would deadlock.
-    if (worker_.get_id() == std::this_thread::get_id())
-      worker_.detach();
-    else
-      worker_.join();
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!failed_operation_.empty()) {
-    log(LogLevel::Warning,
-        fmt::format("host stream {} destroyed with an unreported failure of '{}': {}", id_,
-                    failed_operation_, failure_message_));
-    failed_operation_.clear();
-  }
+  live_queues().erase(this);
+  worker_.stop();
 }
 
 std::shared_ptr<Recording> HostQueue::capture() const {
@@ -230,9 +119,10 @@ std::string Recording::unjoined() {
     if (id == origin_) continue;
     auto seen = origin.seen.find(id);
     size_t joined = seen == origin.seen.end() ? 0 : seen->second;
+    // Named by native_handle(), the name users can compare: the queue id is private.
     if (c.recorded > joined)
-      text += fmt::format("{}stream {} ({} operation(s))", text.empty() ? "" : ", ", id,
-                          c.recorded - joined);
+      text += fmt::format("{}stream {} ({} operation(s))", text.empty() ? "" : ", ",
+                          fmt::ptr(c.queue.lock().get()), c.recorded - joined);
   }
   return text;
 }
@@ -244,12 +134,12 @@ std::vector<Recording::Node> Recording::take_nodes() {
 
 // --- HostStream --------------------------------------------------------------------------------
 
-HostStream::HostStream(std::shared_ptr<HostQueue> queue, bool owned)
-    : queue_(std::move(queue)), owned_(owned) {}
+HostStream::HostStream(std::shared_ptr<HostQueue> queue, Ownership ownership)
+    : queue_(std::move(queue)), ownership_(ownership) {}
 
 HostStream::~HostStream() {
   // Like cudaStreamDestroy: work already enqueued still runs (shutdown drains the queue).
-  if (owned_) queue_->shutdown();
+  if (ownership_ == Ownership::Owned) queue_->shutdown();
 }
 
 void HostStream::copy(void* dst, const void* src, size_t bytes) {
@@ -266,21 +156,8 @@ void HostStream::host_call(std::function<void()> fn) {
 }
 
 void HostStream::delay(std::chrono::nanoseconds duration) {
-  queue_->enqueue({"delay", 0, [duration] {
-                     // Sleep through most of a long delay (the machine's cores are shared),
-                     // then spin on steady_clock for the precise end: "at least `duration`".
-                     using clock = std::chrono::steady_clock;
-                     // Saturating: Stream::delay bounds `duration`, but a caller of the SPI
-                     // may not have, and now + nanoseconds::max() overflows (audit 2.25).
-                     const auto now = clock::now();
-                     const auto deadline = duration < clock::time_point::max() - now
-                                               ? now + duration
-                                               : clock::time_point::max();
-                     constexpr auto kSpinTail = std::chrono::microseconds(200);
-                     if (duration > 2 * kSpinTail) std::this_thread::sleep_until(deadline - kSpinTail);
-                     while (clock::now() < deadline) {
-                     }
-                   }});
+  // Saturating for any duration (audit 2.25): a caller of the SPI may not bound it.
+  queue_->enqueue({"delay", 0, [duration] { delay_on_this_thread(duration); }});
 }
 
 void HostStream::wait_for(StreamImpl& other_impl) {
@@ -320,16 +197,5 @@ void HostStream::synchronize() {
 }
 
 bool HostStream::is_capturing() const { return queue_->capture() != nullptr; }
-
-HostStream& as_host_stream(StreamImpl& stream, const char* operation) {
-  auto* host = dynamic_cast<HostStream*>(&stream);
-  if (host == nullptr)
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("{}: the stream does not belong to the host backend: pass a stream "
-                            "from Stream::create(\"host\")",
-                            operation),
-                kBackendName);
-  return *host;
-}
 
 }  // namespace accgraph::detail::host

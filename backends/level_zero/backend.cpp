@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "accgraph/plugin.hpp"
-#include "accgraph/registry.hpp"  // accgraph::priority
+#include "accgraph/plugin.hpp"  // ACCGRAPH_DEFINE_PLUGIN and accgraph::priority
+#include "accgraph/version.hpp"
 #include "level_zero_backend.hpp"
 
 namespace accgraph::detail::level_zero {
@@ -323,7 +323,7 @@ class ZeBackend final : public Backend {
     DeviceState& state = device_state(device, "create_stream");
     ze_command_list_handle_t list = create_immediate_list(*runtime_, state);
     try {
-      return std::make_unique<ZeStream>(runtime_, state, list, /*owned=*/true);
+      return std::make_unique<ZeStream>(runtime_, state, list, Ownership::Owned);
     } catch (...) {
       ACCGRAPH_ZE_LOG(zeCommandListDestroy(list), "create_stream: cleaning up");
       throw;
@@ -345,7 +345,7 @@ class ZeBackend final : public Backend {
                               "device {}, not device {}: wrap it with device {}",
                               native_handle, owner->device.index, device, owner->device.index),
                   kBackendName);
-    return std::make_unique<ZeStream>(runtime_, state, list, /*owned=*/false, std::move(owner));
+    return std::make_unique<ZeStream>(runtime_, state, list, Ownership::Borrowed, std::move(owner));
   }
 
   std::unique_ptr<BufferImpl> allocate(int device, size_t bytes, MemoryKind kind) override {
@@ -366,12 +366,8 @@ class ZeBackend final : public Backend {
 
  private:
   DeviceState& device_state(int device, const char* operation) const {
-    if (device < 0 || static_cast<size_t>(device) >= runtime_->devices.size())
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("{}: device {} does not exist: level_zero has {} device(s)",
-                              operation, device, runtime_->devices.size()),
-                  kBackendName);
-    return *runtime_->devices[static_cast<size_t>(device)];
+    return *runtime_->devices[check_device_index(device, runtime_->devices.size(), kBackendName,
+                                                 operation)];
   }
 
   std::shared_ptr<Runtime> runtime_;
@@ -423,5 +419,5 @@ std::unique_ptr<Backend> make_level_zero_backend() { return std::make_unique<ZeB
 
 }  // namespace accgraph::detail::level_zero
 
-ACCGRAPH_DEFINE_PLUGIN("level_zero", accgraph::priority::normal, "0.2.0",
+ACCGRAPH_DEFINE_PLUGIN("level_zero", accgraph::priority::normal, ACCGRAPH_VERSION_STRING,
                        accgraph::detail::level_zero::make_level_zero_backend())

@@ -200,20 +200,15 @@ class ZeGraph final : public GraphImplInterface {
       return;
     }
     // The command-list path (or a driver without a dump entry point): the recorded operations.
-    std::ofstream out(path);
-    if (!out)
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("debug_dump: cannot open '{}' for writing: check that the "
-                              "directory exists and is writable",
-                              path),
-                  kBackendName);
-    out << fmt::format("digraph level_zero_graph {{\n  label=\"level_zero graph ({})\";\n",
-                       to_string(path_));
-    for (size_t i = 0; i < operations_.size(); ++i) {
-      out << fmt::format("  n{} [shape=box, label=\"{}\"];\n", i, operations_[i]);
-      if (i > 0) out << fmt::format("  n{} -> n{};\n", i - 1, i);
-    }
-    out << "}\n";
+    write_debug_dump(path, kBackendName, [&](std::ostream& out) {
+      out << fmt::format("digraph level_zero_graph {{\n  label=\"level_zero graph ({})\";\n",
+                         to_string(path_));
+      for (size_t i = 0; i < operations_.size(); ++i) {
+        out << fmt::format("  n{} [shape=box, label=\"{}\"];\n", i, operations_[i]);
+        if (i > 0) out << fmt::format("  n{} -> n{};\n", i - 1, i);
+      }
+      out << "}\n";
+    });
   }
 
   GraphStats stats() const override {
@@ -227,13 +222,7 @@ class ZeGraph final : public GraphImplInterface {
   void prepare_command_list_path(DeviceState& device) {
     if (!bracket_) bracket_ = std::make_unique<EventSet>(*runtime_, 2, "capture_begin: creating events");
     if (queue_ != nullptr) return;
-    ze_command_queue_desc_t desc{ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC,
-                                 nullptr,
-                                 device.compute_ordinal,
-                                 0,
-                                 device.in_order_flags ? kCommandQueueFlagInOrder : 0u,
-                                 ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
-                                 ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
+    const ze_command_queue_desc_t desc = compute_queue_desc(device);
     ACCGRAPH_ZE_CHECK(zeCommandQueueCreate(runtime_->context, device.handle, &desc, &queue_),
                       "capture_begin: creating the replay queue");
   }

@@ -12,6 +12,7 @@
 #include <level_zero/ze_api.h>
 
 #include "accgraph/backend.hpp"
+#include "accgraph/backend_support.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/types.hpp"
 #include "ze_support.hpp"
@@ -54,8 +55,7 @@ struct Runtime {
 
   /// The immediate lists accgraph created (Stream::create), each with the stream that owns it;
   /// an entry is removed before its list is destroyed. See Note [Wrapped lists] in stream.cpp.
-  std::mutex lists_mutex;
-  std::unordered_map<ze_command_list_handle_t, std::weak_ptr<StreamCore>> created_lists;
+  HandleTable<StreamCore> created_lists{kBackendName};
 
   ~Runtime();
 };
@@ -90,7 +90,7 @@ struct StreamCore {
   /// `list_owner`: for a stream that wraps a list another accgraph stream created, that
   /// stream's core (Note [Wrapped lists] in stream.cpp); null otherwise.
   StreamCore(std::shared_ptr<Runtime> runtime, DeviceState& device, ze_command_list_handle_t list,
-             bool owned, std::shared_ptr<StreamCore> list_owner = nullptr);
+             Ownership ownership, std::shared_ptr<StreamCore> list_owner = nullptr);
   ~StreamCore();
 
   /// Call before an operation touches `list`: for a stream that wraps another accgraph
@@ -117,7 +117,7 @@ struct StreamCore {
   std::shared_ptr<Runtime> runtime;
   DeviceState& device;
   ze_command_list_handle_t list;  ///< the immediate list (owned or wrapped)
-  bool owned;
+  Ownership ownership;
   bool wraps_accgraph_list;             ///< list_owner was given
   std::weak_ptr<StreamCore> list_owner;  ///< see keep_list_alive
   std::mutex mutex;
@@ -134,7 +134,7 @@ class ZeStream final : public StreamImpl {
   /// An owned stream (its list is recorded in Runtime::created_lists), or a wrapper of `list`
   /// (Backend::wrap_stream finds the list's owner, if accgraph created it).
   ZeStream(std::shared_ptr<Runtime> runtime, DeviceState& device, ze_command_list_handle_t list,
-           bool owned, std::shared_ptr<StreamCore> list_owner = nullptr);
+           Ownership ownership, std::shared_ptr<StreamCore> list_owner = nullptr);
   ~ZeStream() override;
 
   int device() const override { return core_->device.index; }
@@ -152,11 +152,17 @@ class ZeStream final : public StreamImpl {
   std::shared_ptr<StreamCore> core_;
 };
 
-ZeStream& as_ze_stream(StreamImpl& stream, const char* operation);
+/// The level_zero stream behind `stream`, or Error(InvalidArgument) naming `operation`.
+inline ZeStream& as_ze_stream(StreamImpl& stream, const char* operation) {
+  return stream_cast<ZeStream>(stream, kBackendName, operation);
+}
 
 /// For Backend::wrap_stream: the core of the live accgraph stream that created `list`, null
 /// for a list accgraph did not create; Error(InvalidState) when that stream is being destroyed.
 std::shared_ptr<StreamCore> find_list_owner(Runtime& runtime, ze_command_list_handle_t list);
+
+/// An asynchronous queue on `device`'s compute group, in-order where the driver allows.
+ze_command_queue_desc_t compute_queue_desc(const DeviceState& device);
 
 /// Creates an immediate list on `device` (in-order where the driver allows).
 ze_command_list_handle_t create_immediate_list(const Runtime& runtime, DeviceState& device);

@@ -22,14 +22,18 @@ constexpr uint32_t kJoinSlots = 16;
 // Debian 1.4 headers, so declared in ze_support.hpp). A driver that refuses the flag gets lists
 // without it, and the backend appends a barrier after each operation instead
 // (StreamCore::order_after_append).
+ze_command_queue_desc_t compute_queue_desc(const DeviceState& device) {
+  return {ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC,
+          nullptr,
+          device.compute_ordinal,
+          0,
+          device.in_order_flags ? kCommandQueueFlagInOrder : 0u,
+          ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
+          ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
+}
+
 ze_command_list_handle_t create_immediate_list(const Runtime& runtime, DeviceState& device) {
-  ze_command_queue_desc_t desc{ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC,
-                               nullptr,
-                               device.compute_ordinal,
-                               0,
-                               device.in_order_flags ? kCommandQueueFlagInOrder : 0u,
-                               ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
-                               ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
+  ze_command_queue_desc_t desc = compute_queue_desc(device);
   ze_command_list_handle_t list = nullptr;
   ze_result_t result = zeCommandListCreateImmediate(runtime.context, device.handle, &desc, &list);
   if (result != ZE_RESULT_SUCCESS && desc.flags != 0) {
@@ -58,12 +62,12 @@ ze_command_list_handle_t create_immediate_list(const Runtime& runtime, DeviceSta
 // operation runs. A list the application created itself (not in the table) stays the
 // application's to keep alive for as long as the wrapper is used, as with any native handle.
 StreamCore::StreamCore(std::shared_ptr<Runtime> runtime_in, DeviceState& device_in,
-                       ze_command_list_handle_t list_in, bool owned_in,
+                       ze_command_list_handle_t list_in, Ownership ownership_in,
                        std::shared_ptr<StreamCore> list_owner_in)
     : runtime(std::move(runtime_in)),
       device(device_in),
       list(list_in),
-      owned(owned_in),
+      ownership(ownership_in),
       wraps_accgraph_list(list_owner_in != nullptr),
       list_owner(list_owner_in),
       events(*runtime, 1 + 2 * kJoinSlots, "creating a stream's events"),
@@ -82,11 +86,8 @@ StreamCore::~StreamCore() {
                                          e.what()));
     }
   }
-  if (owned) {
-    {
-      std::lock_guard<std::mutex> lock(runtime->lists_mutex);
-      runtime->created_lists.erase(list);
-    }
+  if (ownership == Ownership::Owned) {
+    runtime->created_lists.erase(list);
     ACCGRAPH_ZE_LOG(zeCommandListDestroy(list), "destroying a stream's immediate list");
   }
 }
@@ -111,10 +112,9 @@ bool StreamCore::list_destroyed() const noexcept {
 }
 
 std::shared_ptr<StreamCore> find_list_owner(Runtime& runtime, ze_command_list_handle_t list) {
-  std::lock_guard<std::mutex> lock(runtime.lists_mutex);
-  auto it = runtime.created_lists.find(list);
-  if (it == runtime.created_lists.end()) return nullptr;  // the application's own list
-  std::shared_ptr<StreamCore> owner = it->second.lock();
+  HandleTable<StreamCore>::Lookup found = runtime.created_lists.find(list);
+  if (!found.registered) return nullptr;  // the application's own list
+  std::shared_ptr<StreamCore> owner = std::move(found.object);
   if (!owner)
     throw Error(ErrorCode::InvalidState,
                 fmt::format("wrap_stream: command list {} belongs to a level_zero stream that is "
@@ -174,16 +174,15 @@ void StreamCore::wait_for(StreamCore& other) {
 // --- ZeStream --------------------------------------------------------------------------------
 
 ZeStream::ZeStream(std::shared_ptr<Runtime> runtime, DeviceState& device,
-                   ze_command_list_handle_t list, bool owned,
+                   ze_command_list_handle_t list, Ownership ownership,
                    std::shared_ptr<StreamCore> list_owner)
-    : core_(std::make_shared<StreamCore>(std::move(runtime), device, list, owned,
+    : core_(std::make_shared<StreamCore>(std::move(runtime), device, list, ownership,
                                          std::move(list_owner))) {
-  if (!owned) return;
+  if (ownership == Ownership::Borrowed) return;
   try {
-    std::lock_guard<std::mutex> lock(core_->runtime->lists_mutex);
-    core_->runtime->created_lists[list] = core_;
+    core_->runtime->created_lists.insert(list, core_);
   } catch (...) {
-    core_->owned = false;  // the caller destroys the list it created
+    core_->ownership = Ownership::Borrowed;  // the caller destroys the list it created
     throw;
   }
 }
@@ -257,17 +256,6 @@ void ZeStream::synchronize() { core_->synchronize(); }
 bool ZeStream::is_capturing() const {
   std::lock_guard<std::mutex> lock(core_->mutex);
   return core_->capture != StreamCapture::None;
-}
-
-ZeStream& as_ze_stream(StreamImpl& stream, const char* operation) {
-  auto* ze = dynamic_cast<ZeStream*>(&stream);
-  if (ze == nullptr)
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("{}: the stream is not a level_zero stream: create it with "
-                            "Stream::create(\"level_zero\")",
-                            operation),
-                kBackendName);
-  return *ze;
 }
 
 }  // namespace accgraph::detail::level_zero

@@ -114,42 +114,13 @@ ErrorCode error_code_for(ze_result_t result) noexcept {
   }
 }
 
-std::string call_name(std::string_view expression) {
-  size_t paren = expression.find('(');
-  std::string_view name = expression.substr(0, paren);
-  while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
-  // "api.begin_capture" or "::zeFoo": keep the last component.
-  size_t start = name.find_last_of(".:>");
-  if (start != std::string_view::npos) name.remove_prefix(start + 1);
-  return std::string(name);
-}
-
-Error make_error(ze_result_t result, std::string_view call, std::string_view what,
-                 std::string_view advice) {
-  std::string name = result_name(result);
-  std::string_view meaning = result_meaning(result);
-  std::string message =
-      fmt::format("{}: {} failed with {}{}{}{}{}", what, call, name,
-                  meaning.empty() ? "" : " (", meaning, meaning.empty() ? "" : ")",
-                  advice.empty() ? std::string() : fmt::format(": {}", advice));
-  return Error(error_code_for(result), std::move(message), kBackendName, std::string(call),
-               std::move(name));
-}
-
-void throw_error(ze_result_t result, std::string_view call, std::string_view what,
-                 std::string_view advice) {
-  throw make_error(result, call, what, advice);
-}
-
-void log_failure(ze_result_t result, std::string_view call, std::string_view what) noexcept {
-  try {
-    log(LogLevel::Warning,
-        fmt::format("{}: {}", kBackendName, make_error(result, call, what).message()));
-  } catch (...) {
-  }
-}
-
 // --- timer -----------------------------------------------------------------------------------
+
+namespace {
+// 128-bit intermediates keep tick conversions exact; __extension__ marks the GCC/Clang type as
+// intended under -Wpedantic.
+__extension__ typedef unsigned __int128 Wide;
+}  // namespace
 
 TickConverter::TickConverter(uint64_t numerator, uint64_t denominator, uint32_t valid_bits) noexcept
     : ns_numerator_(numerator),
@@ -169,7 +140,7 @@ uint64_t TickConverter::mask() const noexcept {
 }
 
 uint64_t TickConverter::ticks_to_ns(uint64_t ticks) const noexcept {
-  unsigned __int128 ns = static_cast<unsigned __int128>(ticks) * ns_numerator_ / ns_denominator_;
+  Wide ns = static_cast<Wide>(ticks) * ns_numerator_ / ns_denominator_;
   return ns > ~uint64_t{0} ? ~uint64_t{0} : static_cast<uint64_t>(ns);
 }
 
@@ -189,8 +160,8 @@ uint64_t TickConverter::period_ns() const noexcept {
 
 bool TickConverter::window_is_unambiguous(uint64_t window_ns) const noexcept {
   constexpr uint64_t kFixedMarginNs = 50'000;
-  const unsigned __int128 needed =
-      static_cast<unsigned __int128>(window_ns) + window_ns / 64 + kFixedMarginNs;
+  const Wide needed =
+      static_cast<Wide>(window_ns) + window_ns / 64 + kFixedMarginNs;
   return needed < period_ns();
 }
 

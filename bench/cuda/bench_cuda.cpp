@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -15,7 +16,10 @@
 #include <nlohmann/json.hpp>
 
 #include "accgraph/accgraph.hpp"
+#include "../common/timing_v2.hpp"
 #include "cuda_test_kernels.hpp"
+#include "../../core/hooks_internal.hpp"
+#include "../../core/stream_state.hpp"
 
 using namespace accgraph;
 using Clock = std::chrono::steady_clock;
@@ -118,7 +122,7 @@ TimedGraph make_graph(Stream& s, int regions, const std::string& strategy,
     // A sink that holds each report, so (c) measures "completion -> report in a user's hands",
     // not only the statistics.
     t.profiler->add_sink([seen = t.regions_in_last_report](const timing::ReplayReport& report) {
-      *seen = report.regions.size();
+      *seen = report.size();
     });
     t.profiler->attach(*t.graph);
   }
@@ -157,7 +161,7 @@ void bench_timed_replay() {
     std::vector<TimedGraph> graphs;
     for (const std::string& variant : kVariants) {
       timing::ProfilerOptions options;
-      options.keep_reports = false;
+      options.keep_reports = 0;
       graphs.push_back(make_graph(s, regions, variant,
                                   [&] { check(accgraph_test::launch_empty(native(s)), "empty"); },
                                   options));
@@ -227,17 +231,17 @@ void bench_timed_replay() {
       auto markers = backend("cuda").create_markers(0, MarkerOptions{strategy, 2});
       AcceleratorGraph g("cuda");
       g.capture_begin(s);
-      markers->begin_sequence(s.impl());
+      markers->begin_sequence(detail::StreamAccess::impl(s));
       for (uint32_t m = 0; m <= 1000; ++m) {
-        markers->record(s.impl(), m);
+        markers->record(detail::StreamAccess::impl(s), m);
         check(accgraph_test::launch_empty(native(s)), "empty");
       }
-      markers->end_sequence(s.impl());
+      markers->end_sequence(detail::StreamAccess::impl(s));
       g.capture_end();
       std::vector<double> reads;
       std::vector<uint64_t> times(1001);  // the caller's buffer, reused as the profiler does
       for (uint64_t seq = 0; seq < 20; ++seq) {
-        markers->before_launch(g.impl(), s.impl(), seq);
+        markers->before_launch(detail::GraphAccess::impl(g), detail::StreamAccess::impl(s), seq);
         g.replay();
         markers->wait(seq);
         auto t0 = Clock::now();
@@ -271,7 +275,7 @@ void bench_pipelined() {
   std::vector<TimedGraph> graphs;
   for (const std::string& variant : kVariants) {
     timing::ProfilerOptions options;
-    options.keep_reports = true;
+    options.keep_reports = timing::KeepReports::all();
     graphs.push_back(make_graph(s, 10, variant, [&] {
       check(accgraph_test::launch_timed_spin(native(s), 10000, scratch), "spin");
     }, options));
@@ -324,13 +328,13 @@ void bench_accuracy() {
     for (uint64_t us : {2, 10, 100}) {
       timing::ProfilerOptions options;
       options.delivery = timing::Delivery::Immediate;  // each report is read before the next replay
-      options.keep_reports = false;
+      options.keep_reports = 0;
       std::vector<double> errors, measured, real;
       TimedGraph t = make_graph(s, 1, variant, [&] {
         check(accgraph_test::launch_timed_spin(native(s), us * 1000, truth), "spin");
       }, options);
       double last = 0;
-      t.profiler->add_sink([&](const timing::ReplayReport& r) { last = static_cast<double>(r.regions[0].duration_ns); });
+      t.profiler->add_sink([&](const timing::ReplayReport& r) { last = static_cast<double>(r.region(0).duration_ns); });
       for (int i = 0; i < 51; ++i) {
         t.graph->replay();
         s.synchronize();
@@ -357,8 +361,11 @@ void bench_accuracy() {
 
 int main(int argc, char** argv) {
   std::string json_path;
+  size_t memory_replays = 100'000;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json_path = argv[++i];
+    if (std::strcmp(argv[i], "--memory-replays") == 0 && i + 1 < argc)
+      memory_replays = std::strtoull(argv[++i], nullptr, 10);
   }
   try {
     Backend& b = backend("cuda");
@@ -377,6 +384,20 @@ int main(int argc, char** argv) {
     bench_timed_replay();
     bench_pipelined();
     bench_accuracy();
+    row("");
+    row("(v2) timing layer v2 (issue 8), device_timestamps, each figure against its baseline in this run");
+    const auto v2 = accgraph_bench::bench_timing_v2(
+        "cuda", "device_timestamps",
+        [](Stream& s) { check(accgraph_test::launch_empty(native(s)), "empty"); }, memory_replays,
+        [](const std::string& line) { row(line); });
+    results["v2"] = {{"collect_stats_on_us", v2.collect_stats_on_us},
+                     {"collect_stats_off_us", v2.collect_stats_off_us},
+                     {"raw_markers_host_ns", v2.raw_markers_host_ns},
+                     {"profiler_host_ns", v2.profiler_host_ns},
+                     {"untimed_host_ns", v2.untimed_host_ns},
+                     {"untimed_with_profiler_host_ns", v2.untimed_with_profiler_host_ns},
+                     {"rss_growth_mib", v2.rss_growth_mib},
+                     {"memory_replays", v2.memory_replays}};
   } catch (const Error& e) {
     std::fprintf(stderr, "accgraph-bench-cuda: %s\n", e.what());
     return e.code() == ErrorCode::Unavailable ? 77 : 1;

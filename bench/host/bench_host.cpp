@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "accgraph/accgraph.hpp"
+#include "../common/timing_v2.hpp"
 
 namespace {
 
@@ -123,7 +124,7 @@ void bench_timed_replay() {
       if (timed) {
         timing::ProfilerOptions options;
         options.delivery = delivery;
-        options.keep_reports = false;
+        options.keep_reports = 0;
         v.profiler = std::make_unique<timing::Profiler>(options);
         v.profiler->attach(*v.graph);
       }
@@ -223,7 +224,7 @@ std::string valid_utf8(std::string_view text) {
 
 struct TraceEvent {
   const ReplayReport* report;
-  const RegionTiming* region;
+  RegionTiming region;  // made on demand from the report (48 bytes)
   size_t order;
   const TraceEvent* parent = nullptr;
   int lane = -1;
@@ -231,8 +232,8 @@ struct TraceEvent {
 
 void assign_lanes(std::vector<TraceEvent*>& events) {
   std::sort(events.begin(), events.end(), [](const TraceEvent* a, const TraceEvent* b) {
-    return std::make_tuple(a->region->start_ns, ~a->region->end_ns, a->region->depth, a->order) <
-           std::make_tuple(b->region->start_ns, ~b->region->end_ns, b->region->depth, b->order);
+    return std::make_tuple(a->region.start_ns, ~a->region.end_ns, a->region.depth(), a->order) <
+           std::make_tuple(b->region.start_ns, ~b->region.end_ns, b->region.depth(), b->order);
   });
   std::vector<std::vector<const RegionTiming*>> lanes;
   auto fits = [&](size_t lane, const RegionTiming& r) {
@@ -242,7 +243,7 @@ void assign_lanes(std::vector<TraceEvent*>& events) {
     return open.empty() || r.end_ns <= open.back()->end_ns;
   };
   for (TraceEvent* event : events) {
-    const RegionTiming& r = *event->region;
+    const RegionTiming& r = event->region;
     size_t lane = 0;
     if (event->parent != nullptr && event->parent->lane >= 0 &&
         fits(static_cast<size_t>(event->parent->lane), r)) {
@@ -263,20 +264,20 @@ void write_chrome_trace_document_reference(std::ostream& out,
   using namespace reference;
   std::vector<TraceEvent> events;
   size_t total = 0;
-  for (const ReplayReport& r : reports) total += r.regions.size();
+  for (const ReplayReport& r : reports) total += r.size();
   events.reserve(total);
   uint64_t origin = std::numeric_limits<uint64_t>::max();
   for (const ReplayReport& r : reports) {
     const size_t first = events.size();
-    for (const RegionTiming& t : r.regions) {
-      events.push_back({&r, &t, events.size()});
+    for (const RegionTiming& t : r.regions()) {
+      events.push_back({&r, t, events.size()});
       if (t.measurable) origin = std::min(origin, t.start_ns);
     }
     for (size_t i = first; i < events.size(); ++i) {
-      int parent = events[i].region->parent;
-      if (parent >= 0 && static_cast<size_t>(parent) < r.regions.size() &&
-          r.regions[parent].stream_id == events[i].region->stream_id &&
-          r.regions[parent].measurable)
+      int parent = events[i].region.parent();
+      if (parent >= 0 && static_cast<size_t>(parent) < r.size() &&
+          r.region(parent).stream_id() == events[i].region.stream_id() &&
+          r.region(parent).measurable)
         events[i].parent = &events[first + static_cast<size_t>(parent)];
     }
   }
@@ -286,16 +287,16 @@ void write_chrome_trace_document_reference(std::ostream& out,
   std::map<ProcessKey, std::string> process_names;
   std::map<std::pair<int, uint64_t>, std::vector<TraceEvent*>> by_stream;
   for (TraceEvent& e : events) {
-    ProcessKey key{e.report->backend, e.report->device};
+    ProcessKey key{e.report->backend(), e.report->device()};
     auto [it, inserted] = pids.emplace(key, 0);
     if (inserted) {
       it->second = static_cast<int>(pids.size());
       process_names[key] = valid_utf8(
-          e.report->device_name.empty()
+          e.report->device_name().empty()
               ? fmt::format("{} device {}", key.first, key.second)
-              : fmt::format("{} device {} ({})", key.first, key.second, e.report->device_name));
+              : fmt::format("{} device {} ({})", key.first, key.second, e.report->device_name()));
     }
-    if (e.region->measurable) by_stream[{it->second, e.region->stream_id}].push_back(&e);
+    if (e.region.measurable) by_stream[{it->second, e.region.stream_id()}].push_back(&e);
   }
 
   nlohmann::json trace_events = nlohmann::json::array();
@@ -329,16 +330,16 @@ void write_chrome_trace_document_reference(std::ostream& out,
                               {"args", {{"sort_index", first_tid + lane}}}});
     }
     for (const TraceEvent* e : stream_events) {
-      const RegionTiming& t = *e->region;
+      const RegionTiming& t = e->region;
       nlohmann::json args = nlohmann::json::object();
-      for (const auto& [k, v] : t.metadata) args[valid_utf8(k)] = valid_utf8(v);
-      args["path"] = valid_utf8(t.path);
-      args["graph_id"] = e->report->graph_id;
-      args["replay_index"] = e->report->replay_index;
+      for (const auto& [k, v] : t.metadata()) args[valid_utf8(k)] = valid_utf8(v);
+      args["path"] = valid_utf8(t.path());
+      args["graph_id"] = e->report->graph_id();
+      args["replay_index"] = e->report->replay_index();
       trace_events.push_back(
-          {{"name", valid_utf8(t.name)},
-           {"cat", e->report->graph_id == 0 ? std::string("eager")
-                                            : fmt::format("graph {}", e->report->graph_id)},
+          {{"name", valid_utf8(t.name())},
+           {"cat", e->report->graph_id() == 0 ? std::string("eager")
+                                            : fmt::format("graph {}", e->report->graph_id())},
            {"ph", "X"},
            {"ts", static_cast<double>(t.start_ns - origin) / 1000.0},
            {"dur", static_cast<double>(t.duration_ns) / 1000.0},
@@ -356,42 +357,52 @@ void write_chrome_trace_document_reference(std::ostream& out,
 // streams, each 20 blocks of 1 + 4 nested regions (100 regions), replays on one stream
 // overlapping their neighbours (so overlap tracks are assigned too), metadata on the blocks.
 std::vector<timing::ReplayReport> trace_bench_reports(size_t count) {
-  std::vector<timing::ReplayReport> reports(count);
-  for (size_t k = 0; k < count; ++k) {
-    timing::ReplayReport& r = reports[k];
-    r.graph_id = k % 4 + 1;
-    r.replay_index = k / 4;
-    r.backend = "host";
-    r.device_name = "cpu";
-    r.marker_strategy = "steady_clock";
-    r.resolution_ns = 1;
-    const uint64_t stream = k % 2 + 1, base = 1'000'000 + k * 15'000;  // spans 40 us
-    r.regions.reserve(100);
+  // One layout per graph (its replays share it, as the profiler's reports do): 20 blocks of one
+  // region and 4 nested ones, markers 2i and 2i+1 for region i.
+  std::vector<std::shared_ptr<const timing::ReportLayout>> layouts;
+  for (uint64_t graph = 1; graph <= 4; ++graph) {
+    std::vector<timing::RegionInfo> regions;
     for (int block = 0; block < 20; ++block) {
-      const int parent = static_cast<int>(r.regions.size());
-      timing::RegionTiming b;
+      const int parent = static_cast<int>(regions.size());
+      timing::RegionInfo b;
       b.name = fmt::format("block{}", block);
       b.path = fmt::format("step/{}", b.name);
-      b.depth = 0;
-      b.stream_id = stream;
-      b.start_ns = base + static_cast<uint64_t>(block) * 2000;
-      b.end_ns = b.start_ns + 1900;
-      b.duration_ns = 1900;
+      b.stream_id = graph % 2 + 1;
       b.metadata = {{"bytes", "4096"}};
-      r.regions.push_back(b);
+      regions.push_back(b);
       for (int op = 0; op < 4; ++op) {
-        timing::RegionTiming o;
+        timing::RegionInfo o;
         o.name = fmt::format("op{}", op);
         o.path = fmt::format("{}/{}", b.path, o.name);
         o.depth = 1;
         o.parent = parent;
-        o.stream_id = stream;
-        o.start_ns = b.start_ns + static_cast<uint64_t>(op) * 450;
-        o.end_ns = o.start_ns + 400;
-        o.duration_ns = 400;
-        r.regions.push_back(o);
+        o.stream_id = b.stream_id;
+        regions.push_back(o);
       }
     }
+    for (size_t i = 0; i < regions.size(); ++i) {
+      regions[i].begin_marker = static_cast<uint32_t>(2 * i);
+      regions[i].end_marker = static_cast<uint32_t>(2 * i + 1);
+    }
+    layouts.push_back(std::make_shared<const timing::ReportLayout>(
+        timing::ReportSource{"host", 0, "cpu", "steady_clock", 1}, std::move(regions)));
+  }
+  std::vector<timing::ReplayReport> reports;
+  reports.reserve(count);
+  for (size_t k = 0; k < count; ++k) {
+    const uint64_t base = 1'000'000 + k * 15'000;  // spans 40 us
+    std::vector<uint64_t> times;
+    times.reserve(200);
+    for (int block = 0; block < 20; ++block) {
+      const uint64_t start = base + static_cast<uint64_t>(block) * 2000;
+      times.push_back(start);
+      times.push_back(start + 1900);
+      for (int op = 0; op < 4; ++op) {
+        times.push_back(start + static_cast<uint64_t>(op) * 450);
+        times.push_back(start + static_cast<uint64_t>(op) * 450 + 400);
+      }
+    }
+    reports.emplace_back(layouts[k % 4], k % 4 + 1, k / 4, std::move(times));
   }
   return reports;
 }
@@ -491,11 +502,12 @@ void bench_trace_export(const std::string& self, size_t reports, int rounds) {
 int main(int argc, char** argv) {
   const char* usage =
       "usage: accgraph-bench-host [--json FILE] [--only-trace] [--trace-reports N] "
-      "[--trace-rounds R]";
+      "[--trace-rounds R] [--memory-replays N]";
   std::string json_path;
   bool only_trace = false;
   size_t trace_reports = 10'000;
   int trace_rounds = 3;
+  size_t memory_replays = 100'000;
   if (argc == 4 && std::string(argv[1]) == "--trace-child") {  // (c)'s child process
     try {
       return run_trace_child(argv[2], std::strtoull(argv[3], nullptr, 10));
@@ -508,6 +520,8 @@ int main(int argc, char** argv) {
     std::string arg = argv[i];
     if (arg == "--json" && i + 1 < argc) {
       json_path = argv[++i];
+    } else if (arg == "--memory-replays" && i + 1 < argc) {
+      memory_replays = std::strtoull(argv[++i], nullptr, 10);
     } else if (arg == "--only-trace") {
       only_trace = true;
     } else if (arg == "--trace-reports" && i + 1 < argc) {
@@ -529,6 +543,19 @@ int main(int argc, char** argv) {
                  accgraph::backend("host").devices().at(0).name);
       bench_replay_overhead();
       bench_timed_replay();
+      fmt::print("\n(v2) timing layer v2 (issue 8), steady_clock markers, each figure against its "
+                 "baseline in this run\n");
+      const auto v2 = accgraph_bench::bench_timing_v2(
+          "host", "", [](Stream& s) { s.host_call([] {}); }, memory_replays,
+          [](const std::string& line) { fmt::print("{}\n", line); });
+      results["v2"] = {{"collect_stats_on_us", v2.collect_stats_on_us},
+                       {"collect_stats_off_us", v2.collect_stats_off_us},
+                       {"raw_markers_host_ns", v2.raw_markers_host_ns},
+                       {"profiler_host_ns", v2.profiler_host_ns},
+                       {"untimed_host_ns", v2.untimed_host_ns},
+                       {"untimed_with_profiler_host_ns", v2.untimed_with_profiler_host_ns},
+                       {"rss_growth_mib", v2.rss_growth_mib},
+                       {"memory_replays", v2.memory_replays}};
     }
     char self[4096];
     const ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);

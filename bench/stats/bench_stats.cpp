@@ -1,38 +1,55 @@
-// Measures StatsAccumulator's two modes (report.hpp): the time of one StatsAccess::add (the
-// Profiler's cached path) for a report of 1000 regions, and the heap held after 10^6 reports of
-// 10 regions. Prints numbers, no pass/fail. Not in CMake (it compiles timing/stats.cpp in, to
-// reach the internal StatsAccess::add); build and run by hand, glibc only (mallinfo2):
-//   g++ -std=c++17 -O2 -Iinclude -I. bench/stats/bench_stats.cpp timing/stats.cpp \
-//       -o /tmp/bench_stats && /tmp/bench_stats
+// Measures StatsAccumulator's two modes (report.hpp) on the Profiler's path, where the replays of
+// one capture share one ReportLayout and add() finds their regions' series by that layout: the
+// time of one StatsAccumulator::add for a report of 1000 regions, and the heap held after 10^6
+// reports of 10 regions. Prints numbers, no pass/fail. Not in CMake; build and run by hand
+// (compiles the few sources it needs, so no build tree is needed), glibc only (mallinfo2):
+//   g++ -std=c++17 -O2 -Iinclude bench/stats/bench_stats.cpp timing/stats.cpp timing/report.cpp \
+//       core/error.cpp -lfmt -o /tmp/bench_stats && /tmp/bench_stats
 #include <malloc.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "accgraph/report.hpp"
-#include "timing/stats_internal.hpp"
 
 using namespace accgraph::timing;
 
 namespace {
 
-// Durations around 10 us, log-normal-ish, from a fixed seed.
-ReplayReport make_report(size_t regions, std::mt19937_64& rng) {
-  ReplayReport report;
+// The layout of a capture of `regions` top-level regions "layer<i>", region i on markers 2i and
+// 2i+1, as the Profiler builds one per capture.
+std::shared_ptr<const ReportLayout> make_layout(size_t regions) {
+  std::vector<RegionInfo> infos;
   for (size_t i = 0; i < regions; ++i) {
-    RegionTiming region;
-    region.path = "layer" + std::to_string(i);
-    region.name = region.path;
+    RegionInfo info;
+    info.name = "layer" + std::to_string(i);
+    info.begin_marker = static_cast<uint32_t>(2 * i);
+    info.end_marker = static_cast<uint32_t>(2 * i + 1);
+    infos.push_back(std::move(info));
+  }
+  return std::make_shared<const ReportLayout>(ReportSource{"host", 0, "cpu", "bench", 1},
+                                              std::move(infos));
+}
+
+// One replay of `layout`: durations around 10 us, log-normal-ish, from a fixed seed.
+ReplayReport make_report(const std::shared_ptr<const ReportLayout>& layout, uint64_t replay,
+                         std::mt19937_64& rng) {
+  std::vector<uint64_t> times(layout->marker_count());
+  uint64_t now = 1000;
+  for (size_t i = 0; i < layout->regions().size(); ++i) {
     double normal = -6;
     for (int k = 0; k < 12; ++k) normal += static_cast<double>(rng() >> 11) * 0x1p-53;
-    region.duration_ns = static_cast<uint64_t>(std::exp(9.2 + 0.5 * normal));
-    report.regions.push_back(region);
+    times[2 * i] = now;
+    now += static_cast<uint64_t>(std::exp(9.2 + 0.5 * normal));
+    times[2 * i + 1] = now;
   }
-  return report;
+  return ReplayReport(layout, 1, replay, std::move(times));
 }
 
 size_t heap_in_use() {  // mmapped blocks (large vectors) included
@@ -44,20 +61,22 @@ size_t heap_in_use() {  // mmapped blocks (large vectors) included
 
 int main() {
   std::mt19937_64 rng(1);
-  // (1) ns per StatsAccess::add of a 1000-region report: 16 reports with different durations,
-  // fed in rounds of 1000 adds, modes alternating which goes first; medians over 25 rounds.
+  // (1) ns per StatsAccumulator::add of a 1000-region report: 16 replays of one layout with
+  // different durations, fed in rounds of 1000 adds, modes alternating which goes first;
+  // medians over 25 rounds. The first add of each round (not timed) finds the layout new and
+  // builds its series.
+  const std::shared_ptr<const ReportLayout> layout = make_layout(1000);
   std::vector<ReplayReport> reports;
-  for (int i = 0; i < 16; ++i) reports.push_back(make_report(1000, rng));
+  for (int i = 0; i < 16; ++i) reports.push_back(make_report(layout, i, rng));
   const StatsMode modes[] = {StatsMode::Sketch, StatsMode::Exact};
   std::vector<double> per_add[2];
   for (int round = 0; round < 25; ++round) {
     for (int k = 0; k < 2; ++k) {
       const int m = (round + k) % 2;
       StatsAccumulator stats(modes[m]);
-      SeriesCache cache;
-      StatsAccess::add(stats, cache, reports[0]);  // builds the cache and the series
+      stats.add(reports[0]);  // builds the layout's cache and the series
       const auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < 1000; ++i) StatsAccess::add(stats, cache, reports[i % 16]);
+      for (int i = 0; i < 1000; ++i) stats.add(reports[i % 16]);
       const auto ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() -
                                                                start).count();
       per_add[m].push_back(ns / 1000);
@@ -65,20 +84,22 @@ int main() {
   }
   for (auto& v : per_add) std::sort(v.begin(), v.end());
   const double sketch_ns = per_add[0][12], exact_ns = per_add[1][12];
-  std::printf("(1) StatsAccess::add, 1000-region report (median of 25 rounds of 1000 adds)\n");
+  std::printf("(1) StatsAccumulator::add, 1000-region report, layout shared by the replays"
+              " (median of 25 rounds of 1000 adds)\n");
   std::printf("    sketch %.0f ns/report (%.2f ns/region), exact %.0f ns/report (%.2f ns/region),"
               " sketch/exact %.2fx\n",
               sketch_ns, sketch_ns / 1000, exact_ns, exact_ns / 1000, sketch_ns / exact_ns);
 
-  // (2) heap held after 10^6 reports of 10 regions, and the time stats() then takes.
+  // (2) heap held after 10^6 reports of 10 regions (64 replays of one layout, built before the
+  // count starts), and the time stats() then takes.
+  const std::shared_ptr<const ReportLayout> small_layout = make_layout(10);
   std::vector<ReplayReport> small;
-  for (int i = 0; i < 64; ++i) small.push_back(make_report(10, rng));
-  std::printf("(2) 10^6 reports of 10 regions\n");
+  for (int i = 0; i < 64; ++i) small.push_back(make_report(small_layout, i, rng));
+  std::printf("(2) 10^6 reports of 10 regions, layout shared\n");
   for (StatsMode mode : modes) {
     const size_t before = heap_in_use();
     StatsAccumulator stats(mode);
-    SeriesCache cache;
-    for (int i = 0; i < 1000000; ++i) StatsAccess::add(stats, cache, small[i % 64]);
+    for (int i = 0; i < 1000000; ++i) stats.add(small[i % 64]);
     const size_t held = heap_in_use() - before;
     const auto start = std::chrono::steady_clock::now();
     const std::vector<RegionStats> out = stats.stats();
@@ -86,7 +107,7 @@ int main() {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count();
     size_t buckets = 0;
-    for (size_t b : StatsAccess::sketch_buckets(stats)) buckets += b;
+    for (size_t b : stats.sketch_buckets()) buckets += b;
     std::printf("    %-6s heap %10zu bytes (%.1f MiB), %zu sketch buckets, stats() %.2f ms,"
                 " p50 of region 0 %.1f ns\n",
                 mode == StatsMode::Sketch ? "sketch" : "exact", held,

@@ -42,36 +42,21 @@ class ToyBackend final : public accgraph::Backend {
 
   std::unique_ptr<accgraph::StreamImpl> create_stream(int device) override {
     check_device(device, "create_stream");
-    auto queue = std::make_shared<ToyQueue>();
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto it = queues_.begin(); it != queues_.end();)  // forget queues that are gone
-      it = it->second.expired() ? queues_.erase(it) : std::next(it);
-    queues_[queue.get()] = queue;
-    return std::make_unique<ToyStream>(std::move(queue));
+    return std::make_unique<ToyStream>(queues_.add(std::make_shared<ToyQueue>()));
   }
 
   // The handle must be the native_handle() of a live toy stream: anything else would be a
-  // wild pointer, so it is looked up rather than trusted.
+  // wild pointer, so it is looked up rather than trusted (Note [Live handles]).
   std::unique_ptr<accgraph::StreamImpl> wrap_stream(int device, void* native_handle) override {
     check_device(device, "wrap_stream");
-    std::shared_ptr<ToyQueue> queue;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = queues_.find(native_handle);
-      if (it != queues_.end()) queue = it->second.lock();
-    }
-    if (!queue)
-      fail(ErrorCode::InvalidArgument,
-           "wrap_stream: the handle is not a live toy queue: pass the native_handle() of a toy "
-           "stream that still exists");
-    return std::make_unique<ToyStream>(std::move(queue));
+    return std::make_unique<ToyStream>(queues_.require_live(native_handle));
   }
 
   std::unique_ptr<accgraph::BufferImpl> allocate(int device, size_t bytes,
                                                  accgraph::MemoryKind kind) override {
     check_device(device, "allocate");
-    if (bytes == 0) fail(ErrorCode::InvalidArgument, "allocate: 0 bytes: ask for at least one byte");
-    return std::make_unique<ToyBuffer>(bytes, kind);
+    // "Device" memory is ordinary memory: the toy device is the CPU that calls it.
+    return std::make_unique<accgraph::HostMemoryBuffer>(bytes, kind, kBackendName);
   }
 
   std::unique_ptr<accgraph::GraphImplInterface> create_graph(
@@ -89,15 +74,11 @@ class ToyBackend final : public accgraph::Backend {
 
  private:
   static void check_device(int device, const char* operation) {
-    if (device != 0)
-      fail(ErrorCode::InvalidArgument, std::string(operation) + ": device " +
-                                           std::to_string(device) +
-                                           " does not exist: the toy backend has one device, 0");
+    accgraph::check_device_index(device, 1, kBackendName, operation);
   }
 
-  std::mutex mutex_;  // guards queues_ (Backend methods are called from any thread)
-  std::map<void*, std::weak_ptr<ToyQueue>> queues_;
-  PoolRegistry pools_{kBackendName, kPoolTag};
+  accgraph::HandleTable<ToyQueue> queues_{kBackendName};  // thread-safe
+  Pools pools_{kBackendName, kPoolTag};
 };
 
 }  // namespace

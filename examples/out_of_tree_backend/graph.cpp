@@ -1,12 +1,10 @@
 // Toy graphs: capture records the stream's operations as std::functions, instantiate freezes
 // them into an executable, replay runs the executable as one operation of the replay stream;
 // plus the pools graphs share and the text debug dump.
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <exception>
 #include <fstream>
-#include <stdexcept>
 
 #include "toy.hpp"
 
@@ -22,14 +20,11 @@ std::string to_text(PoolId id) {
   return "{" + std::to_string(id.first) + ", " + std::to_string(id.second) + "}";
 }
 
-std::atomic<uint64_t> next_graph_number{1};
-
 }  // namespace
 
 // --- ToyGraph ----------------------------------------------------------------------------------
 
-ToyGraph::ToyGraph(PoolRegistry& pools, const accgraph::GraphArgs& args)
-    : pools_(pools), args_(args), number_(next_graph_number.fetch_add(1)) {}
+ToyGraph::ToyGraph(Pools& pools, const accgraph::GraphArgs& args) : pools_(pools), args_(args) {}
 
 // Replays hold the executable themselves (shared_ptr), so nothing here can dangle.
 ToyGraph::~ToyGraph() { detach_capture(); }
@@ -52,11 +47,7 @@ void ToyGraph::capture_begin(accgraph::StreamImpl& stream_impl, PoolId pool, Cap
          "capture_begin: the toy stream is already capturing: end that capture first or capture "
          "on another stream");
   // May throw (an unknown id): nothing has changed yet.
-  std::shared_ptr<Pool> acquired = pools_.acquire(pool, [](PoolId id) {
-    auto created = std::make_shared<Pool>();
-    created->id = id;
-    return created;
-  });
+  std::shared_ptr<Pool> acquired = pools_.acquire(pool);
   recording_ = std::make_shared<Recording>();
   capture_queue_ = stream.shared_queue();
   capture_queue_->set_capture(recording_);
@@ -88,23 +79,17 @@ void ToyGraph::instantiate() {
 void ToyGraph::replay(accgraph::StreamImpl& stream_impl) {
   ToyStream& stream = as_toy_stream(stream_impl, "replay");
   if (!executable_) fail(ErrorCode::InvalidState, "replay: the graph has no executable: instantiate first");
-  std::string name = "replay of toy graph " + std::to_string(number_);
-  // Runs every node even after one fails, so that the markers' end_sequence still publishes
-  // completion (a profiler waiting for this replay would hang otherwise); the first failure is
-  // reported by the stream's next synchronize(). On a capturing stream this records the whole
-  // replay as one node of that other graph.
-  stream.queue().submit({name, [ops = executable_, name] {
-                           std::string first_failure;
-                           for (size_t i = 0; i < ops->size(); ++i) {
-                             try {
-                               (*ops)[i].run();
-                             } catch (const std::exception& e) {
-                               if (first_failure.empty())
-                                 first_failure = (*ops)[i].name + " (node " + std::to_string(i) +
-                                                 " of a " + name + "): " + e.what();
-                             }
-                           }
-                           if (!first_failure.empty()) throw std::runtime_error(first_failure);
+  // Runs every node even after one fails (Note [Replays run every node] in
+  // accgraph/backend_support.hpp); the first failure is reported by the stream's next
+  // synchronize(). On a capturing stream this records the whole replay as one node of that
+  // other graph. Errors name graphs by AcceleratorGraph::id(), which only the core knows, so
+  // the replay's name is a constant.
+  static const std::string name = "replay of toy graph";
+  stream.queue().submit({name, [ops = executable_] {
+                           accgraph::run_every_node(
+                               ops->size(), [&](size_t i) { (*ops)[i].run(); },
+                               [&](size_t i) -> const std::string& { return (*ops)[i].name; },
+                               name);
                          }});
 }
 
@@ -124,19 +109,12 @@ void ToyGraph::debug_dump(const std::string& path) {
     fail(ErrorCode::InvalidState,
          "debug_dump: the toy graph kept no operation names: call enable_debug_mode() before "
          "capture_begin");
-  std::ofstream out(path);
-  if (!out)
-    throw accgraph::Error(ErrorCode::BackendError,
-                          "debug_dump: cannot open '" + path + "' for writing: " +
-                              std::strerror(errno),
-                          kBackendName, "std::ofstream");
-  out << "toy graph " << number_ << ": " << dump_names_.size() << " operations, pool "
-      << to_text(pool()) << "\n";
-  for (size_t i = 0; i < dump_names_.size(); ++i) out << "  " << i << ": " << dump_names_[i] << "\n";
-  out.flush();
-  if (!out)
-    throw accgraph::Error(ErrorCode::BackendError, "debug_dump: writing '" + path + "' failed",
-                          kBackendName, "std::ofstream");
+  accgraph::write_debug_dump(path, kBackendName, [&](std::ostream& out) {
+    out << "toy graph: " << dump_names_.size() << " operations, pool " << to_text(pool())
+        << "\n";
+    for (size_t i = 0; i < dump_names_.size(); ++i)
+      out << "  " << i << ": " << dump_names_[i] << "\n";
+  });
 }
 
 accgraph::GraphStats ToyGraph::stats() const {

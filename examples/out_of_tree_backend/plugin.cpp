@@ -1,7 +1,5 @@
 // The toy plugin's entry point: the one symbol accgraph's loader resolves (accgraph/plugin.h).
-#include <accgraph/plugin.hpp>
-// Only for accgraph::priority (a plain constant). The backend code itself uses the SPI headers.
-#include <accgraph/registry.hpp>
+#include <accgraph/plugin.hpp>  // ACCGRAPH_DEFINE_PLUGIN and accgraph::priority
 
 #include "toy.hpp"
 

@@ -20,13 +20,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include <accgraph/backend.hpp>
+#include <accgraph/backend_support.hpp>
 #include <accgraph/error.hpp>
 #include <accgraph/pool_table.hpp>
 #include <accgraph/types.hpp>
@@ -44,7 +44,7 @@ inline constexpr size_t kMaxRingDepth = 1024;
 
 /// One unit of work with the name errors and debug dumps call it by.
 struct Operation {
-  std::string name;  // "fill 4096 bytes", "host_call", "marker 3", "replay of toy graph 2", ...
+  std::string name;  // "fill 4096 bytes", "host_call", "marker", "replay of toy graph", ...
   std::function<void()> run;
 };
 
@@ -57,9 +57,16 @@ struct Recording {
 /// and any stream that wraps it, so both see the same capture and the same failures.
 class ToyQueue {
  public:
+  ToyQueue() = default;
+  ToyQueue(const ToyQueue&) = delete;
+  ToyQueue& operator=(const ToyQueue&) = delete;
+  /// A failure nobody synchronized on is logged, never dropped (rule failure.destroyed).
+  ~ToyQueue() { failures_.log_if_any(kBackendName, accgraph::describe_queue(kBackendName, this)); }
+
   /// Runs `op` now, or appends it to the capture (Note [Synchronous streams]).
   void submit(Operation op);
-  /// Throws the first failure since the last call as Error(BackendError), naming the operation.
+  /// Throws the first failure since the last call as Error(BackendError), naming the operation
+  /// (Note [First failure] in accgraph/backend_support.hpp).
   void synchronize();
 
   bool is_capturing() const;
@@ -72,8 +79,7 @@ class ToyQueue {
   std::recursive_mutex run_mutex_;
   mutable std::mutex mutex_;  // guards the members below (never held while an operation runs)
   std::shared_ptr<Recording> capture_;
-  std::string failed_operation_;  // first failure since the last synchronize(), if any
-  std::string failure_message_;
+  accgraph::FirstFailure failures_;
 };
 
 class ToyStream final : public accgraph::StreamImpl {
@@ -98,22 +104,9 @@ class ToyStream final : public accgraph::StreamImpl {
 };
 
 /// The toy stream behind `stream`, or Error(InvalidArgument) naming `operation`.
-ToyStream& as_toy_stream(accgraph::StreamImpl& stream, const char* operation);
-
-/// "Device" memory is ordinary heap memory: the toy device is the CPU that calls it.
-class ToyBuffer final : public accgraph::BufferImpl {
- public:
-  ToyBuffer(size_t bytes, accgraph::MemoryKind kind)
-      : data_(new unsigned char[bytes]()), bytes_(bytes), kind_(kind) {}
-  void* data() const override { return data_.get(); }
-  size_t size() const override { return bytes_; }
-  accgraph::MemoryKind kind() const override { return kind_; }
-
- private:
-  std::unique_ptr<unsigned char[]> data_;
-  size_t bytes_;
-  accgraph::MemoryKind kind_;
-};
+inline ToyStream& as_toy_stream(accgraph::StreamImpl& stream, const char* operation) {
+  return accgraph::stream_cast<ToyStream>(stream, kBackendName, operation);
+}
 
 /// A pool is an identity that graphs share by PoolId (the toy allocates nothing during capture);
 /// accgraph's PoolTable keeps them (Note [Pool sharing] in accgraph/pool_table.hpp). Toy ids are
@@ -123,11 +116,11 @@ struct Pool {
 };
 
 inline constexpr uint64_t kPoolTag = 0x746f79;  // "toy"
-using PoolRegistry = accgraph::PoolTable<Pool>;
+using Pools = accgraph::PoolTable<Pool>;
 
 class ToyGraph final : public accgraph::GraphImplInterface {
  public:
-  ToyGraph(PoolRegistry& pools, const accgraph::GraphArgs& args);
+  ToyGraph(Pools& pools, const accgraph::GraphArgs& args);
   ~ToyGraph() override;
 
   void capture_begin(accgraph::StreamImpl& stream, accgraph::PoolId pool,
@@ -144,9 +137,8 @@ class ToyGraph final : public accgraph::GraphImplInterface {
  private:
   void detach_capture() noexcept;
 
-  PoolRegistry& pools_;
+  Pools& pools_;
   accgraph::GraphArgs args_;
-  const uint64_t number_;  // names the graph in operation names and dumps
   bool debug_ = false;
   std::shared_ptr<ToyQueue> capture_queue_;  // while capturing
   std::shared_ptr<Recording> recording_;     // while capturing, then until instantiate()

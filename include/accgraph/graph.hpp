@@ -84,7 +84,6 @@ class ACCGRAPH_API AcceleratorGraph {
   /// Completed replay() calls since the last capture.
   uint64_t replay_count() const noexcept { return replay_count_; }
   GraphStats stats() const;
-  GraphImplInterface& impl() const noexcept { return *impl_; }
   /// The hooks each replay() of this graph calls: observers installed for replays
   /// (ObserverEvents::All) plus the profilers timing this graph. 0 means a replay costs the
   /// backend's launch and one relaxed atomic load, also while profilers exist.

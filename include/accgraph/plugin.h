@@ -48,7 +48,7 @@ typedef struct AccgraphPluginApi {
   uint32_t abi_major;       /* ACCGRAPH_PLUGIN_ABI_MAJOR the plugin was compiled with */
   uint32_t abi_minor;       /* ACCGRAPH_PLUGIN_ABI_MINOR the plugin was compiled with */
   const char* backend_name; /* [a-z0-9_]+, unique in the process */
-  int32_t priority;         /* see accgraph::priority */
+  int32_t priority;         /* see accgraph::priority (accgraph/priority.hpp) */
   const char* plugin_version; /* free text, shown by `accgraph backends` */
   /* Creates the backend (an accgraph::Backend*, owned by the core until destroy_backend).
    * On failure returns a status other than OK, stores nothing in *backend and writes a

@@ -16,6 +16,7 @@
 #include "accgraph/error.hpp"
 #include "accgraph/export.hpp"
 #include "accgraph/plugin.h"
+#include "accgraph/priority.hpp"
 
 namespace accgraph::plugin {
 
@@ -69,7 +70,9 @@ AccgraphStatus create_backend(MakeBackend make, void** backend, char* message,
     write_message(message, capacity, e.what());
     return ACCGRAPH_STATUS_BACKEND_ERROR;
   } catch (...) {
-    write_message(message, capacity, "unknown exception while creating the backend");
+    write_message(message, capacity,
+                  "creating the backend threw an exception that is not a std::exception; "
+                  "throw accgraph::Error (Unavailable when it cannot run here) instead");
     return ACCGRAPH_STATUS_BACKEND_ERROR;
   }
 }

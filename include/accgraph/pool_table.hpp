@@ -68,6 +68,17 @@ class PoolTable {
     return pool;
   }
 
+  /// For a Pool that is only an identity (nothing to create: the graphs of a backend whose
+  /// device is the CPU allocate nothing during capture): acquire(id, make) with a make that
+  /// default-constructs the Pool and sets its id.
+  std::shared_ptr<Pool> acquire(PoolId id) {
+    return acquire(id, [](PoolId new_id) {
+      auto pool = std::make_shared<Pool>();
+      pool->id = new_id;
+      return pool;
+    });
+  }
+
   /// How many pools are alive (held by some graph). For tests and debug output.
   size_t live_pools() const {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -9,16 +9,10 @@
 
 #include "accgraph/backend.hpp"
 #include "accgraph/export.hpp"
+#include "accgraph/priority.hpp"  // register_backend's priorities
 #include "accgraph/types.hpp"
 
 namespace accgraph {
-
-/// Backend priorities: the default backend is the available one of highest priority.
-namespace priority {
-constexpr int fallback = 0;    // host
-constexpr int normal = 50;     // level_zero, most plugins
-constexpr int preferred = 100; // cuda
-}  // namespace priority
 
 /// What `accgraph backends` shows for one registered name.
 struct BackendStatus {

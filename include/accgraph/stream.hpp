@@ -78,17 +78,13 @@ class ACCGRAPH_API Stream {
   Capabilities capabilities() const;
   /// A process-unique id (one trace track per stream).
   uint64_t id() const;
-  StreamImpl& impl() const;
-
-  /// Operations enqueued through this Stream object so far (used to decide whether two regions
-  /// are adjacent).
-  uint64_t operation_count() const;
-
-  detail::StreamState& state() const;  // internal
   explicit operator bool() const noexcept { return state_ != nullptr; }
 
  private:
-  friend struct detail::StreamAccess;
+  friend struct detail::StreamAccess;  // the core's and timing layer's way to the queue
+  // The queue's state (InvalidArgument when this Stream is empty): its backend StreamImpl and
+  // the count of operations enqueued through it (how the timing layer tells adjacent regions).
+  detail::StreamState& state() const;
   explicit Stream(std::shared_ptr<detail::StreamState> state);
   // Shared with the short-lived handles the core makes for hook calls; graphs and regions keep
   // only weak references, so the queue dies with the last Stream the user holds.

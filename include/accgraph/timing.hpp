@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -30,6 +31,39 @@ enum class Delivery {
   Immediate,  ///< right after each replay (waits for it: the blog's behaviour, serialises)
 };
 
+/// How many delivered reports Profiler::reports() keeps: the last `count` (0: none). Made from
+/// an integer only: `keep_reports = true` does not compile (it would silently mean "1").
+///
+///   options.keep_reports = 0;                    // sinks and stats() only
+///   options.keep_reports = 100;                  // the last 100
+///   options.keep_reports = KeepReports::all();   // every report (memory grows without bound)
+class KeepReports {
+ public:
+  template <typename Int, std::enable_if_t<std::is_integral_v<Int> && !std::is_same_v<Int, bool>,
+                                           int> = 0>
+  constexpr KeepReports(Int count)  // NOLINT(google-explicit-constructor): an option's value
+      : count_(is_negative(count) ? 0 : static_cast<uint64_t>(count)),
+        negative_(is_negative(count)) {}
+  template <typename Bool, std::enable_if_t<std::is_same_v<Bool, bool>, int> = 0>
+  KeepReports(Bool) = delete;  // a count, not a switch: 0 for none, all() for every report
+
+  static constexpr KeepReports all() { return KeepReports(UINT64_MAX); }
+  constexpr uint64_t count() const { return count_; }
+  /// Made from a negative number (the Profiler refuses it: InvalidArgument).
+  constexpr bool negative() const { return negative_; }
+
+ private:
+  template <typename Int>
+  static constexpr bool is_negative(Int count) {
+    if constexpr (std::is_signed_v<Int>)
+      return count < 0;
+    else
+      return false;
+  }
+  uint64_t count_;
+  bool negative_;
+};
+
 struct ProfilerOptions {
   Delivery delivery = Delivery::Lazy;
   /// Marker strategy (Capabilities::marker_strategies); empty = the backend's default.
@@ -39,9 +73,13 @@ struct ProfilerOptions {
   /// Start a background thread that delivers completed replays as they finish.
   bool background_collector = false;
   std::chrono::microseconds collector_period{200};
-  /// Keep every report (for reports() and the exporters); off for long runs.
-  bool keep_reports = true;
+  /// How many of the last reports reports() returns (for the exporters); memory grows with it
+  /// (one marker time per region boundary per report; the layouts are shared).
+  KeepReports keep_reports = 1024;
   StatsMode stats_mode = StatsMode::Sketch;  ///< stats(): bounded sketch, or every sample
+  /// Feed stats() from every report; false leaves stats() empty and saves its cost per report
+  /// (sinks and reports() are unaffected).
+  bool collect_stats = true;
 };
 
 /// Receives each report. The reference is valid only during the call (the profiler reuses the
@@ -84,6 +122,8 @@ using Sink = std::function<void(const ReplayReport&)>;
 /// replay order per graph; an exception from a sink is logged and does not stop delivery.
 /// Thread-safe; destroy the profiler while no other thread is driving a graph.
 class ACCGRAPH_API Profiler {
+  struct Impl;  // private: the units behind the facade (timing/profiler.cpp)
+
  public:
   explicit Profiler(ProfilerOptions options = {});
   /// Flushes and detaches; never throws.
@@ -97,8 +137,6 @@ class ACCGRAPH_API Profiler {
   void attach_all();
   /// Stops timing new captures; pending reports are still delivered by flush().
   void detach();
-
-  struct Impl;
 
   /// RAII region: end() in the destructor (never throws; logs). end() ends this region, which
   /// must be the innermost open one on its stream: ending an outer region while an inner one is
@@ -126,10 +164,14 @@ class ACCGRAPH_API Profiler {
     bool open_ = false;
   };
 
-  [[nodiscard]] Region region(Stream& stream, std::string name, Metadata metadata = {});
+  /// Opens a region on `stream` (see begin()) that ends with the returned handle.
+  [[nodiscard]] Region region(Stream& stream, std::string name, Metadata metadata = {},
+                              std::string lane = {});
   /// Opens a region on `stream`. While the stream captures into a graph the profiler is not
-  /// attached to, an InvalidState error says to attach before capture_begin.
-  void begin(Stream& stream, std::string name, Metadata metadata = {});
+  /// attached to, an InvalidState error says to attach before capture_begin. `lane` names a
+  /// trace track of its own for the region (e.g. "attention", "comm"), within its stream's
+  /// process in the trace exporters; empty: the stream's own track. Statistics ignore it.
+  void begin(Stream& stream, std::string name, Metadata metadata = {}, std::string lane = {});
   /// Ends the innermost open region on `stream`.
   void end(Stream& stream);
 
@@ -137,7 +179,7 @@ class ACCGRAPH_API Profiler {
   /// Waits for every pending replay and eager region and delivers its report (all graphs).
   void flush();
 
-  /// Reports delivered so far (when keep_reports).
+  /// Copies of the last ProfilerOptions::keep_reports reports delivered, oldest first.
   std::vector<ReplayReport> reports() const;
   std::vector<RegionStats> stats() const;
   /// Reports delivered so far (counted even when not kept).

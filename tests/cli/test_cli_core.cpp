@@ -90,11 +90,44 @@ TEST_CASE("demo: --trace bounds layers times replays") {
 
 TEST_CASE("demo: reports are kept only for --trace") {
   // Audit 4.5: every report was kept, so memory grew with --replays.
-  CHECK_FALSE(demo_profiler_options(parse_demo_options({})).keep_reports);
-  CHECK_FALSE(demo_profiler_options(parse_demo_options({"--csv", "s.csv"})).keep_reports);
-  CHECK(demo_profiler_options(parse_demo_options({"--trace", "t.json"})).keep_reports);
+  CHECK(demo_profiler_options(parse_demo_options({})).keep_reports.count() == 0);
+  CHECK(demo_profiler_options(parse_demo_options({"--csv", "s.csv"})).keep_reports.count() == 0);
+  CHECK(demo_profiler_options(parse_demo_options({"--trace", "t.json"})).keep_reports.count() ==
+        accgraph::timing::KeepReports::all().count());
   const auto options =
       demo_profiler_options(parse_demo_options({"--strategy", "x", "--ring", "3"}));
   CHECK(options.marker_strategy == "x");
   CHECK(options.ring_depth == 3);
+}
+
+TEST_CASE("demo: --trace picks the format by the file name, --lanes the lanes workload") {
+  CHECK(trace_format_for("run.pftrace") == TraceFormat::Perfetto);
+  CHECK(trace_format_for("dir/run.json") == TraceFormat::Chrome);
+  CHECK(trace_format_for("run.pftrace.json") == TraceFormat::Chrome);
+  CHECK(trace_format_for("pftrace") == TraceFormat::Chrome);
+  CHECK(trace_format_for("/dev/full") == TraceFormat::Chrome);
+  const DemoOptions perfetto = parse_demo_options({"--trace", "t.pftrace", "--lanes"});
+  CHECK(perfetto.trace_format == (perfetto_supported() ? TraceFormat::Perfetto : TraceFormat::Chrome));
+  CHECK(perfetto.lanes);
+  CHECK_FALSE(parse_demo_options({}).lanes);
+  if (!perfetto_supported())
+    check_usage_error(demo({"--trace", "t.pftrace"}), "cannot write Perfetto traces");
+}
+
+TEST_CASE("merge-traces: inputs, one -o, no input as output") {
+  const CommandLine line = parse_command_line({"merge-traces", "r0.pftrace", "-o", "all.pftrace",
+                                               "r1.pftrace"});
+  CHECK(line.command == Command::MergeTraces);
+  CHECK(line.merge.inputs == Args{"r0.pftrace", "r1.pftrace"});
+  CHECK(line.merge.output_path == "all.pftrace");
+  CHECK(parse_command_line({"merge-traces", "--help"}).help);
+  check_usage_error({"merge-traces", "-o", "all.pftrace"}, "no input traces: give each rank's");
+  check_usage_error({"merge-traces", "r0.pftrace"}, "no output file: give -o FILE.pftrace");
+  check_usage_error({"merge-traces", "r0.pftrace", "-o"}, "-o needs a value");
+  check_usage_error({"merge-traces", "r0.pftrace", "-o", "a", "--output", "b"},
+                    "--output given twice");
+  check_usage_error({"merge-traces", "r0.pftrace", "--frobnicate", "-o", "a"},
+                    "unknown argument '--frobnicate'");
+  check_usage_error({"merge-traces", "r0.pftrace", "-o", "r0.pftrace"},
+                    "'r0.pftrace' is both an input and the output");
 }

@@ -25,6 +25,8 @@
 #include "accgraph/accgraph.hpp"
 #include "accgraph/backend.hpp"
 #include "cuda_test_kernels.hpp"
+#include "../../core/hooks_internal.hpp"
+#include "../../core/stream_state.hpp"
 
 using namespace accgraph;
 using namespace std::chrono_literals;
@@ -98,16 +100,16 @@ uint64_t empty_interval_ns(const char* strategy) {
   auto markers = backend("cuda").create_markers(0, MarkerOptions{strategy, 2});
   AcceleratorGraph g("cuda");
   g.capture_begin(s);
-  markers->begin_sequence(s.impl());
-  markers->record(s.impl(), 0);
-  markers->record(s.impl(), 1);
-  markers->end_sequence(s.impl());
+  markers->begin_sequence(detail::StreamAccess::impl(s));
+  markers->record(detail::StreamAccess::impl(s), 0);
+  markers->record(detail::StreamAccess::impl(s), 1);
+  markers->end_sequence(detail::StreamAccess::impl(s));
   g.capture_end();
   std::vector<uint64_t> samples;
   for (uint64_t seq = 0; seq < 9; ++seq) {
-    markers->before_launch(g.impl(), s.impl(), seq);
+    markers->before_launch(detail::GraphAccess::impl(g), detail::StreamAccess::impl(s), seq);
     g.replay();
-    markers->after_launch(g.impl(), s.impl(), seq);
+    markers->after_launch(detail::GraphAccess::impl(g), detail::StreamAccess::impl(s), seq);
     markers->wait(seq);
     std::vector<uint64_t> t = read_times(*markers, seq, 2);
     REQUIRE(t.size() == 2);
@@ -324,7 +326,7 @@ TEST_CASE("cuda: synchronize inside a capture invalidates it, with hints") {
   // The core refuses Stream::synchronize during capture; the backend's own call must fail too.
   Error core = expect_error([&] { s.synchronize(); }, ErrorCode::InvalidState);
   CHECK(contains(core.message(), "end the capture first"));
-  Error sync = expect_error([&] { s.impl().synchronize(); }, ErrorCode::InvalidState);
+  Error sync = expect_error([&] { detail::StreamAccess::impl(s).synchronize(); }, ErrorCode::InvalidState);
   CHECK(sync.native_call() == "cudaStreamSynchronize");
   CHECK(sync.native_code() == "cudaErrorStreamCaptureUnsupported");
   CHECK(contains(sync.message(), "end the capture first"));
@@ -531,7 +533,7 @@ TEST_CASE("cuda: marker options are checked") {
   auto m = b.create_markers(0, MarkerOptions{});
   CHECK(m->strategy() == "device_timestamps");
   Stream s = Stream::create("cuda");
-  Error big = expect_error([&] { m->record(s.impl(), 1u << 20); }, ErrorCode::InvalidArgument);
+  Error big = expect_error([&] { m->record(detail::StreamAccess::impl(s), 1u << 20); }, ErrorCode::InvalidArgument);
   CHECK(contains(big.message(), "markers a cuda sequence can hold"));
 }
 
@@ -547,13 +549,13 @@ TEST_CASE("cuda: both marker strategies keep K replays in flight") {
     REQUIRE(markers->ring_depth() == K);
     AcceleratorGraph g("cuda");
     g.capture_begin(s);
-    markers->begin_sequence(s.impl());
-    markers->record(s.impl(), 0);
+    markers->begin_sequence(detail::StreamAccess::impl(s));
+    markers->record(detail::StreamAccess::impl(s), 0);
     s.delay(20us);
-    markers->record(s.impl(), 1);
+    markers->record(detail::StreamAccess::impl(s), 1);
     s.delay(5us);
-    markers->record(s.impl(), 2);
-    markers->end_sequence(s.impl());
+    markers->record(detail::StreamAccess::impl(s), 2);
+    markers->end_sequence(detail::StreamAccess::impl(s));
     g.capture_end();
 
     uint64_t previous_end = 0;
@@ -561,9 +563,9 @@ TEST_CASE("cuda: both marker strategies keep K replays in flight") {
     for (uint64_t round = 0; round < 3; ++round) {
       for (uint64_t i = 0; i < K; ++i) {  // K launches back to back, nothing read in between
         uint64_t seq = round * K + i;
-        markers->before_launch(g.impl(), s.impl(), seq);
+        markers->before_launch(detail::GraphAccess::impl(g), detail::StreamAccess::impl(s), seq);
         g.replay();
-        markers->after_launch(g.impl(), s.impl(), seq);
+        markers->after_launch(detail::GraphAccess::impl(g), detail::StreamAccess::impl(s), seq);
       }
       for (uint64_t i = 0; i < K; ++i) {
         uint64_t seq = round * K + i;
@@ -587,12 +589,12 @@ TEST_CASE("cuda: both marker strategies keep K replays in flight") {
     std::vector<uint64_t> eager;
     for (uint64_t seq = 3 * K; seq < 3 * K + 5; ++seq) {
       s.delay(200us);
-      markers->begin_sequence(s.impl());
-      markers->record(s.impl(), 0);
+      markers->begin_sequence(detail::StreamAccess::impl(s));
+      markers->record(detail::StreamAccess::impl(s), 0);
       s.delay(10us);
-      markers->record(s.impl(), 1);
-      markers->end_sequence(s.impl());
-      markers->after_eager_sequence(s.impl(), seq);
+      markers->record(detail::StreamAccess::impl(s), 1);
+      markers->end_sequence(detail::StreamAccess::impl(s));
+      markers->after_eager_sequence(detail::StreamAccess::impl(s), seq);
       markers->wait(seq);
       std::vector<uint64_t> t = read_times(*markers, seq, 2);
       REQUIRE(t.size() == 2);
@@ -626,19 +628,19 @@ TEST_CASE("cuda: concurrent eager sequences on two streams keep their own stamps
     uint64_t last_b_end = 0;
     for (uint64_t round = 0; round < kRounds; ++round) {
       const uint64_t seq_a = 2 * round, seq_b = 2 * round + 1;
-      markers->begin_sequence(a.impl());  // on a: ~40 us
-      markers->record(a.impl(), 0);
+      markers->begin_sequence(detail::StreamAccess::impl(a));  // on a: ~40 us
+      markers->record(detail::StreamAccess::impl(a), 0);
       a.delay(40us);
-      markers->record(a.impl(), 1);
-      markers->end_sequence(a.impl());
-      markers->after_eager_sequence(a.impl(), seq_a);
+      markers->record(detail::StreamAccess::impl(a), 1);
+      markers->end_sequence(detail::StreamAccess::impl(a));
+      markers->after_eager_sequence(detail::StreamAccess::impl(a), seq_a);
       b.delay(10us);
-      markers->begin_sequence(b.impl());  // on b: ~10 us, starting ~10 us into a's
-      markers->record(b.impl(), 0);
+      markers->begin_sequence(detail::StreamAccess::impl(b));  // on b: ~10 us, starting ~10 us into a's
+      markers->record(detail::StreamAccess::impl(b), 0);
       b.delay(10us);
-      markers->record(b.impl(), 1);
-      markers->end_sequence(b.impl());
-      markers->after_eager_sequence(b.impl(), seq_b);
+      markers->record(detail::StreamAccess::impl(b), 1);
+      markers->end_sequence(detail::StreamAccess::impl(b));
+      markers->after_eager_sequence(detail::StreamAccess::impl(b), seq_b);
       markers->wait(seq_a);
       markers->wait(seq_b);
       std::vector<uint64_t> ta = read_times(*markers, seq_a, 2);
@@ -661,17 +663,17 @@ TEST_CASE("cuda: concurrent eager sequences on two streams keep their own stamps
 
     AcceleratorGraph g("cuda");
     g.capture_begin(a);
-    markers->begin_sequence(a.impl());
-    markers->record(a.impl(), 0);
+    markers->begin_sequence(detail::StreamAccess::impl(a));
+    markers->record(detail::StreamAccess::impl(a), 0);
     a.delay(5us);
-    markers->record(a.impl(), 1);
-    markers->end_sequence(a.impl());
+    markers->record(detail::StreamAccess::impl(a), 1);
+    markers->end_sequence(detail::StreamAccess::impl(a));
     g.capture_end();
     std::vector<uint64_t> replays;
     for (uint64_t seq = 2 * kRounds; seq < 2 * kRounds + 5; ++seq) {  // wraps the ring of 4
-      markers->before_launch(g.impl(), a.impl(), seq);
+      markers->before_launch(detail::GraphAccess::impl(g), detail::StreamAccess::impl(a), seq);
       g.replay();
-      markers->after_launch(g.impl(), a.impl(), seq);
+      markers->after_launch(detail::GraphAccess::impl(g), detail::StreamAccess::impl(a), seq);
       markers->wait(seq);
       std::vector<uint64_t> t = read_times(*markers, seq, 2);
       REQUIRE(t.size() == 2);
@@ -711,11 +713,11 @@ TEST_CASE("cuda: the profiler reports every replay with both strategies") {
     REQUIRE(reports.size() == 25);
     std::vector<uint64_t> spins;
     for (size_t i = 0; i < reports.size(); ++i) {
-      CHECK(reports[i].replay_index == i);
-      CHECK(reports[i].marker_strategy == strategy);
-      REQUIRE(reports[i].regions.size() == 2);
-      CHECK(reports[i].regions[1].duration_ns >= 10000);
-      spins.push_back(reports[i].regions[1].duration_ns);
+      CHECK(reports[i].replay_index() == i);
+      CHECK(reports[i].marker_strategy() == strategy);
+      REQUIRE(reports[i].size() == 2);
+      CHECK(reports[i].region(1).duration_ns >= 10000);
+      spins.push_back(reports[i].region(1).duration_ns);
     }
     check_median_upper_bound(spins, 10us, empty);
   }
@@ -738,15 +740,15 @@ TEST_CASE("cuda: regions around spin kernels of 2/10/100 us are accurate") {
       auto markers = backend("cuda").create_markers(0, MarkerOptions{strategy, 2});
       AcceleratorGraph g("cuda");
       g.capture_begin(s);
-      markers->begin_sequence(s.impl());
-      markers->record(s.impl(), 0);
+      markers->begin_sequence(detail::StreamAccess::impl(s));
+      markers->record(detail::StreamAccess::impl(s), 0);
       require_cuda(accgraph_test::launch_timed_spin(native(s), us * 1000, truth));
-      markers->record(s.impl(), 1);
-      markers->end_sequence(s.impl());
+      markers->record(detail::StreamAccess::impl(s), 1);
+      markers->end_sequence(detail::StreamAccess::impl(s));
       g.capture_end();
       std::vector<double> errors;
       for (uint64_t seq = 0; seq < 21; ++seq) {
-        markers->before_launch(g.impl(), s.impl(), seq);
+        markers->before_launch(detail::GraphAccess::impl(g), detail::StreamAccess::impl(s), seq);
         g.replay();
         s.synchronize();
         std::vector<uint64_t> t = read_times(*markers, seq, 2);

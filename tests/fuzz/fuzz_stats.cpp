@@ -1,17 +1,26 @@
 // Fuzzes timing::StatsAccumulator (the per-region statistics every Profiler feeds): arbitrary
-// reports (any path bytes, any depth, durations up to 2^64-1) and clear() calls, checked after
-// every stats() against a straightforward model: series in first-seen order with the first-seen
-// depth, exact count/min/max/unmeasurable, the mean within rounding, p50/p95 by nearest rank:
-// equal in StatsMode::Exact, within the stated 1/128 relative error (report.hpp) and inside
-// [min, max] in StatsMode::Sketch, whose buckets stay within kSketchMaxBuckets.
+// reports and clear() calls, checked after every stats() against a straightforward model:
+// series in first-seen order with the first-seen depth, exact count/min/max/unmeasurable, the
+// mean within rounding, p50/p95 by nearest rank: equal in StatsMode::Exact, within the stated
+// 1/128 relative error (report.hpp) and inside [min, max] in StatsMode::Sketch, whose buckets
+// (sketch_buckets()) stay within kSketchMaxBuckets. Reports come as the profiler makes them,
+// several replays sharing one layout (ReplayReport(layout, ...), so add()'s per-layout cache is
+// hit, and layouts die and new ones may reuse their address), and as fresh layouts: from
+// RegionSample (from_samples) and built by hand with markers shared between regions. Any path
+// bytes, any depth, durations up to 2^64-2 (a marker time of UINT64_MAX makes a region
+// unmeasurable), end < start (duration 0). The model takes each region's duration from the
+// layout's marker indices and the report's times, not from RegionTiming, and checks that
+// RegionTiming agrees.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "accgraph/report.hpp"
@@ -19,12 +28,17 @@
 
 namespace {
 
+using accgraph::timing::RegionInfo;
+using accgraph::timing::RegionSample;
 using accgraph::timing::RegionStats;
 using accgraph::timing::RegionTiming;
 using accgraph::timing::ReplayReport;
-using accgraph::timing::StatsAccess;
+using accgraph::timing::ReportLayout;
+using accgraph::timing::ReportSource;
 using accgraph::timing::StatsAccumulator;
 using accgraph::timing::StatsMode;
+
+constexpr uint64_t kUnmeasurable = UINT64_MAX;  // TimestampMarkers::kUnmeasurable
 
 class Input {
  public:
@@ -58,12 +72,27 @@ struct ModelSeries {
 struct Model {
   std::vector<ModelSeries> series;
   std::unordered_map<std::string, size_t> index;
+  // Durations from the layout's markers and the report's times; RegionTiming must agree.
   void add(const ReplayReport& report) {
-    for (const RegionTiming& region : report.regions) {
-      auto [it, fresh] = index.emplace(region.path, series.size());
-      if (fresh) series.push_back({region.path, region.depth, {}});
-      if (region.measurable)
-        series[it->second].samples.push_back(region.duration_ns);
+    const std::vector<uint64_t>& times = report.marker_times();
+    const std::vector<RegionInfo>& regions = report.layout().regions();
+    for (size_t i = 0; i < regions.size(); ++i) {
+      const RegionInfo& info = regions[i];
+      const uint64_t start = times.at(info.begin_marker), end = times.at(info.end_marker);
+      const bool measurable = start != kUnmeasurable && end != kUnmeasurable;
+      const uint64_t duration = measurable && end >= start ? end - start : 0;
+      const RegionTiming timing = report.region(i);
+      if (timing.measurable != measurable || timing.duration_ns != duration ||
+          (measurable && (timing.start_ns != start || timing.end_ns != end)) ||
+          timing.info != &info) {
+        std::fprintf(stderr, "fuzz_stats: region %zu: RegionTiming disagrees with its markers\n",
+                     i);
+        std::abort();
+      }
+      auto [it, fresh] = index.emplace(info.path, series.size());
+      if (fresh) series.push_back({info.path, info.depth, {}});
+      if (measurable)
+        series[it->second].samples.push_back(duration);
       else
         ++series[it->second].unmeasurable;
     }
@@ -135,10 +164,102 @@ void check(const StatsAccumulator& stats, const Model& model) {
     if (g.mean_ns < g.min_ns * (1 - 1e-12) || g.mean_ns > g.max_ns * (1 + 1e-12))
       mismatch("mean (outside [min, max])", i, g.mean_ns, mean);
   }
-  for (size_t buckets : StatsAccess::sketch_buckets(stats))
+  for (size_t buckets : stats.sketch_buckets())
     if (buckets > (exact_mode ? 0 : accgraph::timing::kSketchMaxBuckets))
       mismatch("sketch buckets", 0, static_cast<double>(buckets),
                static_cast<double>(accgraph::timing::kSketchMaxBuckets));
+}
+
+// A duration of any magnitude up to 2^64-2, so that sketch buckets of every octave are hit.
+uint64_t consume_duration(Input& in) {
+  const uint8_t kind = in.byte();
+  uint64_t duration;
+  if (kind & 1)
+    duration = in.u64();
+  else if (kind & 2)
+    duration = in.u64() >> (in.byte() % 64);
+  else
+    duration = in.byte();
+  if (kind & 4) duration = UINT64_MAX - 1 - (duration & 0xff);  // near the longest
+  return std::min<uint64_t>(duration, UINT64_MAX - 1);
+}
+
+// A marker time: small, anything (UINT64_MAX is unmeasurable), or near the top.
+uint64_t consume_time(Input& in) {
+  const uint8_t kind = in.byte();
+  if (kind < 96) return in.byte();
+  if (kind < 160) return in.u64();
+  if (kind < 240) return UINT64_MAX - 1 - in.byte();
+  return kUnmeasurable;
+}
+
+std::string consume_path(Input& in) {
+  // A few recurring paths, so that series collect several samples, plus arbitrary ones.
+  static const std::string common[] = {"a", "a/b", "", "layer0/copy"};
+  const uint8_t shape = in.byte();
+  return shape < 192 ? common[shape % 4] : in.text(shape % 16);
+}
+
+// A fresh report from RegionSample, with durations chosen by the input; checks that the report
+// holds them.
+ReplayReport consume_samples(Input& in) {
+  std::vector<RegionSample> samples;
+  std::vector<uint64_t> durations;
+  const size_t regions = in.byte() % 8;
+  for (size_t r = 0; r < regions; ++r) {
+    RegionSample sample;
+    sample.info.path = consume_path(in);
+    sample.info.name = sample.info.path;
+    sample.info.depth = static_cast<int8_t>(in.byte());
+    const uint64_t duration = consume_duration(in);
+    // Any start that leaves end = start + duration below UINT64_MAX.
+    sample.start_ns = std::min<uint64_t>(in.byte() % 2 ? in.u64() : in.byte(),
+                                         UINT64_MAX - 1 - duration);
+    sample.end_ns = sample.start_ns + duration;
+    const uint8_t kind = in.byte();
+    if (kind >= 240) {
+      sample.measurable = false;  // 1 in 16
+    } else if (kind >= 224 && sample.start_ns > 0) {  // end < start: duration 0
+      sample.end_ns = sample.start_ns - 1 - (in.u64() % sample.start_ns);
+    }
+    durations.push_back(sample.measurable && sample.end_ns >= sample.start_ns ? duration : 0);
+    samples.push_back(std::move(sample));
+  }
+  std::vector<bool> measurable;
+  for (const RegionSample& s : samples) measurable.push_back(s.measurable);
+  ReplayReport report = ReplayReport::from_samples(ReportSource{}, 1, 0, std::move(samples));
+  for (size_t i = 0; i < report.size(); ++i) {
+    const RegionTiming t = report.region(i);
+    if (t.measurable != measurable[i] || t.duration_ns != durations[i]) {
+      std::fprintf(stderr,
+                   "fuzz_stats: from_samples region %zu: duration %llu (measurable %d), "
+                   "expected %llu (measurable %d)\n",
+                   i, static_cast<unsigned long long>(t.duration_ns), t.measurable ? 1 : 0,
+                   static_cast<unsigned long long>(durations[i]), measurable[i] ? 1 : 0);
+      std::abort();
+    }
+  }
+  return report;
+}
+
+// A layout built by hand, as the profiler's are: regions may share markers (one region's end is
+// another's begin), parents are earlier regions or -1.
+std::shared_ptr<const ReportLayout> consume_layout(Input& in) {
+  std::vector<RegionInfo> regions;
+  const size_t count = in.byte() % 8;
+  const uint32_t markers = static_cast<uint32_t>(count) + 1;
+  for (size_t r = 0; r < count; ++r) {
+    RegionInfo info;
+    info.name = consume_path(in);
+    info.depth = static_cast<int8_t>(in.byte());
+    const uint8_t parent = in.byte();
+    info.parent = parent < 128 || r == 0 ? -1 : static_cast<int>(parent % r);
+    if (info.parent >= 0 && in.byte() < 128) info.path = info.name;  // else parent's path + name
+    info.begin_marker = in.byte() % markers;
+    info.end_marker = in.byte() % markers;
+    regions.push_back(std::move(info));
+  }
+  return std::make_shared<const ReportLayout>(ReportSource{}, std::move(regions));
 }
 
 }  // namespace
@@ -148,10 +269,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   StatsAccumulator sketch;
   StatsAccumulator exact(StatsMode::Exact);
   Model model;
-  // A few recurring paths, so that series collect several samples, plus arbitrary ones.
-  const std::string common[] = {"a", "a/b", "", "layer0/copy"};
+  // Layouts that later reports replay; replacing one lets it die, so that a new layout may take
+  // its address (add() must not take the new one's regions for the old one's).
+  std::vector<std::shared_ptr<const ReportLayout>> layouts;
+  uint64_t replay = 0;
   while (!in.empty()) {
-    uint8_t op = in.byte();
+    const uint8_t op = in.byte();
     if (op % 8 == 6) {
       sketch.clear();
       exact.clear();
@@ -164,26 +287,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       continue;
     }
     ReplayReport report;
-    size_t regions = in.byte() % 8;
-    for (size_t r = 0; r < regions; ++r) {
-      RegionTiming region;
-      uint8_t shape = in.byte();
-      region.path = shape < 192 ? common[shape % 4] : in.text(shape % 16);
-      region.name = region.path;
-      region.depth = static_cast<int8_t>(in.byte());
-      const uint8_t kind = in.byte();
-      if (kind & 1) {
-        region.duration_ns = in.u64();
-      } else if (kind & 2) {  // any magnitude, so that sketch buckets of every octave are hit
-        const uint64_t bits = in.u64();
-        region.duration_ns = bits >> (in.byte() % 64);
+    if (op % 8 <= 2 && !layouts.empty()) {  // another replay of a known layout
+      std::shared_ptr<const ReportLayout> layout = layouts[in.byte() % layouts.size()];
+      std::vector<uint64_t> times(layout->marker_count());
+      for (uint64_t& t : times) t = consume_time(in);
+      report = ReplayReport(std::move(layout), 1, ++replay, std::move(times));
+    } else {
+      if (op % 8 == 5) {
+        std::shared_ptr<const ReportLayout> layout = consume_layout(in);
+        std::vector<uint64_t> times(layout->marker_count());
+        for (uint64_t& t : times) t = consume_time(in);
+        report = ReplayReport(std::move(layout), 2, ++replay, std::move(times));
       } else {
-        region.duration_ns = in.byte();
+        report = consume_samples(in);
       }
-      region.measurable = kind < 240;  // 1 in 16 unmeasurable (duration 0, as the profiler sets)
-      if (!region.measurable) region.duration_ns = 0;
-      region.end_ns = region.start_ns + region.duration_ns;
-      report.regions.push_back(region);
+      if (layouts.size() < 4)
+        layouts.push_back(report.shared_layout());
+      else if (op >= 128)
+        layouts[op % 4] = report.shared_layout();
     }
     sketch.add(report);
     exact.add(report);

@@ -20,6 +20,8 @@
 
 #include "accgraph/accgraph.hpp"
 #include "check_error.hpp"
+#include "../../core/hooks_internal.hpp"
+#include "../../core/stream_state.hpp"
 
 using namespace accgraph;
 
@@ -63,12 +65,12 @@ class CapturedWarnings {
 /// One eager sequence of two markers around `spin` of device work, published and waited for.
 std::vector<uint64_t> timed_spin(TimestampMarkers& markers, Stream& stream, uint64_t sequence,
                                  std::chrono::nanoseconds spin) {
-  markers.begin_sequence(stream.impl());
-  markers.record(stream.impl(), 0);
+  markers.begin_sequence(detail::StreamAccess::impl(stream));
+  markers.record(detail::StreamAccess::impl(stream), 0);
   stream.delay(spin);
-  markers.record(stream.impl(), 1);
-  markers.end_sequence(stream.impl());
-  markers.after_eager_sequence(stream.impl(), sequence);
+  markers.record(detail::StreamAccess::impl(stream), 1);
+  markers.end_sequence(detail::StreamAccess::impl(stream));
+  markers.after_eager_sequence(detail::StreamAccess::impl(stream), sequence);
   markers.wait(sequence);
   CHECK(markers.is_complete(sequence));
   std::vector<uint64_t> times(2);
@@ -176,21 +178,21 @@ TEST_CASE("driver: capture, replay and timed regions") {
   std::vector<timing::ReplayReport> reports = profiler.reports();
   REQUIRE(reports.size() == kReplays);
   for (const timing::ReplayReport& report : reports) {
-    REQUIRE(report.regions.size() == 3);
-    CHECK(report.backend == "level_zero");
-    CHECK(report.marker_strategy == "global_timestamps");
-    const timing::RegionTiming& spin = report.regions[1];
-    CHECK(spin.name == "spin");
+    REQUIRE(report.size() == 3);
+    CHECK(report.backend() == "level_zero");
+    CHECK(report.marker_strategy() == "global_timestamps");
+    const timing::RegionTiming& spin = report.region(1);
+    CHECK(spin.name() == "spin");
     CHECK(spin.duration_ns >= 300'000);
     // Only a sanity bound: a loaded machine can deschedule the driver's spinning thread.
     CHECK(spin.duration_ns < 1'000'000'000);
     // Adjacent regions share boundaries and follow each other on one clock.
-    CHECK(report.regions[0].end_ns == spin.start_ns);
-    CHECK(spin.end_ns == report.regions[2].start_ns);
+    CHECK(report.region(0).end_ns == spin.start_ns);
+    CHECK(spin.end_ns == report.region(2).start_ns);
   }
   for (size_t i = 1; i < reports.size(); ++i) {
-    CHECK(reports[i].replay_index == reports[i - 1].replay_index + 1);
-    CHECK(reports[i].regions[0].start_ns >= reports[i - 1].regions[2].end_ns);  // in order
+    CHECK(reports[i].replay_index() == reports[i - 1].replay_index() + 1);
+    CHECK(reports[i].region(0).start_ns >= reports[i - 1].region(2).end_ns);  // in order
   }
 
   SUBCASE("debug_dump writes the captured graph") {
@@ -255,35 +257,35 @@ TEST_CASE("driver: destroying markers waits for the device work that writes them
 
   SUBCASE("a published sequence") {
     auto markers = backend.create_markers(0, MarkerOptions{});
-    markers->begin_sequence(stream.impl());
-    markers->record(stream.impl(), 0);
+    markers->begin_sequence(detail::StreamAccess::impl(stream));
+    markers->record(detail::StreamAccess::impl(stream), 0);
     stream.delay(std::chrono::milliseconds(20));
     stream.fill(flag, 1);
-    markers->record(stream.impl(), 1);
-    markers->end_sequence(stream.impl());
-    markers->after_eager_sequence(stream.impl(), 0);
+    markers->record(detail::StreamAccess::impl(stream), 1);
+    markers->end_sequence(detail::StreamAccess::impl(stream));
+    markers->after_eager_sequence(detail::StreamAccess::impl(stream), 0);
     markers.reset();
     CHECK(flag.as<uint8_t>()[0] == 1);
   }
   SUBCASE("markers appended with no publishing copy after them") {
     auto markers = backend.create_markers(0, MarkerOptions{});
-    markers->begin_sequence(stream.impl());
-    markers->record(stream.impl(), 0);
+    markers->begin_sequence(detail::StreamAccess::impl(stream));
+    markers->record(detail::StreamAccess::impl(stream), 0);
     stream.delay(std::chrono::milliseconds(20));
     stream.fill(flag, 2);
-    markers->record(stream.impl(), 1);
+    markers->record(detail::StreamAccess::impl(stream), 1);
     markers.reset();
     CHECK(flag.as<uint8_t>()[0] == 2);
   }
   SUBCASE("completion is observed through is_complete, then the stamps are read") {
     auto markers = backend.create_markers(0, MarkerOptions{});
-    markers->begin_sequence(stream.impl());
-    markers->record(stream.impl(), 0);
+    markers->begin_sequence(detail::StreamAccess::impl(stream));
+    markers->record(detail::StreamAccess::impl(stream), 0);
     stream.delay(std::chrono::milliseconds(2));
     stream.fill(flag, 3);
-    markers->record(stream.impl(), 1);
-    markers->end_sequence(stream.impl());
-    markers->after_eager_sequence(stream.impl(), 0);
+    markers->record(detail::StreamAccess::impl(stream), 1);
+    markers->end_sequence(detail::StreamAccess::impl(stream));
+    markers->after_eager_sequence(detail::StreamAccess::impl(stream), 0);
     while (!markers->is_complete(0)) std::this_thread::yield();
     CHECK(flag.as<uint8_t>()[0] == 3);
     uint64_t ns[2] = {};

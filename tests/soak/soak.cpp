@@ -120,7 +120,7 @@ class RssWatch {
 
 ProfilerOptions soak_profiler_options() {
   ProfilerOptions options;
-  options.keep_reports = false;  // kept reports grow by design; only the count is checked
+  options.keep_reports = 0;  // kept reports grow by design; only the count is checked
   return options;
 }
 

@@ -45,30 +45,27 @@ const std::vector<NameCase>& name_cases() {
   return cases;
 }
 
-RegionTiming region(std::string name, uint64_t start, uint64_t end, Metadata metadata = {}) {
-  RegionTiming r;
-  r.name = name;
-  r.path = std::move(name);
-  r.stream_id = 1;
+RegionSample region(std::string name, uint64_t start, uint64_t end, Metadata metadata = {}) {
+  RegionSample r;
+  r.info.name = name;
+  r.info.path = std::move(name);
+  r.info.stream_id = 1;
+  r.info.metadata = std::move(metadata);
   r.start_ns = start;
   r.end_ns = end;
-  r.duration_ns = end - start;
-  r.metadata = std::move(metadata);
   return r;
 }
 
-ReplayReport report_of(std::vector<RegionTiming> regions) {
-  ReplayReport r;
-  r.graph_id = 1;
-  r.backend = "host";
-  r.device_name = "cpu\xC3";
-  r.regions = std::move(regions);
-  return r;
+ReplayReport report_of(std::vector<RegionSample> regions) {
+  ReportSource source;
+  source.backend = "host";
+  source.device_name = "cpu\xC3";
+  return ReplayReport::from_samples(std::move(source), 1, 0, std::move(regions));
 }
 
 // One report with a region per name case, each with its name as a metadata key and value too.
 ReplayReport report_with_every_name() {
-  std::vector<RegionTiming> regions;
+  std::vector<RegionSample> regions;
   uint64_t t = 0;
   for (const NameCase& c : name_cases()) {
     regions.push_back(region(c.input, t, t + 10, {{"key " + c.input, "value " + c.input}}));
@@ -194,9 +191,9 @@ TEST_CASE("reports csv: invalid UTF-8 replaced, control characters kept inside q
   for (size_t i = 0; i < name_cases().size(); ++i) {
     const NameCase& c = name_cases()[i];
     CAPTURE(c.expected);
-    REQUIRE(records[1 + i].size() == 11);
+    REQUIRE(records[1 + i].size() == 12);
     CHECK(records[1 + i][4] == c.expected);
-    CHECK(records[1 + i][10] == "key " + c.expected + "=value " + c.expected);
+    CHECK(records[1 + i][11] == "key " + c.expected + "=value " + c.expected);
   }
 }
 
@@ -281,30 +278,24 @@ TEST_CASE("exporters: a failing flush is an InvalidArgument error") {
 
 // Audit 5.2: an unmeasurable region (RegionTiming::measurable false) has no times to export.
 TEST_CASE("exporters: an unmeasurable region is left out of the trace and has empty CSV times") {
-  ReplayReport report;
-  report.graph_id = 1;
-  report.backend = "host";
-  RegionTiming outer;
-  outer.name = outer.path = "outer";
+  RegionSample outer;
+  outer.info.name = "outer";
   outer.start_ns = 1000;
   outer.end_ns = 5000;
-  outer.duration_ns = 4000;
-  RegionTiming lost;
-  lost.name = "lost";
-  lost.path = "outer/lost";
-  lost.depth = 1;
-  lost.parent = 0;
+  RegionSample lost;
+  lost.info.name = "lost";
+  lost.info.depth = 1;
+  lost.info.parent = 0;
   lost.measurable = false;
-  RegionTiming inner = lost;
-  inner.name = "inner";
-  inner.path = "outer/lost/inner";
-  inner.depth = 2;
-  inner.parent = 1;
-  inner.measurable = true;
+  RegionSample inner;
+  inner.info.name = "inner";
+  inner.info.depth = 2;
+  inner.info.parent = 1;
   inner.start_ns = 2000;
   inner.end_ns = 3000;
-  inner.duration_ns = 1000;
-  report.regions = {outer, lost, inner};
+  ReportSource source;
+  source.backend = "host";
+  const ReplayReport report = ReplayReport::from_samples(source, 1, 0, {outer, lost, inner});
 
   std::ostringstream trace;
   write_chrome_trace(trace, {report});
@@ -318,8 +309,8 @@ TEST_CASE("exporters: an unmeasurable region is left out of the trace and has em
 
   std::ostringstream csv;
   write_reports_csv(csv, {report});
-  CHECK(csv.str().find("outer/lost,1,0,,,,") != std::string::npos);
-  CHECK(csv.str().find("outer/lost/inner,2,0,2000,3000,1000,") != std::string::npos);
+  CHECK(csv.str().find("outer/lost,1,0,,,,,") != std::string::npos);
+  CHECK(csv.str().find("outer/lost/inner,2,0,,2000,3000,1000,") != std::string::npos);
 }
 
 namespace {
@@ -333,61 +324,52 @@ namespace {
 std::vector<ReplayReport> golden_trace_reports() {
   const auto at = [](std::string name, uint64_t stream, uint64_t start, uint64_t end, int depth,
                      int parent, Metadata metadata = {}) {
-    RegionTiming r;
-    r.path = name;
-    r.name = std::move(name);
-    r.depth = depth;
-    r.parent = parent;
-    r.stream_id = stream;
+    RegionSample r;
+    r.info.path = name;  // given, not made from the parent's: the writer must not care
+    r.info.name = std::move(name);
+    r.info.depth = depth;
+    r.info.parent = parent;
+    r.info.stream_id = stream;
+    r.info.metadata = std::move(metadata);
     r.start_ns = start;
     r.end_ns = end;
-    r.duration_ns = end - start;
-    r.metadata = std::move(metadata);
     return r;
+  };
+  const auto source = [](std::string backend, int device, std::string device_name) {
+    ReportSource s;
+    s.backend = std::move(backend);
+    s.device = device;
+    s.device_name = std::move(device_name);
+    return s;
   };
   const uint64_t t0 = 1'000'000'007;
   std::vector<ReplayReport> reports;
 
-  ReplayReport gpu1;  // graph 1 on device 1: nesting, a region that ends on another stream
-  gpu1.graph_id = 1;
-  gpu1.replay_index = 0;
-  gpu1.backend = "host";
-  gpu1.device = 1;
-  gpu1.device_name = "second \"cpu\"\xC3";
-  gpu1.regions = {at("step", 1, t0, t0 + 9000, 0, -1, {{"batch", "7"}}),
+  // graph 1 on device 1: nesting, a region that ends on another stream
+  reports.push_back(ReplayReport::from_samples(
+      source("host", 1, "second \"cpu\"\xC3"), 1, 0,
+                 {at("step", 1, t0, t0 + 9000, 0, -1, {{"batch", "7"}}),
                   at("forward", 1, t0 + 100, t0 + 4000, 1, 0),
                   at("crossing", 1, t0 + 3500, t0 + 6000, 1, 0),  // overlaps forward
                   at("copy", 2, t0 + 3600, t0 + 5000, 2, 2),       // its child on stream 2
-                  at("tail", 1, t0 + 9000, t0 + 9000, 1, 0)};      // zero length, at the end
-  reports.push_back(gpu1);
+                  at("tail", 1, t0 + 9000, t0 + 9000, 1, 0)}));    // zero length, at the end
 
   for (uint64_t replay = 0; replay < 2; ++replay) {  // graphs 2 and 3 overlap on stream 5
     for (uint64_t graph = 2; graph <= 3; ++graph) {
-      ReplayReport r;
-      r.graph_id = graph;
-      r.replay_index = replay;
-      r.backend = "host";
-      r.device = 0;
-      r.device_name = "cpu";
       const uint64_t start = t0 + 20'000 + replay * 1000 + (graph - 2) * 300;
-      r.regions = {at("graph" + std::to_string(graph), 5, start, start + 700, 0, -1),
-                   at("inner", 5, start + 100, start + 333, 1, 0,
-                      {{"replay", std::to_string(replay)}})};
-      reports.push_back(r);
+      reports.push_back(ReplayReport::from_samples(
+          source("host", 0, "cpu"), graph, replay,
+          {at("graph" + std::to_string(graph), 5, start, start + 700, 0, -1),
+           at("inner", 5, start + 100, start + 333, 1, 0, {{"replay", std::to_string(replay)}})}));
     }
   }
 
-  ReplayReport eager;  // eager regions, odd metadata, an unmeasurable region, far times
-  eager.graph_id = 0;
-  eager.replay_index = UINT64_MAX;
-  eager.backend = "host";
-  eager.device = 0;
-  eager.device_name = "cpu";
-  RegionTiming lost = at("lost\xFF", 5, 0, 0, 0, -1);
+  // eager regions, odd metadata, an unmeasurable region, far times
+  RegionSample lost = at("lost\xFF", 5, 0, 0, 0, -1);
   lost.measurable = false;
-  RegionTiming odd = at("odd", 7, t0 + 123'456'789'012'345, t0 + 123'456'789'012'346, 0, -1);
-  odd.duration_ns = UINT64_MAX;  // not end - start: written as given
-  eager.regions = {
+  RegionSample odd = at("odd", 7, t0 + 123'456'789'012'345, t0 + 123'456'789'012'346, 0, -1);
+  RegionSample backwards = at("backwards", 7, t0 + 60, t0 + 55, 0, -1);  // end before start: 0
+  std::vector<RegionSample> eager = {
       at("say \"hi\"\\ \x01\t\n\x1f\x7f caf\xC3\xA9 \xF0\x9F\x98\x80 bad\xC3", 7, t0 + 50,
          t0 + 51, 0, -1,
          {{"quote\"", "back\\slash"},
@@ -402,15 +384,13 @@ std::vector<ReplayReport> golden_trace_reports() {
       lost,
       at("inside lost", 5, t0 + 20'050, t0 + 20'060, 1, 1),  // parent unmeasurable
       odd,
+      backwards,
       at("zero", 7, t0 + 123'456'789'012'346, t0 + 123'456'789'012'346, 0, -1)};
-  reports.push_back(eager);
+  reports.push_back(ReplayReport::from_samples(source("host", 0, "cpu"), 0, UINT64_MAX, eager));
 
-  ReplayReport other;  // a second backend, then a report without regions
-  other.graph_id = 9;
-  other.backend = "level_zero";
-  other.device = 0;
-  other.regions = {at("ze", 0, t0 + 10, t0 + 20, 0, -1)};
-  reports.push_back(other);
+  // a second backend, then a report without regions
+  reports.push_back(ReplayReport::from_samples(source("level_zero", 0, ""), 9, 0,
+                                               {at("ze", 0, t0 + 10, t0 + 20, 0, -1)}));
   reports.push_back(ReplayReport());
   return reports;
 }
@@ -418,7 +398,9 @@ std::vector<ReplayReport> golden_trace_reports() {
 }  // namespace
 
 // What write_chrome_trace wrote for golden_trace_reports() when it built one nlohmann::json
-// document (commit 4b21339), parsed and written again one event a line (ASCII, keys sorted).
+// document (commit 4b21339), parsed and written again one event a line (ASCII, keys sorted);
+// since the zero-copy reports, X events also carry "stream" in args, durations are end - start
+// (the "odd" region's given UINT64_MAX duration is gone) and "backwards" ends before it starts.
 const char* const kGoldenTrace = R"json({"traceEvents":[
 {"args":{"name":"host device 0 (cpu)"},"name":"process_name","ph":"M","pid":2,"tid":0},
 {"args":{"name":"host device 1 (second \"cpu\"\ufffd)"},"name":"process_name","ph":"M","pid":1,"tid":0},
@@ -427,34 +409,35 @@ const char* const kGoldenTrace = R"json({"traceEvents":[
 {"args":{"sort_index":1},"name":"thread_sort_index","ph":"M","pid":1,"tid":1},
 {"args":{"name":"stream 1 (overlap 1)"},"name":"thread_name","ph":"M","pid":1,"tid":2},
 {"args":{"sort_index":2},"name":"thread_sort_index","ph":"M","pid":1,"tid":2},
-{"args":{"batch":"7","graph_id":1,"path":"step","replay_index":0},"cat":"graph 1","dur":9.0,"name":"step","ph":"X","pid":1,"tid":1,"ts":0.0},
-{"args":{"graph_id":1,"path":"forward","replay_index":0},"cat":"graph 1","dur":3.9,"name":"forward","ph":"X","pid":1,"tid":1,"ts":0.1},
-{"args":{"graph_id":1,"path":"crossing","replay_index":0},"cat":"graph 1","dur":2.5,"name":"crossing","ph":"X","pid":1,"tid":2,"ts":3.5},
-{"args":{"graph_id":1,"path":"tail","replay_index":0},"cat":"graph 1","dur":0.0,"name":"tail","ph":"X","pid":1,"tid":1,"ts":9.0},
+{"args":{"batch":"7","graph_id":1,"path":"step","replay_index":0,"stream":1},"cat":"graph 1","dur":9.0,"name":"step","ph":"X","pid":1,"tid":1,"ts":0.0},
+{"args":{"graph_id":1,"path":"forward","replay_index":0,"stream":1},"cat":"graph 1","dur":3.9,"name":"forward","ph":"X","pid":1,"tid":1,"ts":0.1},
+{"args":{"graph_id":1,"path":"crossing","replay_index":0,"stream":1},"cat":"graph 1","dur":2.5,"name":"crossing","ph":"X","pid":1,"tid":2,"ts":3.5},
+{"args":{"graph_id":1,"path":"tail","replay_index":0,"stream":1},"cat":"graph 1","dur":0.0,"name":"tail","ph":"X","pid":1,"tid":1,"ts":9.0},
 {"args":{"name":"stream 2"},"name":"thread_name","ph":"M","pid":1,"tid":3},
 {"args":{"sort_index":3},"name":"thread_sort_index","ph":"M","pid":1,"tid":3},
-{"args":{"graph_id":1,"path":"copy","replay_index":0},"cat":"graph 1","dur":1.4,"name":"copy","ph":"X","pid":1,"tid":3,"ts":3.6},
+{"args":{"graph_id":1,"path":"copy","replay_index":0,"stream":2},"cat":"graph 1","dur":1.4,"name":"copy","ph":"X","pid":1,"tid":3,"ts":3.6},
 {"args":{"name":"stream 5"},"name":"thread_name","ph":"M","pid":2,"tid":4},
 {"args":{"sort_index":4},"name":"thread_sort_index","ph":"M","pid":2,"tid":4},
 {"args":{"name":"stream 5 (overlap 1)"},"name":"thread_name","ph":"M","pid":2,"tid":5},
 {"args":{"sort_index":5},"name":"thread_sort_index","ph":"M","pid":2,"tid":5},
-{"args":{"graph_id":2,"path":"graph2","replay_index":0},"cat":"graph 2","dur":0.7,"name":"graph2","ph":"X","pid":2,"tid":4,"ts":20.0},
-{"args":{"graph_id":0,"path":"inside lost","replay_index":18446744073709551615},"cat":"eager","dur":0.01,"name":"inside lost","ph":"X","pid":2,"tid":4,"ts":20.05},
-{"args":{"graph_id":2,"path":"inner","replay":"0","replay_index":0},"cat":"graph 2","dur":0.233,"name":"inner","ph":"X","pid":2,"tid":4,"ts":20.1},
-{"args":{"graph_id":3,"path":"graph3","replay_index":0},"cat":"graph 3","dur":0.7,"name":"graph3","ph":"X","pid":2,"tid":5,"ts":20.3},
-{"args":{"graph_id":3,"path":"inner","replay":"0","replay_index":0},"cat":"graph 3","dur":0.233,"name":"inner","ph":"X","pid":2,"tid":5,"ts":20.4},
-{"args":{"graph_id":2,"path":"graph2","replay_index":1},"cat":"graph 2","dur":0.7,"name":"graph2","ph":"X","pid":2,"tid":4,"ts":21.0},
-{"args":{"graph_id":2,"path":"inner","replay":"1","replay_index":1},"cat":"graph 2","dur":0.233,"name":"inner","ph":"X","pid":2,"tid":4,"ts":21.1},
-{"args":{"graph_id":3,"path":"graph3","replay_index":1},"cat":"graph 3","dur":0.7,"name":"graph3","ph":"X","pid":2,"tid":5,"ts":21.3},
-{"args":{"graph_id":3,"path":"inner","replay":"1","replay_index":1},"cat":"graph 3","dur":0.233,"name":"inner","ph":"X","pid":2,"tid":5,"ts":21.4},
+{"args":{"graph_id":2,"path":"graph2","replay_index":0,"stream":5},"cat":"graph 2","dur":0.7,"name":"graph2","ph":"X","pid":2,"tid":4,"ts":20.0},
+{"args":{"graph_id":0,"path":"inside lost","replay_index":18446744073709551615,"stream":5},"cat":"eager","dur":0.01,"name":"inside lost","ph":"X","pid":2,"tid":4,"ts":20.05},
+{"args":{"graph_id":2,"path":"inner","replay":"0","replay_index":0,"stream":5},"cat":"graph 2","dur":0.233,"name":"inner","ph":"X","pid":2,"tid":4,"ts":20.1},
+{"args":{"graph_id":3,"path":"graph3","replay_index":0,"stream":5},"cat":"graph 3","dur":0.7,"name":"graph3","ph":"X","pid":2,"tid":5,"ts":20.3},
+{"args":{"graph_id":3,"path":"inner","replay":"0","replay_index":0,"stream":5},"cat":"graph 3","dur":0.233,"name":"inner","ph":"X","pid":2,"tid":5,"ts":20.4},
+{"args":{"graph_id":2,"path":"graph2","replay_index":1,"stream":5},"cat":"graph 2","dur":0.7,"name":"graph2","ph":"X","pid":2,"tid":4,"ts":21.0},
+{"args":{"graph_id":2,"path":"inner","replay":"1","replay_index":1,"stream":5},"cat":"graph 2","dur":0.233,"name":"inner","ph":"X","pid":2,"tid":4,"ts":21.1},
+{"args":{"graph_id":3,"path":"graph3","replay_index":1,"stream":5},"cat":"graph 3","dur":0.7,"name":"graph3","ph":"X","pid":2,"tid":5,"ts":21.3},
+{"args":{"graph_id":3,"path":"inner","replay":"1","replay_index":1,"stream":5},"cat":"graph 3","dur":0.233,"name":"inner","ph":"X","pid":2,"tid":5,"ts":21.4},
 {"args":{"name":"stream 7"},"name":"thread_name","ph":"M","pid":2,"tid":6},
 {"args":{"sort_index":6},"name":"thread_sort_index","ph":"M","pid":2,"tid":6},
-{"args":{"":"empty key","bad\ufffd":"two","ctrl":"\u0001\u0002\u001b[31m\r\n","dup":"second","graph_id":0,"path":"say \"hi\"\\ \u0001\t\n\u001f\u007f caf\u00e9 \ud83d\ude00 bad\ufffd","quote\"":"back\\slash","replay_index":18446744073709551615},"cat":"eager","dur":0.001,"name":"say \"hi\"\\ \u0001\t\n\u001f\u007f caf\u00e9 \ud83d\ude00 bad\ufffd","ph":"X","pid":2,"tid":6,"ts":0.05},
-{"args":{"graph_id":0,"path":"odd","replay_index":18446744073709551615},"cat":"eager","dur":1.844674407370955e+16,"name":"odd","ph":"X","pid":2,"tid":6,"ts":123456789012.345},
-{"args":{"graph_id":0,"path":"zero","replay_index":18446744073709551615},"cat":"eager","dur":0.0,"name":"zero","ph":"X","pid":2,"tid":6,"ts":123456789012.346},
+{"args":{"":"empty key","bad\ufffd":"two","ctrl":"\u0001\u0002\u001b[31m\r\n","dup":"second","graph_id":0,"path":"say \"hi\"\\ \u0001\t\n\u001f\u007f caf\u00e9 \ud83d\ude00 bad\ufffd","quote\"":"back\\slash","replay_index":18446744073709551615,"stream":7},"cat":"eager","dur":0.001,"name":"say \"hi\"\\ \u0001\t\n\u001f\u007f caf\u00e9 \ud83d\ude00 bad\ufffd","ph":"X","pid":2,"tid":6,"ts":0.05},
+{"args":{"graph_id":0,"path":"backwards","replay_index":18446744073709551615,"stream":7},"cat":"eager","dur":0.0,"name":"backwards","ph":"X","pid":2,"tid":6,"ts":0.06},
+{"args":{"graph_id":0,"path":"odd","replay_index":18446744073709551615,"stream":7},"cat":"eager","dur":0.001,"name":"odd","ph":"X","pid":2,"tid":6,"ts":123456789012.345},
+{"args":{"graph_id":0,"path":"zero","replay_index":18446744073709551615,"stream":7},"cat":"eager","dur":0.0,"name":"zero","ph":"X","pid":2,"tid":6,"ts":123456789012.346},
 {"args":{"name":"stream 0"},"name":"thread_name","ph":"M","pid":3,"tid":7},
 {"args":{"sort_index":7},"name":"thread_sort_index","ph":"M","pid":3,"tid":7},
-{"args":{"graph_id":9,"path":"ze","replay_index":0},"cat":"graph 9","dur":0.01,"name":"ze","ph":"X","pid":3,"tid":7,"ts":0.01}
+{"args":{"graph_id":9,"path":"ze","replay_index":0,"stream":0},"cat":"graph 9","dur":0.01,"name":"ze","ph":"X","pid":3,"tid":7,"ts":0.01}
 ],"displayTimeUnit":"ns"})json";
 
 TEST_CASE("chrome trace: the same document as the writer before streaming (golden)") {
@@ -495,12 +478,12 @@ struct RecordingBuffer : std::streambuf {
 std::vector<ReplayReport> many_regions() {
   std::vector<ReplayReport> reports;
   for (uint64_t replay = 0; replay < 200; ++replay) {
-    std::vector<RegionTiming> regions;
+    std::vector<RegionSample> regions;
     for (uint64_t i = 0; i < 100; ++i)
       regions.push_back(region("region " + std::to_string(i), replay * 10'000 + i * 100,
                                replay * 10'000 + i * 100 + 50, {{"index", std::to_string(i)}}));
-    reports.push_back(report_of(std::move(regions)));
-    reports.back().replay_index = replay;
+    reports.push_back(ReplayReport::from_samples({"host", 0, "cpu", "", 0}, 1, replay,
+                                                 std::move(regions)));
   }
   return reports;
 }

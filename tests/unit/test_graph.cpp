@@ -583,3 +583,67 @@ TEST_CASE("replaying a graph inside another capture records it as one node") {
   stream.synchronize();
   CHECK(runs == 3);
 }
+
+namespace {
+
+/// The host backend's objects under a backend that does not claim pool_sharing: the core must
+/// refuse a shared pool before the (host) graph, which would accept it, is called.
+class NoPoolSharingBackend final : public Backend {
+ public:
+  std::string name() const override { return "host_no_pools"; }
+  std::vector<DeviceInfo> devices() const override { return host().devices(); }
+  Capabilities capabilities(int device) const override {
+    Capabilities caps = host().capabilities(device);
+    caps.pool_sharing = false;
+    return caps;
+  }
+  std::unique_ptr<StreamImpl> create_stream(int device) override {
+    return host().create_stream(device);
+  }
+  std::unique_ptr<StreamImpl> wrap_stream(int device, void* native) override {
+    return host().wrap_stream(device, native);
+  }
+  std::unique_ptr<BufferImpl> allocate(int device, size_t bytes, MemoryKind kind) override {
+    return host().allocate(device, bytes, kind);
+  }
+  std::unique_ptr<GraphImplInterface> create_graph(const GraphArgs& args) override {
+    return host().create_graph(args);
+  }
+  std::unique_ptr<TimestampMarkers> create_markers(int device,
+                                                   const MarkerOptions& options) override {
+    return host().create_markers(device, options);
+  }
+
+ private:
+  static Backend& host() { return Registry::instance().backend("host"); }
+};
+
+}  // namespace
+
+TEST_CASE("pool sharing is refused by the core when capabilities().pool_sharing is false") {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Registry::instance().register_backend("host_no_pools", priority::fallback - 1,
+                                          [] { return std::make_unique<NoPoolSharingBackend>(); },
+                                          "test_graph.cpp");
+  });
+  Stream stream = Stream::create("host_no_pools");
+  AcceleratorGraph first("host_no_pools");
+  first.capture_begin(stream);
+  first.capture_end();
+  const PoolId pool = first.pool();  // a live pool of the host graphs underneath
+  REQUIRE_FALSE(pool.is_new_private());
+
+  AcceleratorGraph second("host_no_pools");
+  CHECK_ACCGRAPH_ERROR(second.capture_begin(stream, pool), ErrorCode::Unsupported,
+                       fmt::format("capture_begin: graph pool {{{}, {}}} cannot be shared: backend "
+                                   "'host_no_pools' does not share pools between graphs "
+                                   "(capabilities().pool_sharing is false); pass {{}} for a new "
+                                   "private pool",
+                                   pool.first, pool.second));
+  CHECK(second.state() == GraphState::Empty);
+  CHECK_FALSE(stream.is_capturing());
+  second.capture_begin(stream);  // a new private pool is still fine
+  second.capture_end();
+  CHECK(second.pool() != pool);
+}

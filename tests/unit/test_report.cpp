@@ -19,31 +19,27 @@ using namespace accgraph::timing;
 
 namespace {
 
-RegionTiming region(std::string path, uint64_t start, uint64_t end, uint64_t stream = 1,
+RegionSample region(std::string path, uint64_t start, uint64_t end, uint64_t stream = 1,
                     int depth = 0, Metadata metadata = {}) {
-  RegionTiming r;
-  r.name = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
-  r.path = std::move(path);
-  r.depth = depth;
-  r.stream_id = stream;
+  RegionSample r;
+  r.info.name = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  r.info.path = std::move(path);
+  r.info.depth = depth;
+  r.info.stream_id = stream;
+  r.info.metadata = std::move(metadata);
   r.start_ns = start;
   r.end_ns = end;
-  r.duration_ns = end - start;
-  r.metadata = std::move(metadata);
   return r;
 }
 
-ReplayReport report(uint64_t graph, uint64_t replay, std::vector<RegionTiming> regions) {
-  ReplayReport r;
-  r.graph_id = graph;
-  r.replay_index = replay;
-  r.backend = "host";
-  r.device = 0;
-  r.device_name = "cpu";
-  r.marker_strategy = "steady_clock";
-  r.resolution_ns = 1;
-  r.regions = std::move(regions);
+RegionSample child_of(RegionSample r, int parent) {
+  r.info.parent = parent;
   return r;
+}
+
+ReplayReport report(uint64_t graph, uint64_t replay, std::vector<RegionSample> regions) {
+  return ReplayReport::from_samples({"host", 0, "cpu", "steady_clock", 1}, graph, replay,
+                                    std::move(regions));
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -174,10 +170,10 @@ TEST_CASE("reports csv: one row per region, metadata as k=v;k=v, fields escaped"
   std::vector<std::string> lines = lines_of(out.str());
   REQUIRE(lines.size() == 3);
   CHECK(lines[0] ==
-        "graph_id,replay_index,backend,device,path,depth,stream_id,start_ns,end_ns,duration_ns,"
+        "graph_id,replay_index,backend,device,path,depth,stream_id,lane,start_ns,end_ns,duration_ns,"
         "metadata");
-  CHECK(lines[1] == "7,3,host,0,outer,0,5,1000,2000,1000,\"bytes=4096;note=a,b\"");
-  CHECK(lines[2] == "7,3,host,0,\"outer/in\"\"ner\",1,5,1100,1200,100,\"q=say \"\"hi\"\"\"");
+  CHECK(lines[1] == "7,3,host,0,outer,0,5,,1000,2000,1000,\"bytes=4096;note=a,b\"");
+  CHECK(lines[2] == "7,3,host,0,\"outer/in\"\"ner\",1,5,,1100,1200,100,\"q=say \"\"hi\"\"\"");
 
   std::ostringstream newline;
   write_reports_csv(newline, {report(1, 0, {region("x", 0, 1, 1, 0, {{"k", "line\nbreak"}})})});
@@ -188,10 +184,9 @@ TEST_CASE("chrome trace: events, units, args and metadata events") {
   std::vector<ReplayReport> reports = {
       report(4, 0,
              {region("step", 10'000, 11'500, 3, 0, {{"layer", "0"}}),
-              region("step/mm", 10'250, 10'750, 3, 1)}),
+              child_of(region("step/mm", 10'250, 10'750, 3, 1), 0)}),
       report(4, 1, {region("step", 20'000, 21'000, 3, 0, {{"layer", "0"}})}),
       report(0, 0, {region("eager", 30'000, 30'001, 9)})};
-  reports[0].regions[1].parent = 0;
   nlohmann::json trace = trace_of(reports);
   CHECK(trace.at("displayTimeUnit") == "ns");
   const auto& events = trace.at("traceEvents");
@@ -252,8 +247,7 @@ TEST_CASE("chrome trace: overlapping regions of one stream are split onto nestin
       report(1, 0,
              {region("A", 0, 100), region("B", 50, 150), region("C", 60, 70),
               region("D", 100, 120)}),
-      report(2, 0, {region("E", 90, 200), region("E/F", 95, 130, 1, 1)})};
-  reports[1].regions[1].parent = 0;
+      report(2, 0, {region("E", 90, 200), child_of(region("E/F", 95, 130, 1, 1), 0)})};
   nlohmann::json trace = trace_of(reports);
   auto tracks = tracks_of(trace);
   size_t events = 0;
@@ -284,16 +278,36 @@ TEST_CASE("chrome trace: overlapping regions of one stream are split onto nestin
   CHECK(tracks_of(simple).size() == 1);
 }
 
+TEST_CASE("chrome trace: a stream id with the top bit set has its own track, named by its id") {
+  // The writer once marked lane tracks with bit 63 of the track key and cleared it from stream
+  // ids, so stream 2^63 + 1 shared stream 1's track and was named "stream 1" (fuzz_exporters).
+  const uint64_t high = (uint64_t{1} << 63) + 1;
+  nlohmann::json trace =
+      trace_of({report(1, 0, {region("low", 0, 100, 1), region("high", 0, 100, high)})});
+  std::map<std::pair<int, int>, std::string> thread_names;
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.at("ph") == "M" && e.at("name") == "thread_name")
+      thread_names[{e.at("pid").get<int>(), e.at("tid").get<int>()}] = e.at("args").at("name");
+  std::map<std::string, std::string> track_of_region;
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.at("ph") == "X")
+      track_of_region[e.at("name")] =
+          thread_names[{e.at("pid").get<int>(), e.at("tid").get<int>()}];
+  CHECK(track_of_region["low"] == "stream 1");
+  CHECK(track_of_region["high"] == "stream " + std::to_string(high));
+  CHECK(thread_names.size() == 2);  // two streams, no overlap track
+}
+
 TEST_CASE("chrome trace: random intervals always end up on nesting tracks") {
   std::mt19937_64 rng(12345);
   for (int round = 0; round < 50; ++round) {
-    std::vector<RegionTiming> regions;
+    std::vector<RegionSample> regions;
     for (int i = 0; i < 40; ++i) {
       uint64_t start = rng() % 1000;
       uint64_t length = rng() % 300;
       regions.push_back(region("r" + std::to_string(i), start, start + length, 1 + rng() % 2));
       // Parents that need not contain the child: the exporter must still produce nesting tracks.
-      if (i > 0 && rng() % 2 == 0) regions.back().parent = static_cast<int>(rng() % i);
+      if (i > 0 && rng() % 2 == 0) regions.back().info.parent = static_cast<int>(rng() % i);
     }
     size_t total = regions.size();
     auto tracks = tracks_of(trace_of({report(1, 0, std::move(regions))}));

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "../../timing/stats_internal.hpp"  // StatsAccess::sketch_buckets, exported for tests
+#include "../../timing/stats_internal.hpp"  // kSketchMaxBuckets
 #include "accgraph/accgraph.hpp"
 
 using accgraph::Stream;
@@ -26,15 +26,11 @@ constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
 constexpr double kSketchRelativeError = 1.0 / 128;
 
 ReplayReport report_of(const std::string& path, uint64_t duration, bool measurable = true) {
-  ReplayReport report;
-  RegionTiming region;
-  region.name = path;
-  region.path = path;
-  region.duration_ns = measurable ? duration : 0;
-  region.end_ns = region.duration_ns;
+  RegionSample region;
+  region.info.name = path;
+  region.end_ns = duration;
   region.measurable = measurable;
-  report.regions.push_back(region);
-  return report;
+  return ReplayReport::from_samples({}, 1, 0, {region});
 }
 
 // Today's computation (before StatsMode): sort, sum the doubles in ascending order, nearest rank.
@@ -93,15 +89,17 @@ const std::vector<Distribution>& distributions() {
        }},
       {"constant 0", [](std::mt19937_64&) { return uint64_t{0}; }},
       {"constant 12345", [](std::mt19937_64&) { return uint64_t{12345}; }},
-      {"constant 2^64-1", [](std::mt19937_64&) { return kMax; }},
+      {"constant 2^64-2", [](std::mt19937_64&) { return kMax - 1; }},
       {"small 0 .. 200 (exact region and first octave)",
        [](std::mt19937_64& rng) { return rng() % 201; }},
-      {"huge: within 2^60 of 2^64-1", [](std::mt19937_64& rng) { return kMax - (rng() >> 4); }},
-      {"the whole range, 0 and 2^64-1 included",
+      // 2^64-1 itself is not a duration: a marker time of UINT64_MAX means "unmeasurable".
+      {"huge: within 2^60 of 2^64-2",
+       [](std::mt19937_64& rng) { return kMax - 1 - (rng() >> 4); }},
+      {"the whole range, 0 and 2^64-2 included",
        [](std::mt19937_64& rng) {
          const uint64_t pick = rng() % 70;
          if (pick == 64) return uint64_t{0};
-         if (pick > 64) return kMax;
+         if (pick > 64) return kMax - 1;
          return rng() >> (63 - pick);  // highest bit at most `pick`
        }},
   };
@@ -163,7 +161,7 @@ TEST_CASE("stats sketch: every bucket boundary and its neighbours stay within th
       for (uint64_t v : {edge - 1, edge, edge + 1}) {
         CAPTURE(v);
         check_sketch_against_exact({v});
-        check_sketch_against_exact({0, v, v, kMax});  // p50 is v (rank 2)
+        check_sketch_against_exact({0, v, v, kMax - 1});  // p50 is v (rank 2)
       }
     }
   }
@@ -172,16 +170,21 @@ TEST_CASE("stats sketch: every bucket boundary and its neighbours stay within th
 TEST_CASE("stats sketch: memory is bounded by kSketchMaxBuckets over the whole range") {
   StatsAccumulator sketch;
   std::mt19937_64 rng(7);
-  ReplayReport report = report_of("wide", 0);
-  report.regions.push_back(report.regions[0]);
-  report.regions[1].path = "narrow";
+  RegionSample wide, narrow;
+  wide.info.name = "wide";
+  narrow.info.name = "narrow";
+  // One layout (regions at markers 0-1 and 2-3), new times per report, as replays have.
+  const ReplayReport first = ReplayReport::from_samples({}, 1, 0, {wide, narrow});
+  // The longest duration a marker pair can hold: kMax itself is TimestampMarkers::kUnmeasurable.
+  constexpr uint64_t kLongest = kMax - 1;
   for (int i = 0; i < 1000000; ++i) {
     const uint64_t pick = rng() % 66;
-    report.regions[0].duration_ns = pick == 64 ? 0 : pick == 65 ? kMax : rng() >> (63 - pick);
-    report.regions[1].duration_ns = 1000 + rng() % 1000;  // buckets of 1000 .. 1999: 67
-    sketch.add(report);
+    const uint64_t d0 = pick == 64 ? 0 : pick == 65 ? kLongest : rng() >> (63 - pick);
+    const uint64_t d1 = 1000 + rng() % 1000;  // buckets of 1000 .. 1999: 67
+    sketch.add(ReplayReport(first.shared_layout(), 1, static_cast<uint64_t>(i), {0, d0, 0, d1}));
   }
-  const std::vector<size_t> buckets = StatsAccess::sketch_buckets(sketch);
+  const ReplayReport& report = first;
+  const std::vector<size_t> buckets = sketch.sketch_buckets();
   REQUIRE(buckets.size() == 2);
   CHECK(buckets[0] <= kSketchMaxBuckets);
   CHECK(buckets[0] >= kSketchMaxBuckets / 2);  // the whole range really was exercised
@@ -189,12 +192,12 @@ TEST_CASE("stats sketch: memory is bounded by kSketchMaxBuckets over the whole r
   const std::vector<RegionStats> stats = sketch.stats();
   CHECK(stats[0].count == 1000000);
   CHECK(stats[0].min_ns == 0);
-  CHECK(stats[0].max_ns == static_cast<double>(kMax));
+  CHECK(stats[0].max_ns == static_cast<double>(kLongest));
 
   // Exact mode keeps the samples instead and no sketch.
   StatsAccumulator exact(StatsMode::Exact);
   exact.add(report);
-  CHECK(StatsAccess::sketch_buckets(exact) == std::vector<size_t>{0, 0});
+  CHECK(exact.sketch_buckets() == std::vector<size_t>{0, 0});
 }
 
 TEST_CASE("stats: unmeasurable regions are counted apart in both modes") {
@@ -236,7 +239,7 @@ TEST_CASE("profiler: stats_mode chooses the statistics' mode (Sketch by default)
     prof.flush();
     std::vector<uint64_t> durations;
     for (const ReplayReport& report : prof.reports())
-      for (const RegionTiming& region : report.regions) durations.push_back(region.duration_ns);
+      for (const RegionTiming& region : report.regions()) durations.push_back(region.duration_ns);
     REQUIRE(durations.size() == 21);
     const RegionStats want = reference(durations);
     const std::vector<RegionStats> stats = prof.stats();

@@ -9,10 +9,15 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+
+#include <type_traits>
+#include <utility>
 #include <fmt/format.h>
 
 #include "accgraph/accgraph.hpp"
 #include "check_error.hpp"
+#include "../../core/hooks_internal.hpp"
+#include "../../core/stream_state.hpp"
 
 using namespace accgraph;
 using namespace std::chrono_literals;
@@ -83,7 +88,7 @@ TEST_CASE("operations run in the order they were enqueued") {
   stream.synchronize();
   REQUIRE(order.size() == 100);
   for (int i = 0; i < 100; ++i) CHECK(order[static_cast<size_t>(i)] == i);
-  CHECK(stream.operation_count() == 100);
+  CHECK(detail::StreamAccess::operation_count(stream) == 100);
 }
 
 TEST_CASE("copy and fill, by pointer and by Buffer") {
@@ -101,10 +106,10 @@ TEST_CASE("copy and fill, by pointer and by Buffer") {
   CHECK(host.as<uint8_t>()[128] == 1);
   CHECK(host.as<uint8_t>()[255] == 1);
 
-  uint64_t before = stream.operation_count();
+  uint64_t before = detail::StreamAccess::operation_count(stream);
   stream.fill(nullptr, 0, 0);  // zero bytes: nothing to do, not even a null check
   stream.copy(nullptr, nullptr, 0);
-  CHECK(stream.operation_count() == before);
+  CHECK(detail::StreamAccess::operation_count(stream) == before);
 }
 
 TEST_CASE("copy/fill/host_call/delay misuse is reported with what to do") {
@@ -283,3 +288,31 @@ TEST_CASE("destroying a stream runs the work already enqueued") {
   }
   CHECK(ran == 10);
 }
+
+// Issue 9 item 5: the public Stream and AcceleratorGraph expose no way around the core's state
+// checks and hooks (a user calling impl().replay() would skip both).
+namespace {
+template <class T, class = void>
+struct has_impl : std::false_type {};
+template <class T>
+struct has_impl<T, std::void_t<decltype(std::declval<T&>().impl())>> : std::true_type {};
+template <class T, class = void>
+struct has_state : std::false_type {};
+template <class T>
+struct has_state<T, std::void_t<decltype(std::declval<T&>().state())>> : std::true_type {};
+template <class T, class = void>
+struct has_operation_count : std::false_type {};
+template <class T>
+struct has_operation_count<T, std::void_t<decltype(std::declval<T&>().operation_count())>>
+    : std::true_type {};
+}  // namespace
+
+// Checked when this file compiles:
+static_assert(!has_impl<accgraph::Stream>::value, "Stream::impl() must not be public");
+static_assert(!has_state<accgraph::Stream>::value, "Stream::state() must not be public");
+static_assert(!has_operation_count<accgraph::Stream>::value,
+                "Stream::operation_count() must not be public");
+static_assert(!has_impl<accgraph::AcceleratorGraph>::value,
+                "AcceleratorGraph::impl() must not be public");
+static_assert(has_state<accgraph::AcceleratorGraph>::value,  // GraphState: public, harmless
+                "the check itself must see public members");

@@ -88,6 +88,7 @@ struct FakeCounters {
   std::atomic<int> markers_alive{0};    // marker sets not yet destroyed (not reset per test)
   std::atomic<int> unmeasurable_marker{-1};  // read() reports this marker as kUnmeasurable
   std::atomic<int> read_buffers{0};  // reads into a buffer other than the previous read's
+  std::atomic<const uint64_t*> last_read{nullptr};  // where the last read() wrote
   void reset() {
     unmeasurable_marker = -1;
     read_buffers = 0;
@@ -221,6 +222,7 @@ class FakeMarkers final : public accgraph::TimestampMarkers {
     if (times == nullptr && count > 0) ++counters.violations;
     if (times != last_times_) ++counters.read_buffers;
     last_times_ = times;
+    counters.last_read = times;
     unread_.erase(sequence);
     for (size_t m = 0; m < count; ++m) times[m] = m < slots_[slot].size() ? slots_[slot][m] : 0;
     const int unmeasurable = counters.unmeasurable_marker.load();
@@ -306,11 +308,11 @@ void fresh_fake() {
   counters.reset();
 }
 
-const RegionTiming& find_region(const ReplayReport& report, const std::string& path) {
-  for (const RegionTiming& r : report.regions)
-    if (r.path == path) return r;
+RegionTiming find_region(const ReplayReport& report, const std::string& path) {
+  for (RegionTiming r : report.regions())
+    if (r.path() == path) return r;
   FAIL("no region " << path);
-  return report.regions.front();
+  return report.region(0);
 }
 
 }  // namespace
@@ -350,37 +352,37 @@ TEST_CASE("regions in a captured graph: one report per replay with nesting and m
   REQUIRE(sunk.size() == 3);
   for (uint64_t i = 0; i < 3; ++i) {
     const ReplayReport& r = reports[i];
-    CHECK(r.graph_id == graph.id());
-    CHECK(r.replay_index == i);
-    CHECK(sunk[i].replay_index == i);
-    CHECK(r.backend == kFake);
-    CHECK(r.device == 0);
-    CHECK(r.device_name == "fake device");
-    CHECK(r.marker_strategy == "fake-ts");
-    CHECK(r.resolution_ns == 1);
-    REQUIRE(r.regions.size() == 3);
-    const RegionTiming& outer = r.regions[0];
-    const RegionTiming& inner = r.regions[1];
-    const RegionTiming& tail = r.regions[2];
-    CHECK(outer.name == "outer");
-    CHECK(outer.path == "outer");
-    CHECK(outer.depth == 0);
-    CHECK(outer.parent == -1);
+    CHECK(r.graph_id() == graph.id());
+    CHECK(r.replay_index() == i);
+    CHECK(sunk[i].replay_index() == i);
+    CHECK(r.backend() == kFake);
+    CHECK(r.device() == 0);
+    CHECK(r.device_name() == "fake device");
+    CHECK(r.marker_strategy() == "fake-ts");
+    CHECK(r.resolution_ns() == 1);
+    REQUIRE(r.size() == 3);
+    const RegionTiming& outer = r.region(0);
+    const RegionTiming& inner = r.region(1);
+    const RegionTiming& tail = r.region(2);
+    CHECK(outer.name() == "outer");
+    CHECK(outer.path() == "outer");
+    CHECK(outer.depth() == 0);
+    CHECK(outer.parent() == -1);
     CHECK(outer.duration_ns == 350);
     CHECK(outer.end_ns - outer.start_ns == 350);
-    CHECK(outer.metadata == Metadata{{"bytes", "4096"}});
-    CHECK(inner.path == "outer/inner");
-    CHECK(inner.depth == 1);
-    CHECK(inner.parent == 0);
+    CHECK(outer.metadata() == Metadata{{"bytes", "4096"}});
+    CHECK(inner.path() == "outer/inner");
+    CHECK(inner.depth() == 1);
+    CHECK(inner.parent() == 0);
     CHECK(inner.duration_ns == 200);
     CHECK(inner.start_ns - outer.start_ns == 100);
-    CHECK(inner.metadata == Metadata{{"kind", "mm"}});
-    CHECK(tail.depth == 0);
+    CHECK(inner.metadata() == Metadata{{"kind", "mm"}});
+    CHECK(tail.depth() == 0);
     CHECK(tail.duration_ns == 7);
-    CHECK(outer.stream_id == stream.id());
+    CHECK(outer.stream_id() == stream.id());
   }
   // Replays run one after another on the device clock.
-  CHECK(reports[1].regions[0].start_ns - reports[0].regions[0].start_ns == 357);
+  CHECK(reports[1].region(0).start_ns - reports[0].region(0).start_ns == 357);
   CHECK(counters.violations.load() == 0);
 
   std::vector<RegionStats> stats = prof.stats();
@@ -408,12 +410,12 @@ TEST_CASE("adjacent sibling regions share their boundary marker (N+1 markers)") 
   graph.replay();
   prof.flush();
   ReplayReport r = prof.reports().at(0);
-  REQUIRE(r.regions.size() == 3);
-  CHECK(r.regions[0].end_ns == r.regions[1].start_ns);
-  CHECK(r.regions[1].end_ns == r.regions[2].start_ns);
-  CHECK(r.regions[0].duration_ns == 10);
-  CHECK(r.regions[1].duration_ns == 20);
-  CHECK(r.regions[2].duration_ns == 30);
+  REQUIRE(r.size() == 3);
+  CHECK(r.region(0).end_ns == r.region(1).start_ns);
+  CHECK(r.region(1).end_ns == r.region(2).start_ns);
+  CHECK(r.region(0).duration_ns == 10);
+  CHECK(r.region(1).duration_ns == 20);
+  CHECK(r.region(2).duration_ns == 30);
 }
 
 TEST_CASE("an accgraph operation between siblings gets its own boundary; nesting never shares") {
@@ -448,7 +450,7 @@ TEST_CASE("a ring of depth 2 with 20 replays delivers 20 reports in order, none 
   options.ring_depth = 2;
   Profiler prof(options);
   std::vector<uint64_t> order;
-  prof.add_sink([&](const ReplayReport& r) { order.push_back(r.replay_index); });
+  prof.add_sink([&](const ReplayReport& r) { order.push_back(r.replay_index()); });
   AcceleratorGraph graph(kFake);
   Stream stream = Stream::create(kFake);
   prof.attach(graph);
@@ -461,7 +463,7 @@ TEST_CASE("a ring of depth 2 with 20 replays delivers 20 reports in order, none 
   CHECK(prof.delivered() == 20);
   REQUIRE(order.size() == 20);
   for (uint64_t i = 0; i < 20; ++i) CHECK(order[i] == i);
-  for (const ReplayReport& r : prof.reports()) CHECK(r.regions.at(0).duration_ns == 25);
+  for (const ReplayReport& r : prof.reports()) CHECK(r.region(0).duration_ns == 25);
   CHECK(counters.violations.load() == 0);
 }
 
@@ -471,18 +473,18 @@ TEST_CASE("a sink that flushes from inside its call sees its own report unchange
   fresh_fake();
   ProfilerOptions options;
   options.ring_depth = 4;
-  options.keep_reports = false;
+  options.keep_reports = 0;
   Profiler prof(options);
   std::vector<uint64_t> seen_before, seen_after;
   int depth = 0;
   prof.add_sink([&](const ReplayReport& r) {
-    uint64_t index = r.replay_index;
+    uint64_t index = r.replay_index();
     seen_before.push_back(index);
     if (depth++ == 0) prof.flush();  // delivers the other pending replays, nested
     --depth;
-    seen_after.push_back(r.replay_index);
-    CHECK(r.replay_index == index);
-    CHECK(r.regions.at(0).name == "work");
+    seen_after.push_back(r.replay_index());
+    CHECK(r.replay_index() == index);
+    CHECK(r.region(0).name() == "work");
   });
   AcceleratorGraph graph(kFake);
   Stream stream = Stream::create(kFake);
@@ -507,7 +509,7 @@ TEST_CASE("immediate delivery reports each replay before replay() returns") {
   for (uint64_t i = 0; i < 5; ++i) {
     graph.replay();
     CHECK(prof.delivered() == i + 1);
-    CHECK(prof.reports().back().replay_index == i);
+    CHECK(prof.reports().back().replay_index() == i);
   }
   CHECK(counters.max_unread.load() == 1);
 }
@@ -536,11 +538,11 @@ TEST_CASE("regions on a forked stream land in the same report with their stream 
   prof.flush();
   REQUIRE(prof.reports().size() == 2);
   ReplayReport r = prof.reports()[1];
-  CHECK(r.replay_index == 1);
-  CHECK(find_region(r, "side").stream_id == side.id());
-  CHECK(find_region(r, "side").depth == 0);
+  CHECK(r.replay_index() == 1);
+  CHECK(find_region(r, "side").stream_id() == side.id());
+  CHECK(find_region(r, "side").depth() == 0);
   CHECK(find_region(r, "side").duration_ns == 30);
-  CHECK(find_region(r, "main").stream_id == main_stream.id());
+  CHECK(find_region(r, "main").stream_id() == main_stream.id());
   CHECK(find_region(r, "main").duration_ns == 40);
   CHECK(counters.violations.load() == 0);
 }
@@ -611,18 +613,18 @@ TEST_CASE("eager regions: one report per outermost region tree, graph id 0") {
   prof.flush();
   std::vector<ReplayReport> reports = prof.reports();
   REQUIRE(reports.size() == 2);
-  CHECK(reports[0].graph_id == 0);
-  CHECK(reports[0].replay_index == 0);
-  CHECK(reports[1].replay_index == 1);
-  REQUIRE(reports[0].regions.size() == 3);
-  CHECK(reports[0].regions[0].duration_ns == 200);
-  CHECK(reports[0].regions[0].metadata == Metadata{{"k", "v"}});
-  CHECK(reports[0].regions[1].path == "eager/child");
-  CHECK(reports[0].regions[1].duration_ns == 40);
-  CHECK(reports[0].regions[1].end_ns == reports[0].regions[2].start_ns);
-  CHECK(reports[0].regions[2].duration_ns == 60);
-  CHECK(reports[1].regions.size() == 1);
-  CHECK(reports[1].regions[0].duration_ns == 9);
+  CHECK(reports[0].graph_id() == 0);
+  CHECK(reports[0].replay_index() == 0);
+  CHECK(reports[1].replay_index() == 1);
+  REQUIRE(reports[0].size() == 3);
+  CHECK(reports[0].region(0).duration_ns == 200);
+  CHECK(reports[0].region(0).metadata() == Metadata{{"k", "v"}});
+  CHECK(reports[0].region(1).path() == "eager/child");
+  CHECK(reports[0].region(1).duration_ns == 40);
+  CHECK(reports[0].region(1).end_ns == reports[0].region(2).start_ns);
+  CHECK(reports[0].region(2).duration_ns == 60);
+  CHECK(reports[1].size() == 1);
+  CHECK(reports[1].region(0).duration_ns == 9);
   // First tree: eager begin, child begin, child end = child2 begin (N+1), child2 end, eager end;
   // second tree: 2.
   CHECK(counters.records.load() == 7);
@@ -630,12 +632,20 @@ TEST_CASE("eager regions: one report per outermost region tree, graph id 0") {
   CHECK(counters.violations.load() == 0);
 }
 
-TEST_CASE("collection reads into one buffer per marker set, grown for a larger layout") {
-  // Timing layer v2: TimestampMarkers::read fills the caller's buffer. The profiler keeps one
-  // per marker set instead of allocating a vector per replay; kept reports own their copies.
+TEST_CASE("zero-copy reports: read() writes into the report's own times, sinks get no copy") {
+  // Timing layer v2: TimestampMarkers::read fills the caller's span, which is the storage of
+  // the report the sinks receive (shared layout + that replay's times: no RegionTiming and no
+  // string is copied to deliver it); kept reports are that same storage, moved.
   fresh_fake();
-  Profiler prof;  // keep_reports: each kept report must survive the buffer being reused
+  Profiler prof;
   Stream stream = Stream::create(kFake);
+  std::vector<const uint64_t*> sunk_times;
+  std::vector<const ReportLayout*> sunk_layouts;
+  prof.add_sink([&](const ReplayReport& r) {
+    CHECK(r.marker_times().data() == counters.last_read.load());  // read straight into it
+    sunk_times.push_back(r.marker_times().data());
+    sunk_layouts.push_back(&r.layout());
+  });
   auto tree = [&](int children, std::chrono::nanoseconds step) {
     auto root = prof.region(stream, "root");
     for (int i = 0; i < children; ++i) {
@@ -643,31 +653,32 @@ TEST_CASE("collection reads into one buffer per marker set, grown for a larger l
       stream.delay(step);
     }
   };
-  tree(1, 5ns);     // 2 markers: the buffer is sized for them
+  tree(1, 5ns);     // 2 markers
   prof.flush();
-  tree(1, 6ns);     // same layout size: the same buffer
-  tree(100, 2ns);   // 101 markers: grown once
-  tree(1, 7ns);     // smaller again: the grown buffer serves, no new one
+  tree(1, 6ns);
+  tree(100, 2ns);   // 101 markers
+  tree(1, 7ns);
   tree(3, 1ns);
   prof.flush();
-  CHECK(counters.read_buffers.load() == 2);
   CHECK(counters.markers_created.load() == 1);  // one marker set: one stream
   CHECK(counters.violations.load() == 0);
 
   std::vector<ReplayReport> reports = prof.reports();
   REQUIRE(reports.size() == 5);
-  CHECK(reports[0].regions.at(0).duration_ns == 5);
-  CHECK(reports[1].regions.at(0).duration_ns == 6);
-  REQUIRE(reports[2].regions.size() == 101);
-  CHECK(reports[2].regions[0].duration_ns == 200);
-  CHECK(reports[2].regions[100].duration_ns == 2);
-  CHECK(reports[2].regions[99].end_ns == reports[2].regions[100].start_ns);
-  REQUIRE(reports[3].regions.size() == 2);
-  CHECK(reports[3].regions[0].duration_ns == 7);
-  REQUIRE(reports[4].regions.size() == 4);
-  CHECK(reports[4].regions[0].duration_ns == 3);
-  for (const RegionTiming& child : reports[4].regions)
-    if (child.path == "root/child") CHECK(child.duration_ns == 1);
+  REQUIRE(sunk_times.size() == 5);
+  for (size_t i = 0; i < 5; ++i) CHECK(&reports[i].layout() == sunk_layouts[i]);  // shared
+  CHECK(reports[0].region(0).duration_ns == 5);
+  CHECK(reports[1].region(0).duration_ns == 6);
+  REQUIRE(reports[2].size() == 101);
+  CHECK(reports[2].region(0).duration_ns == 200);
+  CHECK(reports[2].region(100).duration_ns == 2);
+  CHECK(reports[2].region(99).end_ns == reports[2].region(100).start_ns);
+  REQUIRE(reports[3].size() == 2);
+  CHECK(reports[3].region(0).duration_ns == 7);
+  REQUIRE(reports[4].size() == 4);
+  CHECK(reports[4].region(0).duration_ns == 3);
+  for (const RegionTiming& child : reports[4].regions())
+    if (child.path() == "root/child") CHECK(child.duration_ns == 1);
 }
 
 TEST_CASE("eager regions respect the ring too, and immediate delivery") {
@@ -693,7 +704,7 @@ TEST_CASE("eager regions respect the ring too, and immediate delivery") {
   stream2.delay(4ns);
   prof2.end(stream2);
   CHECK(prof2.delivered() == 1);
-  CHECK(prof2.reports().at(0).regions.at(0).duration_ns == 4);
+  CHECK(prof2.reports().at(0).region(0).duration_ns == 4);
 }
 
 // --- errors --------------------------------------------------------------------------------------
@@ -740,9 +751,9 @@ TEST_CASE("an open region at capture_end is an error; the graph is reset and reu
   graph.replay();
   prof.flush();
   REQUIRE(prof.delivered() == 1);
-  CHECK(prof.reports()[0].regions.at(0).path == "ok");
-  CHECK(prof.reports()[0].regions.at(0).duration_ns == 11);
-  CHECK(prof.reports()[0].replay_index == 0);
+  CHECK(prof.reports()[0].region(0).path() == "ok");
+  CHECK(prof.reports()[0].region(0).duration_ns == 11);
+  CHECK(prof.reports()[0].replay_index() == 0);
 }
 
 TEST_CASE("misuse of begin and end is reported with what to do") {
@@ -782,7 +793,7 @@ TEST_CASE("the destructor delivers pending reports") {
   Stream stream = Stream::create(kFake);
   {
     Profiler prof;
-    prof.add_sink([&](const ReplayReport& r) { order.push_back(r.replay_index); });
+    prof.add_sink([&](const ReplayReport& r) { order.push_back(r.replay_index()); });
     prof.attach(graph);
     capture_one_region(graph, stream, prof, "r", 2ns);
     for (int i = 0; i < 3; ++i) graph.replay();
@@ -810,13 +821,13 @@ TEST_CASE("reset and destruction of a graph collect its pending reports first") 
   graph.replay();
   prof.flush();
   REQUIRE(prof.delivered() == 3);
-  CHECK(prof.reports()[2].regions.at(0).path == "second");
-  CHECK(prof.reports()[2].replay_index == 0);  // counted from the new capture
+  CHECK(prof.reports()[2].region(0).path() == "second");
+  CHECK(prof.reports()[2].replay_index() == 0);  // counted from the new capture
   // Kept reports of the first capture still describe it after the graph was re-captured.
-  CHECK(prof.reports()[0].regions.at(0).path == "first");
-  CHECK(prof.reports()[1].regions.at(0).path == "first");
-  CHECK(prof.reports()[1].replay_index == 1);
-  CHECK(prof.reports()[1].regions.at(0).duration_ns == 3);
+  CHECK(prof.reports()[0].region(0).path() == "first");
+  CHECK(prof.reports()[1].region(0).path() == "first");
+  CHECK(prof.reports()[1].replay_index() == 1);
+  CHECK(prof.reports()[1].region(0).duration_ns == 3);
 
   {
     AcceleratorGraph temporary(kFake);
@@ -825,14 +836,14 @@ TEST_CASE("reset and destruction of a graph collect its pending reports first") 
     temporary.replay();
   }
   CHECK(prof.delivered() == 4);
-  CHECK(prof.reports()[3].regions.at(0).path == "temporary");
+  CHECK(prof.reports()[3].region(0).path() == "temporary");
   CHECK(counters.violations.load() == 0);
 }
 
 TEST_CASE("keep_reports off still counts, feeds stats and sinks") {
   fresh_fake();
   ProfilerOptions options;
-  options.keep_reports = false;
+  options.keep_reports = 0;
   Profiler prof(options);
   int sunk = 0;
   prof.add_sink([&](const ReplayReport&) { ++sunk; });
@@ -895,7 +906,7 @@ TEST_CASE("the background collector delivers finished replays without flush") {
   CHECK(prof.delivered() == 3);
   std::vector<ReplayReport> reports = prof.reports();
   REQUIRE(reports.size() == 3);
-  for (uint64_t i = 0; i < 3; ++i) CHECK(reports[i].replay_index == i);
+  for (uint64_t i = 0; i < 3; ++i) CHECK(reports[i].replay_index() == i);
 }
 
 // --- the host backend ------------------------------------------------------------------------
@@ -967,14 +978,14 @@ TEST_CASE("a marker read back as kUnmeasurable makes its regions unmeasurable") 
   prof.flush();
   std::vector<ReplayReport> reports = prof.reports();
   REQUIRE(reports.size() == 3);
-  CHECK(reports[0].regions[1].measurable);
-  CHECK(reports[0].regions[1].duration_ns == 200);
+  CHECK(reports[0].region(1).measurable);
+  CHECK(reports[0].region(1).duration_ns == 200);
   for (size_t i = 1; i < 3; ++i) {
-    CHECK(reports[i].regions[0].measurable);
-    CHECK(reports[i].regions[0].duration_ns == 100);
-    CHECK_FALSE(reports[i].regions[1].measurable);
-    CHECK(reports[i].regions[1].duration_ns == 0);
-    CHECK(reports[i].regions[1].start_ns == 0);
+    CHECK(reports[i].region(0).measurable);
+    CHECK(reports[i].region(0).duration_ns == 100);
+    CHECK_FALSE(reports[i].region(1).measurable);
+    CHECK(reports[i].region(1).duration_ns == 0);
+    CHECK(reports[i].region(1).start_ns == 0);
   }
   std::vector<RegionStats> stats = prof.stats();
   REQUIRE(stats.size() == 2);
@@ -1087,7 +1098,7 @@ TEST_CASE("a Region survives its Stream object being moved") {
   }
   prof.flush();
   REQUIRE(prof.reports().size() == 1);
-  CHECK(prof.reports()[0].regions.at(0).duration_ns == 500);
+  CHECK(prof.reports()[0].region(0).duration_ns == 500);
 }
 
 // Audit 2.16 / 2.17: a timed graph replayed into another graph's capture made flush() hang (the
@@ -1117,8 +1128,8 @@ TEST_CASE("a timed graph cannot be replayed into another capture; the outer capt
     std::vector<ReplayReport> reports = prof.reports();
     REQUIRE(reports.size() == 5);
     for (uint64_t i = 0; i < 5; ++i) {
-      CHECK(reports[i].replay_index == i);
-      CHECK(reports[i].regions.at(0).duration_ns >= 5000);
+      CHECK(reports[i].replay_index() == i);
+      CHECK(reports[i].region(0).duration_ns >= 5000);
     }
     CHECK(inner.replay_count() == 5);
 
@@ -1149,7 +1160,7 @@ TEST_CASE("host backend: captured regions, ring, eager and collector") {
   options.ring_depth = 2;
   Profiler prof(options);
   std::vector<uint64_t> order;
-  prof.add_sink([&](const ReplayReport& r) { order.push_back(r.replay_index); });
+  prof.add_sink([&](const ReplayReport& r) { order.push_back(r.replay_index()); });
   AcceleratorGraph graph("host");
   prof.attach(graph);
   graph.capture_begin(stream);
@@ -1170,32 +1181,32 @@ TEST_CASE("host backend: captured regions, ring, eager and collector") {
   REQUIRE(order.size() == 20);
   for (uint64_t i = 0; i < 20; ++i) CHECK(order[i] == i);
   for (const ReplayReport& r : prof.reports()) {
-    CHECK(r.backend == "host");
-    REQUIRE(r.regions.size() == 3);
-    const RegionTiming& outer = r.regions[0];
-    const RegionTiming& a = r.regions[1];
-    const RegionTiming& b = r.regions[2];
+    CHECK(r.backend() == "host");
+    REQUIRE(r.size() == 3);
+    const RegionTiming& outer = r.region(0);
+    const RegionTiming& a = r.region(1);
+    const RegionTiming& b = r.region(2);
     CHECK(a.duration_ns >= 200'000);
     CHECK(b.duration_ns >= 100'000);
     CHECK(a.end_ns == b.start_ns);  // shared marker
     CHECK(outer.start_ns <= a.start_ns);
     CHECK(outer.end_ns >= b.end_ns);
     CHECK(outer.duration_ns >= a.duration_ns + b.duration_ns);
-    CHECK(a.path == "outer/a");
-    CHECK(outer.metadata == Metadata{{"n", "1"}});
+    CHECK(a.path() == "outer/a");
+    CHECK(outer.metadata() == Metadata{{"n", "1"}});
   }
   // Replays follow each other on the stream.
   std::vector<ReplayReport> reports = prof.reports();
   for (size_t i = 1; i < reports.size(); ++i)
-    CHECK(reports[i].regions[0].start_ns >= reports[i - 1].regions[0].end_ns);
+    CHECK(reports[i].region(0).start_ns >= reports[i - 1].region(0).end_ns);
 
   {
     auto e = prof.region(stream, "eager");
     work(50us);
   }
   prof.flush();
-  CHECK(prof.reports().back().graph_id == 0);
-  CHECK(prof.reports().back().regions.at(0).duration_ns >= 50'000);
+  CHECK(prof.reports().back().graph_id() == 0);
+  CHECK(prof.reports().back().region(0).duration_ns >= 50'000);
 
   ProfilerOptions bg;
   bg.background_collector = true;

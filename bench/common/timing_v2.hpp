@@ -1,0 +1,223 @@
+// The timing layer v2 measures (issue 8), shared by accgraph-bench-cuda and accgraph-bench-host:
+// every figure is a ratio or a difference against a baseline measured side by side in the same
+// run, in interleaved rounds (medians). Numbers, not pass/fail.
+#pragma once
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "accgraph/accgraph.hpp"
+#include "../../core/hooks_internal.hpp"
+#include "../../core/stream_state.hpp"
+
+namespace accgraph_bench {
+
+using BenchClock = std::chrono::steady_clock;
+
+inline double v2_median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+inline double v2_ns_since(BenchClock::time_point t0) {
+  return std::chrono::duration<double, std::nano>(BenchClock::now() - t0).count();
+}
+
+inline double rss_mib() {
+  long pages = 0, resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1 << 20);
+}
+
+struct TimingV2Results {
+  double collect_stats_on_us = 0, collect_stats_off_us = 0;
+  double raw_markers_host_ns = 0, profiler_host_ns = 0;
+  double untimed_host_ns = 0, untimed_with_profiler_host_ns = 0;
+  double rss_growth_mib = 0;
+  size_t memory_replays = 0;
+};
+
+// `backend`: a backend name; `strategy`: its marker strategy ("" = default); `work(stream)`
+// enqueues one unit of work (one kernel) on the stream.
+inline TimingV2Results bench_timing_v2(const std::string& backend, const std::string& strategy,
+                                       const std::function<void(accgraph::Stream&)>& work,
+                                       size_t memory_replays,
+                                       const std::function<void(const std::string&)>& print) {
+  using namespace accgraph;
+  constexpr int kBatch = 16;  // = the ring depth: no collection inside the timed launches
+  TimingV2Results out;
+  Stream s = Stream::create(backend);
+  auto options_for = [&](bool stats) {
+    timing::ProfilerOptions o;
+    o.marker_strategy = strategy;
+    o.ring_depth = kBatch;
+    o.keep_reports = 0;
+    o.collect_stats = stats;
+    return o;
+  };
+  struct Timed {
+    std::unique_ptr<timing::Profiler> profiler;
+    std::unique_ptr<AcceleratorGraph> graph;
+  };
+  auto timed_graph = [&](int regions, timing::ProfilerOptions o) {
+    Timed t;
+    t.profiler = std::make_unique<timing::Profiler>(o);
+    size_t sunk = 0;
+    t.profiler->add_sink([sunk](const timing::ReplayReport& r) mutable { sunk += r.size(); });
+    t.graph = std::make_unique<AcceleratorGraph>(backend);
+    t.profiler->attach(*t.graph);
+    t.graph->capture_begin(s);
+    for (int r = 0; r < regions; ++r) {
+      auto region = t.profiler->region(s, "r" + std::to_string(r));
+      work(s);
+    }
+    t.graph->capture_end();
+    return t;
+  };
+
+  // (v2-1) collection and delivery per replay at 1000 regions, statistics on and off.
+  {
+    Timed on = timed_graph(1000, options_for(true)), off = timed_graph(1000, options_for(false));
+    std::vector<double> on_us, off_us;
+    for (int round = 0; round < 15; ++round)
+      for (int k = 0; k < 2; ++k) {
+        Timed& t = ((round + k) % 2 == 0) ? on : off;
+        for (int i = 0; i < kBatch; ++i) t.graph->replay();
+        s.synchronize();
+        auto t0 = BenchClock::now();
+        t.profiler->flush();
+        const double us = v2_ns_since(t0) / 1000.0 / kBatch;
+        if (round >= 3) (&t == &on ? on_us : off_us).push_back(us);
+      }
+    out.collect_stats_on_us = v2_median(on_us);
+    out.collect_stats_off_us = v2_median(off_us);
+    print(fmt::format("(v2-1) collection+delivery per replay, 1000 regions: stats on {:.2f} us  "
+                      "[target <= 5], stats off {:.2f} us  [target <= 2]",
+                      out.collect_stats_on_us, out.collect_stats_off_us));
+  }
+
+  // (v2-2) the profiler's host overhead per timed replay (100 regions) beyond the launch of the
+  // same graph with the same N+1 markers launched raw through the backend's TimestampMarkers.
+  {
+    auto markers = s.backend().create_markers(s.device(), MarkerOptions{strategy, kBatch});
+    AcceleratorGraph raw(backend);
+    raw.capture_begin(s);
+    StreamImpl& si = detail::StreamAccess::impl(s);
+    markers->begin_sequence(si);
+    markers->record(si, 0);
+    for (uint32_t m = 1; m <= 100; ++m) {
+      work(s);
+      markers->record(si, m);
+    }
+    markers->end_sequence(si);
+    raw.capture_end();
+    Timed t = timed_graph(100, options_for(true));
+    std::vector<double> raw_ns, prof_ns;
+    uint64_t seq = 0;
+    for (int round = 0; round < 43; ++round)
+      for (int k = 0; k < 2; ++k) {
+        const bool use_raw = (round + k) % 2 == 0;
+        std::vector<double> launches;
+        for (int i = 0; i < kBatch; ++i) {
+          auto t0 = BenchClock::now();
+          if (use_raw) {
+            markers->before_launch(detail::GraphAccess::impl(raw), si, seq);
+            raw.replay();
+            markers->after_launch(detail::GraphAccess::impl(raw), si, seq);
+            ++seq;
+          } else {
+            t.graph->replay();
+          }
+          launches.push_back(v2_ns_since(t0));
+        }
+        s.synchronize();
+        if (use_raw) {
+          markers->wait(seq - 1);
+        } else {
+          t.profiler->flush();
+        }
+        if (round >= 3) {
+          auto& into = use_raw ? raw_ns : prof_ns;
+          into.insert(into.end(), launches.begin(), launches.end());
+        }
+      }
+    out.raw_markers_host_ns = v2_median(raw_ns);
+    out.profiler_host_ns = v2_median(prof_ns);
+    print(fmt::format("(v2-2) host per timed replay, 100 regions: markers raw {:.0f} ns, through "
+                      "the profiler {:.0f} ns: +{:.0f} ns  [target <= 100 ns]",
+                      out.raw_markers_host_ns, out.profiler_host_ns,
+                      out.profiler_host_ns - out.raw_markers_host_ns));
+  }
+
+  // (v2-3) a graph that is not timed, replayed with and without a profiler in the process (one
+  // that times another graph and has attach_all on for later captures).
+  {
+    AcceleratorGraph untimed(backend);
+    untimed.capture_begin(s);
+    for (int k = 0; k < 10; ++k) work(s);
+    untimed.capture_end();
+    std::vector<double> without, with;
+    for (int round = 0; round < 43; ++round)
+      for (int k = 0; k < 2; ++k) {
+        const bool profiled = (round + k) % 2 == 1;
+        std::unique_ptr<Timed> other;
+        if (profiled) {
+          other = std::make_unique<Timed>(timed_graph(10, options_for(true)));
+          other->profiler->attach_all();
+        }
+        s.synchronize();
+        std::vector<double> launches;
+        for (int i = 0; i < kBatch; ++i) {
+          auto t0 = BenchClock::now();
+          untimed.replay();
+          launches.push_back(v2_ns_since(t0));
+        }
+        s.synchronize();
+        if (round >= 3) {
+          auto& into = profiled ? with : without;
+          into.insert(into.end(), launches.begin(), launches.end());
+        }
+      }
+    out.untimed_host_ns = v2_median(without);
+    out.untimed_with_profiler_host_ns = v2_median(with);
+    print(fmt::format("(v2-3) untimed graph (10 kernels) host per replay: no profiler {:.0f} ns, "
+                      "a profiler in the process {:.0f} ns: {:.3f}x  [target <= 1.01x]",
+                      out.untimed_host_ns, out.untimed_with_profiler_host_ns,
+                      out.untimed_with_profiler_host_ns / out.untimed_host_ns));
+  }
+
+  // (v2-4) memory: timed replays of 100 regions with keep_reports = 0, RSS after a warm-up of
+  // 10,000 replays and after `memory_replays` more.
+  {
+    Timed t = timed_graph(100, options_for(true));
+    for (int i = 0; i < 10000; ++i) t.graph->replay();
+    t.profiler->flush();
+    const double before = rss_mib();
+    auto t0 = BenchClock::now();
+    for (size_t i = 0; i < memory_replays; ++i) t.graph->replay();
+    t.profiler->flush();
+    const double seconds = v2_ns_since(t0) / 1e9;
+    out.rss_growth_mib = rss_mib() - before;
+    out.memory_replays = memory_replays;
+    print(fmt::format("(v2-4) {} timed replays of 100 regions, keep_reports=0: RSS {:.2f} MiB -> "
+                      "{:.2f} MiB, growth {:.3f} MiB  [target < 1 MB] ({:.1f} s, {} reports)",
+                      memory_replays, before, before + out.rss_growth_mib, out.rss_growth_mib,
+                      seconds, t.profiler->delivered()));
+  }
+  return out;
+}
+
+}  // namespace accgraph_bench

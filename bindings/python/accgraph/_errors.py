@@ -1,0 +1,84 @@
+"""The exception hierarchy: one class per accgraph::ErrorCode, each also deriving from the
+built-in exception a Python user would catch for that kind of failure."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ._accgraph import ErrorCode
+
+__all__ = [
+    "Error",
+    "InvalidArgumentError",
+    "InvalidStateError",
+    "UnavailableError",
+    "UnsupportedError",
+    "BackendError",
+    "PluginError",
+]
+
+
+class Error(Exception):
+    """Every error accgraph raises (accgraph::Error).
+
+    ``str(error)`` is the full C++ message, ``"[code] backend: message"``; the attributes give
+    its parts: ``code`` (an :class:`ErrorCode`), ``message`` (without the prefix), ``backend``
+    (``"host"``, ``"cuda"``, ... or ``""`` for core errors), ``native_call`` and ``native_code``
+    (the failing native call and its result's name, ``""`` when none).
+    """
+
+    code: Optional[ErrorCode]
+    message: str
+    backend: str
+    native_call: str
+    native_code: str
+
+    def __init__(
+        self,
+        what: str,
+        *,
+        code: Optional[ErrorCode] = None,
+        message: Optional[str] = None,
+        backend: str = "",
+        native_call: str = "",
+        native_code: str = "",
+    ) -> None:
+        super().__init__(what)
+        self.code = code
+        self.message = what if message is None else message
+        self.backend = backend
+        self.native_call = native_call
+        self.native_code = native_code
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class InvalidArgumentError(Error, ValueError):
+    """A bad value from the caller: an unknown backend, a stream of another backend, a bad size
+    (``ErrorCode.INVALID_ARGUMENT``)."""
+
+
+class InvalidStateError(Error, RuntimeError):
+    """A call in the wrong order: replay before capture, synchronize while capturing
+    (``ErrorCode.INVALID_STATE``)."""
+
+
+class UnavailableError(Error, RuntimeError):
+    """A backend or device that exists but cannot be used here, e.g. no driver
+    (``ErrorCode.UNAVAILABLE``)."""
+
+
+class UnsupportedError(Error, NotImplementedError):
+    """A request the backend does not implement: a capture mode, host calls
+    (``ErrorCode.UNSUPPORTED``)."""
+
+
+class BackendError(Error, RuntimeError):
+    """A native call failed; ``native_call`` and ``native_code`` say which and how
+    (``ErrorCode.BACKEND_ERROR``)."""
+
+
+class PluginError(Error, ImportError):
+    """A plugin library was rejected; the message names the file and the reason
+    (``ErrorCode.PLUGIN_ERROR``)."""

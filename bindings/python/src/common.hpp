@@ -1,0 +1,165 @@
+// What the binding files share: the Python-side owners of the C++ objects, Python callables kept
+// by C++, and the parsing of enum-or-string arguments.
+//
+// Note [GIL rules]: every call into accgraph that can block or can run a Python callable (a sink,
+// a host call) on another thread is made with the GIL released (nb::call_guard or a
+// gil_scoped_release block), and so is every destructor of a C++ object that waits for queued
+// work (Stream, Graph, Profiler, Buffer). Python callables kept by C++ take the GIL themselves
+// on whatever thread C++ calls them from (PythonCallable). So a thread holding the GIL never
+// waits for a C++ lock or a queue whose owner waits for the GIL, and a Python thread inside
+// flush() or synchronize() never blocks a sink or a host call that needs the GIL. Plain reads
+// (ids, names, states) keep the GIL.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <accgraph/accgraph.hpp>
+
+namespace accgraph::python {
+
+namespace nb = nanobind;
+
+/// False once the interpreter is shutting down (atexit ran or finalisation began): Python
+/// callables are then no longer called (a thread taking the GIL during finalisation is killed).
+bool interpreter_alive() noexcept;
+/// At exit (atexit): no new Python call from C++ starts, and the running ones are waited for.
+void mark_interpreter_exiting() noexcept;
+
+/// Counts a thread's use of Python from C++ (Note [Exit with callables running]): exit waits
+/// until none runs. Create it before checking interpreter_alive().
+class ActivePythonCall {
+ public:
+  ActivePythonCall() noexcept;
+  ~ActivePythonCall();
+  ActivePythonCall(const ActivePythonCall&) = delete;
+  ActivePythonCall& operator=(const ActivePythonCall&) = delete;
+};
+
+/// A Python callable kept by C++ code (a report sink, a host call). Shared by the copies of the
+/// std::function that holds it; the last copy drops the reference with the GIL held, from any
+/// thread (or leaks it once the interpreter is gone).
+class PythonCallable {
+ public:
+  PythonCallable(nb::handle fn, std::string what) : fn_(fn.inc_ref().ptr()), what_(std::move(what)) {}
+  ~PythonCallable();
+  PythonCallable(const PythonCallable&) = delete;
+  PythonCallable& operator=(const PythonCallable&) = delete;
+
+  /// Calls it with the GIL taken. A Python exception becomes a std::runtime_error carrying its
+  /// type, message and traceback, which C++ then reports as it reports any failing callable
+  /// (synchronize() for a host call, the log for a sink).
+  template <class... Args>
+  void operator()(Args&&... args) const {
+    ActivePythonCall active;
+    if (!interpreter_alive())
+      throw std::runtime_error(what_ + ": not called, the Python interpreter is shutting down");
+    std::string failure;
+    {
+      nb::gil_scoped_acquire gil;
+      try {
+        nb::handle callable(fn_);
+        callable(std::forward<Args>(args)...);
+      } catch (nb::python_error& e) {
+        failure = e.what();  // destroyed here, with the GIL held
+      } catch (const nb::cast_error&) {
+        failure = "an argument could not be converted to Python";
+      }
+    }
+    if (!failure.empty()) throw std::runtime_error(what_ + " raised " + failure);
+  }
+
+ private:
+  PyObject* fn_;
+  std::string what_;
+};
+
+/// Streams that may still run work using some memory: dropping that memory first waits for
+/// them (Note [Buffer lifetime] in stream.cpp). Read and written with the GIL held.
+class StreamUses {
+ public:
+  void add(const std::shared_ptr<Stream>& stream);
+  void add_all(const StreamUses& other);
+  /// Waits for the work enqueued so far on every stream still alive (GIL released by caller).
+  void wait_all() const noexcept;
+
+ private:
+  std::vector<std::weak_ptr<Stream>> streams_;
+};
+
+/// Python's Stream: owns an accgraph::Stream (shared only with the waits of StreamUses);
+/// `owner` keeps alive the object a wrapped native handle came from (a torch.cuda.Stream).
+struct PyStream {
+  std::shared_ptr<Stream> stream;
+  nb::object owner;
+  explicit PyStream(Stream s);
+  ~PyStream();
+  /// For short reads with the GIL held.
+  Stream& get();
+  /// For calls that release the GIL: keeps the Stream alive while another thread closes it.
+  std::shared_ptr<Stream> share();
+};
+
+/// Python's Buffer: the allocation, where it lives (for DLPack and the buffer protocol), and the
+/// streams whose work may still use it.
+struct PyBuffer {
+  std::optional<Buffer> buffer;
+  std::string backend;
+  int device = 0;
+  StreamUses used_on;
+  PyBuffer(Buffer b, std::string backend_name, int device_index)
+      : buffer(std::move(b)), backend(std::move(backend_name)), device(device_index) {}
+  ~PyBuffer();
+  Buffer& get();
+};
+
+/// Python's Graph: the AcceleratorGraph, the Python buffers its capture uses (kept alive while
+/// the graph may replay them), the host calls its capture holds (borrowed: C++ owns them; shown
+/// to the garbage collector, Note [Cycles through C++] in graph.cpp), the streams it replayed
+/// on, and the stream accgraph.graph() captures on when given none.
+struct PyGraph {
+  std::unique_ptr<AcceleratorGraph> graph;
+  std::vector<nb::object> captured_buffers;
+  std::vector<PyObject*> captured_calls;
+  StreamUses replayed_on;
+  nb::object side_stream;
+  std::atomic<bool> busy{false};  // a call is running (GraphUse in graph.cpp)
+  explicit PyGraph(std::unique_ptr<AcceleratorGraph> g);
+  ~PyGraph();
+  /// Drops the captured buffers; each first learns the streams this graph replayed on.
+  void release_captured_buffers();
+  /// The Python graph whose capture runs on `stream`, or nullptr (GIL held).
+  static PyGraph* capturing_on(const Stream& stream);
+};
+
+/// `value` as an enum, from the enum itself or its lower-case name ("global", "thread_local").
+/// An unknown name is an InvalidArgument error listing the names.
+template <class Enum>
+using EnumOrName = std::variant<Enum, std::string>;
+
+CaptureMode parse_capture_mode(const std::optional<EnumOrName<CaptureMode>>& value);
+MemoryKind parse_memory_kind(const EnumOrName<MemoryKind>& value);
+timing::Delivery parse_delivery(const EnumOrName<timing::Delivery>& value);
+timing::StatsMode parse_stats_mode(const EnumOrName<timing::StatsMode>& value);
+
+/// A pool id from None (a new private pool) or a (first, second) pair such as Graph.pool().
+PoolId parse_pool(const std::optional<std::pair<uint64_t, uint64_t>>& pool);
+
+/// A path argument: str or os.PathLike.
+std::string fs_path(nb::handle path);
+
+void bind_errors(nb::module_& m);
+void bind_registry(nb::module_& m);
+void bind_stream(nb::module_& m);
+void bind_graph(nb::module_& m);
+void bind_timing(nb::module_& m);
+
+}  // namespace accgraph::python

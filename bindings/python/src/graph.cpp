@@ -1,0 +1,373 @@
+// Graph from Python: AcceleratorGraph with PyTorch's graph idioms (capture as a context manager,
+// pool ids as tuples), and the map from a capturing C++ graph back to its Python owner.
+#include <atomic>
+#include <chrono>
+#include <unordered_map>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
+
+#include "common.hpp"
+
+namespace accgraph::python {
+
+namespace {
+
+// AcceleratorGraph -> its Python owner; read and written with the GIL held.
+std::unordered_map<const AcceleratorGraph*, PyGraph*>& owners() {
+  static auto* map = new std::unordered_map<const AcceleratorGraph*, PyGraph*>;
+  return *map;
+}
+
+// A graph is used by one thread at a time (graph.hpp). Calls run without the GIL, so two Python
+// threads could otherwise enter one graph at once; the second one gets an error instead.
+class GraphUse {
+ public:
+  GraphUse(std::atomic<bool>& busy, const char* what) : busy_(busy) {
+    if (busy_.exchange(true, std::memory_order_acquire))
+      throw Error(ErrorCode::InvalidState,
+                  std::string("Graph.") + what +
+                      ": the graph is in use by another call (another thread, or a sink or host "
+                      "call running inside this graph's call): use a graph from one thread at "
+                      "a time");
+  }
+  ~GraphUse() { busy_.store(false, std::memory_order_release); }
+  GraphUse(const GraphUse&) = delete;
+  GraphUse& operator=(const GraphUse&) = delete;
+
+ private:
+  std::atomic<bool>& busy_;
+};
+
+struct CaptureScope {
+  nb::object graph;   // PyGraph, kept alive for the block
+  nb::object stream;  // PyStream
+  PoolId pool;
+  CaptureMode mode;
+};
+
+void capture_begin(PyGraph& self, PyStream& py_stream, PoolId pool, CaptureMode mode) {
+  AcceleratorGraph& graph = *self.graph;
+  std::shared_ptr<Stream> stream_owner = py_stream.share();
+  Stream& stream = *stream_owner;
+  GraphUse use(self.busy, "capture_begin");
+  {
+    nb::gil_scoped_release release;
+    graph.capture_begin(stream, pool, mode);
+  }
+  self.release_captured_buffers();  // the previous capture's, dropped with it
+  self.replayed_on.add(py_stream.stream);  // replay() without a stream replays on it
+}
+
+void capture_end(PyGraph& self) {
+  GraphUse use(self.busy, "capture_end");
+  nb::gil_scoped_release release;
+  self.graph->capture_end();
+}
+
+void reset(PyGraph& self) {
+  GraphUse use(self.busy, "reset");
+  {
+    nb::gil_scoped_release release;
+    self.graph->reset();
+  }
+  self.release_captured_buffers();
+}
+
+nb::object side_stream(PyGraph& self) {
+  if (!self.side_stream.is_valid()) {
+    nb::object stream_type = nb::module_::import_("accgraph._accgraph").attr("Stream");
+    self.side_stream = stream_type(self.graph->backend_name());
+  }
+  return self.side_stream;
+}
+
+}  // namespace
+
+PyGraph::PyGraph(std::unique_ptr<AcceleratorGraph> g) : graph(std::move(g)) {
+  owners()[graph.get()] = this;
+}
+
+PyGraph::~PyGraph() {
+  owners().erase(graph.get());
+  {
+    // Destroying a graph collects its pending reports, calling sinks.
+    nb::gil_scoped_release release;
+    graph.reset();
+  }
+  release_captured_buffers();
+}
+
+void PyGraph::release_captured_buffers() {
+  for (nb::object& buffer : captured_buffers)
+    nb::inst_ptr<PyBuffer>(buffer)->used_on.add_all(replayed_on);
+  captured_buffers.clear();
+  captured_calls.clear();
+}
+
+namespace {
+
+// Note [Cycles through C++]: a host call captured into a graph is a Python callable that the C++
+// graph owns (one reference, held by its PythonCallable). One that refers back to the graph (a
+// closure over it, or a function whose module globals hold it) makes a cycle the garbage
+// collector cannot see: the graph, and what its module holds, would never be freed. So the
+// graph shows those references to the collector (tp_traverse), and clearing an unreachable
+// graph resets it (tp_clear), which drops them. The borrowed pointers are valid while the C++
+// graph holds its capture: every capture begins through this binding (which clears the list),
+// and a capture the C++ side drops by itself (a failed capture_end, the capture stream
+// destroyed) leaves the graph Empty, where they are not visited. (Profiler sinks: Note [Sink
+// cycles] in timing.cpp.)
+int graph_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  PyGraph* g = nb::inst_ptr<PyGraph>(self);
+  if (g->graph && g->graph->state() != GraphState::Empty)
+    for (PyObject* call : g->captured_calls) Py_VISIT(call);
+  for (const nb::object& buffer : g->captured_buffers) Py_VISIT(buffer.ptr());
+  if (g->side_stream.is_valid()) Py_VISIT(g->side_stream.ptr());
+  return 0;
+}
+
+int graph_clear(PyObject* self) {
+  PyGraph* g = nb::inst_ptr<PyGraph>(self);
+  if (g->graph && !g->captured_calls.empty()) {
+    nb::gil_scoped_release release;
+    try {
+      g->graph->reset();
+    } catch (const std::exception& e) {
+      log(LogLevel::Warning,
+          std::string("accgraph.Graph: resetting an unreachable graph failed: ") + e.what());
+    }
+  }
+  g->release_captured_buffers();
+  g->side_stream.reset();
+  return 0;
+}
+
+PyType_Slot graph_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(graph_traverse)},
+                             {Py_tp_clear, reinterpret_cast<void*>(graph_clear)},
+                             {0, nullptr}};
+
+}  // namespace
+
+PyGraph* PyGraph::capturing_on(const Stream& stream) {
+  AcceleratorGraph* graph = stream.capturing_graph();
+  if (graph == nullptr) return nullptr;
+  auto it = owners().find(graph);
+  return it == owners().end() ? nullptr : it->second;
+}
+
+void bind_graph(nb::module_& m) {
+  nb::enum_<GraphState>(m, "GraphState", "Where a Graph is in its life cycle.")
+      .value("EMPTY", GraphState::Empty, "Nothing captured (new, or after reset()).")
+      .value("CAPTURING", GraphState::Capturing, "Between capture_begin and capture_end.")
+      .value("CAPTURED", GraphState::Captured,
+             "Captured, not yet instantiated (keep_graph=True).")
+      .value("INSTANTIATED", GraphState::Instantiated, "Ready to replay.");
+
+  nb::class_<GraphStats>(m, "GraphStats", "Counters a backend's graph may expose.")
+      .def_ro("nodes", &GraphStats::nodes, "Operations in the captured graph, when known.")
+      .def_ro("instantiations", &GraphStats::instantiations, "Executables built from scratch.")
+      .def_ro("updates", &GraphStats::updates,
+              "Executables updated in place after a re-capture.")
+      .def("__repr__", [](const GraphStats& s) {
+        return "GraphStats(nodes=" + std::to_string(s.nodes) +
+               ", instantiations=" + std::to_string(s.instantiations) +
+               ", updates=" + std::to_string(s.updates) + ")";
+      });
+
+  nb::class_<CaptureScope>(m, "CaptureScope",
+                           "The context manager of Graph.capture() and accgraph.graph(): "
+                           "capture_begin on entry, capture_end on a normal exit; an exception "
+                           "inside the block aborts the capture (reset) and leaves the graph "
+                           "reusable.")
+      .def(
+          "__enter__",
+          [](CaptureScope& self) {
+            capture_begin(nb::cast<PyGraph&>(self.graph), nb::cast<PyStream&>(self.stream),
+                          self.pool, self.mode);
+            return self.stream;
+          },
+          nb::sig("def __enter__(self) -> Stream"),
+          "Begins the capture; returns the stream captured on.")
+      .def(
+          "__exit__",
+          [](CaptureScope& self, nb::handle exc_type, nb::handle, nb::handle) {
+            PyGraph& graph = nb::cast<PyGraph&>(self.graph);
+            if (exc_type.is_none())
+              capture_end(graph);
+            else
+              reset(graph);  // abort; the exception goes on
+            return false;
+          },
+          nb::arg("exc_type").none(), nb::arg("exc_value").none(), nb::arg("traceback").none(),
+          nb::sig("def __exit__(self, exc_type: type[BaseException] | None, exc_value: "
+                  "BaseException | None, traceback: types.TracebackType | None) -> bool"),
+          "Ends the capture (instantiating unless keep_graph), or aborts it on an exception.");
+
+  nb::class_<PyGraph>(m, "Graph", nb::type_slots(graph_slots),
+                      "A graph captured once on a stream and replayed many times, on any "
+                      "backend (accgraph::AcceleratorGraph; like torch.cuda.CUDAGraph).\n\n"
+                      "    g = accgraph.Graph('host')\n"
+                      "    with g.capture(stream):\n"
+                      "        stream.fill(buf, 1)   # recorded, not run\n"
+                      "    g.replay()\n\n"
+                      "Use a graph from one thread at a time.")
+      .def(
+          "__init__",
+          [](PyGraph* self, std::optional<std::string> backend, bool keep_graph) {
+            GraphArgs args;
+            args.keep_graph = keep_graph;
+            auto graph = [&] {
+              nb::gil_scoped_release release;
+              return backend ? std::make_unique<AcceleratorGraph>(*backend, args)
+                             : std::make_unique<AcceleratorGraph>(args);
+            }();
+            new (self) PyGraph(std::move(graph));
+          },
+          nb::arg("backend") = nb::none(), nb::arg("keep_graph") = false,
+          "A graph on `backend` (None: the default backend). With keep_graph=True, "
+          "capture_end keeps the captured graph and instantiation happens on instantiate() or "
+          "the first replay().")
+      .def(
+          "capture_begin",
+          [](PyGraph& self, PyStream& stream,
+             std::optional<std::pair<uint64_t, uint64_t>> pool,
+             std::optional<EnumOrName<CaptureMode>> mode) {
+            capture_begin(self, stream, parse_pool(pool), parse_capture_mode(mode));
+          },
+          nb::arg("stream"), nb::arg("pool") = nb::none(), nb::arg("mode") = nb::none(),
+          "Starts capturing the work enqueued on `stream` (of this graph's backend). `pool`: "
+          "another graph's pool() to share it, None for a new private pool. `mode`: a "
+          "CaptureMode or its name ('default', 'global', 'thread_local', 'relaxed'); None is "
+          "the backend's default.")
+      .def("capture_end", &capture_end,
+           "Ends the capture and, unless keep_graph, instantiates. A failure leaves the graph "
+           "empty and reusable.")
+      .def(
+          "instantiate",
+          [](PyGraph& self) {
+            GraphUse use(self.busy, "instantiate");
+            nb::gil_scoped_release release;
+            self.graph->instantiate();
+          },
+          "Instantiates a graph captured with keep_graph=True.")
+      .def(
+          "replay",
+          [](PyGraph& self, PyStream* stream) {
+            AcceleratorGraph& graph = *self.graph;
+            GraphUse use(self.busy, "replay");
+            if (stream == nullptr) {
+              nb::gil_scoped_release release;
+              graph.replay();
+            } else {
+              std::shared_ptr<Stream> s_owner = stream->share();
+              Stream& s = *s_owner;
+              if (!self.captured_buffers.empty()) self.replayed_on.add(stream->stream);
+              nb::gil_scoped_release release;
+              graph.replay(s);
+            }
+          },
+          nb::arg("stream").none() = nb::none(),
+          "Replays on `stream` (of the same backend and device), or on the capture stream when "
+          "None (InvalidStateError once that stream was dropped). Runs without the GIL.")
+      .def("reset", &reset,
+           "Drops the capture (aborting one in progress); the graph may capture again.")
+      .def(
+          "pool",
+          [](PyGraph& self) {
+            PoolId pool = self.graph->pool();
+            return std::pair<uint64_t, uint64_t>(pool.first, pool.second);
+          },
+          "The memory pool id as a (first, second) tuple; pass it as `pool` to share it.")
+      .def(
+          "enable_debug_mode",
+          [](PyGraph& self) {
+            GraphUse use(self.busy, "enable_debug_mode");
+            self.graph->enable_debug_mode();
+          },
+          "Keeps what debug_dump() needs (call before capture_begin).")
+      .def(
+          "debug_dump",
+          [](PyGraph& self, nb::handle path) {
+            std::string file = fs_path(path);
+            GraphUse use(self.busy, "debug_dump");
+            nb::gil_scoped_release release;
+            self.graph->debug_dump(file);
+          },
+          nb::arg("path"),
+          nb::sig("def debug_dump(self, path: str | os.PathLike[str]) -> None"),
+          "Writes the backend's description of the captured graph to `path` (DOT on cuda).")
+      .def(
+          "capture",
+          [](nb::handle self, std::optional<nb::handle> stream,
+             std::optional<std::pair<uint64_t, uint64_t>> pool,
+             std::optional<EnumOrName<CaptureMode>> mode) {
+            PyGraph& graph = nb::cast<PyGraph&>(self);
+            nb::object on = stream && !stream->is_none() ? nb::borrow(*stream) : side_stream(graph);
+            if (!nb::isinstance<PyStream>(on))
+              throw nb::type_error("Graph.capture: stream must be an accgraph.Stream or None");
+            return CaptureScope{nb::borrow(self), on, parse_pool(pool), parse_capture_mode(mode)};
+          },
+          nb::arg("stream").none() = nb::none(), nb::arg("pool") = nb::none(),
+          nb::arg("mode") = nb::none(),
+          nb::sig("def capture(self, stream: Stream | None = None, pool: tuple[int, int] | None "
+                  "= None, mode: CaptureMode | str | None = None) -> CaptureScope"),
+          "A context manager capturing the block's work on `stream` (None: a stream this graph "
+          "creates on its backend and keeps, so that replay() works after the block). An "
+          "exception inside the block aborts the capture and leaves the graph reusable.")
+      .def_prop_ro(
+          "capture_stream", [](PyGraph& self) { return side_stream(self); },
+          "The stream capture(None) and accgraph.graph() capture on (created on first use).")
+      .def_prop_ro(
+          "id", [](PyGraph& self) { return self.graph->id(); },
+          "A stable process-unique id (ReplayReport.graph_id).")
+      .def_prop_ro(
+          "state", [](PyGraph& self) { return self.graph->state(); }, "The GraphState.")
+      .def_prop_ro(
+          "backend", [](PyGraph& self) { return self.graph->backend_name(); },
+          "The backend's name.")
+      .def_prop_ro(
+          "device", [](PyGraph& self) { return self.graph->device(); },
+          "The device of the last capture (-1 before the first).")
+      .def_prop_ro(
+          "keep_graph", [](PyGraph& self) { return self.graph->args().keep_graph; },
+          "Whether capture_end keeps the captured graph (Graph(keep_graph=...)).")
+      .def_prop_ro(
+          "replay_count", [](PyGraph& self) { return self.graph->replay_count(); },
+          "Completed replay() calls since the last capture.")
+      .def_prop_ro(
+          "capture_stream_id", [](PyGraph& self) { return self.graph->capture_stream_id(); },
+          "Stream.id of the stream the current or last capture began on (0 before the first).")
+      .def_prop_ro(
+          "stats",
+          [](PyGraph& self) {
+            nb::gil_scoped_release release;
+            return self.graph->stats();
+          },
+          "The backend's counters for this graph (GraphStats).")
+      .def(
+          "_replay_loop_ns",
+          [](PyGraph& self, uint64_t count) {
+            GraphUse use(self.busy, "_replay_loop_ns");
+            nb::gil_scoped_release release;
+            auto start = std::chrono::steady_clock::now();
+            for (uint64_t i = 0; i < count; ++i) self.graph->replay();
+            return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             std::chrono::steady_clock::now() - start)
+                                             .count());
+          },
+          nb::arg("count"),
+          "For bench/python: calls replay() `count` times in a C++ loop, returns the "
+          "nanoseconds it took (the C++ baseline of Python's replay()).")
+      .def("__repr__", [](PyGraph& self) {
+        const AcceleratorGraph& g = *self.graph;
+        return "<accgraph.Graph " + std::to_string(g.id()) + " backend='" + g.backend_name() +
+               "' state=" + to_string(g.state()) +
+               " replays=" + std::to_string(g.replay_count()) + ">";
+      });
+}
+
+}  // namespace accgraph::python

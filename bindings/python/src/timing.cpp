@@ -1,0 +1,592 @@
+// The timing layer from Python: Profiler, regions as context managers and decorators, report
+// sinks, read-only reports and statistics, and the exporters.
+#include <cerrno>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
+
+#include "common.hpp"
+
+namespace accgraph::python {
+
+namespace {
+
+using timing::Delivery;
+using timing::Metadata;
+using timing::Profiler;
+using timing::ProfilerOptions;
+using timing::RegionStats;
+using timing::RegionTiming;
+using timing::ReplayReport;
+using timing::StatsMode;
+
+// A RegionTiming refers to its report's layout: the Python object keeps the layout alive.
+struct PyRegionTiming {
+  std::shared_ptr<const timing::ReportLayout> layout;
+  RegionTiming timing;
+};
+
+// `sinks` are the Python callables the C++ profiler holds (one reference each, owned by their
+// PythonCallable): borrowed here to show them to the garbage collector (Note [Sink cycles]).
+struct PyProfiler {
+  std::unique_ptr<Profiler> profiler;
+  std::vector<PyObject*> sinks;
+  explicit PyProfiler(std::unique_ptr<Profiler> p) : profiler(std::move(p)) {}
+  ~PyProfiler() { destroy(); }
+  Profiler& get() {
+    if (!profiler)
+      throw Error(ErrorCode::InvalidState,
+                  "this Profiler was cleared by the garbage collector (it was part of an "
+                  "unreachable reference cycle): create a new Profiler");
+    return *profiler;
+  }
+  void destroy() noexcept {
+    if (!profiler) return;
+    {
+      // Waits for replays and calls sinks, which take the GIL (and may still use this
+      // profiler: flush before it goes).
+      nb::gil_scoped_release release;
+      try {
+        profiler->flush();
+      } catch (const std::exception& e) {
+        log(LogLevel::Warning, std::string("accgraph.Profiler: flushing it failed: ") + e.what());
+      }
+      profiler.reset();
+    }
+    sinks.clear();  // their references went with the profiler
+  }
+};
+
+// Note [Sink cycles]: a sink that refers to its profiler (a closure over it, or a function whose
+// module globals hold it) makes a reference cycle through C++, invisible to the garbage
+// collector: the profiler would never be flushed nor freed (also not at exit, where the
+// module's globals then outlive the module). So the profiler shows each sink it holds to the
+// collector (tp_traverse: exactly the one reference its PythonCallable owns); an unreachable
+// profiler is flushed first (tp_finalize, while the cycle is intact), then cleared (tp_clear:
+// the C++ profiler is destroyed, which drops the sinks).
+int profiler_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  for (PyObject* sink : nb::inst_ptr<PyProfiler>(self)->sinks) Py_VISIT(sink);
+  return 0;
+}
+
+// Called on every object of an unreachable cycle before any is cleared (PEP 442): the sinks
+// still see their closures intact.
+void profiler_finalize(PyObject* self) {
+  if (!nb::inst_ready(self)) return;
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyProfiler* p = nb::inst_ptr<PyProfiler>(self);
+  if (p->profiler) {
+    nb::gil_scoped_release release;
+    try {
+      p->profiler->flush();
+    } catch (const std::exception& e) {
+      log(LogLevel::Warning, std::string("accgraph.Profiler: flushing it failed: ") + e.what());
+    }
+  }
+  PyErr_Restore(type, value, traceback);
+}
+
+int profiler_clear(PyObject* self) {
+  nb::inst_ptr<PyProfiler>(self)->destroy();
+  return 0;
+}
+
+PyType_Slot profiler_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(profiler_traverse)},
+                                {Py_tp_clear, reinterpret_cast<void*>(profiler_clear)},
+                                {Py_tp_finalize, reinterpret_cast<void*>(profiler_finalize)},
+                                {0, nullptr}};
+
+// Profiler.region(): opens a C++ region on each entry (so one object serves as a decorator and
+// re-entrantly), ends the innermost on exit. Keeps the Python profiler and stream alive.
+struct PyRegion {
+  nb::object profiler;  // PyProfiler
+  nb::object stream;    // PyStream
+  std::string name;
+  Metadata metadata;
+  std::string lane;
+  std::vector<Profiler::Region> open;
+  PyRegion(nb::object p, nb::object s, std::string n, Metadata md, std::string l)
+      : profiler(std::move(p)), stream(std::move(s)), name(std::move(n)),
+        metadata(std::move(md)), lane(std::move(l)) {}
+  PyRegion(PyRegion&&) = default;
+  ~PyRegion() {
+    if (open.empty()) return;
+    // Regions left open end here (the C++ destructor logs a failure); ending one may wait for
+    // the stream's work, which may need the GIL.
+    nb::gil_scoped_release release;
+    while (!open.empty()) open.pop_back();
+  }
+};
+
+Metadata metadata_of(const nb::kwargs& kwargs) {
+  Metadata metadata;
+  for (auto [key, value] : kwargs)
+    metadata.emplace_back(nb::cast<std::string>(key), nb::cast<std::string>(nb::str(value)));
+  return metadata;
+}
+
+nb::dict metadata_dict(const Metadata& metadata) {
+  nb::dict out;
+  for (const auto& [key, value] : metadata) out[nb::str(key.c_str())] = value;
+  return out;
+}
+
+nb::dict timing_dict(const RegionTiming& r) {
+  nb::dict d;
+  d["name"] = r.name();
+  d["path"] = r.path();
+  d["depth"] = r.depth();
+  d["parent"] = r.parent();
+  d["stream_id"] = r.stream_id();
+  d["lane"] = r.lane();
+  d["start_ns"] = r.start_ns;
+  d["end_ns"] = r.end_ns;
+  d["duration_ns"] = r.duration_ns;
+  d["measurable"] = r.measurable;
+  d["metadata"] = metadata_dict(r.metadata());
+  return d;
+}
+
+PyRegionTiming region_at(const ReplayReport& report, size_t i) {
+  return PyRegionTiming{report.shared_layout(), report.region(i)};
+}
+
+nb::list region_list(const ReplayReport& report) {
+  nb::list out;
+  for (size_t i = 0; i < report.size(); ++i) out.append(nb::cast(region_at(report, i)));
+  return out;
+}
+
+nb::dict report_dict(const ReplayReport& r) {
+  nb::dict d;
+  d["graph_id"] = r.graph_id();
+  d["replay_index"] = r.replay_index();
+  d["backend"] = r.backend();
+  d["device"] = r.device();
+  d["device_name"] = r.device_name();
+  d["marker_strategy"] = r.marker_strategy();
+  d["resolution_ns"] = r.resolution_ns();
+  nb::list regions;
+  for (size_t i = 0; i < r.size(); ++i) regions.append(timing_dict(r.region(i)));
+  d["regions"] = regions;
+  return d;
+}
+
+nb::dict stats_dict(const RegionStats& s) {
+  nb::dict d;
+  d["path"] = s.path;
+  d["depth"] = s.depth;
+  d["count"] = s.count;
+  d["unmeasurable"] = s.unmeasurable;
+  d["min_ns"] = s.min_ns;
+  d["mean_ns"] = s.mean_ns;
+  d["p50_ns"] = s.p50_ns;
+  d["p95_ns"] = s.p95_ns;
+  d["max_ns"] = s.max_ns;
+  return d;
+}
+
+// Writes what `write` produces to the file `path` (OSError naming it when it cannot be opened;
+// the exporters' own errors otherwise).
+template <class Write>
+void write_file(nb::handle path, Write&& write) {
+  std::string file = fs_path(path);
+  std::ofstream out;
+  {
+    nb::gil_scoped_release release;
+    errno = 0;
+    out.open(file, std::ios::out | std::ios::trunc | std::ios::binary);
+  }
+  if (!out) {
+    PyErr_SetFromErrnoWithFilename(PyExc_OSError, file.c_str());
+    throw nb::python_error();
+  }
+  nb::gil_scoped_release release;
+  write(out);
+}
+
+Profiler& profiler_of(PyProfiler& p) { return p.get(); }
+
+void region_enter(PyRegion& self) {
+  Profiler& profiler = profiler_of(nb::cast<PyProfiler&>(self.profiler));
+  std::shared_ptr<Stream> stream_owner = nb::cast<PyStream&>(self.stream).share();
+  Stream& stream = *stream_owner;
+  nb::gil_scoped_release release;
+  self.open.push_back(profiler.region(stream, self.name, self.metadata, self.lane));
+}
+
+void region_exit(PyRegion& self) {
+  if (self.open.empty())
+    throw Error(ErrorCode::InvalidState,
+                "Profiler.region '" + self.name +
+                    "': __exit__ without __enter__: use the region in a with statement");
+  nb::gil_scoped_release release;
+  self.open.back().end();  // stays open on failure (ending an outer one first): raise that
+  self.open.pop_back();
+}
+
+std::string repr_timing(const RegionTiming& r) {
+  return "RegionTiming(path='" + r.path() + "', duration_ns=" + std::to_string(r.duration_ns) +
+         (r.measurable ? "" : ", measurable=False") + ")";
+}
+
+}  // namespace
+
+void bind_timing(nb::module_& m) {
+  nb::enum_<Delivery>(m, "Delivery",
+                      "When reports reach the sinks; arguments also take 'lazy' and 'immediate'.")
+      .value("LAZY", Delivery::Lazy,
+             "When the ring is full, on flush(), when the profiler is dropped, or by the "
+             "background collector.")
+      .value("IMMEDIATE", Delivery::Immediate,
+             "Right after each replay (waits for it: serialises replays with the host).");
+
+  nb::enum_<StatsMode>(m, "StatsMode",
+                       "How statistics keep durations; arguments also take 'sketch' and 'exact'.")
+      .value("SKETCH", StatsMode::Sketch,
+             "Bounded memory: exact count/min/max/mean, p50/p95 within 1/128 relative error.")
+      .value("EXACT", StatsMode::Exact, "Every sample: exact percentiles, memory grows.");
+
+  nb::class_<PyRegionTiming>(m, "RegionTiming",
+                             "One region of one report (read-only). Times are on the backend's "
+                             "marker clock, in nanoseconds.")
+      .def_prop_ro("name", [](const PyRegionTiming& r) { return r.timing.name(); },
+                   "The region's name.")
+      .def_prop_ro("path", [](const PyRegionTiming& r) { return r.timing.path(); },
+                   "The names of the enclosing regions and this one, joined by '/'.")
+      .def_prop_ro("depth", [](const PyRegionTiming& r) { return r.timing.depth(); },
+                   "0 for top-level regions.")
+      .def_prop_ro("parent", [](const PyRegionTiming& r) { return r.timing.parent(); },
+                   "Index of the enclosing region in the report, or -1.")
+      .def_prop_ro("stream_id", [](const PyRegionTiming& r) { return r.timing.stream_id(); },
+                   "Stream.id of the stream the region was recorded on.")
+      .def_prop_ro("lane", [](const PyRegionTiming& r) { return r.timing.lane(); },
+                   "The named lane within the stream's track ('' for the stream itself).")
+      .def_prop_ro("metadata",
+                   [](const PyRegionTiming& r) { return metadata_dict(r.timing.metadata()); },
+                   "The region's key/value annotations, as a new dict.")
+      .def_prop_ro("start_ns", [](const PyRegionTiming& r) { return r.timing.start_ns; },
+                   "Start on the marker clock (0 when not measurable).")
+      .def_prop_ro("end_ns", [](const PyRegionTiming& r) { return r.timing.end_ns; },
+                   "End on the marker clock (0 when not measurable).")
+      .def_prop_ro("duration_ns", [](const PyRegionTiming& r) { return r.timing.duration_ns; },
+                   "end_ns - start_ns (0 when not measurable).")
+      .def_prop_ro("measurable", [](const PyRegionTiming& r) { return r.timing.measurable; },
+                   "False when the backend could not place a marker in time; the statistics "
+                   "leave such regions out.")
+      .def("to_dict", [](const PyRegionTiming& r) { return timing_dict(r.timing); },
+           "The attributes as a dict.")
+      .def("__repr__", [](const PyRegionTiming& r) { return repr_timing(r.timing); });
+
+  nb::class_<ReplayReport>(m, "ReplayReport",
+                           "The timing of one replay (or one eager region tree), read-only. A "
+                           "sequence of RegionTiming in the order the regions were opened.")
+      .def_prop_ro("graph_id", &ReplayReport::graph_id, "Graph.id; 0 for eager regions.")
+      .def_prop_ro("replay_index", &ReplayReport::replay_index,
+                   "0-based replay number since the capture (eager: a sequence number).")
+      .def_prop_ro("backend", [](const ReplayReport& r) { return r.backend(); },
+                   "The backend's name.")
+      .def_prop_ro("device", &ReplayReport::device, "The device index.")
+      .def_prop_ro("device_name", [](const ReplayReport& r) { return r.device_name(); },
+                   "The device's name.")
+      .def_prop_ro("marker_strategy", [](const ReplayReport& r) { return r.marker_strategy(); },
+                   "The timestamp marker kind used.")
+      .def_prop_ro("resolution_ns", &ReplayReport::resolution_ns,
+                   "The smallest step of the marker clock.")
+      .def_prop_ro("regions", &region_list, "Every region, as a new list of RegionTiming.")
+      .def("__len__", &ReplayReport::size, "The number of regions.")
+      .def(
+          "__getitem__",
+          [](const ReplayReport& r, int64_t i) {
+            const int64_t n = static_cast<int64_t>(r.size());
+            if (i < 0) i += n;
+            if (i < 0 || i >= n) throw nb::index_error("ReplayReport index out of range");
+            return region_at(r, static_cast<size_t>(i));
+          },
+          nb::arg("index"), "The region at `index` (negative counts from the end).")
+      .def(
+          "__iter__", [](const ReplayReport& r) { return region_list(r).attr("__iter__")(); },
+          nb::sig("def __iter__(self) -> collections.abc.Iterator[RegionTiming]"),
+          "Iterates over the regions.")
+      .def("to_dict", &report_dict, "The attributes, regions included, as a dict.")
+      .def("__repr__", [](const ReplayReport& r) {
+        return "<accgraph.ReplayReport graph " + std::to_string(r.graph_id()) + " replay " +
+               std::to_string(r.replay_index()) + " backend='" + r.backend() + "' " +
+               std::to_string(r.size()) + " regions>";
+      });
+
+  nb::class_<RegionStats>(m, "RegionStats",
+                          "Statistics of one region path over every report seen (read-only). "
+                          "count, unmeasurable, min_ns and max_ns are exact; see StatsMode for "
+                          "the others.")
+      .def_ro("path", &RegionStats::path, "The region path.")
+      .def_ro("depth", &RegionStats::depth, "The region's depth.")
+      .def_ro("count", &RegionStats::count, "Measured samples.")
+      .def_ro("unmeasurable", &RegionStats::unmeasurable,
+              "Reports in which the region was not measurable.")
+      .def_ro("min_ns", &RegionStats::min_ns, "Shortest duration.")
+      .def_ro("mean_ns", &RegionStats::mean_ns, "Mean duration.")
+      .def_ro("p50_ns", &RegionStats::p50_ns, "Median duration.")
+      .def_ro("p95_ns", &RegionStats::p95_ns, "95th percentile duration.")
+      .def_ro("max_ns", &RegionStats::max_ns, "Longest duration.")
+      .def("to_dict", &stats_dict, "The attributes as a dict.")
+      .def("__repr__", [](const RegionStats& s) {
+        return "RegionStats(path='" + s.path + "', count=" + std::to_string(s.count) +
+               ", mean_ns=" + std::to_string(s.mean_ns) + ")";
+      });
+
+  nb::class_<PyRegion>(m, "Region",
+                       "What Profiler.region() returns: a context manager timing its block, "
+                       "and a decorator timing every call of a function:\n\n"
+                       "    with prof.region(s, 'layer0', bytes=4096):\n"
+                       "        ...\n"
+                       "    @prof.region(s, 'step')\n"
+                       "    def step(): ...")
+      .def("__enter__", [](PyRegion& self) { region_enter(self); },
+           "Opens the region on its stream.")
+      .def(
+          "__exit__",
+          [](PyRegion& self, nb::handle, nb::handle, nb::handle) {
+            region_exit(self);
+            return false;
+          },
+          nb::arg("exc_type").none(), nb::arg("exc_value").none(), nb::arg("traceback").none(),
+          nb::sig("def __exit__(self, exc_type: type[BaseException] | None, exc_value: "
+                  "BaseException | None, traceback: types.TracebackType | None) -> bool"),
+          "Ends the innermost region this object opened.")
+      .def(
+          "__call__",
+          [](nb::handle self, nb::callable fn) {
+            return nb::module_::import_("accgraph._decorate").attr("region_decorator")(self, fn);
+          },
+          nb::arg("fn"),
+          nb::sig("def __call__(self, fn: collections.abc.Callable[..., typing.Any]) -> "
+                  "collections.abc.Callable[..., typing.Any]"),
+          "Decorates `fn`: each call runs inside this region (functools.wraps keeps its name).")
+      .def_ro("name", &PyRegion::name, "The region's name.")
+      .def_ro("lane", &PyRegion::lane, "The region's lane ('' for the stream's own track).")
+      .def("__repr__", [](const PyRegion& r) {
+        return "<accgraph.Region '" + r.name + "' open=" + std::to_string(r.open.size()) + ">";
+      });
+
+  nb::class_<PyProfiler>(m, "Profiler", nb::type_slots(profiler_slots),
+                         "Times regions of captured graphs and of eager work "
+                         "(accgraph::timing::Profiler):\n\n"
+                         "    prof = accgraph.Profiler()\n"
+                         "    prof.attach(g)\n"
+                         "    with g.capture(s):\n"
+                         "        with prof.region(s, 'layer0', bytes=4096):\n"
+                         "            s.fill(buf, 1)\n"
+                         "    g.replay()\n"
+                         "    prof.flush()\n"
+                         "    print(prof.stats_table())\n\n"
+                         "Sinks run with the GIL held on the thread that collects (replay, "
+                         "flush, the background collector); an exception in a sink is logged "
+                         "and does not stop delivery. Dropping the profiler flushes it.")
+      .def(
+          "__init__",
+          [](PyProfiler* self, EnumOrName<Delivery> delivery, size_t ring_depth,
+             std::optional<std::string> marker_strategy, bool background_collector,
+             std::optional<int64_t> keep_reports, EnumOrName<StatsMode> stats_mode,
+             std::optional<double> collector_period, bool collect_stats) {
+            ProfilerOptions options;
+            options.delivery = parse_delivery(delivery);
+            options.ring_depth = ring_depth;
+            options.marker_strategy = marker_strategy.value_or("");
+            options.background_collector = background_collector;
+            options.keep_reports =
+                keep_reports ? timing::KeepReports(*keep_reports) : timing::KeepReports::all();
+            options.stats_mode = parse_stats_mode(stats_mode);
+            options.collect_stats = collect_stats;
+            if (collector_period) {
+              if (!(*collector_period > 0 && *collector_period <= 3600))
+                throw Error(ErrorCode::InvalidArgument,
+                            "Profiler: collector_period must be from 0 to 3600 seconds (got " +
+                                std::to_string(*collector_period) + ")");
+              options.collector_period =
+                  std::chrono::microseconds(static_cast<int64_t>(*collector_period * 1e6));
+            }
+            auto profiler = [&] {
+              nb::gil_scoped_release release;
+              return std::make_unique<Profiler>(options);
+            }();
+            new (self) PyProfiler(std::move(profiler));
+          },
+          nb::arg("delivery") = Delivery::Lazy, nb::arg("ring_depth") = 0,
+          nb::arg("marker_strategy") = nb::none(), nb::arg("background_collector") = false,
+          nb::arg("keep_reports").none() = 1024, nb::arg("stats_mode") = StatsMode::Sketch,
+          nb::arg("collector_period") = nb::none(), nb::arg("collect_stats") = true,
+          "`delivery`: 'lazy' or 'immediate'. `ring_depth`: replays in flight per graph (0: "
+          "the backend's default). `marker_strategy`: one of Capabilities.marker_strategies "
+          "(None: the backend's default). `background_collector`: a thread delivers completed "
+          "replays every `collector_period` seconds. `keep_reports`: how many of the last "
+          "reports reports() keeps (0: none; None: every one, memory grows without bound). "
+          "`stats_mode`: 'sketch' or 'exact'. `collect_stats=False` leaves stats() empty and "
+          "saves its cost per report.")
+      .def(
+          "attach",
+          [](PyProfiler& self, PyGraph& g) {
+            if (g.busy.load())
+              throw Error(ErrorCode::InvalidState,
+                          "Profiler.attach: the graph is in use by another call");
+            nb::gil_scoped_release release;
+            self.get().attach(*g.graph);
+          },
+          nb::arg("graph"),
+          "Times `graph` from its next capture on (InvalidStateError while it captures).")
+      .def(
+          "attach_all", [](PyProfiler& self) { self.get().attach_all(); },
+          nb::call_guard<nb::gil_scoped_release>(),
+          "Times every graph whose capture begins from now on.")
+      .def(
+          "detach", [](PyProfiler& self) { self.get().detach(); },
+          nb::call_guard<nb::gil_scoped_release>(),
+          "Stops timing new captures; pending reports are still delivered by flush().")
+      .def(
+          "region",
+          [](nb::handle self, nb::handle stream, std::string name, std::string lane,
+             nb::kwargs metadata) {
+            if (!nb::isinstance<PyStream>(stream))
+              throw nb::type_error("Profiler.region: stream must be an accgraph.Stream");
+            return PyRegion(nb::borrow(self), nb::borrow(stream), std::move(name),
+                            metadata_of(metadata), std::move(lane));
+          },
+          nb::arg("stream"), nb::arg("name"), nb::kw_only(), nb::arg("lane") = "",
+          nb::arg("metadata"),
+          nb::sig("def region(self, stream: Stream, name: str, *, lane: str = '', **metadata: "
+                  "object) -> Region"),
+          "A region named `name` on `stream`, with `metadata` (values shown with str()) and an "
+          "optional `lane`: use it as a context manager or a decorator. Inside a capture it "
+          "records markers into the graph; outside, it is timed eagerly.")
+      .def(
+          "begin",
+          [](PyProfiler& self, PyStream& stream, std::string name, std::string lane,
+             nb::kwargs metadata) {
+            std::shared_ptr<Stream> s_owner = stream.share();
+            Stream& s = *s_owner;
+            Metadata md = metadata_of(metadata);
+            nb::gil_scoped_release release;
+            self.get().begin(s, std::move(name), std::move(md), std::move(lane));
+          },
+          nb::arg("stream"), nb::arg("name"), nb::kw_only(), nb::arg("lane") = "",
+          nb::arg("metadata"),
+          nb::sig("def begin(self, stream: Stream, name: str, *, lane: str = '', **metadata: "
+                  "object) -> None"),
+          "Opens a region on `stream` (end it with end(stream)).")
+      .def(
+          "end",
+          [](PyProfiler& self, PyStream& stream) {
+            std::shared_ptr<Stream> s_owner = stream.share();
+            Stream& s = *s_owner;
+            nb::gil_scoped_release release;
+            self.get().end(s);
+          },
+          nb::arg("stream"), "Ends the innermost open region on `stream`.")
+      .def(
+          "add_sink",
+          [](PyProfiler& self, nb::callable sink) {
+            Profiler& profiler = self.get();
+            auto callable = std::make_shared<PythonCallable>(sink, "a report sink");
+            {
+              nb::gil_scoped_release release;
+              profiler.add_sink(
+                  [callable](const ReplayReport& report) { (*callable)(ReplayReport(report)); });
+            }
+            self.sinks.push_back(sink.ptr());  // held by `callable`, now the profiler's
+          },
+          nb::arg("sink"),
+          nb::sig("def add_sink(self, sink: collections.abc.Callable[[ReplayReport], object]) "
+                  "-> None"),
+          "Calls `sink(report)` for every report, in replay order per graph, with the GIL held "
+          "on the collecting thread. The report is the sink's to keep. An exception it raises "
+          "is logged (with its traceback) and delivery goes on.")
+      .def(
+          "flush", [](PyProfiler& self) { self.get().flush(); },
+          nb::call_guard<nb::gil_scoped_release>(),
+          "Waits (without the GIL) for every pending replay and eager region and delivers its "
+          "report.")
+      .def(
+          "reports", [](PyProfiler& self) { return self.get().reports(); },
+          nb::call_guard<nb::gil_scoped_release>(), "The kept reports (keep_reports).")
+      .def(
+          "stats", [](PyProfiler& self) { return self.get().stats(); },
+          nb::call_guard<nb::gil_scoped_release>(),
+          "Per-region statistics over every report delivered so far.")
+      .def_prop_ro(
+          "delivered", [](PyProfiler& self) { return self.get().delivered(); },
+          "Reports delivered so far (counted also when not kept).")
+      .def(
+          "write_chrome_trace",
+          [](PyProfiler& self, nb::handle path) {
+            Profiler& profiler = self.get();
+            write_file(path, [&](std::ostream& out) {
+              timing::write_chrome_trace(out, profiler.reports());
+            });
+          },
+          nb::arg("path"),
+          nb::sig("def write_chrome_trace(self, path: str | os.PathLike[str]) -> None"),
+          "Writes the kept reports as Chrome trace JSON (Perfetto, chrome://tracing).")
+      .def(
+          "write_csv",
+          [](PyProfiler& self, nb::handle path) {
+            Profiler& profiler = self.get();
+            write_file(path, [&](std::ostream& out) {
+              timing::write_reports_csv(out, profiler.reports());
+            });
+          },
+          nb::arg("path"), nb::sig("def write_csv(self, path: str | os.PathLike[str]) -> None"),
+          "Writes the kept reports as CSV, one row per region per report.")
+      .def(
+          "write_stats_csv",
+          [](PyProfiler& self, nb::handle path) {
+            Profiler& profiler = self.get();
+            write_file(path, [&](std::ostream& out) {
+              timing::write_stats_csv(out, profiler.stats());
+            });
+          },
+          nb::arg("path"),
+          nb::sig("def write_stats_csv(self, path: str | os.PathLike[str]) -> None"),
+          "Writes the statistics as CSV, one row per region path.")
+      .def(
+          "stats_table",
+          [](PyProfiler& self) {
+            std::ostringstream out;
+            timing::write_stats_table(out, self.get().stats());
+            return out.str();
+          },
+          nb::call_guard<nb::gil_scoped_release>(),
+          "The statistics as a fixed-width text table (microseconds), as `accgraph demo` "
+          "prints it.")
+      .def(
+          "_region_loop_ns",
+          [](PyProfiler& self, PyStream& stream, std::string name, uint64_t count) {
+            std::shared_ptr<Stream> s_owner = stream.share();
+            Stream& s = *s_owner;
+            nb::gil_scoped_release release;
+            auto start = std::chrono::steady_clock::now();
+            for (uint64_t i = 0; i < count; ++i) {
+              Profiler::Region region = self.get().region(s, name);
+            }
+            return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             std::chrono::steady_clock::now() - start)
+                                             .count());
+          },
+          nb::arg("stream"), nb::arg("name"), nb::arg("count"),
+          "For bench/python: opens and ends the region `name` `count` times in a C++ loop (RAII "
+          "Region), returns the nanoseconds it took.")
+      .def("__repr__", [](PyProfiler& self) {
+        if (!self.profiler) return std::string("<accgraph.Profiler (cleared)>");
+        return "<accgraph.Profiler delivered=" + std::to_string(self.profiler->delivered()) +
+               ">";
+      });
+}
+
+}  // namespace accgraph::python

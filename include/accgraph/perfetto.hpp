@@ -1,0 +1,127 @@
+// Native Perfetto traces (.pftrace) of replay reports, and the merge of several ranks' traces
+// into one timeline on a common clock. Library accgraph::perfetto (target accgraph_perfetto),
+// built when libprotobuf is found; the core library does not depend on it.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "accgraph/report.hpp"
+
+#if defined(_WIN32)
+#if defined(ACCGRAPH_BUILDING_PERFETTO)
+#define ACCGRAPH_PERFETTO_API __declspec(dllexport)
+#else
+#define ACCGRAPH_PERFETTO_API __declspec(dllimport)
+#endif
+#else
+#define ACCGRAPH_PERFETTO_API __attribute__((visibility("default")))
+#endif
+
+namespace accgraph::timing {
+
+/// One device clock against the host's reference clock (Note [Clock calibration] in
+/// timing/perfetto/clock.cpp): host_time = device_time - offset_ns, true to within
+/// +-uncertainty_ns.
+struct DeviceClockOffset {
+  std::string backend;  ///< ReplayReport::backend() of the device's reports
+  int device = 0;       ///< ReplayReport::device()
+  int64_t offset_ns = 0;
+  uint64_t uncertainty_ns = 0;
+};
+
+/// One clock sample: the host clock read before and after reading the device clock.
+struct ClockSample {
+  uint64_t host_before_ns = 0;
+  uint64_t device_ns = 0;
+  uint64_t host_after_ns = 0;
+};
+
+/// The offset of a device clock from minimum-round-trip sampling: the sample with the shortest
+/// host_after - host_before bounds the device read best; offset = device - midpoint, uncertainty
+/// = half that round trip plus the device timer's resolution. InvalidArgument when `samples` is
+/// empty or a sample has host_after < host_before.
+///
+///   std::vector<ClockSample> s = ...;  // e.g. 100 samples at profiler start
+///   DeviceClockOffset clock = estimate_clock_offset(s, caps.timer_resolution_ns);
+ACCGRAPH_PERFETTO_API DeviceClockOffset
+estimate_clock_offset(const std::vector<ClockSample>& samples, uint64_t device_resolution_ns);
+
+/// What a trace says about the process that wrote it, for merge_perfetto_traces.
+struct PerfettoOptions {
+  int rank = -1;       ///< this process's rank in a multi-process job; -1 for none
+  int world_size = 0;  ///< the job's number of ranks (rank < world_size); 0 with rank -1
+  std::string host;    ///< the host's name (tells ranks on different hosts apart)
+  /// The reference clock that the device offsets are against.
+  std::string host_clock = "CLOCK_REALTIME";
+  /// How far this host's clock may be from the job's reference (the NTP/PTP synchronisation
+  /// error bound, e.g. chronyc tracking's "Root dispersion" + |"System time"|); 0 when every
+  /// rank runs on one host.
+  uint64_t host_clock_uncertainty_ns = 0;
+  /// Per device (backend, device): its clock offset. A device without one is written as
+  /// uncalibrated; a merge leaves its times as they are and says so.
+  std::vector<DeviceClockOffset> clocks;
+};
+
+/// Writes `reports` as a native Perfetto trace (protobuf, .pftrace; open in ui.perfetto.dev).
+/// Timestamps are the marker clock's nanoseconds (not shifted: merge_perfetto_traces puts
+/// several traces on one clock).
+///
+/// Tracks: one process per (backend, device), named "<backend> device <n> (<name>)" (prefixed
+/// "rank <r>: " with a rank); in it one track per stream ("stream <id>", by id) for the regions
+/// without a lane, then one track per lane (named by the lane, in the order first seen) for the
+/// regions with one. Regions of one track that overlap without nesting go to further backing
+/// tracks sharing the track's sibling_merge_key, so the UI still shows one row (Note [Backing
+/// tracks]). Each region is a slice (begin and end packets) with category "graph <id>" or
+/// "eager" and debug annotations: its metadata, typed (Note [Typed annotations]), then path,
+/// graph_id, replay_index and stream. Each process track also carries one instant event
+/// "accgraph trace info" (category "accgraph") with rank, world_size, host, host_clock,
+/// host_clock_uncertainty_ns, backend, device, clock_calibrated, clock_offset_ns and
+/// clock_uncertainty_ns. Unmeasurable regions are left out. Text is written as valid UTF-8.
+///
+/// Written packet by packet through a 64 KiB buffer; besides the reports it holds a sorted index
+/// of the regions and their begin/end packets (about 72 bytes per region at the peak), never
+/// the whole trace. Throws only accgraph::Error: InvalidArgument for inconsistent options (a
+/// rank outside 0..world_size-1) or when `out` fails (as the exporters in report.hpp).
+ACCGRAPH_PERFETTO_API void write_perfetto_trace(std::ostream& out,
+                                                const std::vector<ReplayReport>& reports,
+                                                const PerfettoOptions& options = {});
+
+/// One input of a merge, as merge_perfetto_traces found it.
+struct MergedRank {
+  std::string path;
+  int rank = 0;
+  std::string host;
+  uint64_t host_clock_uncertainty_ns = 0;
+  /// Per process (device) of the input: its offset as applied; uncertainty_ns 0 and
+  /// offset_ns 0 for an uncalibrated device (see `uncalibrated`).
+  std::vector<DeviceClockOffset> clocks;
+  std::vector<std::string> uncalibrated;  ///< "<backend> device <n>" without a clock offset
+  uint64_t packets = 0;
+};
+
+struct MergeSummary {
+  int world_size = 0;
+  std::vector<MergedRank> ranks;  ///< by rank
+  /// The largest alignment error of any two events in the merged timeline: the two largest
+  /// per-rank uncertainties (device offset + host clock) added.
+  uint64_t alignment_uncertainty_ns = 0;
+  std::vector<std::string> warnings;  ///< e.g. ranks missing from the inputs
+};
+
+/// Merges the traces of several ranks (each written by write_perfetto_trace with
+/// PerfettoOptions::rank) into one trace on the host clock: every event's time becomes
+/// device_time - offset of its device, one process per (rank, device) named "rank <r>: ...",
+/// track ids and sequence ids renumbered so the inputs cannot collide, packets interleaved by
+/// time. Each rank's "accgraph trace info" event is kept, with "merged_offset_ns" and
+/// "alignment_uncertainty_ns" added. Packets accgraph does not know pass through unchanged.
+///
+/// InvalidArgument (naming the file and what to do) when an input cannot be read or parsed, has
+/// no "accgraph trace info" (not written by write_perfetto_trace with a rank), two inputs have
+/// the same rank, or they disagree on world_size or host_clock.
+ACCGRAPH_PERFETTO_API MergeSummary merge_perfetto_traces(std::ostream& out,
+                                                         const std::vector<std::string>& paths);
+
+}  // namespace accgraph::timing

@@ -1,0 +1,92 @@
+"""Fixtures of the Python tests: the backends to run on (host, level_zero through the CPU test
+driver, the out-of-tree toy plugin, cuda), each skipped with the reason where it cannot run.
+
+Environment (scripts/test.sh sets these):
+  ZE_ENABLE_ALT_DRIVERS           the CPU Level Zero driver (build/lib/libze_accgraph_cpu.so)
+  ACCGRAPH_TEST_TOY_PLUGIN        the toy plugin library (examples/out_of_tree_backend built)
+  ACCGRAPH_TEST_REQUIRE_BACKENDS  comma-separated backends that must run: a skip is a failure
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, List
+
+import pytest
+
+import accgraph
+
+ALL_BACKENDS = ["host", "level_zero", "toy", "cuda"]
+
+_toy_error = None
+_toy_path = os.environ.get("ACCGRAPH_TEST_TOY_PLUGIN")
+if _toy_path:
+    try:
+        accgraph.load_plugin(_toy_path)
+    except accgraph.Error as e:  # reported by the toy fixture
+        _toy_error = str(e)
+
+
+def _required() -> List[str]:
+    value = os.environ.get("ACCGRAPH_TEST_REQUIRE_BACKENDS", "")
+    return [name for name in value.split(",") if name]
+
+
+def _unavailable() -> Dict[str, str]:
+    """Why each backend of ALL_BACKENDS cannot run here ('' when it can)."""
+    status = {info.name: info for info in accgraph.backends()}
+    reasons = {}
+    for name in ALL_BACKENDS:
+        info = status.get(name)
+        if name == "toy" and info is None:
+            reasons[name] = (
+                f"the toy plugin failed to load: {_toy_error}"
+                if _toy_error
+                else "ACCGRAPH_TEST_TOY_PLUGIN is not set (scripts/test.sh builds the toy plugin "
+                "and sets it)"
+            )
+        elif info is None:
+            reasons[name] = f"{name} is not registered"
+        elif not info.available:
+            reasons[name] = info.reason
+        else:
+            reasons[name] = ""
+    return reasons
+
+
+UNAVAILABLE = _unavailable()
+
+
+def require_backend(name: str) -> None:
+    reason = UNAVAILABLE.get(name, "")
+    if reason:
+        if name in _required():
+            pytest.fail(f"backend {name} is required (ACCGRAPH_TEST_REQUIRE_BACKENDS) but "
+                        f"unavailable: {reason}")
+        pytest.skip(f"backend {name} unavailable: {reason}")
+
+
+@pytest.fixture(params=ALL_BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each backend in turn (skipped, with the reason, where it cannot run)."""
+    require_backend(request.param)
+    return request.param
+
+
+@pytest.fixture
+def stream(backend: str) -> accgraph.Stream:
+    return accgraph.Stream(backend)
+
+
+@pytest.fixture
+def caps(stream: accgraph.Stream) -> accgraph.Capabilities:
+    return stream.capabilities
+
+
+def host_buffer(stream: accgraph.Stream, nbytes: int) -> accgraph.Buffer:
+    """A buffer the CPU can read on any backend (kind='host')."""
+    return accgraph.Buffer(stream, nbytes, kind="host")
+
+
+def read(buf: accgraph.Buffer) -> bytes:
+    return bytes(memoryview(buf))

@@ -1,0 +1,221 @@
+"""Graph: capture (methods, context manager, accgraph.graph()), replay, reset, pools, debug dump,
+call-order errors, on every backend."""
+
+import pytest
+
+import accgraph
+from conftest import host_buffer, read
+
+
+def fill_graph(stream, buf, value, **kwargs):
+    g = accgraph.Graph(stream.backend, **kwargs)
+    g.capture_begin(stream)
+    stream.fill(buf, value)
+    g.capture_end()
+    return g
+
+
+def test_capture_and_replay_with_methods(stream):
+    buf = host_buffer(stream, 32)
+    g = accgraph.Graph(stream.backend)
+    assert g.state == accgraph.GraphState.EMPTY and g.device == -1
+    g.capture_begin(stream)
+    assert g.state == accgraph.GraphState.CAPTURING and stream.is_capturing
+    stream.fill(buf, 4)
+    g.capture_end()
+    assert g.state == accgraph.GraphState.INSTANTIATED
+    stream.synchronize()
+    assert read(buf) != b"\x04" * 32 or True  # recorded, not run (contents undefined)
+    stream.fill(buf, 0)
+    stream.synchronize()
+    assert read(buf) == b"\x00" * 32
+    g.replay()
+    stream.synchronize()
+    assert read(buf) == b"\x04" * 32
+    assert g.replay_count == 1
+    assert g.capture_stream_id == stream.id
+    assert g.backend == stream.backend and g.device == 0
+    assert f"backend='{stream.backend}' state=instantiated replays=1" in repr(g)
+
+
+def test_capture_context_manager(stream):
+    buf = host_buffer(stream, 8)
+    g = accgraph.Graph(stream.backend)
+    with g.capture(stream) as s:
+        assert s is stream
+        stream.fill(buf, 6)
+    g.replay()
+    stream.synchronize()
+    assert read(buf) == b"\x06" * 8
+
+
+def test_module_level_graph_like_torch(stream):
+    buf = host_buffer(stream, 8)
+    g = accgraph.Graph(stream.backend)
+    with accgraph.graph(g) as s:  # a stream the graph keeps
+        assert s is g.capture_stream and s.backend == stream.backend
+        s.fill(buf, 8)
+    g.replay()
+    g.capture_stream.synchronize()
+    assert read(buf) == b"\x08" * 8
+
+
+def test_an_exception_in_the_block_aborts_and_leaves_the_graph_reusable(stream):
+    buf = host_buffer(stream, 8)
+    g = accgraph.Graph(stream.backend)
+    with pytest.raises(KeyError, match="inside"):
+        with g.capture(stream):
+            stream.fill(buf, 1)
+            raise KeyError("inside")
+    assert g.state == accgraph.GraphState.EMPTY
+    assert not stream.is_capturing
+    with g.capture(stream):
+        stream.fill(buf, 2)
+    g.replay()
+    stream.synchronize()
+    assert read(buf) == b"\x02" * 8
+
+
+def test_keep_graph_instantiates_later(stream):
+    buf = host_buffer(stream, 8)
+    g = fill_graph(stream, buf, 5, keep_graph=True)
+    assert g.keep_graph
+    assert g.state == accgraph.GraphState.CAPTURED
+    g.instantiate()
+    assert g.state == accgraph.GraphState.INSTANTIATED
+    g.replay()
+    stream.synchronize()
+    assert read(buf) == b"\x05" * 8
+
+
+def test_replay_on_another_stream(stream):
+    buf = host_buffer(stream, 8)
+    g = fill_graph(stream, buf, 3)
+    other = accgraph.Stream(stream.backend)
+    g.replay(other)
+    other.synchronize()
+    assert read(buf) == b"\x03" * 8
+
+
+def test_replay_on_a_stream_of_another_backend_is_an_invalid_argument(stream):
+    if stream.backend == "host":
+        pytest.skip("needs a second backend")
+    buf = host_buffer(stream, 8)
+    g = fill_graph(stream, buf, 3)
+    with pytest.raises(accgraph.InvalidArgumentError):
+        g.replay(accgraph.Stream("host"))
+
+
+def test_capture_on_a_stream_of_another_backend_is_an_invalid_argument(stream):
+    other = "toy" if stream.backend == "host" else "host"
+    try:
+        g = accgraph.Graph(other)
+    except accgraph.Error:
+        g = None
+    if g is None:
+        pytest.skip(f"{other} is not available")
+    with pytest.raises(accgraph.InvalidArgumentError, match="backend"):
+        g.capture_begin(stream)
+
+
+def test_call_order_errors(stream):
+    g = accgraph.Graph(stream.backend)
+    with pytest.raises(accgraph.InvalidStateError, match="replay"):
+        g.replay()
+    with pytest.raises(accgraph.InvalidStateError, match=r"capture_end: graph \d+ is not capturing"):
+        g.capture_end()
+    with pytest.raises(accgraph.InvalidStateError):
+        g.instantiate()
+    g.capture_begin(stream)
+    with pytest.raises(accgraph.InvalidStateError):
+        g.capture_begin(stream)
+    g2 = accgraph.Graph(stream.backend)
+    with pytest.raises(accgraph.InvalidStateError, match="already capturing"):
+        g2.capture_begin(stream)
+    g.reset()
+    assert g.state == accgraph.GraphState.EMPTY and not stream.is_capturing
+
+
+def test_capture_modes(stream, caps):
+    g = accgraph.Graph(stream.backend)
+    with pytest.raises(accgraph.InvalidArgumentError, match="unknown capture mode 'sloppy'"):
+        g.capture_begin(stream, mode="sloppy")
+    for mode in (accgraph.CaptureMode.GLOBAL, "thread_local", "relaxed"):
+        name = mode if isinstance(mode, str) else "global"
+        enum = accgraph.CaptureMode[name.upper()]
+        if caps.supports(enum):
+            with g.capture(stream, mode=mode):
+                pass
+            g.reset()
+        else:
+            with pytest.raises(accgraph.UnsupportedError):
+                g.capture_begin(stream, mode=mode)
+    with pytest.raises(TypeError):
+        g.capture_begin(stream, mode=[3])
+
+
+def test_pools_are_tuples_and_shareable(stream, caps):
+    buf = host_buffer(stream, 8)
+    g1 = fill_graph(stream, buf, 1)
+    pool = g1.pool()
+    assert isinstance(pool, tuple) and len(pool) == 2
+    g2 = accgraph.Graph(stream.backend)
+    if caps.pool_sharing:
+        with g2.capture(stream, pool=pool):
+            stream.fill(buf, 2)
+        assert g2.pool() == pool
+    with pytest.raises(TypeError):
+        g2.capture_begin(stream, pool=5)
+
+
+def test_debug_dump_writes_a_file(stream, tmp_path):
+    buf = host_buffer(stream, 8)
+    g = accgraph.Graph(stream.backend)
+    g.enable_debug_mode()
+    with g.capture(stream):
+        stream.fill(buf, 1)
+    path = tmp_path / "graph.txt"
+    try:
+        g.debug_dump(path)
+    except accgraph.UnsupportedError as e:
+        pytest.skip(f"{stream.backend}: {e}")
+    assert path.exists() and path.stat().st_size > 0
+    with pytest.raises(TypeError):
+        g.debug_dump(3.5)
+
+
+def test_stats_counters(stream):
+    buf = host_buffer(stream, 8)
+    g = fill_graph(stream, buf, 1)
+    stats = g.stats
+    assert stats.instantiations >= 0 and "GraphStats(" in repr(stats)
+
+
+def test_multi_stream_fork_and_join(stream, caps):
+    if not caps.multi_stream_capture:
+        pytest.skip(f"{stream.backend} has no multi-stream capture")
+    a = host_buffer(stream, 16)
+    b = host_buffer(stream, 16)
+    side = accgraph.Stream(stream.backend)
+    g = accgraph.Graph(stream.backend)
+    with g.capture(stream):
+        side.wait(stream)  # fork
+        side.fill(a, 7)
+        stream.fill(b, 8)
+        stream.wait(side)  # join
+    g.replay()
+    stream.synchronize()
+    assert read(a) == b"\x07" * 16 and read(b) == b"\x08" * 16
+
+
+def test_host_call_inside_a_graph_runs_at_every_replay(stream, caps):
+    if not caps.host_calls:
+        pytest.skip(f"{stream.backend} has no host calls")
+    calls = []
+    g = accgraph.Graph(stream.backend)
+    with g.capture(stream):
+        stream.host_call(lambda: calls.append(1))
+    for _ in range(3):
+        g.replay()
+    stream.synchronize()
+    assert len(calls) == 3

@@ -1,0 +1,333 @@
+"""The timing layer: Profiler, regions (context manager, decorator, begin/end), sinks, reports,
+statistics, exporters, on every backend; misuse and lifetimes give errors, never crashes."""
+
+import csv
+import gc
+import json
+import threading
+import time
+
+import pytest
+
+import accgraph
+from conftest import host_buffer
+
+
+def timed_graph(prof, stream, replays=5, **metadata):
+    buf = accgraph.Buffer(stream, 4096)
+    g = accgraph.Graph(stream.backend)
+    prof.attach(g)
+    with g.capture(stream):
+        with prof.region(stream, "outer", **metadata):
+            with prof.region(stream, "fill"):
+                stream.fill(buf, 1)
+            with prof.region(stream, "fill2", lane="side"):
+                stream.fill(buf, 2)
+    for _ in range(replays):
+        g.replay()
+    return g, buf
+
+
+def test_reports_and_regions(stream):
+    prof = accgraph.Profiler()
+    g, _ = timed_graph(prof, stream, replays=3, bytes=4096)
+    prof.flush()
+    reports = prof.reports()
+    assert [r.replay_index for r in reports] == [0, 1, 2]
+    assert prof.delivered == 3
+    r = reports[-1]
+    assert (r.graph_id, r.backend, r.device) == (g.id, stream.backend, 0)
+    assert r.marker_strategy in stream.capabilities.marker_strategies
+    assert len(r) == 3
+    assert [t.path for t in r] == ["outer", "outer/fill", "outer/fill2"]
+    outer, fill, fill2 = r.regions
+    assert (outer.depth, outer.parent, fill.parent) == (0, -1, 0)
+    assert outer.metadata == {"bytes": "4096"}
+    assert fill2.lane == "side" and fill.lane == ""
+    assert outer.stream_id == stream.id
+    assert fill.measurable and fill.end_ns >= fill.start_ns
+    assert fill.duration_ns == fill.end_ns - fill.start_ns
+    assert outer.start_ns <= fill.start_ns and fill2.end_ns <= outer.end_ns
+    assert r[-1].path == "outer/fill2"
+    with pytest.raises(IndexError):
+        r[3]
+    d = r.to_dict()
+    assert d["graph_id"] == g.id and d["regions"][0]["metadata"] == {"bytes": "4096"}
+    assert outer.to_dict()["path"] == "outer"
+    assert "3 regions" in repr(r)
+
+
+def test_a_region_outlives_its_report(stream):
+    prof = accgraph.Profiler()
+    timed_graph(prof, stream, replays=1)
+    prof.flush()
+    region = prof.reports()[0][1]
+    del prof
+    gc.collect()
+    assert region.path == "outer/fill"  # keeps the report's layout
+
+
+def test_stats(stream):
+    prof = accgraph.Profiler(stats_mode="exact")
+    timed_graph(prof, stream, replays=10)
+    prof.flush()
+    stats = {s.path: s for s in prof.stats()}
+    assert set(stats) == {"outer", "outer/fill", "outer/fill2"}
+    s = stats["outer/fill"]
+    assert s.count + s.unmeasurable == 10 and s.depth == 1
+    assert s.min_ns <= s.p50_ns <= s.p95_ns <= s.max_ns
+    assert s.to_dict()["count"] == s.count
+    table = prof.stats_table()
+    assert "outer/fill" in table and "p95" in table
+
+
+def test_exporters(stream, tmp_path):
+    prof = accgraph.Profiler()
+    timed_graph(prof, stream, replays=2)
+    prof.flush()
+    prof.write_chrome_trace(tmp_path / "t.json")
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    assert sum(1 for e in events if e.get("ph") == "X") == 6
+    prof.write_csv(tmp_path / "r.csv")
+    rows = list(csv.DictReader((tmp_path / "r.csv").open()))
+    assert len(rows) == 6 and rows[0]["path"] == "outer"
+    prof.write_stats_csv(str(tmp_path / "s.csv"))
+    assert "outer/fill" in (tmp_path / "s.csv").read_text()
+    with pytest.raises(FileNotFoundError, match="no_such_dir"):
+        prof.write_csv(tmp_path / "no_such_dir" / "r.csv")
+    with pytest.raises(TypeError):
+        prof.write_csv(42)
+
+
+def test_eager_regions_and_the_decorator(stream):
+    prof = accgraph.Profiler()
+    buf = accgraph.Buffer(stream, 64)
+
+    @prof.region(stream, "step", kind="eager")
+    def step(value):
+        """Fills."""
+        stream.fill(buf, value)
+        return value
+
+    assert step.__name__ == "step" and step.__doc__ == "Fills."
+    assert [step(i) for i in range(3)] == [0, 1, 2]
+    prof.begin(stream, "manual", note=1)
+    stream.fill(buf, 9)
+    prof.end(stream)
+    prof.flush()
+    paths = [r[0].path for r in prof.reports()]
+    assert paths == ["step", "step", "step", "manual"]
+    assert all(r.graph_id == 0 for r in prof.reports())
+    assert prof.reports()[-1][0].metadata == {"note": "1"}
+
+
+def test_sink_gets_every_report_with_the_gil(stream):
+    prof = accgraph.Profiler()
+    seen = []
+    prof.add_sink(lambda report: seen.append((report.replay_index, len(report))))
+    timed_graph(prof, stream, replays=4)
+    prof.flush()
+    assert seen == [(i, 3) for i in range(4)]
+
+
+def test_a_sink_exception_is_logged_and_delivery_goes_on(stream, capfd):
+    prof = accgraph.Profiler()
+    seen = []
+
+    def bad(report):
+        raise KeyError("sink failure")
+
+    prof.add_sink(bad)
+    prof.add_sink(lambda report: seen.append(report.replay_index))
+    timed_graph(prof, stream, replays=2)
+    prof.flush()
+    assert seen == [0, 1]
+    err = capfd.readouterr().err
+    assert err.count("a report sink threw") == 2
+    assert "KeyError" in err and "sink failure" in err
+
+
+def test_immediate_delivery_and_reentrant_use_of_the_graph(stream, capfd):
+    prof = accgraph.Profiler(delivery="immediate")
+    results = []
+    g = accgraph.Graph(stream.backend)
+    prof.attach(g)
+    with g.capture(stream):
+        with prof.region(stream, "r"):
+            pass
+
+    def sink(report):
+        results.append(report.replay_index)
+        g.replay()  # inside this graph's replay(): an error, not a deadlock nor a crash
+
+    prof.add_sink(sink)
+    g.replay()
+    g.replay()
+    assert results == [0, 1]  # delivered inside replay()
+    err = capfd.readouterr().err
+    assert err.count("in use by another call") == 2
+
+
+def test_background_collector_with_a_thread_in_flush(stream):
+    prof = accgraph.Profiler(background_collector=True, collector_period=0.0002)
+    threads = set()
+    prof.add_sink(lambda report: threads.add(threading.get_ident()))
+    timed_graph(prof, stream, replays=50)
+    flusher = threading.Thread(target=prof.flush)
+    flusher.start()
+    prof.flush()
+    flusher.join(30)
+    assert not flusher.is_alive()
+    assert prof.delivered == 50
+
+
+def test_bad_options():
+    with pytest.raises(accgraph.InvalidArgumentError, match="unknown delivery 'soon'"):
+        accgraph.Profiler(delivery="soon")
+    with pytest.raises(accgraph.InvalidArgumentError, match="unknown stats mode"):
+        accgraph.Profiler(stats_mode="approximate")
+    with pytest.raises(accgraph.InvalidArgumentError, match="collector_period"):
+        accgraph.Profiler(collector_period=-1)
+    with pytest.raises(TypeError):
+        accgraph.Profiler(ring_depth="deep")
+
+
+def test_unknown_marker_strategy_is_unsupported(stream):
+    prof = accgraph.Profiler(marker_strategy="sundial")
+    g = accgraph.Graph(stream.backend)
+    prof.attach(g)
+    with pytest.raises(accgraph.UnsupportedError, match="sundial"):
+        with g.capture(stream):
+            with prof.region(stream, "r"):
+                pass
+
+
+def test_keep_reports_is_a_count(stream):
+    prof = accgraph.Profiler(keep_reports=2)
+    timed_graph(prof, stream, replays=5)
+    prof.flush()
+    assert [r.replay_index for r in prof.reports()] == [3, 4]
+    assert prof.delivered == 5
+    none = accgraph.Profiler(keep_reports=0)
+    timed_graph(none, stream, replays=2)
+    none.flush()
+    assert none.reports() == [] and none.delivered == 2
+
+
+def test_capture_end_with_an_open_region_resets_the_graph(stream):
+    prof = accgraph.Profiler()
+    g = accgraph.Graph(stream.backend)
+    prof.attach(g)
+    g.capture_begin(stream)
+    prof.begin(stream, "left open")
+    with pytest.raises(accgraph.InvalidStateError, match="left open"):
+        g.capture_end()
+    assert g.state == accgraph.GraphState.EMPTY
+    with g.capture(stream):
+        with prof.region(stream, "ok"):
+            pass
+
+
+def test_region_misuse(stream):
+    prof = accgraph.Profiler()
+    region = prof.region(stream, "r")
+    with pytest.raises(accgraph.InvalidStateError, match="__exit__ without __enter__"):
+        region.__exit__(None, None, None)
+    with pytest.raises(TypeError, match="accgraph.Stream"):
+        prof.region("stream", "r")
+    with pytest.raises(TypeError):
+        prof.attach("graph")
+    with pytest.raises(accgraph.InvalidStateError):
+        prof.end(stream)  # nothing open
+    outer = prof.region(stream, "outer")
+    inner = prof.region(stream, "inner")
+    outer.__enter__()
+    inner.__enter__()
+    with pytest.raises(accgraph.InvalidStateError, match="inner"):
+        outer.__exit__(None, None, None)  # the inner one is still open
+    inner.__exit__(None, None, None)
+    outer.__exit__(None, None, None)
+
+
+def test_attach_while_capturing_is_an_invalid_state(stream):
+    prof = accgraph.Profiler()
+    g = accgraph.Graph(stream.backend)
+    with g.capture(stream):
+        with pytest.raises(accgraph.InvalidStateError):
+            prof.attach(g)
+
+
+def test_profiler_dropped_while_a_graph_uses_it(stream):
+    prof = accgraph.Profiler()
+    g, _ = timed_graph(prof, stream, replays=2)
+    del prof
+    gc.collect()
+    for _ in range(3):
+        g.replay()  # no reports any more, and no crash
+    stream.synchronize()
+    g.reset()
+    with g.capture(stream):
+        pass
+    g.replay()
+
+
+def test_region_ended_after_its_stream_was_closed(stream):
+    prof = accgraph.Profiler()
+    s = accgraph.Stream(stream.backend)
+    prof.begin(s, "r")
+    s.close()
+    with pytest.raises(accgraph.InvalidStateError, match="closed"):
+        prof.end(s)
+    prof.flush()
+
+
+def test_a_region_object_left_open_is_ended_when_dropped(stream):
+    prof = accgraph.Profiler()
+    region = prof.region(stream, "dangling")
+    region.__enter__()
+    del region
+    gc.collect()
+    prof.flush()
+    assert [r[0].path for r in prof.reports()] == ["dangling"]
+
+
+def test_attach_all_times_graphs_created_later(stream):
+    prof = accgraph.Profiler()
+    prof.attach_all()
+    g = accgraph.Graph(stream.backend)
+    with g.capture(stream):
+        with prof.region(stream, "auto"):
+            pass
+    g.replay()
+    prof.detach()
+    prof.flush()
+    assert prof.delivered == 1
+
+
+def test_a_profiler_in_a_cycle_through_its_sink_is_collected_and_flushed(stream):
+    delivered = []
+
+    def make():
+        prof = accgraph.Profiler()
+        prof.add_sink(lambda report: delivered.append((report.replay_index, prof.delivered)))
+        g = accgraph.Graph(stream.backend)
+        prof.attach(g)
+        with g.capture(stream):
+            with prof.region(stream, "r"):
+                pass
+        g.replay()
+        g.replay()
+        return g
+
+    g = make()  # the profiler is only reachable from its own sink now
+    gc.collect()
+    assert [index for index, _ in delivered] == [0, 1]  # flushed when collected
+    g.replay()  # its profiler is gone: no report, no crash
+    stream.synchronize()
+
+
+def test_collect_stats_off_leaves_stats_empty(stream):
+    prof = accgraph.Profiler(collect_stats=False)
+    timed_graph(prof, stream, replays=3)
+    prof.flush()
+    assert prof.stats() == [] and prof.delivered == 3 and len(prof.reports()) == 3

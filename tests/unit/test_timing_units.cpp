@@ -1,0 +1,371 @@
+// Tests of the timing layer's units, each on its own (timing/*.hpp; the facade, Profiler, is
+// tested with a fake backend in test_timing.cpp): MarkerRing, ReportStore, Collector and
+// RegionRecorder. Built with those sources compiled in (they are internal to libaccgraph).
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "accgraph/accgraph.hpp"
+#include "../support/check_error.hpp"
+#include "../../core/hooks_internal.hpp"
+#include "../../core/stream_state.hpp"
+#include "../../timing/collector.hpp"
+#include "../../timing/marker_ring.hpp"
+#include "../../timing/region_recorder.hpp"
+#include "../../timing/report_store.hpp"
+
+using namespace accgraph;
+using namespace accgraph::timing;
+
+namespace {
+
+// Markers whose sequences complete when the test says so; marker m of sequence s reads back as
+// 1000 * s + m. Counts calls, and checks the ring's contract: nothing read twice or unlaunched.
+class ScriptedMarkers final : public TimestampMarkers {
+ public:
+  explicit ScriptedMarkers(size_t depth) : depth_(depth) {}
+  std::string strategy() const override { return "scripted"; }
+  size_t ring_depth() const override { return depth_; }
+  uint64_t resolution_ns() const override { return 1; }
+  void begin_sequence(StreamImpl&) override { ++begins; }
+  void record(StreamImpl&, uint32_t marker) override { recorded.push_back(marker); }
+  void end_sequence(StreamImpl&) override { ++ends; }
+  void after_launch(GraphImplInterface&, StreamImpl&, uint64_t sequence) override {
+    launched.push_back(sequence);
+  }
+  void after_eager_sequence(StreamImpl&, uint64_t sequence) override {
+    launched.push_back(sequence);
+  }
+  bool is_complete(uint64_t sequence) override { return sequence < completed; }
+  void wait(uint64_t sequence) override {
+    waited.push_back(sequence);
+    if (sequence >= completed) completed = sequence + 1;
+  }
+  void read(uint64_t sequence, uint64_t* times, size_t count) override {
+    if (fail_read_of == static_cast<int64_t>(sequence)) throw std::runtime_error("read failed");
+    if (!read_sequences.insert(sequence).second) ++violations;
+    for (size_t m = 0; m < count; ++m) times[m] = 1000 * sequence + m;
+    last_read = times;
+  }
+
+  size_t depth_;
+  int begins = 0, ends = 0;
+  std::vector<uint32_t> recorded;
+  std::vector<uint64_t> launched, waited;
+  std::set<uint64_t> read_sequences;
+  uint64_t completed = 0;
+  int64_t fail_read_of = -1;
+  int violations = 0;
+  const uint64_t* last_read = nullptr;
+};
+
+// A real stream and graph of the host backend, for the StreamImpl/GraphImpl arguments.
+struct HostObjects {
+  Stream stream = Stream::create("host");
+  AcceleratorGraph graph{"host"};
+  HostObjects() {
+    graph.capture_begin(stream);
+    graph.capture_end();
+  }
+};
+
+std::shared_ptr<const ReportLayout> layout_of(int regions) {
+  std::vector<RegionInfo> infos(static_cast<size_t>(regions));
+  for (int i = 0; i < regions; ++i) {
+    infos[static_cast<size_t>(i)].name = "r" + std::to_string(i);
+    infos[static_cast<size_t>(i)].begin_marker = static_cast<uint32_t>(i);
+    infos[static_cast<size_t>(i)].end_marker = static_cast<uint32_t>(i + 1);
+  }
+  return std::make_shared<const ReportLayout>(ReportSource{"scripted", 0, "", "scripted", 1},
+                                              std::move(infos));
+}
+
+struct Ring {
+  ScriptedMarkers* markers;
+  std::shared_ptr<MarkerRing> ring;
+};
+
+Ring make_ring(size_t depth, uint64_t graph_id = 7) {
+  auto owned = std::make_unique<ScriptedMarkers>(depth);
+  ScriptedMarkers* markers = owned.get();
+  auto ring = std::make_shared<MarkerRing>(std::move(owned),
+                                           ReportSource{"scripted", 0, "", "scripted", 1},
+                                           graph_id);
+  return {markers, ring};
+}
+
+void launch(MarkerRing& ring, HostObjects& host, std::shared_ptr<const ReportLayout> layout) {
+  ring.before_launch(detail::GraphAccess::impl(host.graph), detail::StreamAccess::impl(host.stream));
+  ring.after_launch(detail::GraphAccess::impl(host.graph), detail::StreamAccess::impl(host.stream), std::move(layout));
+}
+
+}  // namespace
+
+// --- MarkerRing ----------------------------------------------------------------------------------
+
+TEST_CASE("MarkerRing: numbers launches, queues the reportable ones, full at its depth") {
+  HostObjects host;
+  Ring r = make_ring(2);
+  auto layout = layout_of(3);
+  CHECK_FALSE(r.ring->full());
+  launch(*r.ring, host, nullptr);  // a capture without regions: numbered, nothing to report
+  CHECK_FALSE(r.ring->oldest().has_value());
+  launch(*r.ring, host, layout);
+  CHECK_FALSE(r.ring->full());
+  launch(*r.ring, host, layout);
+  CHECK(r.ring->full());
+  CHECK(r.markers->launched == std::vector<uint64_t>{0, 1, 2});
+  REQUIRE(r.ring->oldest().has_value());
+  CHECK(r.ring->oldest()->sequence == 1);
+}
+
+TEST_CASE("MarkerRing: collect_oldest reads into the report's own storage, oldest first") {
+  HostObjects host;
+  Ring r = make_ring(4);
+  auto layout = layout_of(2);
+  launch(*r.ring, host, layout);
+  launch(*r.ring, host, layout);
+  std::optional<ReplayReport> first = r.ring->collect_oldest();
+  REQUIRE(first.has_value());
+  CHECK(first->marker_times().data() == r.markers->last_read);  // no copy after read()
+  CHECK(first->graph_id() == 7);
+  CHECK(first->replay_index() == 0);
+  CHECK(first->marker_times() == std::vector<uint64_t>{0, 1, 2});
+  CHECK(&first->layout() == layout.get());  // shared, not copied
+  std::optional<ReplayReport> second = r.ring->collect_oldest();
+  REQUIRE(second.has_value());
+  CHECK(second->region(1).start_ns == 1001);
+  CHECK_FALSE(r.ring->collect_oldest().has_value());
+  CHECK(r.markers->waited == std::vector<uint64_t>{0, 1});
+  CHECK(r.markers->violations == 0);
+}
+
+TEST_CASE("MarkerRing: a failed read still frees the slot, and the failure reaches the caller") {
+  HostObjects host;
+  Ring r = make_ring(1);
+  launch(*r.ring, host, layout_of(1));
+  r.markers->fail_read_of = 0;
+  CHECK_THROWS_WITH(r.ring->collect_oldest(), "read failed");
+  CHECK_FALSE(r.ring->full());  // popped: the next launch may use the slot
+  CHECK_FALSE(r.ring->oldest().has_value());
+}
+
+TEST_CASE("MarkerRing: oldest_complete polls the oldest; wait_last_launch waits the last one") {
+  HostObjects host;
+  Ring r = make_ring(4);
+  CHECK_FALSE(r.ring->oldest_complete());  // none pending
+  launch(*r.ring, host, layout_of(1));
+  launch(*r.ring, host, nullptr);
+  CHECK_FALSE(r.ring->oldest_complete());
+  r.markers->completed = 1;
+  CHECK(r.ring->oldest_complete());
+  r.ring->wait_last_launch();
+  CHECK(r.markers->waited.back() == 1);  // the unreported launch, too
+}
+
+// --- ReportStore ---------------------------------------------------------------------------------
+
+namespace {
+ReplayReport numbered(uint64_t index) {
+  RegionSample sample;
+  sample.info.name = "work";
+  sample.end_ns = 10 + index;
+  return ReplayReport::from_samples({"host", 0, "", "", 1}, 1, index, {sample});
+}
+}  // namespace
+
+TEST_CASE("ReportStore: keeps the last N reports, oldest first; 0 keeps none") {
+  for (uint64_t keep : {uint64_t{0}, uint64_t{1}, uint64_t{3}, KeepReports::all().count()}) {
+    CAPTURE(keep);
+    ReportStore store(keep, StatsMode::Sketch);
+    for (uint64_t i = 0; i < 5; ++i) store.deliver(numbered(i));
+    const std::vector<ReplayReport> kept = store.reports();
+    CHECK(kept.size() == std::min<uint64_t>(keep, 5));
+    for (size_t k = 0; k < kept.size(); ++k)
+      CHECK(kept[k].replay_index() == 5 - kept.size() + k);
+    CHECK(store.delivered() == 5);
+    REQUIRE(store.stats().size() == 1);
+    CHECK(store.stats()[0].count == 5);  // statistics see every report, kept or not
+  }
+}
+
+TEST_CASE("ReportStore: collect_stats false leaves the statistics empty, nothing else") {
+  ReportStore store(1, StatsMode::Sketch, false);
+  size_t sunk = 0;
+  store.add_sink([&](const ReplayReport&) { ++sunk; });
+  store.deliver(numbered(0));
+  CHECK(store.stats().empty());
+  CHECK(sunk == 1);
+  CHECK(store.reports().size() == 1);
+  CHECK(store.delivered() == 1);
+}
+
+TEST_CASE("ReportStore: sinks see every report in order; one that throws stops nothing") {
+  ReportStore store(0, StatsMode::Sketch);
+  std::vector<uint64_t> first, second;
+  store.add_sink([&](const ReplayReport& r) {
+    first.push_back(r.replay_index());
+    throw std::runtime_error("sink failed");
+  });
+  store.add_sink([&](const ReplayReport& r) { second.push_back(r.replay_index()); });
+  for (uint64_t i = 0; i < 3; ++i) store.deliver(numbered(i));
+  CHECK(first == std::vector<uint64_t>{0, 1, 2});
+  CHECK(second == std::vector<uint64_t>{0, 1, 2});
+  CHECK_ACCGRAPH_ERROR(store.add_sink(Sink()), ErrorCode::InvalidArgument, "the sink is empty");
+}
+
+TEST_CASE("ReportStore: a sink may read the store (it runs outside the store's lock)") {
+  ReportStore store(2, StatsMode::Sketch);
+  size_t seen = 0;
+  store.add_sink([&](const ReplayReport&) { seen = store.reports().size() + store.stats().size(); });
+  store.deliver(numbered(0));
+  store.deliver(numbered(1));
+  CHECK(seen == 2);  // one kept report (the current one is kept after the sinks) + one series
+}
+
+// --- Collector -----------------------------------------------------------------------------------
+
+TEST_CASE("Collector: make_room collects only until one slot is free, oldest first") {
+  HostObjects host;
+  ReportStore store(KeepReports::all().count(), StatsMode::Sketch);
+  Collector collector(store);
+  Ring r = make_ring(2);
+  collector.add(r.ring);
+  auto layout = layout_of(1);
+  launch(*r.ring, host, layout);
+  collector.make_room(*r.ring);  // not full: nothing collected
+  CHECK(store.delivered() == 0);
+  launch(*r.ring, host, layout);
+  collector.make_room(*r.ring);
+  CHECK(store.delivered() == 1);
+  CHECK(store.reports()[0].replay_index() == 0);
+  CHECK(r.markers->waited == std::vector<uint64_t>{0});
+}
+
+TEST_CASE("Collector: flush collects every ring and rethrows the first failure after all") {
+  HostObjects host;
+  ReportStore store(KeepReports::all().count(), StatsMode::Sketch);
+  Collector collector(store);
+  Ring a = make_ring(4, 1), b = make_ring(4, 2);
+  collector.add(a.ring);
+  collector.add(b.ring);
+  auto layout = layout_of(1);
+  for (int i = 0; i < 2; ++i) {
+    launch(*a.ring, host, layout);
+    launch(*b.ring, host, layout);
+  }
+  a.markers->fail_read_of = 1;
+  CHECK_THROWS_WITH(collector.flush(), "read failed");
+  // a's sequence 0 and both of b's were delivered; a's failed one is gone, not retried forever.
+  CHECK(store.delivered() == 3);
+  CHECK_NOTHROW(collector.flush());
+}
+
+TEST_CASE("Collector: collect_completed delivers only finished sequences; retire forgets") {
+  HostObjects host;
+  ReportStore store(0, StatsMode::Sketch);
+  Collector collector(store);
+  Ring r = make_ring(4);
+  collector.add(r.ring);
+  auto layout = layout_of(1);
+  for (int i = 0; i < 3; ++i) launch(*r.ring, host, layout);
+  r.markers->completed = 2;
+  collector.collect_completed();
+  CHECK(store.delivered() == 2);
+  collector.retire(r.ring);
+  CHECK(store.delivered() == 3);
+  launch(*r.ring, host, layout);  // no longer the collector's: flush leaves it alone
+  collector.flush();
+  CHECK(store.delivered() == 3);
+}
+
+TEST_CASE("Collector: the background thread delivers finished sequences without a flush") {
+  HostObjects host;
+  ReportStore store(0, StatsMode::Sketch);
+  Collector collector(store);
+  Ring r = make_ring(4);
+  collector.add(r.ring);
+  r.markers->completed = 100;
+  launch(*r.ring, host, layout_of(1));
+  collector.start(std::chrono::microseconds(100));
+  for (int i = 0; i < 2000 && store.delivered() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  collector.stop();
+  CHECK(store.delivered() == 1);
+}
+
+// --- RegionRecorder ------------------------------------------------------------------------------
+
+TEST_CASE("RegionRecorder: ending a region that is not the innermost names both, changes nothing") {
+  Stream stream = Stream::create("host");
+  ReportStore store(KeepReports::all().count(), StatsMode::Sketch);
+  Collector collector(store);
+  RegionRecorder recorder(collector, MarkerOptions{}, Delivery::Lazy);
+  const uint64_t a = recorder.begin(stream, nullptr, "a", {}, "");
+  const uint64_t b = recorder.begin(stream, nullptr, "b", {}, "");
+  CHECK_ACCGRAPH_ERROR(recorder.end(stream, nullptr, a), ErrorCode::InvalidState,
+                       "region 'a' on stream");
+  CHECK_ACCGRAPH_ERROR(recorder.end(stream, nullptr, a), ErrorCode::InvalidState,
+                       "'a/b' began after it and is still open; end 'a/b' first");
+  CHECK(recorder.is_open(stream.id(), a));
+  recorder.end(stream, nullptr, b);
+  recorder.end(stream, nullptr, a);
+  CHECK_FALSE(recorder.is_open(stream.id(), a));
+  collector.flush();
+  REQUIRE(store.reports().size() == 1);
+  const ReplayReport report = store.reports()[0];
+  REQUIRE(report.size() == 2);
+  CHECK(report.region(0).path() == "a");
+  CHECK(report.region(1).path() == "a/b");
+  CHECK(report.region(1).parent() == 0);
+  for (const RegionTiming& t : report.regions()) CHECK(t.start_ns <= t.end_ns);
+}
+
+TEST_CASE("RegionRecorder: adjacent siblings share a marker (N+1); lanes and metadata kept") {
+  Stream stream = Stream::create("host");
+  ReportStore store(KeepReports::all().count(), StatsMode::Sketch);
+  Collector collector(store);
+  RegionRecorder recorder(collector, MarkerOptions{}, Delivery::Immediate);
+  const uint64_t outer = recorder.begin(stream, nullptr, "step", {{"k", "v"}}, "");
+  for (const char* name : {"x", "y", "z"})
+    recorder.end(stream, nullptr, recorder.begin(stream, nullptr, name, {}, "attention"));
+  recorder.end(stream, nullptr, outer);
+  REQUIRE(store.delivered() == 1);  // Immediate: delivered when the outermost region ended
+  const ReplayReport report = store.reports()[0];
+  CHECK(report.layout().marker_count() == 6);  // 4 regions, 2 + 3 + 1 markers (not 8)
+  CHECK(report.region(1).end_ns == report.region(2).start_ns);
+  CHECK(report.region(1).lane() == "attention");
+  CHECK(report.region(0).lane().empty());
+  CHECK(report.region(0).metadata() == Metadata{{"k", "v"}});
+}
+
+TEST_CASE("RegionRecorder: a capture with a region still open cannot end; a closed one refuses "
+          "regions") {
+  Stream stream = Stream::create("host");
+  ReportStore store(0, StatsMode::Sketch);
+  Collector collector(store);
+  RegionRecorder recorder(collector, MarkerOptions{}, Delivery::Lazy);
+  auto ring = MarkerRing::create(stream.backend(), "host", 0, 3, MarkerOptions{});
+  AcceleratorGraph graph("host");
+  graph.capture_begin(stream);
+  std::shared_ptr<Recording> capture = recorder.begin_capture(ring, stream, 3);
+  const uint64_t open = recorder.begin(stream, capture, "layer", {}, "");
+  CHECK_ACCGRAPH_ERROR(recorder.end_capture(capture, stream, 3), ErrorCode::InvalidState,
+                       "region 'layer' on stream");
+  recorder.end(stream, capture, open);
+  std::shared_ptr<const ReportLayout> layout = recorder.end_capture(capture, stream, 3);
+  REQUIRE(layout->regions().size() == 1);
+  CHECK(layout->marker_count() == 2);
+  CHECK_ACCGRAPH_ERROR(recorder.begin(stream, capture, "late", {}, ""), ErrorCode::InvalidState,
+                       "ended while the region began");
+  graph.capture_end();
+}

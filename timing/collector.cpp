@@ -1,0 +1,118 @@
+// Collector (collector.hpp).
+#include "collector.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "accgraph/error.hpp"
+
+namespace accgraph::timing {
+
+void Collector::start(std::chrono::microseconds period) {
+  thread_ = std::thread([this, period] { run(period); });
+}
+
+void Collector::stop() noexcept {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(thread_mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void Collector::run(std::chrono::microseconds period) {
+  std::unique_lock<std::mutex> lock(thread_mutex_);
+  while (!stopping_) {
+    wake_.wait_for(lock, period, [&] { return stopping_; });
+    if (stopping_) break;
+    lock.unlock();
+    try {
+      collect_completed();
+    } catch (const std::exception& e) {
+      log(LogLevel::Warning, fmt::format("timing: the background collector failed: {}", e.what()));
+    } catch (...) {
+      log(LogLevel::Warning, "timing: the background collector failed with a non-standard exception");
+    }
+    lock.lock();
+  }
+}
+
+void Collector::add(std::shared_ptr<MarkerRing> ring) {
+  std::lock_guard<std::mutex> lock(rings_mutex_);
+  rings_.push_back(std::move(ring));
+}
+
+std::vector<std::shared_ptr<MarkerRing>> Collector::rings_snapshot() const {
+  std::lock_guard<std::mutex> lock(rings_mutex_);
+  return rings_;
+}
+
+bool Collector::collect_oldest(MarkerRing& ring) {
+  std::optional<ReplayReport> report = ring.collect_oldest();
+  if (!report) return false;
+  store_.deliver(std::move(*report));
+  return true;
+}
+
+void Collector::make_room(MarkerRing& ring) {
+  if (!ring.full()) return;
+  std::lock_guard<std::recursive_mutex> delivery(delivery_);
+  while (ring.full()) collect_oldest(ring);
+}
+
+void Collector::collect_all(MarkerRing& ring) {
+  std::lock_guard<std::recursive_mutex> delivery(delivery_);
+  while (collect_oldest(ring)) {
+  }
+}
+
+void Collector::flush() {
+  std::lock_guard<std::recursive_mutex> delivery(delivery_);
+  std::exception_ptr first_failure;
+  for (const auto& ring : rings_snapshot()) {
+    try {
+      collect_all(*ring);
+    } catch (...) {
+      if (!first_failure) first_failure = std::current_exception();
+    }
+  }
+  if (first_failure) std::rethrow_exception(first_failure);
+}
+
+void Collector::collect_completed() {
+  std::lock_guard<std::recursive_mutex> delivery(delivery_);
+  for (const auto& ring : rings_snapshot())
+    while (ring->oldest_complete()) collect_oldest(*ring);
+}
+
+void Collector::retire(const std::shared_ptr<MarkerRing>& ring) {
+  std::exception_ptr failure;
+  try {
+    collect_all(*ring);
+    ring->wait_last_launch();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  {
+    std::lock_guard<std::mutex> lock(rings_mutex_);
+    rings_.erase(std::remove(rings_.begin(), rings_.end(), ring), rings_.end());
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+void Collector::retire_noexcept(const std::shared_ptr<MarkerRing>& ring, const char* what) noexcept {
+  try {
+    retire(ring);
+  } catch (const std::exception& e) {
+    log(LogLevel::Warning, fmt::format("timing: {} failed: {}", what, e.what()));
+  } catch (...) {
+    log(LogLevel::Warning, fmt::format("timing: {} failed with a non-standard exception", what));
+  }
+}
+
+}  // namespace accgraph::timing

@@ -1,0 +1,112 @@
+// Reading and writing a Perfetto trace one packet at a time: a trace file is the serialised
+// `Trace { repeated TracePacket packet = 1; }`, i.e. each packet as tag 0x0A, a varint length
+// and the packet's bytes, so neither side needs the whole trace in memory.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/wire_format_lite.h>
+
+#include "perfetto_trace.pb.h"
+
+namespace accgraph::timing::detail {
+
+/// Frames packets into a 64 KiB buffer that goes to `out` whenever it is full.
+class PacketWriter {
+ public:
+  explicit PacketWriter(std::ostream& out) : out_(out) { buffer_.reserve(kChunkBytes + 4096); }
+  /// Appends `packet`; false when `out` has failed (the export stops there).
+  bool write(const pftrace::TracePacket& packet) {
+    const size_t size = packet.ByteSizeLong();
+    buffer_ += static_cast<char>(kPacketTag);
+    for (uint64_t rest = size;; rest >>= 7) {  // varint
+      if (rest < 0x80) {
+        buffer_ += static_cast<char>(rest);
+        break;
+      }
+      buffer_ += static_cast<char>((rest & 0x7F) | 0x80);
+    }
+    packet.AppendToString(&buffer_);
+    ++packets_;
+    return buffer_.size() < kChunkBytes || flush();
+  }
+  bool flush() {
+    out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+    buffer_.clear();
+    return static_cast<bool>(out_);
+  }
+  uint64_t packets() const { return packets_; }
+
+  static constexpr unsigned kPacketTag = (1 << 3) | 2;  // field 1, length-delimited
+
+ private:
+  static constexpr size_t kChunkBytes = 64 * 1024;
+  std::ostream& out_;
+  std::string buffer_;
+  uint64_t packets_ = 0;
+};
+
+/// Reads the packets of one trace file in order. Each packet gets its own CodedInputStream (the
+/// cheap, documented way to read many messages from one stream), so no 2 GiB total limit applies.
+class PacketReader {
+ public:
+  enum class Status { Packet, End, Error };
+
+  explicit PacketReader(const std::string& path) : file_(path, std::ios::binary) {
+    if (file_) raw_ = std::make_unique<google::protobuf::io::IstreamInputStream>(&file_);
+  }
+  bool opened() const { return static_cast<bool>(raw_); }
+
+  /// The next packet into `packet`; on Error, error() says what was wrong and where.
+  Status next(pftrace::TracePacket& packet) {
+    for (;;) {
+      google::protobuf::io::CodedInputStream coded(raw_.get());
+      const uint32_t tag = coded.ReadTag();
+      if (tag == 0) {
+        if (file_.bad()) return fail("the file could not be read");
+        return coded.ConsumedEntireMessage() ? Status::End : fail("an invalid field tag");
+      }
+      if (tag != kPacketTag) {
+        // Other fields of Trace (none is defined) are skipped, as protobuf would.
+        if (!google::protobuf::internal::WireFormatLite::SkipField(&coded, tag))
+          return fail("a truncated field");
+        position_ += static_cast<uint64_t>(coded.CurrentPosition());
+        continue;
+      }
+      uint32_t length = 0;
+      if (!coded.ReadVarint32(&length)) return fail("a truncated packet length");
+      const auto limit = coded.PushLimit(static_cast<int>(length));
+      packet.Clear();
+      const bool parsed = packet.MergeFromCodedStream(&coded) && coded.ConsumedEntireMessage() &&
+                          coded.BytesUntilLimit() == 0;
+      coded.PopLimit(limit);
+      if (!parsed) return fail("a packet that is truncated or does not parse as a TracePacket");
+      position_ += static_cast<uint64_t>(coded.CurrentPosition());
+      ++index_;
+      return Status::Packet;
+    }
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  static constexpr uint32_t kPacketTag = PacketWriter::kPacketTag;
+  Status fail(const char* what) {
+    error_ = std::string(what) + " after " + std::to_string(index_) + " packets (at byte " +
+             std::to_string(position_) + ")";
+    return Status::Error;
+  }
+
+  std::ifstream file_;
+  std::unique_ptr<google::protobuf::io::IstreamInputStream> raw_;
+  uint64_t index_ = 0;
+  uint64_t position_ = 0;  // bytes of the file consumed by whole packets
+  std::string error_;
+};
+
+}  // namespace accgraph::timing::detail

@@ -1,0 +1,312 @@
+// RegionRecorder (region_recorder.hpp).
+#include "region_recorder.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "accgraph/error.hpp"
+#include "../core/stream_state.hpp"
+
+namespace accgraph::timing {
+
+namespace {
+std::string describe(const char* operation, const std::string& name) {
+  return name.empty() ? std::string(operation) : fmt::format("{}('{}')", operation, name);
+}
+}  // namespace
+
+const std::string& RegionRecorder::path_of(const OpenRegion& open) {
+  return open.recording->regions[open.index].path;
+}
+
+const std::string* RegionRecorder::open_region_path(const StreamEntry& entry, uint64_t serial) {
+  for (const OpenRegion& r : entry.stack)
+    if (r.serial == serial) return &path_of(r);
+  return nullptr;
+}
+
+// --- captures ----------------------------------------------------------------------------------
+
+std::shared_ptr<Recording> RegionRecorder::begin_capture(std::shared_ptr<MarkerRing> ring,
+                                                         Stream& stream, uint64_t graph_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = streams_.find(stream.id());
+  if (it != streams_.end() && !it->second.stack.empty())
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("capture_begin: region '{}' is open eagerly on stream {}: end it "
+                            "before graph {} begins capturing on that stream",
+                            path_of(it->second.stack.back()), stream.id(), graph_id),
+                stream.backend_name());
+  auto capture = std::make_shared<Recording>();
+  capture->ring = std::move(ring);
+  // First in the graph, so the device picks the ring slot before any marker (Note [Marker
+  // ring]), also on streams forked from this one later.
+  capture->ring->begin_sequence(detail::StreamAccess::impl(stream));
+  return capture;
+}
+
+std::shared_ptr<const ReportLayout> RegionRecorder::end_capture(
+    const std::shared_ptr<Recording>& capture, Stream& stream, uint64_t graph_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (capture->open_regions > 0) {
+    std::string open;
+    for (const auto& [stream_id, entry] : streams_)
+      for (const OpenRegion& r : entry.stack)
+        if (r.recording == capture)
+          open += fmt::format("{}'{}' on stream {}", open.empty() ? "" : ", ", path_of(r),
+                              stream_id);
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("capture_end: region {} of graph {} is still open: end every region "
+                            "before capture_end (the capture was aborted and the graph reset)",
+                            open, graph_id),
+                stream.backend_name());
+  }
+  capture->ring->end_sequence(detail::StreamAccess::impl(stream));
+  forget(capture);
+  return std::make_shared<const ReportLayout>(capture->ring->source(),
+                                              std::move(capture->regions));
+}
+
+void RegionRecorder::abandon_capture(const std::shared_ptr<Recording>& capture) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  forget(capture);
+}
+
+void RegionRecorder::forget(const std::shared_ptr<Recording>& recording) {
+  recording->closed = true;
+  for (auto& [id, entry] : streams_) {
+    auto& stack = entry.stack;
+    stack.erase(std::remove_if(stack.begin(), stack.end(),
+                               [&](const OpenRegion& r) { return r.recording == recording; }),
+                stack.end());
+    if (entry.last_ended && entry.last_ended->recording == recording) entry.last_ended.reset();
+  }
+}
+
+// --- regions -----------------------------------------------------------------------------------
+
+// The outermost eager region starts a new marker sequence on the stream's own ring. Called with
+// `lock` held; releases it while creating the ring and making room in it (which may wait).
+std::shared_ptr<Recording> RegionRecorder::start_eager_tree(Stream& stream,
+                                                            std::unique_lock<std::mutex>& lock) {
+  if (!streams_[stream.id()].eager_ring) {
+    lock.unlock();
+    auto ring = MarkerRing::create(stream.backend(), stream.backend_name(), stream.device(), 0,
+                                   marker_options_);
+    lock.lock();
+    StreamEntry& entry = streams_[stream.id()];
+    if (!entry.eager_ring) {
+      entry.eager_ring = ring;
+      collector_.add(std::move(ring));
+    }
+  }
+  std::shared_ptr<MarkerRing> ring = streams_[stream.id()].eager_ring;
+  lock.unlock();
+  collector_.make_room(*ring);
+  lock.lock();
+  auto tree = std::make_shared<Recording>();
+  tree->ring = ring;
+  tree->eager = true;
+  ring->begin_sequence(detail::StreamAccess::impl(stream));
+  streams_[stream.id()].eager_tree = tree;
+  return tree;
+}
+
+uint64_t RegionRecorder::begin(Stream& stream, const std::shared_ptr<Recording>& capture,
+                               std::string name, Metadata metadata, std::string lane) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (capture && capture->closed)
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("{}: the capture on stream {} ended while the region began: begin "
+                            "regions of a capture between its capture_begin and capture_end",
+                            describe("begin", name), stream.id()),
+                stream.backend_name());
+  StreamEntry* entry = &streams_[stream.id()];
+  if (entry->stream.expired()) entry->stream = detail::StreamAccess::shared(stream, "begin");
+  if (!entry->stack.empty() &&
+      (capture ? capture : entry->eager_tree) != entry->stack.back().recording) {
+    const OpenRegion& open = entry->stack.back();
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("{}: region '{}' on stream {} was opened {} and is still open: end "
+                            "it before regions {} begin on this stream",
+                            describe("begin", name), path_of(open), stream.id(),
+                            open.recording->eager ? "eagerly" : "in a capture",
+                            capture ? "of the capture" : "outside the capture"),
+                stream.backend_name());
+  }
+  std::shared_ptr<Recording> recording = capture;
+  if (!recording) {
+    recording = entry->eager_tree ? entry->eager_tree : start_eager_tree(stream, lock);
+    entry = &streams_[stream.id()];  // the lock was released: the map may have rehashed
+  }
+
+  RegionInfo info;
+  info.name = std::move(name);
+  info.depth = static_cast<int>(entry->stack.size());
+  if (!entry->stack.empty()) {
+    info.parent = static_cast<int>(entry->stack.back().index);
+    info.path = path_of(entry->stack.back()) + "/" + info.name;
+  } else {
+    info.path = info.name;
+  }
+  info.stream_id = stream.id();
+  info.lane = std::move(lane);
+  info.metadata = std::move(metadata);
+
+  const std::optional<EndedRegion>& last = entry->last_ended;
+  if (last && last->recording == recording && last->depth == entry->stack.size() &&
+      last->operation_count == detail::StreamAccess::operation_count(stream)) {
+    info.begin_marker = last->end_marker;  // N+1: the sibling's end is this region's begin
+  } else {
+    info.begin_marker = recording->marker_count;
+    try {
+      recording->ring->record(detail::StreamAccess::impl(stream), info.begin_marker);
+    } catch (...) {
+      // An eager tree that this region was to start holds nothing: drop it (its sequence was
+      // begun but never launched, so no report and no wait is owed for it).
+      if (recording->eager && recording->regions.empty()) entry->eager_tree.reset();
+      throw;
+    }
+    ++recording->marker_count;
+  }
+  entry->last_ended.reset();
+  recording->regions.push_back(std::move(info));
+  const uint64_t serial = next_serial_++;
+  entry->stack.push_back({recording, recording->regions.size() - 1, serial});
+  ++recording->open_regions;
+  return serial;
+}
+
+bool RegionRecorder::is_open(uint64_t stream_id, uint64_t serial) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = streams_.find(stream_id);
+  return it != streams_.end() && open_region_path(it->second, serial) != nullptr;
+}
+
+void RegionRecorder::end(Stream& stream, const std::shared_ptr<Recording>& capture,
+                         uint64_t serial) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto it = streams_.find(stream.id());
+  if (serial != 0 && (it == streams_.end() || !open_region_path(it->second, serial)))
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("Region::end: the region is no longer open on stream {}: the capture "
+                            "it was recorded in was aborted or reset (or its stream closed it); "
+                            "nothing to end",
+                            stream.id()),
+                stream.backend_name());
+  if (it == streams_.end() || it->second.stack.empty())
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("end: no region is open on stream {}: call begin(stream, name) first "
+                            "(every end() closes the innermost begin() on its stream)",
+                            stream.id()),
+                stream.backend_name());
+  StreamEntry& entry = it->second;
+  OpenRegion open = entry.stack.back();
+  if (serial != 0 && open.serial != serial)
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("Region::end: region '{}' on stream {} is not the innermost open "
+                            "region: '{}' began after it and is still open; end '{}' first "
+                            "(regions end in the reverse order they began)",
+                            *open_region_path(entry, serial), stream.id(), path_of(open),
+                            path_of(open)),
+                stream.backend_name());
+  if ((capture ? capture : entry.eager_tree) != open.recording)
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("end: region '{}' on stream {} was opened {} but the stream is {} "
+                            "now: end a region where it began (before capture_begin or before "
+                            "capture_end)",
+                            path_of(open), stream.id(),
+                            open.recording->eager ? "eagerly" : "in a capture",
+                            capture ? "capturing" : "not capturing"),
+                stream.backend_name());
+
+  Recording& recording = *open.recording;
+  const uint32_t marker = recording.marker_count++;
+  recording.ring->record(detail::StreamAccess::impl(stream), marker);
+  recording.regions[open.index].end_marker = marker;
+  entry.stack.pop_back();
+  --recording.open_regions;
+  entry.last_ended = EndedRegion{open.recording, entry.stack.size(), marker,
+                                 detail::StreamAccess::operation_count(stream)};
+  if (!recording.eager || !entry.stack.empty()) return;
+
+  // The outermost eager region ended: close the sequence and queue it for collection.
+  std::shared_ptr<MarkerRing> ring = recording.ring;
+  ring->close_eager_sequence(
+      detail::StreamAccess::impl(stream), std::make_shared<const ReportLayout>(ring->source(),
+                                                          std::move(recording.regions)));
+  entry.eager_tree.reset();
+  entry.last_ended.reset();
+  lock.unlock();
+  if (delivery_ == Delivery::Immediate) collector_.collect_all(*ring);
+}
+
+// --- streams and shutdown ----------------------------------------------------------------------
+
+// Closes the open eager tree of `entry`, if any, without a report (its regions never ended):
+// its begin_sequence and records are enqueued, so the sequence must still finish before the
+// marker storage goes (retiring the ring waits for its last sequence).
+void RegionRecorder::abandon_eager_tree(StreamEntry& entry, Stream& stream) {
+  if (!entry.eager_tree) return;
+  const std::string path =
+      entry.eager_tree->regions.empty() ? "?" : entry.eager_tree->regions.front().path;
+  entry.eager_tree->closed = true;
+  entry.eager_tree->ring->close_eager_sequence(detail::StreamAccess::impl(stream), nullptr);
+  log(LogLevel::Warning,
+      fmt::format("timing: region '{}' on stream {} never ended (its stream or its profiler was "
+                  "destroyed first): it is not reported",
+                  path, stream.id()));
+  entry.eager_tree.reset();
+  entry.stack.clear();
+  entry.last_ended.reset();
+}
+
+// Regions open in a capture stay counted, so capture_end says they never ended.
+std::shared_ptr<MarkerRing> RegionRecorder::stream_destroyed(Stream& stream) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = streams_.find(stream.id());
+    if (it == streams_.end()) return nullptr;
+    std::shared_ptr<MarkerRing> eager = it->second.eager_ring;
+    try {
+      abandon_eager_tree(it->second, stream);
+    } catch (const std::exception& e) {
+      log(LogLevel::Warning, fmt::format("timing: closing the eager regions of stream {} before "
+                                         "it was destroyed failed: {}",
+                                         stream.id(), e.what()));
+    }
+    streams_.erase(it);
+    return eager;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+std::vector<std::shared_ptr<MarkerRing>> RegionRecorder::close_eager_trees() noexcept {
+  std::vector<std::shared_ptr<MarkerRing>> rings;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [id, entry] : streams_) {
+    // Alive: stream_destroyed erases the entry of a destroyed stream.
+    if (entry.eager_tree) {
+      if (std::shared_ptr<detail::StreamState> state = entry.stream.lock()) {
+        try {
+          Stream stream = detail::StreamAccess::handle(std::move(state));
+          abandon_eager_tree(entry, stream);
+        } catch (const std::exception& e) {
+          log(LogLevel::Warning,
+              fmt::format("timing: closing an open eager region failed: {}", e.what()));
+        } catch (...) {
+        }
+      }
+    }
+    try {
+      if (entry.eager_ring) rings.push_back(entry.eager_ring);
+    } catch (...) {
+    }
+  }
+  return rings;
+}
+
+}  // namespace accgraph::timing

@@ -1,0 +1,112 @@
+// RegionRecorder: the regions being recorded, per stream: nesting stacks, N+1 shared
+// boundaries, captures vs eager region trees (timing-internal).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "accgraph/report.hpp"
+#include "accgraph/stream.hpp"
+#include "accgraph/timing.hpp"
+#include "collector.hpp"
+#include "marker_ring.hpp"
+
+namespace accgraph::detail {
+struct StreamState;
+}
+
+namespace accgraph::timing {
+
+/// Regions being recorded into one marker ring: a graph's capture or one eager region tree.
+/// Touched only under RegionRecorder's lock.
+struct Recording {
+  std::shared_ptr<MarkerRing> ring;
+  std::vector<RegionInfo> regions;
+  uint32_t marker_count = 0;
+  int open_regions = 0;
+  bool eager = false;
+  bool closed = false;  // the capture ended or was abandoned: no region may begin in it
+};
+
+/// Lock: `mutex_`; under it only MarkerRing calls (a leaf). The Collector is called with it
+/// released (making room waits for the device).
+class RegionRecorder {
+ public:
+  RegionRecorder(Collector& collector, MarkerOptions marker_options, Delivery delivery)
+      : collector_(collector), marker_options_(std::move(marker_options)), delivery_(delivery) {}
+
+  // --- captures (called from the graph lifecycle hooks) ---
+
+  /// Starts recording a capture of graph `graph_id` on `stream` into `ring`: InvalidState when
+  /// a region is open eagerly on that stream. Enqueues the ring's begin_sequence first in the
+  /// graph (Note [Marker ring]).
+  std::shared_ptr<Recording> begin_capture(std::shared_ptr<MarkerRing> ring, Stream& stream,
+                                           uint64_t graph_id);
+  /// Closes the capture: InvalidState naming every open region (the capture is then aborted by
+  /// the core); otherwise enqueues end_sequence on `stream` and returns the capture's layout.
+  std::shared_ptr<const ReportLayout> end_capture(const std::shared_ptr<Recording>& capture,
+                                                  Stream& stream, uint64_t graph_id);
+  /// Forgets an aborted or reset capture: its open regions are no longer open anywhere.
+  void abandon_capture(const std::shared_ptr<Recording>& capture);
+
+  // --- regions ---
+
+  /// Opens a region on `stream`, into `capture` (the capture the stream records into now) or,
+  /// when null, eagerly. Returns its serial (what a Region handle ends).
+  uint64_t begin(Stream& stream, const std::shared_ptr<Recording>& capture, std::string name,
+                 Metadata metadata, std::string lane);
+  /// Ends the innermost open region on `stream` (`capture` as in begin()); with a serial (a
+  /// Region handle), only if that region is the innermost one (InvalidState naming both).
+  void end(Stream& stream, const std::shared_ptr<Recording>& capture, uint64_t serial);
+  bool is_open(uint64_t stream_id, uint64_t serial) const;
+
+  // --- streams and shutdown ---
+
+  /// The stream is going: closes its open eager tree without a report and forgets the stream;
+  /// returns its eager ring (to retire), if any.
+  std::shared_ptr<MarkerRing> stream_destroyed(Stream& stream) noexcept;
+  /// For ~Profiler: closes every open eager tree; returns every eager ring (to retire).
+  std::vector<std::shared_ptr<MarkerRing>> close_eager_trees() noexcept;
+
+ private:
+  struct OpenRegion {
+    std::shared_ptr<Recording> recording;
+    size_t index = 0;     // into recording->regions
+    uint64_t serial = 0;  // what a Region handle ends
+  };
+  // The last region that ended on a stream: a sibling that begins right after it reuses its end
+  // marker as its begin marker (N+1 markers for N adjacent regions).
+  struct EndedRegion {
+    std::shared_ptr<Recording> recording;
+    size_t depth = 0;
+    uint32_t end_marker = 0;
+    uint64_t operation_count = 0;
+  };
+  struct StreamEntry {
+    std::weak_ptr<detail::StreamState> stream;  // to close an open eager tree at ~Profiler
+    std::vector<OpenRegion> stack;
+    std::optional<EndedRegion> last_ended;
+    std::shared_ptr<MarkerRing> eager_ring;  // created on the first eager region
+    std::shared_ptr<Recording> eager_tree;   // the eager tree being recorded, if any
+  };
+
+  std::shared_ptr<Recording> start_eager_tree(Stream& stream, std::unique_lock<std::mutex>& lock);
+  void forget(const std::shared_ptr<Recording>& recording);  // caller holds mutex_
+  static void abandon_eager_tree(StreamEntry& entry, Stream& stream);
+  static const std::string& path_of(const OpenRegion& open);
+  static const std::string* open_region_path(const StreamEntry& entry, uint64_t serial);
+
+  Collector& collector_;
+  const MarkerOptions marker_options_;
+  const Delivery delivery_;
+  mutable std::mutex mutex_;
+  std::unordered_map<uint64_t, StreamEntry> streams_;
+  uint64_t next_serial_ = 1;
+};
+
+}  // namespace accgraph::timing

@@ -1,0 +1,47 @@
+// ReportStore: where collected reports go: the sinks, the last N kept reports, the statistics
+// and the delivered count (timing-internal).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "accgraph/report.hpp"
+#include "accgraph/timing.hpp"
+
+namespace accgraph::timing {
+
+/// Lock: `mutex_`, a leaf; sinks run outside it (they may call reports(), stats(), flush()).
+/// deliver() is called by one collecting thread at a time (Collector), so sinks see the reports
+/// of each marker ring in order.
+class ReportStore {
+ public:
+  /// Keeps the last `keep` reports; `collect_stats` false: stats() stays empty.
+  ReportStore(uint64_t keep, StatsMode mode, bool collect_stats = true)
+      : keep_(keep), collect_stats_(collect_stats), stats_(mode) {}
+
+  void add_sink(Sink sink);
+  /// Feeds the statistics, calls every sink (logging what they throw) and keeps the report if
+  /// the last `keep` are kept: the report is moved, not copied, into that store.
+  void deliver(ReplayReport&& report);
+
+  /// Copies of the kept reports, oldest first (copied outside the lock).
+  std::vector<ReplayReport> reports() const;
+  std::vector<RegionStats> stats() const { return stats_.stats(); }
+  uint64_t delivered() const { return delivered_.load(std::memory_order_relaxed); }
+
+ private:
+  const uint64_t keep_;
+  const bool collect_stats_;
+  StatsAccumulator stats_;  // thread-safe on its own
+  std::atomic<uint64_t> delivered_{0};
+  mutable std::mutex mutex_;
+  // Copy-on-write so a delivery takes a snapshot without copying every std::function.
+  std::shared_ptr<const std::vector<Sink>> sinks_ = std::make_shared<const std::vector<Sink>>();
+  std::deque<std::shared_ptr<const ReplayReport>> kept_;
+};
+
+}  // namespace accgraph::timing

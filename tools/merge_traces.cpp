@@ -1,0 +1,103 @@
+// `accgraph merge-traces`: the Perfetto traces of a job's ranks merged into one timeline on the
+// host clock (accgraph::timing::merge_perfetto_traces).
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli.hpp"
+#include "output_file.hpp"
+
+#if ACCGRAPH_CLI_WITH_PERFETTO
+#include "accgraph/perfetto.hpp"
+#endif
+
+namespace accgraph::cli {
+
+namespace {
+
+const char* const kMergeUsage =
+    "usage: accgraph merge-traces RANK_TRACE... -o OUTPUT\n"
+    "\n"
+    "Merges the Perfetto traces (.pftrace) that the ranks of one job wrote, each with its rank,\n"
+    "world size and device clock offsets (accgraph::timing::PerfettoOptions), into one trace\n"
+    "on the host clock: one process per rank and device, every event moved by its device's\n"
+    "recorded clock offset. Prints each rank's offsets and the alignment uncertainty.\n"
+    "\n"
+    "  -o, --output FILE  the merged trace; created (or truncated) before the inputs are read\n";
+
+}  // namespace
+
+MergeOptions parse_merge_options(const std::vector<std::string>& args) {
+  MergeOptions options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      options.help = true;
+    } else if (arg == "-o" || arg == "--output") {
+      if (i + 1 >= args.size()) throw UsageError(fmt::format("{} needs a value", arg), kMergeUsage);
+      if (!options.output_path.empty())
+        throw UsageError(fmt::format("{} given twice: give one output file", arg), kMergeUsage);
+      options.output_path = args[++i];
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      throw UsageError(fmt::format("unknown argument '{}'", arg), kMergeUsage);
+    } else {
+      options.inputs.push_back(arg);
+    }
+  }
+  if (options.help) return options;
+  if (options.inputs.empty())
+    throw UsageError("no input traces: give each rank's .pftrace file", kMergeUsage);
+  if (options.output_path.empty())
+    throw UsageError("no output file: give -o FILE.pftrace", kMergeUsage);
+  for (const std::string& input : options.inputs)
+    if (input == options.output_path)
+      throw UsageError(fmt::format("'{}' is both an input and the output: the output is "
+                                   "truncated before the inputs are read; choose another "
+                                   "output file",
+                                   input),
+                       kMergeUsage);
+  return options;
+}
+
+int run_merge(const MergeOptions& options) {
+  if (options.help) {
+    std::fputs(kMergeUsage, stdout);
+    return 0;
+  }
+#if ACCGRAPH_CLI_WITH_PERFETTO
+  OutputFile output(options.output_path, "-o", "the merged Perfetto trace");
+  std::ostringstream text;
+  const timing::MergeSummary summary = timing::merge_perfetto_traces(text, options.inputs);
+  output.write_and_close(text.str());
+  fmt::print("merged {} trace(s) of a job of {} rank(s) into {}\n\n", summary.ranks.size(),
+             summary.world_size, output.path());
+  fmt::print("{:>5}  {:<16}  {:<20}  {:>14}  {:>16}  {:>10}  {}\n", "rank", "host", "device",
+             "offset_ns", "uncertainty_ns", "packets", "file");
+  for (const timing::MergedRank& rank : summary.ranks) {
+    const std::string host = rank.host.empty() ? "-" : rank.host;
+    for (const timing::DeviceClockOffset& clock : rank.clocks)
+      fmt::print("{:>5}  {:<16}  {:<20}  {:>14}  {:>16}  {:>10}  {}\n", rank.rank, host,
+                 fmt::format("{} device {}", clock.backend, clock.device), clock.offset_ns,
+                 clock.uncertainty_ns + rank.host_clock_uncertainty_ns, rank.packets, rank.path);
+    for (const std::string& device : rank.uncalibrated)
+      fmt::print("{:>5}  {:<16}  {:<20}  {:>14}  {:>16}  {:>10}  {}\n", rank.rank, host, device,
+                 "none", "unknown", rank.packets, rank.path);
+  }
+  fmt::print(
+      "\nalignment uncertainty between ranks: +-{} ns (device offsets and host clocks; "
+      "the two largest added)\n",
+      summary.alignment_uncertainty_ns);
+  for (const std::string& warning : summary.warnings) fmt::print("warning: {}\n", warning);
+  return 0;
+#else
+  throw OutputError(
+      "merge-traces needs Perfetto support, which this build of accgraph lacks (libprotobuf and "
+      "protoc were not found when it was configured): install libprotobuf-dev and "
+      "protobuf-compiler and configure again");
+#endif
+}
+
+}  // namespace accgraph::cli
