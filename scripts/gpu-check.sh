@@ -8,6 +8,16 @@
 #
 #   scripts/gpu-check.sh            # build dir: build-gpu/ (override with BUILD_DIR=...)
 #   SANITIZER=0 scripts/gpu-check.sh   # without the compute-sanitizer step
+#   scripts/gpu-check.sh build tests demo bench   # some stages; later: repeat sanitizer
+#
+# Stages (all of them, in this order, by default): build tests repeat sanitizer demo bench
+# python. The python stage builds the wheel (scripts/python-install.sh, into $BUILD_DIR/venv,
+# with the interpreter's nanobind, scikit-build-core, pytest and torch: no network needed), runs
+# tests/python with host and cuda required (a skip there is a failure) and the Python benchmark.
+# A machine that limits one command's time runs them in several calls on one build directory:
+# each stage records its result under $BUILD_DIR/gpu-check/, and every call prints the summary
+# of all stages run so far and the verdict over them ("PASSED" only when every stage has run
+# and passed). REPEAT=N (15) sets the rounds of the repeat stage.
 #
 # The GPU machine cannot reach a package registry: the Debian packages the build needs (fmt,
 # doctest, nlohmann-json, Level Zero) are carried in .deps/ (made by scripts/fetch-gpu-deps.sh)
@@ -15,12 +25,27 @@
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build-gpu}"
-out="${OUT:-$build/gpu-check}"
+state="$build/gpu-check"  # per-stage summaries and exit codes, kept between calls
+out="${OUT:-$state}"
 jobs="${JOBS:-16}"
-mkdir -p "$out" "$build"
-summary="$out/summary.txt"
-: > "$summary"
+all_stages=(build tests repeat sanitizer demo bench python)
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=("${all_stages[@]}")
+for stage in "${stages[@]}"; do
+  case " ${all_stages[*]} " in
+    *" $stage "*) ;;
+    *) echo "gpu-check.sh: unknown stage '$stage' (stages: ${all_stages[*]})" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out" "$build" "$state"
+# A build starts a new check: the results of earlier stages were for another build.
+case " ${stages[*]} " in *" build "*) rm -f "$state"/*.summary "$state"/*.rc ;; esac
+summary=/dev/null
 say() { echo "$*" | tee -a "$summary"; }
+wants() { case " ${stages[*]} " in *" $1 "*) return 0 ;; esac; return 1; }
+# begin_stage NAME: the stage's summary lines go to $state/NAME.summary.
+begin_stage() { summary="$state/$1.summary"; : > "$summary"; }
+end_stage() { echo "$2" > "$state/$1.rc"; }
 
 # --- dependencies ------------------------------------------------------------------------------
 cmake_extra=()
@@ -40,6 +65,9 @@ generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 
 # --- build -------------------------------------------------------------------------------------
+bin="$build/bin"
+if wants build; then
+begin_stage build
 say "== $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1) | $(date -u +%Y-%m-%dT%H:%MZ)"
 t0=$SECONDS
 if ! cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
@@ -49,13 +77,20 @@ if ! cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   say "BUILD FAILED (last lines of build.log):"
   grep -E "error|Error" "$out/build.log" | head -30 | tee -a "$summary"
   tail -20 "$out/build.log"
+  end_stage build 1
   exit 1
 fi
 say "build: ok in $((SECONDS - t0)) s ($(grep -c 'accgraph: cuda backend ON' "$out/build.log") x 'cuda backend ON')"
-
-bin="$build/bin"
+end_stage build 0
+fi
+if [ ! -x "$bin/accgraph" ]; then
+  echo "gpu-check.sh: nothing built in $build: run the build stage first" >&2
+  exit 1
+fi
 
 # --- tests -------------------------------------------------------------------------------------
+if wants tests; then
+begin_stage tests
 t0=$SECONDS
 (cd "$build" && ctest --output-on-failure --timeout 300 -j 4) > "$out/ctest.log" 2>&1
 ctest_rc=$?
@@ -76,19 +111,28 @@ done
 if [ "$cuda_registered" -ne 1 ]; then
   say "ctest: a cuda test did not run and pass (NOT REGISTERED or skipped, see above): is the GPU visible?"
 fi
+end_stage tests $(( ctest_rc == 0 && cuda_registered == 1 ? 0 : 1 ))
+fi
 
 # --- the whole suite, repeated under load --------------------------------------------------------
 # Three at a time where ctest may (RESOURCE_LOCK gpu and RUN_SERIAL keep the GPU and timing tests
-# apart: this checks that they do), 15 rounds, stopping at the first failure.
+# apart: this checks that they do), REPEAT (15) rounds, stopping at the first failure. The
+# package tests and the conformance mutants (labels package, mutants) rebuild or re-run the same
+# thing each round and are left out; the tests stage ran them once.
+if wants repeat; then
+begin_stage repeat
+rounds="${REPEAT:-15}"
 t0=$SECONDS
-(cd "$build" && ctest -j3 --repeat until-fail:15 --output-on-failure --timeout 600) \
-  > "$out/ctest-repeat.log" 2>&1
+(cd "$build" && ctest -j3 --repeat "until-fail:$rounds" -LE 'package|mutants' \
+   --output-on-failure --timeout 600) > "$out/ctest-repeat.log" 2>&1
 repeat_rc=$?
-say "ctest -j3 --repeat until-fail:15: rc $repeat_rc in $((SECONDS - t0)) s: $(grep -E 'tests passed|tests failed' "$out/ctest-repeat.log" | tail -1)"
+say "ctest -j3 --repeat until-fail:$rounds -LE 'package|mutants': rc $repeat_rc in $((SECONDS - t0)) s: $(grep -E 'tests passed|tests failed' "$out/ctest-repeat.log" | tail -1)"
 grep -E "^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess|Not Run|Exception)" "$out/ctest-repeat.log" | tee -a "$summary"
 if grep -q "No tests were found" "$out/ctest-repeat.log"; then
   say "  no cuda test found: that counts as a failure"
   repeat_rc=1
+fi
+end_stage repeat "$repeat_rc"
 fi
 
 # --- compute-sanitizer -------------------------------------------------------------------------
@@ -98,8 +142,9 @@ fi
 # warnings)"; memcheck: no leaked bytes), so a sanitizer that did not run, or stopped early,
 # cannot pass. The sanitizer serialises kernels and slows launches, so test_cuda skips its timing
 # upper bounds there (ACCGRAPH_TEST_SKIP_TIMING_BOUNDS=1, see tests/cuda/test_cuda.cpp).
+if wants sanitizer; then
+begin_stage sanitizer
 sanitizer_rc=0
-sanitizer_note=""
 compute_sanitizer="$(command -v compute-sanitizer || true)"
 if [ -z "$compute_sanitizer" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
   compute_sanitizer=/usr/local/cuda/bin/compute-sanitizer
@@ -121,10 +166,10 @@ clean_sanitizer_log() {
 }
 if [ "${SANITIZER:-1}" = "0" ]; then
   say "compute-sanitizer: SKIPPED (SANITIZER=0)"
-  sanitizer_note=" (sanitizer skipped by SANITIZER=0)"
+  sanitizer_rc=skipped
 elif [ -z "$compute_sanitizer" ]; then
   say "compute-sanitizer: SKIPPED: not on PATH and not in /usr/local/cuda/bin (it comes with the CUDA Toolkit)"
-  sanitizer_note=" (sanitizer SKIPPED: not found)"
+  sanitizer_rc=skipped
 else
   for tool in memcheck racecheck synccheck; do
     # --report-api-errors no: the tests provoke CUDA API errors on purpose (capture misuse,
@@ -156,8 +201,12 @@ else
     done
   done
 fi
+end_stage sanitizer "$sanitizer_rc"
+fi
 
 # --- demo and backends -------------------------------------------------------------------------
+if wants demo; then
+begin_stage demo
 {
   echo "\$ accgraph backends"; "$bin/accgraph" backends
   echo; echo "\$ CUDA_VISIBLE_DEVICES='' accgraph backends"; CUDA_VISIBLE_DEVICES='' "$bin/accgraph" backends
@@ -167,13 +216,69 @@ fi
 demo_rc=$?
 say "demo: rc $demo_rc, trace $( [ -s "$out/trace.json" ] && echo "written ($(wc -c < "$out/trace.json") bytes)" || echo MISSING)"
 grep -iE "cuda" "$out/demo.log" | head -4 | sed 's/^/  /' | tee -a "$summary"
+end_stage demo "$demo_rc"
+fi
 
 # --- benchmark ---------------------------------------------------------------------------------
+if wants bench; then
+begin_stage bench
 "$bin/accgraph-bench-cuda" --json "$out/bench.json" > "$out/bench.log" 2>&1
 bench_rc=$?
 say "bench: rc $bench_rc"
 tee -a "$summary" < "$out/bench.log"
+end_stage bench "$bench_rc"
+fi
 
-ok=$(( ctest_rc == 0 && cuda_registered == 1 && repeat_rc == 0 && sanitizer_rc == 0 && demo_rc == 0 && bench_rc == 0 ))
-say "== gpu-check: $([ $ok = 1 ] && echo PASSED || echo FAILED) (ctest $ctest_rc, cuda tests ran $cuda_registered, repeat $repeat_rc, compute-sanitizer $sanitizer_rc$sanitizer_note, demo $demo_rc, bench $bench_rc)"
-[ $ok = 1 ]
+# --- python ------------------------------------------------------------------------------------
+if wants python; then
+begin_stage python
+venv="$build/venv"
+t0=$SECONDS
+ACCGRAPH_VENV="$venv" CMAKE_BUILD_PARALLEL_LEVEL="$jobs" bash "$root/scripts/python-install.sh" \
+  > "$out/python.log" 2>&1
+python_rc=$?
+say "python: wheel build and install: rc $python_rc in $((SECONDS - t0)) s: $(grep -E '^python-install: accgraph' "$out/python.log" | tail -1)"
+if [ "$python_rc" -eq 0 ]; then
+  t0=$SECONDS
+  (cd "$root" && ACCGRAPH_TEST_REQUIRE_BACKENDS=host,cuda \
+     "$venv/bin/python" -m pytest -p no:cacheprovider -q -rs tests/python) > "$out/pytest.log" 2>&1
+  python_rc=$?
+  say "python: pytest tests/python (host, cuda required): rc $python_rc in $((SECONDS - t0)) s: $(tail -1 "$out/pytest.log")"
+  grep -E "^(FAILED|ERROR|SKIPPED)" "$out/pytest.log" | head -20 | sed 's/^/  /' | tee -a "$summary"
+  "$venv/bin/python" "$root/bench/python/bench_python.py" > "$out/python-bench.log" 2>&1
+  bench_py_rc=$?
+  say "python: bench/python/bench_python.py: rc $bench_py_rc"
+  tee -a "$summary" < "$out/python-bench.log"
+  [ "$bench_py_rc" -eq 0 ] || python_rc=1
+else
+  tail -30 "$out/python.log"
+fi
+end_stage python "$python_rc"
+fi
+
+# --- verdict over every stage run on this build ---------------------------------------------------
+echo
+echo "==== gpu-check summary ($build)"
+verdict=PASSED
+results=()
+for stage in "${all_stages[@]}"; do
+  if [ ! -f "$state/$stage.rc" ]; then
+    results+=("$stage not run")
+    verdict=INCOMPLETE
+    continue
+  fi
+  cat "$state/$stage.summary"
+  rc="$(cat "$state/$stage.rc")"
+  results+=("$stage $rc")
+  case "$rc" in
+    0) ;;
+    skipped) [ "$verdict" = PASSED ] && verdict="PASSED (with skipped stages)" ;;
+    *) failed=1 ;;
+  esac
+done
+# FAILED wins over INCOMPLETE; a call whose own stages passed exits 0 while others remain.
+[ "${failed:-0}" = 1 ] && verdict=FAILED
+line="== gpu-check: $verdict ($(IFS=,; echo "${results[*]}" | sed 's/,/, /g'))"
+echo "$line"
+cat "$state"/*.summary > "$out/summary.txt" 2>/dev/null; echo "$line" >> "$out/summary.txt"
+[ "$verdict" != FAILED ]

@@ -22,6 +22,16 @@ if [ ! -x "$venv/bin/python" ]; then
   # scikit-build-core, pytest, torch on the GPU machine) is not fetched again, so the script
   # also works without network where they are installed.
   "$python" -m venv --system-site-packages "$venv"
+  # --system-site-packages shows the base interpreter's packages only. When $python is itself
+  # a virtual environment's (the GPU machine's python3 is /opt/torch/.venv/bin/python3, which
+  # holds torch, nanobind and scikit-build-core), a .pth file shows that environment's too.
+  parent_site="$("$python" -c 'import sys, sysconfig
+print(sysconfig.get_paths()["purelib"] if sys.prefix != sys.base_prefix else "")')"
+  if [ -n "$parent_site" ]; then
+    venv_site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    echo "$parent_site" > "$venv_site/_accgraph_parent_env.pth"
+    echo "python-install: $python is a virtual environment's: its packages ($parent_site) are visible in $venv"
+  fi
 fi
 "$venv/bin/python" -m pip install -q "scikit-build-core>=0.10" "nanobind>=2.4" "pytest>=7"
 # numpy is optional (the tests that view buffers through it skip without it).

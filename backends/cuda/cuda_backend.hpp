@@ -87,6 +87,31 @@ cudaStreamCaptureMode to_cuda(CaptureMode mode) noexcept;
 
 class CudaGraph;
 
+// --- failures of enqueued work ---------------------------------------------------------------
+
+/// Note [CUDA failures]: Note [Failures] in accgraph/backend.hpp on CUDA. A host function
+/// (cudaLaunchHostFunc) cannot throw into CUDA, so each one catches what its callable throws and
+/// records it in a sink:
+/// - an eager host_call records in its stream's sink, which synchronize() throws from and the
+///   stream's destructor logs (after waiting for the host calls still pending on it);
+/// - a host_call captured into a graph records in the sink of the capture, found through the
+///   cudaGraph_t being built (capture_sink); each replay of a graph with such nodes then
+///   enqueues one more host function on the replay stream that moves the replay's failure to
+///   that stream's sink. The next launch of the graph waits for that move (an event), so a failure of replay k is
+///   never reported on the stream of replay k+1.
+/// A host_call on a stream captured by someone else (not through accgraph) has no sink: its
+/// failure is logged as an Error when it happens.
+struct FailureSink {
+  FirstFailure failures;
+  std::atomic<uint64_t> pending{0};       ///< a stream's eager host functions not yet run
+  std::atomic<bool> has_host_nodes{false};  ///< a capture's: a host node records here
+};
+
+/// The sink of the accgraph capture building `graph`, or nullptr.
+std::shared_ptr<FailureSink> capture_sink(cudaGraph_t graph);
+void register_capture_sink(cudaGraph_t graph, std::shared_ptr<FailureSink> sink);
+void unregister_capture_sink(cudaGraph_t graph) noexcept;
+
 // --- streams ---------------------------------------------------------------------------------
 
 class CudaStream final : public StreamImpl {
@@ -109,6 +134,22 @@ class CudaStream final : public StreamImpl {
   void synchronize() override;
   bool is_capturing() const override;
 
+  /// Note [Capture check on replay]: a snapshot whose bit 0 is clear only when the stream
+  /// cannot be capturing now (the rest counts note_capture() calls).
+  uint64_t capture_hint() const noexcept { return capture_hint_.load(std::memory_order_acquire); }
+  /// A capture may now include this stream (capture_begin on it, or a fork into it).
+  void note_capture() noexcept {
+    uint64_t seen = capture_hint_.load(std::memory_order_relaxed);
+    while (!capture_hint_.compare_exchange_weak(seen, ((seen | 1) + 2), std::memory_order_acq_rel)) {
+    }
+  }
+  /// is_capturing() said no after capture_hint() returned `seen`: an owned stream needs no
+  /// check until note_capture() again (unless one came in between, which keeps the bit).
+  void note_not_capturing(uint64_t seen) noexcept {
+    if (ownership_ == Ownership::Owned)
+      capture_hint_.compare_exchange_strong(seen, seen & ~uint64_t{1}, std::memory_order_acq_rel);
+  }
+
  private:
   cudaEvent_t order_event();
 
@@ -116,6 +157,12 @@ class CudaStream final : public StreamImpl {
   cudaStream_t stream_;
   Ownership ownership_;
   cudaEvent_t order_event_ = nullptr;  // recorded here when another stream waits for this one
+  // Note [Capture check on replay]: an owned stream enters a capture only through accgraph
+  // (capture_begin, or a wait on a stream that may capture); a wrapped one also through its
+  // owner, so it is always checked.
+  std::atomic<uint64_t> capture_hint_;
+  // Note [CUDA failures]; shared with the host functions enqueued here, which may outlive us.
+  std::shared_ptr<FailureSink> failures_ = std::make_shared<FailureSink>();
 };
 
 /// The cuda stream behind `stream`, or Error(InvalidArgument) naming `operation`.
@@ -214,6 +261,7 @@ class CudaGraph final : public GraphImplInterface {
   void destroy_executable(cudaGraphExec_t& exec) noexcept;
   void drop_template() noexcept;
   void scan_template();
+  void forward_failures(CudaStream& stream);
 
   Pools& pools_;
   GraphArgs args_;
@@ -224,6 +272,12 @@ class CudaGraph final : public GraphImplInterface {
   std::thread::id capture_thread_;
   CaptureMode mode_ = CaptureMode::Global;
   std::shared_ptr<CaptureContext> context_;
+  // Note [CUDA failures]: the host nodes of the current capture record here; registered under
+  // capture_graph_ while the capture runs.
+  std::shared_ptr<FailureSink> node_failures_;
+  cudaGraph_t capture_graph_ = nullptr;
+  cudaEvent_t forwarded_ = nullptr;  // recorded after each replay's forwarding host function
+  bool forwarded_recorded_ = false;
   cudaStream_t upload_stream_ = nullptr;  // the capture stream, valid right after capture_end
   // A capture whose end was refused because it came from the wrong thread: still active on
   // that stream until reset() (or the destructor) runs on the thread that began it.

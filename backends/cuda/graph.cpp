@@ -3,6 +3,7 @@
 // device, DOT dumps, and the graph pools of Note [Graph pools].
 #include <algorithm>
 #include <exception>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -90,6 +91,7 @@ CudaGraph::~CudaGraph() {
   drop_template();
   destroy_executable(exec_);
   destroy_executable(reusable_exec_);
+  if (forwarded_ != nullptr) ACCGRAPH_CUDA_LOG(cudaEventDestroy(forwarded_), "destroying a graph's event");
 }
 
 void CudaGraph::capture_begin(StreamImpl& stream_impl, PoolId pool, CaptureMode mode) {
@@ -104,7 +106,14 @@ void CudaGraph::capture_begin(StreamImpl& stream_impl, PoolId pool, CaptureMode 
                 kBackendName);
   end_orphaned_capture_noexcept();
   DeviceGuard guard(stream.device());
-  std::shared_ptr<PoolState> pool_state = acquire_pool(pools_, pool, stream.device());
+  std::shared_ptr<PoolState> pool_state;
+  {
+    // Another capture in Global mode on this thread (fork-join.refused begins two) would
+    // refuse cudaMemPoolCreate: the backend's own set-up is not part of any capture.
+    RelaxedCaptureModeGuard relaxed;
+    pool_state = acquire_pool(pools_, pool, stream.device());
+  }
+  stream.note_capture();
   ACCGRAPH_CUDA_CHECK(cudaStreamBeginCapture(stream.handle(), to_cuda(mode)), "capture_begin");
   pool_ = std::move(pool_state);
   last_pool_id_ = pool_->id;
@@ -120,9 +129,23 @@ void CudaGraph::capture_begin(StreamImpl& stream_impl, PoolId pool, CaptureMode 
   context_->pool = pool_;
   context_->allocations = allocations_;
   push_capture_context(capture_thread_, context_);
+  // Note [CUDA failures]: host nodes captured from any stream of this capture record here.
+  node_failures_ = std::make_shared<FailureSink>();
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaGraph_t building = nullptr;
+  cudaError_t err = cudaStreamGetCaptureInfo(stream.handle(), &status, nullptr, &building);
+  if (err != cudaSuccess) {
+    end_capture_noexcept();
+    pool_.reset();
+    throw_cuda_error(err, "cudaStreamGetCaptureInfo", "capture_begin: reading the new capture");
+  }
+  capture_graph_ = building;
+  register_capture_sink(capture_graph_, node_failures_);
 }
 
 void CudaGraph::finish_capture_state() noexcept {
+  if (capture_graph_ != nullptr) unregister_capture_sink(capture_graph_);
+  capture_graph_ = nullptr;
   if (context_) pop_capture_context(capture_thread_, context_.get());
   context_.reset();
   capturing_ = false;
@@ -209,6 +232,9 @@ void CudaGraph::scan_template() {
 
 void CudaGraph::instantiate() {
   DeviceGuard guard(device_);
+  // The first replay may instantiate while another stream of this thread captures (a nested
+  // replay, Note [Nested replay]): instantiation and upload are not part of that capture.
+  RelaxedCaptureModeGuard relaxed;
   cudaStream_t upload = args_.keep_graph ? nullptr : upload_stream_;
   upload_stream_ = nullptr;
   // Update in place when the previous executable has the same topology (cudaGraphExecUpdate
@@ -253,9 +279,46 @@ void CudaGraph::replay(StreamImpl& stream_impl) {
   if (exec_ == nullptr)
     throw Error(ErrorCode::InvalidState, "replay: the graph has no executable: instantiate first",
                 kBackendName);
+  // Note [Nested replay]: CUDA cannot record a launch of an executable into another capture
+  // (cudaGraphLaunch fails with cudaErrorStreamCaptureUnsupported and invalidates that capture),
+  // so the replay is refused before it reaches CUDA and the outer capture goes on.
+  //
+  // Note [Capture check on replay]: asking CUDA costs about 0.1 us, 5% of a replay's host time,
+  // so it is asked only of a stream that may be capturing (CudaStream::capture_hint), and an
+  // owned stream found not capturing is not asked again until it may be.
+  if (const uint64_t hint = stream.capture_hint(); hint & 1) {
+    if (!stream.is_capturing())
+      stream.note_not_capturing(hint);
+    else
+      throw Error(ErrorCode::Unsupported,
+                "replay: the stream is capturing: CUDA cannot record a graph's replay into "
+                "another capture (cudaGraphLaunch would invalidate it); replay after that "
+                "capture ends, or capture the graph's work itself into it",
+                kBackendName);
+  }
+  // Note [CUDA failures]: the previous replay's failure is on its stream before this one runs.
+  bool forwards = node_failures_ && node_failures_->has_host_nodes.load(std::memory_order_acquire);
+  if (forwards && forwarded_recorded_)
+    ACCGRAPH_CUDA_CHECK(cudaStreamWaitEvent(stream.handle(), forwarded_, 0),
+                        "replay: waiting for the previous replay's failure report");
   cudaError_t err = cudaGraphLaunch(exec_, stream.handle());
   if (err != cudaSuccess) throw_cuda_error(err, "cudaGraphLaunch", "replay");
   launched_ = true;
+  if (forwards) forward_failures(stream);
+}
+
+void CudaGraph::forward_failures(CudaStream& stream) {
+  stream.host_call([sink = node_failures_] {
+    if (std::optional<FirstFailure::Failure> failure = sink->failures.take())
+      throw OperationFailure(failure->operation, failure->message);
+  });
+  DeviceGuard guard(device_);
+  if (forwarded_ == nullptr)
+    ACCGRAPH_CUDA_CHECK(cudaEventCreateWithFlags(&forwarded_, cudaEventDisableTiming),
+                        "replay: creating the failure-report event");
+  ACCGRAPH_CUDA_CHECK(cudaEventRecord(forwarded_, stream.handle()),
+                      "replay: recording the failure-report event");
+  forwarded_recorded_ = true;
 }
 
 void CudaGraph::reset() {

@@ -13,39 +13,83 @@ namespace {
 
 // Keeps a host call's std::function alive for as long as CUDA may call it. Eager calls run once
 // and delete themselves; captured calls are owned by a CUDA user object retained by the graph,
-// so they live exactly as long as the graph and every executable made from it.
+// so they live exactly as long as the graph and every executable made from it. Note [CUDA
+// failures]: what the callable throws goes to `sink` (nullptr: a capture accgraph did not
+// begin, logged instead).
 struct HostCall {
   std::function<void()> fn;
+  std::shared_ptr<FailureSink> sink;
+  const char* operation;
 };
 
 void run_host_call(HostCall& call) noexcept {
   try {
     call.fn();
-  } catch (const std::exception& e) {
-    log(LogLevel::Error, fmt::format("cuda: a host_call threw (exceptions cannot cross the "
-                                     "stream; handle them inside the callable): {}",
-                                     e.what()));
   } catch (...) {
-    log(LogLevel::Error, "cuda: a host_call threw a non-std exception");
+    if (call.sink) {
+      call.sink->failures.record_current_exception(call.operation);
+      return;
+    }
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      log(LogLevel::Error, fmt::format("cuda: a {} in a capture accgraph did not begin threw, "
+                                       "and no stream can report it: {}",
+                                       call.operation, e.what()));
+    } catch (...) {
+      log(LogLevel::Error, fmt::format("cuda: a {} in a capture accgraph did not begin threw "
+                                       "a non-std exception",
+                                       call.operation));
+    }
   }
 }
 
 void CUDART_CB run_once(void* data) {
-  auto* call = static_cast<HostCall*>(data);
+  std::unique_ptr<HostCall> call(static_cast<HostCall*>(data));
   run_host_call(*call);
-  delete call;
+  call->sink->pending.fetch_sub(1, std::memory_order_acq_rel);  // after the failure is recorded
 }
 
 void CUDART_CB run_captured(void* data) { run_host_call(*static_cast<HostCall*>(data)); }
 
 void CUDART_CB destroy_captured(void* data) { delete static_cast<HostCall*>(data); }
 
+std::mutex sinks_mutex;
+std::unordered_map<cudaGraph_t, std::shared_ptr<FailureSink>> sinks;
+
 }  // namespace
 
+std::shared_ptr<FailureSink> capture_sink(cudaGraph_t graph) {
+  std::lock_guard<std::mutex> lock(sinks_mutex);
+  auto it = sinks.find(graph);
+  return it == sinks.end() ? nullptr : it->second;
+}
+
+void register_capture_sink(cudaGraph_t graph, std::shared_ptr<FailureSink> sink) {
+  std::lock_guard<std::mutex> lock(sinks_mutex);
+  sinks[graph] = std::move(sink);
+}
+
+void unregister_capture_sink(cudaGraph_t graph) noexcept {
+  std::lock_guard<std::mutex> lock(sinks_mutex);
+  sinks.erase(graph);
+}
+
 CudaStream::CudaStream(int device, cudaStream_t stream, Ownership ownership)
-    : device_(device), stream_(stream), ownership_(ownership) {}
+    : device_(device),
+      stream_(stream),
+      ownership_(ownership),
+      capture_hint_(ownership == Ownership::Borrowed ? 1 : 0) {}
 
 CudaStream::~CudaStream() {
+  // Note [CUDA failures]: a failure is never dropped. Host calls still pending record into the
+  // sink after we are gone, so wait for them (only then: destroying a stream does not wait).
+  if (failures_->pending.load(std::memory_order_acquire) > 0) {
+    DeviceGuard guard(device_);
+    ACCGRAPH_CUDA_LOG(cudaStreamSynchronize(stream_),
+                      "destroying a stream: waiting for its pending host calls");
+  }
+  failures_->failures.log_if_any(kBackendName, describe_queue(kBackendName, stream_));
   if (order_event_ != nullptr) ACCGRAPH_CUDA_LOG(cudaEventDestroy(order_event_), "destroying a stream's event");
   // A wrapped stream belongs to its creator (a framework): never destroyed here.
   if (ownership_ == Ownership::Owned) ACCGRAPH_CUDA_LOG(cudaStreamDestroy(stream_), "destroying a stream");
@@ -73,12 +117,21 @@ void CudaStream::host_call(std::function<void()> fn) {
   cudaGraph_t graph = nullptr;
   ACCGRAPH_CUDA_CHECK(cudaStreamGetCaptureInfo(stream_, &status, nullptr, &graph),
                       "host_call: reading the stream's capture state");
-  auto call = std::make_unique<HostCall>(HostCall{std::move(fn)});
   if (status != cudaStreamCaptureStatusActive) {
-    ACCGRAPH_CUDA_CHECK(cudaLaunchHostFunc(stream_, &run_once, call.get()), "host_call");
+    auto call = std::make_unique<HostCall>(HostCall{std::move(fn), failures_, "host_call"});
+    failures_->pending.fetch_add(1, std::memory_order_acq_rel);
+    cudaError_t err = cudaLaunchHostFunc(stream_, &run_once, call.get());
+    if (err != cudaSuccess) {
+      failures_->pending.fetch_sub(1, std::memory_order_acq_rel);
+      throw_cuda_error(err, "cudaLaunchHostFunc", "host_call");
+    }
     call.release();  // run_once deletes it
     return;
   }
+  std::shared_ptr<FailureSink> sink = capture_sink(graph);
+  if (sink) sink->has_host_nodes.store(true, std::memory_order_release);
+  auto call = std::make_unique<HostCall>(
+      HostCall{std::move(fn), std::move(sink), "host_call (a node of a replayed graph)"});
   HostCall* raw = call.get();
   cudaUserObject_t object = nullptr;
   ACCGRAPH_CUDA_CHECK(cudaUserObjectCreate(&object, raw, &destroy_captured, 1,
@@ -112,6 +165,7 @@ cudaEvent_t CudaStream::order_event() {
 
 void CudaStream::wait_for(StreamImpl& other_impl) {
   CudaStream& other = as_cuda_stream(other_impl, "wait");
+  if (other.capture_hint() & 1) note_capture();  // a fork may make this stream capture
   // Record on `other`, wait here: during a capture on `other` this forks the capture onto this
   // stream; the origin waiting on a forked stream joins it back (CUDA's capture rules).
   cudaEvent_t event = other.order_event();
@@ -126,6 +180,7 @@ void CudaStream::wait_for(StreamImpl& other_impl) {
 void CudaStream::synchronize() {
   DeviceGuard guard(device_);
   ACCGRAPH_CUDA_CHECK(cudaStreamSynchronize(stream_), "synchronize");
+  failures_->failures.throw_if_any(kBackendName, describe_queue(kBackendName, stream_));
 }
 
 bool CudaStream::is_capturing() const {

@@ -19,7 +19,7 @@ void check_usage_error(const Args& args, const std::string& text) {
     parse_command_line(args);
     FAIL("expected a UsageError");
   } catch (const UsageError& e) {
-    CHECK_MESSAGE(std::string(e.what()).find(text) != std::string::npos, e.what());
+    CHECK_MESSAGE(std::string(e.what()).find(text) != std::string::npos, std::string(e.what()));
     CHECK(!e.usage.empty());
   }
 }

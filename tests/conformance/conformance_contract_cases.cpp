@@ -331,7 +331,7 @@ ACCGRAPH_CONFORMANCE_CASE("nested replay: replay on a capturing stream is record
     inner.replay(outer_stream);
   } catch (const Error& e) {
     // A backend that cannot nest says so, and records nothing.
-    CHECK_MESSAGE(e.code() == ErrorCode::Unsupported, e.what());
+    CHECK_MESSAGE(e.code() == ErrorCode::Unsupported, std::string(e.what()));
     recorded = false;
   }
   CHECK(outer_stream.is_capturing());

@@ -43,7 +43,7 @@ Error expect_error(Fn&& fn, ErrorCode code) {
   try {
     fn();
   } catch (const Error& e) {
-    CHECK_MESSAGE(e.code() == code, e.what());
+    CHECK_MESSAGE(e.code() == code, std::string(e.what()));
     return e;
   }
   FAIL("no accgraph::Error was thrown");

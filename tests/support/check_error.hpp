@@ -34,7 +34,7 @@ void require_error(Fn&& fn, ErrorCode code, std::initializer_list<std::string> f
     fn();
     FAIL("expected an accgraph::Error");
   } catch (const Error& e) {
-    CHECK_MESSAGE(e.code() == code, e.what());
+    CHECK_MESSAGE(e.code() == code, std::string(e.what()));
     for (const std::string& fragment : fragments)
       CHECK_MESSAGE(std::string(e.what()).find(fragment) != std::string::npos,
                     "missing '" << fragment << "' in: " << e.what());
