@@ -76,6 +76,16 @@ AcceleratorGraph::AcceleratorGraph(std::string_view backend_name, GraphArgs args
                 backend_name_);
 }
 
+AcceleratorGraph::AcceleratorGraph(ForeignTag, std::string_view backend_name,
+                                   std::unique_ptr<GraphImplInterface> impl)
+    : id_(next_graph_id.fetch_add(1)), foreign_(true) {
+  Registry& registry = Registry::instance();
+  backend_name_ =
+      backend_name.empty() ? registry.default_backend_name() : std::string(backend_name);
+  backend_ = &registry.backend(backend_name_);
+  impl_ = std::move(impl);
+}
+
 AcceleratorGraph::~AcceleratorGraph() {
   detail::notify_observers([&](GraphObserver& o) { o.on_destroy(*this); });
   if (state_ == GraphState::Capturing) abort_capture_noexcept();
@@ -102,7 +112,9 @@ void AcceleratorGraph::capture_begin(Stream& stream, PoolId pool, CaptureMode mo
                             "'{}' graph: create the stream with Stream::create(\"{}\")",
                             stream.backend_name(), id_, backend_name_, backend_name_),
                 backend_name_);
-  if (stream.is_capturing()) {
+  if (foreign_) {
+    check_foreign_capture(stream);
+  } else if (stream.is_capturing()) {
     AcceleratorGraph* other = stream.capturing_graph();
     throw Error(ErrorCode::InvalidState,
                 fmt::format("capture_begin: the stream is already capturing{}: end that capture "
@@ -111,7 +123,7 @@ void AcceleratorGraph::capture_begin(Stream& stream, PoolId pool, CaptureMode mo
                 backend_name_);
   }
   const Capabilities& caps = state->capabilities;
-  if (!caps.supports(mode))
+  if (!foreign_ && !caps.supports(mode))
     throw Error(ErrorCode::Unsupported,
                 fmt::format("capture_begin: capture mode {} is not supported by backend '{}' "
                             "(supported: {}): choose one of those",
@@ -120,7 +132,7 @@ void AcceleratorGraph::capture_begin(Stream& stream, PoolId pool, CaptureMode mo
 
   // Pool sharing is a capability like the others: the backend never sees a pool id it did not
   // promise to share (backend.hpp, Note [Capability gates]).
-  if (!pool.is_new_private() && !caps.pool_sharing)
+  if (!foreign_ && !pool.is_new_private() && !caps.pool_sharing)
     throw Error(ErrorCode::Unsupported,
                 fmt::format("capture_begin: graph pool {{{}, {}}} cannot be shared: backend '{}' "
                             "does not share pools between graphs (capabilities().pool_sharing is "
@@ -143,6 +155,24 @@ void AcceleratorGraph::capture_begin(Stream& stream, PoolId pool, CaptureMode mo
     abort_capture_noexcept();
     throw;
   }
+}
+
+// Note [Foreign graphs]: the owner began the native capture; accgraph only joins it.
+void AcceleratorGraph::check_foreign_capture(Stream& stream) const {
+  if (AcceleratorGraph* other = stream.capturing_graph())
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("capture_begin: foreign graph {}: stream {} is already capturing into "
+                            "graph {}: a stream captures into one graph at a time",
+                            id_, stream.id(), other->id()),
+                backend_name_);
+  if (!stream.is_capturing())
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("capture_begin: foreign graph {}: stream {} is not capturing: begin "
+                            "the native capture on the queue it wraps first (cudaStreamBeginCapture, "
+                            "torch.cuda.graph, zeCommandListBeginGraphCaptureExt), then call "
+                            "capture_begin",
+                            id_, stream.id()),
+                backend_name_);
 }
 
 void AcceleratorGraph::capture_end() {
@@ -220,6 +250,16 @@ void AcceleratorGraph::replay() {
 }
 
 void AcceleratorGraph::replay(Stream& stream) {
+  if (foreign_)
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("replay: graph {} is a foreign graph, which its owner launches: "
+                            "call ForeignGraph::launch(stream, fn) with the owner's launch",
+                            id_),
+                backend_name_);
+  replay_on(stream);
+}
+
+void AcceleratorGraph::replay_on(Stream& stream) {
   if (state_ == GraphState::Empty)
     throw Error(ErrorCode::InvalidState,
                 fmt::format("replay: graph {} has nothing captured: capture work with "

@@ -255,7 +255,14 @@ AcceleratorGraph* Stream::capturing_graph() const {
   return s.capturing_graph;
 }
 
-void* Stream::native_handle() const { return state().impl->native_handle(); }
+// Note [Native work]: work the caller enqueues on the native handle is invisible to accgraph;
+// asking for the handle counts as an operation, so a region begun after it does not share its
+// begin marker with the end of the region before (the native work lies between the two).
+void* Stream::native_handle() const {
+  detail::StreamState& s = state();
+  ++s.operations;
+  return s.impl->native_handle();
+}
 int Stream::device() const { return state().impl->device(); }
 Backend& Stream::backend() const { return *state().backend; }
 const std::string& Stream::backend_name() const { return state().backend_name; }

@@ -18,6 +18,7 @@
 
 #include "accgraph/backend.hpp"
 #include "accgraph/error.hpp"
+#include "accgraph/foreign_graph.hpp"
 #include "accgraph/graph.hpp"
 #include "accgraph/hooks.hpp"
 #include "accgraph/stream.hpp"
@@ -93,7 +94,12 @@ struct Profiler::Impl final : GraphObserver, detail::ReplaySubscriber {
   std::shared_ptr<Recording> capture_of(Stream& stream, const char* operation,
                                         const std::string& name) {
     AcceleratorGraph* graph = stream.capturing_graph();
-    if (graph == nullptr) return nullptr;
+    if (graph == nullptr) {
+      // Eager markers recorded into a capture accgraph was not told about would run only when
+      // that graph runs, if ever: flush would wait for them forever.
+      if (stream.is_capturing()) refuse_unknown_capture(stream, operation, name);
+      return nullptr;
+    }
     std::lock_guard<std::mutex> lock(mutex);
     auto it = graphs.find(graph->id());
     if (it != graphs.end() && it->second.capture) return it->second.capture;
@@ -110,6 +116,19 @@ struct Profiler::Impl final : GraphObserver, detail::ReplaySubscriber {
                             "attached to: call attach(graph) or attach_all() before capture_begin",
                             what, stream.id(), graph->id()),
                 graph->backend_name());
+  }
+
+  [[noreturn]] static void refuse_unknown_capture(Stream& stream, const char* operation,
+                                                  const std::string& name) {
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("{}: stream {} is capturing into a graph accgraph was not told about "
+                            "(a native capture): time it through a ForeignGraph (capture_begin "
+                            "after the native capture began), or open the region outside the "
+                            "capture",
+                            name.empty() ? std::string(operation)
+                                         : fmt::format("{}('{}')", operation, name),
+                            stream.id()),
+                stream.backend_name());
   }
 
   // --- lifecycle hooks ---------------------------------------------------------------------------
@@ -261,6 +280,8 @@ void Profiler::attach(AcceleratorGraph& graph) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->attached.insert(graph.id());
 }
+
+void Profiler::attach(ForeignGraph& graph) { attach(graph.graph()); }
 
 void Profiler::attach_all() {
   std::lock_guard<std::mutex> lock(impl_->mutex);

@@ -3,6 +3,7 @@
 
 #include "accgraph/backend.hpp"
 #include "accgraph/error.hpp"
+#include "accgraph/foreign_graph.hpp"
 #include "accgraph/graph.hpp"
 #include "accgraph/hooks.hpp"
 #include "accgraph/registry.hpp"

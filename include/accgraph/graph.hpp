@@ -14,6 +14,7 @@
 namespace accgraph {
 
 class Backend;
+class ForeignGraph;
 class GraphImplInterface;
 class Stream;
 struct GraphStats;
@@ -97,12 +98,21 @@ class ACCGRAPH_API AcceleratorGraph {
  private:
   friend struct detail::StreamAccess;
   friend struct detail::GraphAccess;
+  friend class ForeignGraph;
+  struct ForeignTag {};
+  // A graph captured and launched by its owner (Note [Foreign graphs] in foreign_graph.hpp):
+  // `impl` only runs the owner's launch; capture_begin wants the stream capturing already.
+  AcceleratorGraph(ForeignTag, std::string_view backend, std::unique_ptr<GraphImplInterface> impl);
+  void check_foreign_capture(Stream& stream) const;
+  // replay(stream) without the foreign-graph check (ForeignGraph::launch comes this way).
+  void replay_on(Stream& stream);
   void abort_capture_noexcept() noexcept;
   void finish_capture_streams() noexcept;
   // A stream is being destroyed (StreamAccess::destroy); aborts the capture that began on it.
   void on_stream_destroyed(uint64_t stream_id) noexcept;
 
   uint64_t id_;
+  bool foreign_ = false;
   GraphArgs args_;
   std::string backend_name_;
   Backend* backend_;

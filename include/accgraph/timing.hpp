@@ -17,6 +17,7 @@
 
 namespace accgraph {
 class AcceleratorGraph;
+class ForeignGraph;
 class Stream;
 namespace detail {
 struct StreamState;
@@ -133,6 +134,9 @@ class ACCGRAPH_API Profiler {
 
   /// Times `graph` from its next capture_begin on (InvalidState while it is capturing).
   void attach(AcceleratorGraph& graph);
+  /// Times a graph its owner captures and launches (foreign_graph.hpp), from its next
+  /// capture_begin on.
+  void attach(ForeignGraph& graph);
   /// Times every graph whose capture begins from now on.
   void attach_all();
   /// Stops timing new captures; pending reports are still delivered by flush().

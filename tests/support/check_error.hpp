@@ -20,7 +20,7 @@
       CHECK_MESSAGE(accgraph_error_.code() == (expected_code),                                \
                     std::string(accgraph_error_.what()));                                     \
       CHECK_MESSAGE(std::string(accgraph_error_.what()).find(text) != std::string::npos,      \
-                    "expected '" << (text) << "' in: " << accgraph_error_.what());            \
+                    "expected '" << (text) << "' in: " << std::string(accgraph_error_.what()));            \
     }                                                                                         \
     CHECK_MESSAGE(accgraph_thrown_, "expected an accgraph::Error from: " #expr);              \
   } while (false)
@@ -37,7 +37,7 @@ void require_error(Fn&& fn, ErrorCode code, std::initializer_list<std::string> f
     CHECK_MESSAGE(e.code() == code, std::string(e.what()));
     for (const std::string& fragment : fragments)
       CHECK_MESSAGE(std::string(e.what()).find(fragment) != std::string::npos,
-                    "missing '" << fragment << "' in: " << e.what());
+                    "missing '" << fragment << "' in: " << std::string(e.what()));
   }
 }
 

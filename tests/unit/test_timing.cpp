@@ -233,6 +233,9 @@ class FakeMarkers final : public accgraph::TimestampMarkers {
  private:
   void launched(uint64_t sequence) {
     std::lock_guard<std::mutex> lock(fake_device().mutex);
+    // The same number again: the launch it was given to failed after before_launch, so that
+    // sequence never ran and its slot holds nothing unread.
+    if (!unread_.empty() && *unread_.rbegin() == sequence) return;
     for (uint64_t u : unread_)
       if (u % depth_ == sequence % depth_) ++counters.violations;  // would overwrite unread
     unread_.insert(sequence);
@@ -1224,4 +1227,166 @@ TEST_CASE("host backend: captured regions, ring, eager and collector") {
   while (collector.delivered() < 5 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(1ms);
   CHECK(collector.delivered() == 5);
+}
+
+// --- foreign graphs (foreign_graph.hpp) ----------------------------------------------------------
+// The owner's native capture on a fake stream is simulated the way a framework does it: it puts
+// the queue behind the stream's native handle into capture mode itself, and launches the
+// captured operations itself, without AcceleratorGraph.
+
+namespace {
+
+// What a framework holds: the operations its native capture recorded, and the queue.
+struct NativeOwner {
+  FakeStream* queue;
+  std::vector<std::function<void()>> ops;
+  explicit NativeOwner(Stream& stream) : queue(static_cast<FakeStream*>(stream.native_handle())) {}
+  void begin_capture() { queue->capture_ = &ops; }
+  void end_capture() { queue->capture_ = nullptr; }
+  void launch() {
+    for (const auto& op : ops) queue->enqueue(op);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a foreign graph: regions recorded into the owner's capture, one report per launch") {
+  fresh_fake();
+  Profiler prof(ProfilerOptions{.ring_depth = 2});
+  std::vector<ReplayReport> sunk;
+  prof.add_sink([&](const ReplayReport& r) { sunk.push_back(r); });
+  Stream stream = Stream::create(kFake);
+  NativeOwner owner(stream);
+  accgraph::ForeignGraph foreign(kFake);
+  prof.attach(foreign);
+
+  owner.begin_capture();
+  foreign.capture_begin(stream);
+  CHECK(foreign.state() == GraphState::Capturing);
+  CHECK(stream.capturing_graph() == &foreign.graph());
+  {
+    auto outer = prof.region(stream, "step", {{"kind", "foreign"}});
+    { auto r = prof.region(stream, "a"); stream.delay(300ns); }
+    { auto r = prof.region(stream, "b"); stream.delay(500ns); }
+  }
+  foreign.capture_end();
+  owner.end_capture();
+  CHECK(foreign.state() == GraphState::Instantiated);
+  CHECK(counters.records == 5);  // step, a, a.end == b.begin (N+1), b.end, step.end
+
+  // Five launches through a ring of two: the oldest is collected before a slot is reused.
+  for (int i = 0; i < 5; ++i) foreign.launch(stream, [&] { owner.launch(); });
+  prof.flush();
+  REQUIRE(sunk.size() == 5);
+  CHECK(counters.violations == 0);
+  CHECK(counters.max_unread <= 2);
+  for (size_t i = 0; i < sunk.size(); ++i) {
+    const ReplayReport& report = sunk[i];
+    CHECK(report.graph_id() == foreign.id());
+    CHECK(report.replay_index() == i);
+    CHECK(find_region(report, "step/a").duration_ns == 300);
+    CHECK(find_region(report, "step/b").duration_ns == 500);
+    CHECK(find_region(report, "step").duration_ns == 800);
+    CHECK(find_region(report, "step").metadata().at(0).second == "foreign");
+  }
+  CHECK(foreign.graph().replay_count() == 5);
+}
+
+TEST_CASE("a foreign graph: misuse is refused with what to do") {
+  fresh_fake();
+  Profiler prof;
+  Stream stream = Stream::create(kFake);
+  NativeOwner owner(stream);
+  accgraph::ForeignGraph foreign(kFake);
+  prof.attach(foreign);
+
+  // The owner's native capture must have begun.
+  require_error([&] { foreign.capture_begin(stream); }, ErrorCode::InvalidState,
+                {"is not capturing", "begin the native capture"});
+  // Nothing captured yet: nothing to launch.
+  require_error([&] { foreign.launch(stream, [] {}); }, ErrorCode::InvalidState,
+                {"no finished capture"});
+
+  owner.begin_capture();
+  // A region on a stream that captures natively for a graph accgraph was not told about.
+  require_error([&] { auto r = prof.region(stream, "lost"); }, ErrorCode::InvalidState,
+                {"'lost'", "not told about", "ForeignGraph"});
+  foreign.capture_begin(stream);
+  {
+    accgraph::ForeignGraph second(kFake);
+    require_error([&] { second.capture_begin(stream); }, ErrorCode::InvalidState,
+                  {"already capturing into graph"});
+  }
+  { auto r = prof.region(stream, "a"); stream.delay(100ns); }
+  foreign.capture_end();
+  owner.end_capture();
+
+  // The graph the hooks see cannot be replayed around the owner.
+  require_error([&] { foreign.graph().replay(stream); }, ErrorCode::InvalidState,
+                {"foreign graph", "ForeignGraph::launch"});
+  require_error([&] { foreign.graph().debug_dump("x.dot"); }, ErrorCode::Unsupported,
+                {"owner"});
+
+  // A launch that throws counts no execution; the next one is reported as replay 0.
+  std::vector<ReplayReport> sunk;
+  prof.add_sink([&](const ReplayReport& r) { sunk.push_back(r); });
+  CHECK_THROWS_WITH_AS(foreign.launch(stream, [] { throw std::runtime_error("launch failed"); }),
+                       "launch failed", std::runtime_error);
+  foreign.launch(stream, [&] { owner.launch(); });
+  prof.flush();
+  REQUIRE(sunk.size() == 1);
+  CHECK(sunk[0].replay_index() == 0);
+  CHECK(find_region(sunk[0], "a").duration_ns == 100);
+  CHECK(counters.violations == 0);
+}
+
+TEST_CASE("a foreign graph: attach_all, reset and destruction deliver every launch") {
+  fresh_fake();
+  Profiler prof(ProfilerOptions{.ring_depth = 4});
+  prof.attach_all();
+  uint64_t delivered = 0;
+  prof.add_sink([&](const ReplayReport&) { ++delivered; });
+  Stream stream = Stream::create(kFake);
+  NativeOwner owner(stream);
+  {
+    accgraph::ForeignGraph foreign(kFake);
+    for (int capture = 0; capture < 2; ++capture) {
+      owner.ops.clear();
+      owner.begin_capture();
+      foreign.capture_begin(stream);
+      { auto r = prof.region(stream, "work"); stream.delay(10ns); }
+      foreign.capture_end();
+      owner.end_capture();
+      for (int i = 0; i < 3; ++i) foreign.launch(stream, [&] { owner.launch(); });
+      // Launched, not collected (lazy delivery): reset collects them before the owner drops the
+      // native graph.
+      foreign.reset();
+      CHECK(delivered == 3 * (capture + 1));
+    }
+    owner.ops.clear();
+    owner.begin_capture();
+    foreign.capture_begin(stream);
+    { auto r = prof.region(stream, "work"); stream.delay(10ns); }
+    foreign.capture_end();
+    owner.end_capture();
+    foreign.launch(stream, [&] { owner.launch(); });
+  }  // destroyed with one launch pending
+  CHECK(delivered == 7);
+  CHECK(counters.violations == 0);
+}
+
+TEST_CASE("asking for a stream's native handle ends the sharing of region boundaries") {
+  fresh_fake();
+  Profiler prof;
+  Stream stream = Stream::create(kFake);
+  {
+    auto outer = prof.region(stream, "outer");
+    { auto a = prof.region(stream, "a"); stream.delay(10ns); }
+    { auto b = prof.region(stream, "b"); stream.delay(10ns); }
+    CHECK(counters.records == 4);  // outer, a, a.end == b.begin (N+1), b.end
+    (void)stream.native_handle();  // native work may follow: it is neither b's nor c's
+    { auto c = prof.region(stream, "c"); stream.delay(10ns); }
+    CHECK(counters.records == 6);
+  }
+  prof.flush();
 }

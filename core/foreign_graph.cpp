@@ -1,0 +1,90 @@
+// ForeignGraph: the lifecycle of a graph its owner captures and launches natively, raised as an
+// AcceleratorGraph's hooks (Note [Foreign graphs] in accgraph/foreign_graph.hpp).
+#include "accgraph/foreign_graph.hpp"
+
+#include <exception>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "accgraph/backend.hpp"
+#include "accgraph/error.hpp"
+#include "accgraph/stream.hpp"
+
+namespace accgraph {
+
+namespace {
+
+// The backend graph of a foreign graph: the owner does the capturing and launching, so every
+// step is empty except replay, which runs the owner's launch handed over by ForeignGraph::launch.
+class ForeignGraphImpl final : public GraphImplInterface {
+ public:
+  void (*launch_call)(void*) = nullptr;
+  void* launch_context = nullptr;
+
+  void capture_begin(StreamImpl&, PoolId, CaptureMode) override {}
+  void capture_end() override {}
+  void instantiate() override {}
+  void replay(StreamImpl&) override {
+    // AcceleratorGraph::replay refuses foreign graphs, so only ForeignGraph::launch gets here.
+    if (launch_call == nullptr)
+      throw Error(ErrorCode::InvalidState,
+                  "replay: a foreign graph is launched by its owner: call "
+                  "ForeignGraph::launch(stream, fn)");
+    launch_call(launch_context);
+  }
+  void reset() override {}
+  PoolId pool() const override { return {}; }
+  void enable_debug_mode() override {}
+  void debug_dump(const std::string&) override {
+    throw Error(ErrorCode::Unsupported,
+                "debug_dump: a foreign graph belongs to its owner: dump it with the owner's API "
+                "(cudaGraphDebugDotPrint, torch.cuda.CUDAGraph.debug_dump)");
+  }
+};
+
+// Clears the owner's launch when the launch is over, also when it throws.
+class LaunchScope {
+ public:
+  LaunchScope(ForeignGraphImpl& impl, void (*call)(void*), void* context) : impl_(impl) {
+    impl_.launch_call = call;
+    impl_.launch_context = context;
+  }
+  ~LaunchScope() {
+    impl_.launch_call = nullptr;
+    impl_.launch_context = nullptr;
+  }
+  LaunchScope(const LaunchScope&) = delete;
+  LaunchScope& operator=(const LaunchScope&) = delete;
+
+ private:
+  ForeignGraphImpl& impl_;
+};
+
+}  // namespace
+
+ForeignGraph::ForeignGraph(std::string_view backend)
+    : graph_(new AcceleratorGraph(AcceleratorGraph::ForeignTag{}, backend,
+                                  std::make_unique<ForeignGraphImpl>())) {}
+
+ForeignGraph::~ForeignGraph() = default;  // ~AcceleratorGraph: on_destroy, then any abort
+
+void ForeignGraph::capture_begin(Stream& stream) { graph_->capture_begin(stream); }
+
+void ForeignGraph::capture_end() { graph_->capture_end(); }
+
+void ForeignGraph::reset() { graph_->reset(); }
+
+void ForeignGraph::launch_with(Stream& stream, void (*call)(void*), void* context) {
+  if (graph_->state() != GraphState::Instantiated)
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("launch: foreign graph {} has no finished capture ({}): call "
+                            "capture_begin(stream) after the native capture began and "
+                            "capture_end() before it ends, then launch",
+                            graph_->id(), to_string(graph_->state())),
+                graph_->backend_name());
+  LaunchScope scope(static_cast<ForeignGraphImpl&>(*graph_->impl_), call, context);
+  graph_->replay_on(stream);
+}
+
+}  // namespace accgraph

@@ -1,0 +1,86 @@
+// ForeignGraph: a graph captured and launched by someone else (a framework, or code calling the
+// native API), told to accgraph so that profilers time it exactly like an AcceleratorGraph.
+#pragma once
+
+#include <memory>
+#include <string_view>
+#include <type_traits>
+
+#include "accgraph/export.hpp"
+#include "accgraph/graph.hpp"
+
+namespace accgraph {
+
+class Stream;
+
+/// Note [Foreign graphs]: a framework's graph (a torch.cuda.CUDAGraph, a cudaGraphExec_t launched
+/// with cudaGraphLaunch, a Level Zero graph or command list the application executes) is timed
+/// through this handle. It holds an AcceleratorGraph whose backend graph does nothing itself:
+/// the owner captures and launches natively and tells the handle when, and the handle raises the
+/// same lifecycle hooks an AcceleratorGraph raises (capture begin, capture ending, replay
+/// begin/end, reset, destroy). A profiler cannot tell the two apart: the same marker ring, the
+/// same reports, the same guarantees (no host synchronisation per region, no report lost), and
+/// attach_all() times foreign graphs too.
+///
+/// The owner's calls, in order (a CUDA example; `s` wraps the native stream, Stream::wrap):
+///
+///   cudaStreamBeginCapture(raw, cudaStreamCaptureModeGlobal);   // the owner's native capture
+///   foreign.capture_begin(s);              // regions on s now record into the capture
+///   { auto r = profiler.region(s, "layer0");  my_kernel<<<1, 1, 0, raw>>>(); }
+///   foreign.capture_end();                 // the last markers, before the native end
+///   cudaStreamEndCapture(raw, &graph);  cudaGraphInstantiate(&exec, graph, 0);
+///   for (...) foreign.launch(s, [&] { cudaGraphLaunch(exec, raw); });   // one report each
+///   foreign.reset();                       // or destroy the handle: before the native graph goes
+///
+/// Rules:
+/// - capture_begin(s): `s` must already be capturing natively (its backend reports
+///   is_capturing()) and not into another accgraph graph; capture modes and pools are the
+///   owner's business.
+/// - capture_end(): called while the native capture is still open, right before the owner ends
+///   it; work enqueued on `s` after it is not timed.
+/// - launch(s, fn): `fn` must enqueue exactly one execution of the captured graph on `s` (or on
+///   the native queue `s` wraps) and nothing else; the marker ring is made ready before `fn` runs
+///   and the execution is numbered after it returns. An exception from `fn` propagates and
+///   counts no execution.
+/// - reset(): before the native graph is destroyed or captured again (the profiler collects the
+///   executions still pending, which needs the graph's markers to run); destroying the handle
+///   does the same.
+/// - The handle is used by one thread at a time, like an AcceleratorGraph.
+class ACCGRAPH_API ForeignGraph {
+ public:
+  /// A foreign graph whose work runs on streams of `backend` (empty: the default backend).
+  explicit ForeignGraph(std::string_view backend = {});
+  ForeignGraph(const ForeignGraph&) = delete;
+  ForeignGraph& operator=(const ForeignGraph&) = delete;
+  /// Like reset(), then the hooks' on_destroy; never throws.
+  ~ForeignGraph();
+
+  /// The owner's native capture has begun on `stream` (see the rules above).
+  void capture_begin(Stream& stream);
+  /// The owner is about to end its native capture.
+  void capture_end();
+  /// The owner launches the graph on `stream` through `launch` (see the rules above).
+  template <class Launch>
+  void launch(Stream& stream, Launch&& launch) {
+    using Fn = std::remove_reference_t<Launch>;
+    launch_with(stream, [](void* fn) { (*static_cast<Fn*>(fn))(); },
+                const_cast<void*>(static_cast<const void*>(&launch)));
+  }
+  /// The owner drops its graph, or its capture failed: the graph may capture again.
+  void reset();
+
+  /// The graph the hooks and profilers see (id, state, device, replay_count); use
+  /// Profiler::attach(foreign) to time it. Its replay() is an error: launch through launch().
+  const AcceleratorGraph& graph() const noexcept { return *graph_; }
+  AcceleratorGraph& graph() noexcept { return *graph_; }
+  uint64_t id() const noexcept { return graph_->id(); }
+  GraphState state() const noexcept { return graph_->state(); }
+
+ private:
+  /// launch() without the template: `call(context)` runs the owner's launch.
+  void launch_with(Stream& stream, void (*call)(void*), void* context);
+
+  std::unique_ptr<AcceleratorGraph> graph_;
+};
+
+}  // namespace accgraph
