@@ -319,7 +319,10 @@ class ExternalEventMarkers final : public TimestampMarkers {
   void before_launch(GraphImplInterface& graph_impl, StreamImpl&, uint64_t sequence) override {
     auto* graph = dynamic_cast<CudaGraph*>(&graph_impl);
     if (graph == nullptr)
-      throw Error(ErrorCode::InvalidArgument, "before_launch: the graph is not a cuda graph",
+      throw Error(ErrorCode::Unsupported,
+                  "before_launch: external_events markers re-point event nodes in an executable "
+                  "accgraph instantiated, and this graph's executable belongs to its owner (a "
+                  "ForeignGraph): time it with the device_timestamps strategy",
                   kBackendName);
     launched_ = sequence + 1;
     Binding& binding = bindings_[graph];
