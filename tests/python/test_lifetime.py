@@ -40,8 +40,10 @@ def test_dropping_the_stream_during_a_capture_aborts_it(stream):
 def test_a_graph_keeps_the_buffers_of_its_capture(stream):
     out = host_buffer(stream, 8)
     g = accgraph.Graph(stream.backend)
+    # Allocated before the capture: a synchronous allocation (pinned memory on cuda) is not
+    # allowed while a stream captures in the default mode.
+    tmp = accgraph.Buffer(stream, 8, kind="host")
     with g.capture(stream):
-        tmp = accgraph.Buffer(stream, 8, kind="host")
         stream.fill(tmp, 4)
         stream.copy(out, tmp)
     del tmp
