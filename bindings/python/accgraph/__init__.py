@@ -14,6 +14,8 @@ The Python API is accgraph's C++ API in Python's idioms, close to PyTorch's CUDA
         g.replay()
     stream.synchronize()
 
+Graphs that a framework captures and launches itself are timed through :class:`ForeignGraph`.
+
 Errors are :class:`Error` subclasses that also derive from the matching built-in
 (``InvalidArgumentError`` is a ``ValueError``). Blocking calls release the GIL; callables given
 to C++ (report sinks, host calls) run with the GIL held on whatever thread C++ calls them from.
@@ -34,6 +36,7 @@ from ._accgraph import (
     Delivery,
     DeviceInfo,
     ErrorCode,
+    ForeignGraph,
     Graph,
     GraphState,
     GraphStats,
@@ -102,6 +105,7 @@ __all__ = [
     "DeviceInfo",
     "Error",
     "ErrorCode",
+    "ForeignGraph",
     "Graph",
     "GraphState",
     "GraphStats",

@@ -433,15 +433,28 @@ void bind_timing(nb::module_& m) {
           "saves its cost per report.")
       .def(
           "attach",
-          [](PyProfiler& self, PyGraph& g) {
-            if (g.busy.load())
+          [](PyProfiler& self, nb::handle graph) {
+            std::atomic<bool>* busy = nullptr;
+            if (nb::isinstance<PyGraph>(graph))
+              busy = &nb::inst_ptr<PyGraph>(graph)->busy;
+            else if (nb::isinstance<PyForeignGraph>(graph))
+              busy = &nb::inst_ptr<PyForeignGraph>(graph)->busy;
+            else
+              throw nb::type_error(
+                  "Profiler.attach: graph must be an accgraph.Graph or an accgraph.ForeignGraph");
+            if (busy->load())
               throw Error(ErrorCode::InvalidState,
                           "Profiler.attach: the graph is in use by another call");
+            Profiler& profiler = self.get();
             nb::gil_scoped_release release;
-            self.get().attach(*g.graph);
+            if (nb::isinstance<PyGraph>(graph))
+              profiler.attach(*nb::inst_ptr<PyGraph>(graph)->graph);
+            else
+              profiler.attach(*nb::inst_ptr<PyForeignGraph>(graph)->graph);
           },
-          nb::arg("graph"),
-          "Times `graph` from its next capture on (InvalidStateError while it captures).")
+          nb::arg("graph"), nb::sig("def attach(self, graph: Graph | ForeignGraph) -> None"),
+          "Times `graph` (a Graph or a ForeignGraph) from its next capture on "
+          "(InvalidStateError while it captures).")
       .def(
           "attach_all", [](PyProfiler& self) { self.get().attach_all(); },
           nb::call_guard<nb::gil_scoped_release>(),
