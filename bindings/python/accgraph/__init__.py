@@ -55,6 +55,7 @@ from ._accgraph import (
     load_plugin,
     plugin_failures,
 )
+from ._default_stream import default_stream, set_default_stream_provider
 from ._errors import (
     BackendError,
     Error,
@@ -125,8 +126,10 @@ __all__ = [
     "UnsupportedError",
     "backends",
     "default_backend",
+    "default_stream",
     "graph",
     "library_version",
     "load_plugin",
     "plugin_failures",
+    "set_default_stream_provider",
 ]
