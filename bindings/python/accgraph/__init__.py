@@ -14,7 +14,8 @@ The Python API is accgraph's C++ API in Python's idioms, close to PyTorch's CUDA
         g.replay()
     stream.synchronize()
 
-Graphs that a framework captures and launches itself are timed through :class:`ForeignGraph`.
+Graphs that a framework captures and launches itself are timed through :class:`ForeignGraph`;
+``accgraph.torch`` (imported on demand) does that for every ``torch.cuda.CUDAGraph``.
 
 Errors are :class:`Error` subclasses that also derive from the matching built-in
 (``InvalidArgumentError`` is a ``ValueError``). Blocking calls release the GIL; callables given
