@@ -44,12 +44,18 @@ def capture_timed(prof, foreign, owner, work_s=0.0002, **metadata):
     owner.end_capture()
 
 
-def test_one_report_per_launch_with_the_regions_of_the_capture():
-    prof = accgraph.Profiler(ring_depth=2)
+def timed_foreign(prof, **kwargs):
+    """A ForeignGraph attached to `prof` that joined the owner's capture (capture_timed)."""
     owner = NativeOwner()
     foreign = accgraph.ForeignGraph("host")
     prof.attach(foreign)
-    capture_timed(prof, foreign, owner, kind="foreign")
+    capture_timed(prof, foreign, owner, **kwargs)
+    return owner, foreign
+
+
+def test_one_report_per_launch_with_the_regions_of_the_capture():
+    prof = accgraph.Profiler(ring_depth=2)
+    owner, foreign = timed_foreign(prof, kind="foreign")
     assert foreign.state == accgraph.GraphState.INSTANTIATED
     for _ in range(5):
         foreign.launch(owner.wrapped, owner.launch)
@@ -163,10 +169,7 @@ def test_what_the_launch_callable_raises_propagates_and_counts_no_launch():
         pass
 
     prof = accgraph.Profiler()
-    owner = NativeOwner()
-    foreign = accgraph.ForeignGraph("host")
-    prof.attach(foreign)
-    capture_timed(prof, foreign, owner)
+    owner, foreign = timed_foreign(prof)
     failure = OwnerFailure("cudaGraphLaunch failed")
 
     def failing_launch():
@@ -185,10 +188,7 @@ def test_what_the_launch_callable_raises_propagates_and_counts_no_launch():
 
 def test_a_launch_callable_using_the_same_graph_gets_an_error():
     prof = accgraph.Profiler()
-    owner = NativeOwner()
-    foreign = accgraph.ForeignGraph("host")
-    prof.attach(foreign)
-    capture_timed(prof, foreign, owner)
+    owner, foreign = timed_foreign(prof)
 
     def reentrant():
         foreign.reset()
@@ -206,10 +206,7 @@ def test_background_collector_with_a_python_sink_and_a_small_ring():
                              keep_reports=0)
     seen = []
     prof.add_sink(lambda report: seen.append(report.replay_index))
-    owner = NativeOwner()
-    foreign = accgraph.ForeignGraph("host")
-    prof.attach(foreign)
-    capture_timed(prof, foreign, owner, work_s=0.00002)
+    owner, foreign = timed_foreign(prof, work_s=0.00002)
     launched = []
 
     def launch_all():
@@ -227,10 +224,7 @@ def test_background_collector_with_a_python_sink_and_a_small_ring():
 
 def test_immediate_delivery_reports_each_launch_before_launch_returns():
     prof = accgraph.Profiler(delivery="immediate")
-    owner = NativeOwner()
-    foreign = accgraph.ForeignGraph("host")
-    prof.attach(foreign)
-    capture_timed(prof, foreign, owner, work_s=0.00002)
+    owner, foreign = timed_foreign(prof, work_s=0.00002)
     for i in range(3):
         foreign.launch(owner.wrapped, owner.launch)
         assert prof.delivered == i + 1
@@ -238,10 +232,7 @@ def test_immediate_delivery_reports_each_launch_before_launch_returns():
 
 def test_reset_delivers_pending_launches_and_allows_a_new_capture():
     prof = accgraph.Profiler(ring_depth=4)
-    owner = NativeOwner()
-    foreign = accgraph.ForeignGraph("host")
-    prof.attach(foreign)
-    capture_timed(prof, foreign, owner, work_s=0.00002)
+    owner, foreign = timed_foreign(prof, work_s=0.00002)
     for _ in range(3):
         foreign.launch(owner.wrapped, owner.launch)
     foreign.reset()  # before the owner drops its graph
@@ -273,10 +264,7 @@ def test_repr_shows_the_state():
 
 def test_dropping_the_profiler_first_is_safe():
     prof = accgraph.Profiler()
-    owner = NativeOwner()
-    foreign = accgraph.ForeignGraph("host")
-    prof.attach(foreign)
-    capture_timed(prof, foreign, owner, work_s=0.00002)
+    owner, foreign = timed_foreign(prof, work_s=0.00002)
     foreign.launch(owner.wrapped, owner.launch)
     del prof  # flushes; the graph keeps the capture's markers
     gc.collect()
@@ -291,10 +279,7 @@ def test_dropping_the_streams_first_is_safe():
     prof = accgraph.Profiler()
     delivered = []
     prof.add_sink(lambda report: delivered.append(report.replay_index))
-    owner = NativeOwner()
-    foreign = accgraph.ForeignGraph("host")
-    prof.attach(foreign)
-    capture_timed(prof, foreign, owner, work_s=0.00002)
+    owner, foreign = timed_foreign(prof, work_s=0.00002)
     foreign.launch(owner.wrapped, owner.launch)
     del owner  # the wrapped stream, the owner's stream and graph
     gc.collect()
