@@ -13,7 +13,9 @@
 # Stages (all of them, in this order, by default): build tests repeat sanitizer demo bench
 # python. The python stage builds the wheel (scripts/python-install.sh, into $BUILD_DIR/venv,
 # with the interpreter's nanobind, scikit-build-core, pytest and torch: no network needed), runs
-# tests/python with host and cuda required (a skip there is a failure) and the Python benchmark.
+# tests/python with host and cuda required (a skip there is a failure; the PyTorch tests among
+# them), the Python benchmark, the PyTorch example (examples/python/transparent_profiling.py,
+# failing without torch or a GPU) and the PyTorch benchmark (bench/python/bench_torch.py).
 # A machine that limits one command's time runs them in several calls on one build directory:
 # each stage records its result under $BUILD_DIR/gpu-check/, and every call prints the summary
 # of all stages run so far and the verdict over them ("PASSED" only when every stage has run
@@ -250,6 +252,20 @@ if [ "$python_rc" -eq 0 ]; then
   say "python: bench/python/bench_python.py: rc $bench_py_rc"
   tee -a "$summary" < "$out/python-bench.log"
   [ "$bench_py_rc" -eq 0 ] || python_rc=1
+  # accgraph.torch: the blog's example (no --allow-skip: without torch or a GPU it fails) and
+  # its benchmark against untimed replays and the blog's event timing.
+  (cd "$root" && "$venv/bin/python" examples/python/transparent_profiling.py \
+     --out "$out/transparent-profiling") > "$out/transparent-profiling.log" 2>&1
+  example_rc=$?
+  say "python: examples/python/transparent_profiling.py: rc $example_rc"
+  grep -vE "^(--- Replay Iteration|\[(replay [0-9]+|eager)\] )" "$out/transparent-profiling.log" \
+    | tail -25 | sed 's/^/  /' | tee -a "$summary"
+  [ "$example_rc" -eq 0 ] || python_rc=1
+  (cd "$root" && "$venv/bin/python" bench/python/bench_torch.py) > "$out/bench-torch.log" 2>&1
+  bench_torch_rc=$?
+  say "python: bench/python/bench_torch.py: rc $bench_torch_rc"
+  tee -a "$summary" < "$out/bench-torch.log"
+  [ "$bench_torch_rc" -eq 0 ] || python_rc=1
 else
   tail -30 "$out/python.log"
 fi

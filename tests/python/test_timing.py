@@ -331,3 +331,61 @@ def test_collect_stats_off_leaves_stats_empty(stream):
     timed_graph(prof, stream, replays=3)
     prof.flush()
     assert prof.stats() == [] and prof.delivered == 3 and len(prof.reports()) == 3
+
+
+def test_a_region_without_a_stream_times_on_the_default_stream(stream):
+    prof = accgraph.Profiler()
+    previous = accgraph.set_default_stream_provider(None)
+    try:
+        with pytest.raises(accgraph.InvalidStateError,
+                           match=r"Profiler.region\('step'\): no stream was given and no default "
+                                 r"stream is installed: .*accgraph.torch.instrument\(profiler\)"):
+            with prof.region("step"):
+                pass
+        other = accgraph.Stream(stream.backend)
+        current = [stream]
+        assert accgraph.set_default_stream_provider(lambda: current[0]) is None
+        assert accgraph.default_stream() is stream
+
+        @prof.region("call", n=1)  # the stream is looked up at each call, not here
+        def call():
+            return 7
+
+        assert call() == 7
+        current[0] = other
+        assert call() == 7
+        current[0] = stream
+        buf = accgraph.Buffer(stream, 64)
+        g = accgraph.Graph(stream.backend)
+        prof.attach(g)
+        with g.capture(stream):
+            with prof.region("captured", layer=3):  # the same code records into the capture
+                stream.fill(buf, 1)
+        g.replay()
+        g.replay()
+        prof.flush()
+        seen = [(r.graph_id, r[0].path, r[0].stream_id, r[0].metadata) for r in prof.reports()]
+        assert seen == [
+            (0, "call", stream.id, {"n": "1"}),
+            (0, "call", other.id, {"n": "1"}),
+            (g.id, "captured", stream.id, {"layer": "3"}),
+            (g.id, "captured", stream.id, {"layer": "3"}),
+        ]
+        accgraph.set_default_stream_provider(lambda: "not a stream")
+        with pytest.raises(TypeError, match="returned str, not an accgraph.Stream"):
+            with prof.region("bad"):
+                pass
+    finally:
+        accgraph.set_default_stream_provider(previous)
+
+
+def test_region_arguments_with_and_without_a_stream(stream):
+    prof = accgraph.Profiler()
+    with pytest.raises(TypeError, match=r"give the region's name: region\(stream, name"):
+        prof.region(stream)
+    with pytest.raises(TypeError, match="stream must be an accgraph.Stream, or give the name alone"):
+        prof.region(42)
+    with pytest.raises(TypeError, match="provider must be callable"):
+        accgraph.set_default_stream_provider(42)
+    region = prof.region("no stream yet", lane="side")  # made without a provider: looked up later
+    assert region.name == "no stream yet" and region.lane == "side"

@@ -14,6 +14,9 @@ The Python API is accgraph's C++ API in Python's idioms, close to PyTorch's CUDA
         g.replay()
     stream.synchronize()
 
+Graphs that a framework captures and launches itself are timed through :class:`ForeignGraph`;
+``accgraph.torch`` (imported on demand) does that for every ``torch.cuda.CUDAGraph``.
+
 Errors are :class:`Error` subclasses that also derive from the matching built-in
 (``InvalidArgumentError`` is a ``ValueError``). Blocking calls release the GIL; callables given
 to C++ (report sinks, host calls) run with the GIL held on whatever thread C++ calls them from.
@@ -34,6 +37,7 @@ from ._accgraph import (
     Delivery,
     DeviceInfo,
     ErrorCode,
+    ForeignGraph,
     Graph,
     GraphState,
     GraphStats,
@@ -52,6 +56,7 @@ from ._accgraph import (
     load_plugin,
     plugin_failures,
 )
+from ._default_stream import default_stream, set_default_stream_provider
 from ._errors import (
     BackendError,
     Error,
@@ -102,6 +107,7 @@ __all__ = [
     "DeviceInfo",
     "Error",
     "ErrorCode",
+    "ForeignGraph",
     "Graph",
     "GraphState",
     "GraphStats",
@@ -121,8 +127,10 @@ __all__ = [
     "UnsupportedError",
     "backends",
     "default_backend",
+    "default_stream",
     "graph",
     "library_version",
     "load_plugin",
     "plugin_failures",
+    "set_default_stream_provider",
 ]

@@ -82,3 +82,21 @@ class BackendError(Error, RuntimeError):
 class PluginError(Error, ImportError):
     """A plugin library was rejected; the message names the file and the reason
     (``ErrorCode.PLUGIN_ERROR``)."""
+
+
+_CODES = {
+    InvalidArgumentError: (ErrorCode.INVALID_ARGUMENT, "invalid argument"),
+    InvalidStateError: (ErrorCode.INVALID_STATE, "invalid state"),
+    UnavailableError: (ErrorCode.UNAVAILABLE, "unavailable"),
+    UnsupportedError: (ErrorCode.UNSUPPORTED, "unsupported"),
+}
+
+
+def make_error(cls: type, message: str, backend: str = "") -> Error:
+    """An error raised by the Python package itself, its attributes and ``str()`` as the C++
+    library would make them (``"[invalid state] backend: message"``). `cls` is one of the
+    classes above or a subclass of one."""
+    code, name = next(value for base, value in _CODES.items() if issubclass(cls, base))
+    what = f"[{name}] " + (f"{backend}: " if backend else "") + message
+    return cls(what, code=code, message=message, backend=backend)
+

@@ -140,6 +140,40 @@ struct PyGraph {
   static PyGraph* capturing_on(const Stream& stream);
 };
 
+/// A graph is used by one thread at a time (graph.hpp). Calls run without the GIL, so two Python
+/// threads could otherwise enter one graph at once; the second one gets an error instead (also
+/// a sink, host call or launch callable that calls back into the graph whose call runs it).
+class GraphUse {
+ public:
+  /// `type` and `what` name the call in the error ("Graph", "replay").
+  GraphUse(std::atomic<bool>& busy, const char* type, const char* what) : busy_(busy) {
+    if (busy_.exchange(true, std::memory_order_acquire))
+      throw Error(ErrorCode::InvalidState,
+                  std::string(type) + "." + what +
+                      ": the graph is in use by another call (another thread, or a sink, host "
+                      "call or launch callable running inside this graph's call): use a graph "
+                      "from one thread at a time");
+  }
+  ~GraphUse() { busy_.store(false, std::memory_order_release); }
+  GraphUse(const GraphUse&) = delete;
+  GraphUse& operator=(const GraphUse&) = delete;
+
+ private:
+  std::atomic<bool>& busy_;
+};
+
+/// Python's ForeignGraph: a graph its owner (PyTorch, code calling the native API) captures and
+/// launches natively, told to accgraph so that profilers time it (Note [Foreign graphs] in
+/// accgraph/foreign_graph.hpp). It keeps no Python object: the launch callable is called
+/// during launch() only.
+struct PyForeignGraph {
+  std::unique_ptr<ForeignGraph> graph;
+  std::atomic<bool> busy{false};  // a call is running (GraphUse)
+  explicit PyForeignGraph(std::unique_ptr<ForeignGraph> g) : graph(std::move(g)) {}
+  /// Destroying it collects its pending launches, calling sinks: done without the GIL.
+  ~PyForeignGraph();
+};
+
 /// `value` as an enum, from the enum itself or its lower-case name ("global", "thread_local").
 /// An unknown name is an InvalidArgument error listing the names.
 template <class Enum>
@@ -160,6 +194,7 @@ void bind_errors(nb::module_& m);
 void bind_registry(nb::module_& m);
 void bind_stream(nb::module_& m);
 void bind_graph(nb::module_& m);
+void bind_foreign_graph(nb::module_& m);
 void bind_timing(nb::module_& m);
 
 }  // namespace accgraph::python

@@ -21,26 +21,6 @@ std::unordered_map<const AcceleratorGraph*, PyGraph*>& owners() {
   return *map;
 }
 
-// A graph is used by one thread at a time (graph.hpp). Calls run without the GIL, so two Python
-// threads could otherwise enter one graph at once; the second one gets an error instead.
-class GraphUse {
- public:
-  GraphUse(std::atomic<bool>& busy, const char* what) : busy_(busy) {
-    if (busy_.exchange(true, std::memory_order_acquire))
-      throw Error(ErrorCode::InvalidState,
-                  std::string("Graph.") + what +
-                      ": the graph is in use by another call (another thread, or a sink or host "
-                      "call running inside this graph's call): use a graph from one thread at "
-                      "a time");
-  }
-  ~GraphUse() { busy_.store(false, std::memory_order_release); }
-  GraphUse(const GraphUse&) = delete;
-  GraphUse& operator=(const GraphUse&) = delete;
-
- private:
-  std::atomic<bool>& busy_;
-};
-
 struct CaptureScope {
   nb::object graph;   // PyGraph, kept alive for the block
   nb::object stream;  // PyStream
@@ -52,7 +32,7 @@ void capture_begin(PyGraph& self, PyStream& py_stream, PoolId pool, CaptureMode 
   AcceleratorGraph& graph = *self.graph;
   std::shared_ptr<Stream> stream_owner = py_stream.share();
   Stream& stream = *stream_owner;
-  GraphUse use(self.busy, "capture_begin");
+  GraphUse use(self.busy, "Graph", "capture_begin");
   {
     nb::gil_scoped_release release;
     graph.capture_begin(stream, pool, mode);
@@ -62,13 +42,13 @@ void capture_begin(PyGraph& self, PyStream& py_stream, PoolId pool, CaptureMode 
 }
 
 void capture_end(PyGraph& self) {
-  GraphUse use(self.busy, "capture_end");
+  GraphUse use(self.busy, "Graph", "capture_end");
   nb::gil_scoped_release release;
   self.graph->capture_end();
 }
 
 void reset(PyGraph& self) {
-  GraphUse use(self.busy, "reset");
+  GraphUse use(self.busy, "Graph", "reset");
   {
     nb::gil_scoped_release release;
     self.graph->reset();
@@ -249,7 +229,7 @@ void bind_graph(nb::module_& m) {
       .def(
           "instantiate",
           [](PyGraph& self) {
-            GraphUse use(self.busy, "instantiate");
+            GraphUse use(self.busy, "Graph", "instantiate");
             nb::gil_scoped_release release;
             self.graph->instantiate();
           },
@@ -258,7 +238,7 @@ void bind_graph(nb::module_& m) {
           "replay",
           [](PyGraph& self, PyStream* stream) {
             AcceleratorGraph& graph = *self.graph;
-            GraphUse use(self.busy, "replay");
+            GraphUse use(self.busy, "Graph", "replay");
             if (stream == nullptr) {
               nb::gil_scoped_release release;
               graph.replay();
@@ -285,7 +265,7 @@ void bind_graph(nb::module_& m) {
       .def(
           "enable_debug_mode",
           [](PyGraph& self) {
-            GraphUse use(self.busy, "enable_debug_mode");
+            GraphUse use(self.busy, "Graph", "enable_debug_mode");
             self.graph->enable_debug_mode();
           },
           "Keeps what debug_dump() needs (call before capture_begin).")
@@ -293,7 +273,7 @@ void bind_graph(nb::module_& m) {
           "debug_dump",
           [](PyGraph& self, nb::handle path) {
             std::string file = fs_path(path);
-            GraphUse use(self.busy, "debug_dump");
+            GraphUse use(self.busy, "Graph", "debug_dump");
             nb::gil_scoped_release release;
             self.graph->debug_dump(file);
           },
@@ -351,7 +331,7 @@ void bind_graph(nb::module_& m) {
       .def(
           "_replay_loop_ns",
           [](PyGraph& self, uint64_t count) {
-            GraphUse use(self.busy, "_replay_loop_ns");
+            GraphUse use(self.busy, "Graph", "_replay_loop_ns");
             nb::gil_scoped_release release;
             auto start = std::chrono::steady_clock::now();
             for (uint64_t i = 0; i < count; ++i) self.graph->replay();

@@ -9,5 +9,6 @@ NB_MODULE(_accgraph, m) {
   py::bind_registry(m);
   py::bind_stream(m);
   py::bind_graph(m);
+  py::bind_foreign_graph(m);
   py::bind_timing(m);
 }

@@ -108,7 +108,7 @@ PyType_Slot profiler_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(profile
 // re-entrantly), ends the innermost on exit. Keeps the Python profiler and stream alive.
 struct PyRegion {
   nb::object profiler;  // PyProfiler
-  nb::object stream;    // PyStream
+  nb::object stream;    // PyStream, or unset: the default stream at each entry (Note [Default stream])
   std::string name;
   Metadata metadata;
   std::string lane;
@@ -215,9 +215,19 @@ void write_file(nb::handle path, Write&& write) {
 
 Profiler& profiler_of(PyProfiler& p) { return p.get(); }
 
+// Note [Default stream]: region(name) without a stream times on the stream the installed
+// provider names at each entry (accgraph._default_stream; accgraph.torch installs PyTorch's
+// current stream), so one region object, or a decorator, follows the caller: into a capture on
+// the capture stream, eagerly elsewhere. The lookup is Python's; the binding only asks for it.
+nb::object default_stream(const PyRegion& region) {
+  return nb::module_::import_("accgraph._default_stream")
+      .attr("default_stream")("Profiler.region('" + region.name + "')");
+}
+
 void region_enter(PyRegion& self) {
   Profiler& profiler = profiler_of(nb::cast<PyProfiler&>(self.profiler));
-  std::shared_ptr<Stream> stream_owner = nb::cast<PyStream&>(self.stream).share();
+  nb::object stream_object = self.stream.is_valid() ? self.stream : default_stream(self);
+  std::shared_ptr<Stream> stream_owner = nb::cast<PyStream&>(stream_object).share();
   Stream& stream = *stream_owner;
   nb::gil_scoped_release release;
   self.open.push_back(profiler.region(stream, self.name, self.metadata, self.lane));
@@ -349,7 +359,9 @@ void bind_timing(nb::module_& m) {
                        "    with prof.region(s, 'layer0', bytes=4096):\n"
                        "        ...\n"
                        "    @prof.region(s, 'step')\n"
-                       "    def step(): ...")
+                       "    def step(): ...\n\n"
+                       "Made without a stream (prof.region('step')), it times on the default "
+                       "stream of each entry (accgraph.set_default_stream_provider).")
       .def("__enter__", [](PyRegion& self) { region_enter(self); },
            "Opens the region on its stream.")
       .def(
@@ -433,15 +445,28 @@ void bind_timing(nb::module_& m) {
           "saves its cost per report.")
       .def(
           "attach",
-          [](PyProfiler& self, PyGraph& g) {
-            if (g.busy.load())
+          [](PyProfiler& self, nb::handle graph) {
+            std::atomic<bool>* busy = nullptr;
+            if (nb::isinstance<PyGraph>(graph))
+              busy = &nb::inst_ptr<PyGraph>(graph)->busy;
+            else if (nb::isinstance<PyForeignGraph>(graph))
+              busy = &nb::inst_ptr<PyForeignGraph>(graph)->busy;
+            else
+              throw nb::type_error(
+                  "Profiler.attach: graph must be an accgraph.Graph or an accgraph.ForeignGraph");
+            if (busy->load())
               throw Error(ErrorCode::InvalidState,
                           "Profiler.attach: the graph is in use by another call");
+            Profiler& profiler = self.get();
             nb::gil_scoped_release release;
-            self.get().attach(*g.graph);
+            if (nb::isinstance<PyGraph>(graph))
+              profiler.attach(*nb::inst_ptr<PyGraph>(graph)->graph);
+            else
+              profiler.attach(*nb::inst_ptr<PyForeignGraph>(graph)->graph);
           },
-          nb::arg("graph"),
-          "Times `graph` from its next capture on (InvalidStateError while it captures).")
+          nb::arg("graph"), nb::sig("def attach(self, graph: Graph | ForeignGraph) -> None"),
+          "Times `graph` (a Graph or a ForeignGraph) from its next capture on "
+          "(InvalidStateError while it captures).")
       .def(
           "attach_all", [](PyProfiler& self) { self.get().attach_all(); },
           nb::call_guard<nb::gil_scoped_release>(),
@@ -452,20 +477,35 @@ void bind_timing(nb::module_& m) {
           "Stops timing new captures; pending reports are still delivered by flush().")
       .def(
           "region",
-          [](nb::handle self, nb::handle stream, std::string name, std::string lane,
-             nb::kwargs metadata) {
-            if (!nb::isinstance<PyStream>(stream))
-              throw nb::type_error("Profiler.region: stream must be an accgraph.Stream");
-            return PyRegion(nb::borrow(self), nb::borrow(stream), std::move(name),
+          [](nb::handle self, nb::handle stream, std::optional<std::string> name,
+             std::string lane, nb::kwargs metadata) {
+            // region(stream, name) or region(name): Note [Default stream].
+            nb::object on;
+            if (nb::isinstance<PyStream>(stream)) {
+              if (!name)
+                throw nb::type_error(
+                    "Profiler.region: give the region's name: region(stream, name, **metadata)");
+              on = nb::borrow(stream);
+            } else if (nb::isinstance<nb::str>(stream) && !name) {
+              name = nb::cast<std::string>(stream);
+            } else {
+              throw nb::type_error(
+                  "Profiler.region: stream must be an accgraph.Stream, or give the name alone "
+                  "(region(name, **metadata)) to time on the default stream");
+            }
+            return PyRegion(nb::borrow(self), std::move(on), std::move(*name),
                             metadata_of(metadata), std::move(lane));
           },
-          nb::arg("stream"), nb::arg("name"), nb::kw_only(), nb::arg("lane") = "",
+          nb::arg("stream"), nb::arg("name") = nb::none(), nb::kw_only(), nb::arg("lane") = "",
           nb::arg("metadata"),
-          nb::sig("def region(self, stream: Stream, name: str, *, lane: str = '', **metadata: "
-                  "object) -> Region"),
+          nb::sig("def region(self, stream: Stream | str, name: str | None = None, *, lane: str "
+                  "= '', **metadata: object) -> Region"),
           "A region named `name` on `stream`, with `metadata` (values shown with str()) and an "
           "optional `lane`: use it as a context manager or a decorator. Inside a capture it "
-          "records markers into the graph; outside, it is timed eagerly.")
+          "records markers into the graph; outside, it is timed eagerly.\n\n"
+          "`region(name, **metadata)` (no stream) times on the default stream, looked up at "
+          "each entry: PyTorch's current stream while accgraph.torch is instrumented, or what "
+          "accgraph.set_default_stream_provider installed; InvalidStateError when none is.")
       .def(
           "begin",
           [](PyProfiler& self, PyStream& stream, std::string name, std::string lane,

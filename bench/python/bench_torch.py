@@ -1,0 +1,357 @@
+"""accgraph.torch against the blog "Transparent Profiling for PyTorch CUDA Graphs" (numbers, not
+pass/fail; every comparison is against a baseline measured in the same run). Needs torch and a
+GPU; says why and exits 0 without them.
+
+  1. overhead  The blog's workload (five layers of add + relu on 1000x1000, ten timed
+               operations) captured three times and replayed --replays times each, in rounds:
+                 untimed   no timing at all
+                 blog      the blog's TimerRegistry: external CUDA events recorded in the capture,
+                           and after every replay each timer's events synchronized and read with
+                           elapsed_time, pair by pair
+                 accgraph  accgraph.torch, lazy delivery (device timestamps; reports read when
+                           the ring is full and at the end by flush())
+               Host+device time per replay (the loop and its final synchronize or flush,
+               divided by the replays), host time inside replay(), and timed/untimed ratios
+               (target for accgraph: <= 1.35).
+  2. host      Host time of one replay() call of a 10-kernel graph without regions, after a
+               synchronize (median): captured while instrumented minus captured without
+               (target: <= 1 us).
+  3. accuracy  Per-region durations from accgraph against the kernel durations torch.profiler
+               (CUPTI) reports for the same kernels of the same replays: per region the median
+               of both and the median of the per-replay difference (target: <= 1 us).
+
+    python bench/python/bench_torch.py [--replays N] [--rounds R] [--samples S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import time
+from typing import Any, Callable, ContextManager, Dict, Iterator, List, Tuple
+
+import accgraph
+import accgraph.torch
+
+LAYERS = 5
+SIZE = 1000
+OPS = ("add", "relu")
+REGIONS = [f"layer{i}.{op}" for i in range(LAYERS) for op in OPS]
+
+Timer = Callable[[str, int], ContextManager[Any]]
+
+
+def make_model(torch: Any, timer: Timer) -> Any:
+    """The blog's model; `timer(op, layer)` is the context manager around each operation."""
+
+    class Layer(torch.nn.Module):
+        def __init__(self, layer_id: int) -> None:
+            super().__init__()
+            self.layer_id = layer_id
+            self.offset = torch.nn.Parameter(torch.randn(SIZE, SIZE))
+            self.relu = torch.nn.ReLU()
+
+        def forward(self, x: Any) -> Any:
+            with timer("add", self.layer_id):
+                x = x + self.offset
+            with timer("relu", self.layer_id):
+                x = self.relu(x)
+            return x
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = torch.nn.ModuleList([Layer(i) for i in range(LAYERS)])
+
+        def forward(self, x: Any) -> Any:
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    return Model().cuda()
+
+
+class BlogTimer:
+    """The blog's Timer: two external timing events around a block (recorded into a capture as
+    event record nodes the host can wait on after each replay)."""
+
+    def __init__(self, torch: Any) -> None:
+        self.start = torch.cuda.Event(enable_timing=True, external=True)
+        self.end = torch.cuda.Event(enable_timing=True, external=True)
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        self.start.record()
+        yield
+        self.end.record()
+
+    def synchronize(self) -> None:
+        self.start.synchronize()
+        self.end.synchronize()
+
+    def elapsed_time(self) -> float:
+        return self.start.elapsed_time(self.end)
+
+
+class BlogTimerRegistry:
+    """The blog's TimerRegistry: a Timer per timed block of the capture, read pair by pair."""
+
+    def __init__(self, torch: Any) -> None:
+        self.torch = torch
+        self.timings: List[Tuple[Any, BlogTimer]] = []
+
+    @contextlib.contextmanager
+    def time(self, context: Any) -> Iterator[None]:
+        timer = BlogTimer(self.torch)
+        self.timings.append((context, timer))
+        with timer():
+            yield
+
+    def elapsed_times(self) -> Iterator[Tuple[Any, float]]:
+        for context, timer in self.timings:
+            timer.synchronize()
+            yield context, timer.elapsed_time()
+
+
+def capture(torch: Any, model: Any) -> Tuple[Any, Any]:
+    static_input = torch.randn(SIZE, SIZE, device="cuda")
+    model(static_input)  # warm-up outside the capture (eager)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        model(static_input)
+    torch.cuda.synchronize()
+    return graph, static_input
+
+
+def run_replays(torch: Any, graph: Any, replays: int, after_replay: Callable[[], None],
+                finish: Callable[[], None]) -> Tuple[float, float]:
+    """(host+device ns per replay, host ns inside replay() per replay)."""
+    torch.cuda.synchronize()
+    in_replay = 0
+    start = time.perf_counter_ns()
+    for _ in range(replays):
+        t = time.perf_counter_ns()
+        graph.replay()
+        in_replay += time.perf_counter_ns() - t
+        after_replay()
+    finish()
+    return (time.perf_counter_ns() - start) / replays, in_replay / replays
+
+
+def bench_overhead(torch: Any, replays: int, rounds: int) -> List[str]:
+    lines = []
+    # Untimed and blog graphs are captured and replayed without accgraph.torch installed.
+    untimed_model = make_model(torch, lambda op, layer: contextlib.nullcontext())
+    untimed, _ = capture(torch, untimed_model)
+    registry = BlogTimerRegistry(torch)
+    blog_model = make_model(torch, lambda op, layer: registry.time((layer, op)))
+    blog_input = torch.randn(SIZE, SIZE, device="cuda")
+    blog_model(blog_input)  # warm-up outside the capture (eager timers, dropped)
+    torch.cuda.synchronize()
+    registry.timings.clear()
+    blog = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(blog):
+        blog_model(blog_input)
+    torch.cuda.synchronize()
+    assert len(registry.timings) == len(REGIONS), len(registry.timings)
+    blog_results: List[Tuple[Any, float]] = []
+
+    def read_blog_timers() -> None:
+        blog_results.extend(registry.elapsed_times())  # the blog's dump_fn per timer
+
+    nothing = lambda: None  # noqa: E731
+    samples: Dict[str, List[Tuple[float, float]]] = {"untimed": [], "blog": [], "accgraph": []}
+    for graph, after, name in ((untimed, nothing, "untimed"), (blog, read_blog_timers, "blog")):
+        run_replays(torch, graph, 50, after, torch.cuda.synchronize)  # warm-up
+    for _ in range(rounds):
+        samples["untimed"].append(run_replays(torch, untimed, replays, nothing, torch.cuda.synchronize))
+        samples["blog"].append(run_replays(torch, blog, replays, read_blog_timers,
+                                           torch.cuda.synchronize))
+    blog_reads = len(blog_results)
+
+    prof = accgraph.Profiler(keep_reports=0)  # lazy: the default
+    with accgraph.torch.instrumented(prof):
+        ours_model = make_model(torch, lambda op, layer: prof.region(f"layer{layer}.{op}", layer=layer))
+        ours, _ = capture(torch, ours_model)
+        run_replays(torch, ours, 50, nothing, prof.flush)  # warm-up
+        for _ in range(rounds):
+            samples["accgraph"].append(run_replays(torch, ours, replays, nothing, prof.flush))
+        delivered = prof.delivered
+        stats = {s.path: s for s in prof.stats()}
+
+    def median(name: str, index: int) -> float:
+        return statistics.median(s[index] for s in samples[name])
+
+    base = median("untimed", 0)
+    lines.append(f"1. overhead: the blog's workload, {replays} replays x {rounds} rounds (median "
+                 "of rounds), per replay")
+    lines.append(f"   {'mode':10} {'host+device us':>15} {'in replay() us':>15} {'ratio':>7}")
+    for name in ("untimed", "blog", "accgraph"):
+        wall, host = median(name, 0), median(name, 1)
+        lines.append(f"   {name:10} {wall / 1e3:15.2f} {host / 1e3:15.2f} {wall / base:7.3f}")
+    ratio = median("accgraph", 0) / base
+    lines.append(f"   accgraph/untimed {ratio:.3f} (target <= 1.35: "
+                 f"{'met' if ratio <= 1.35 else 'NOT met'}); blog/untimed "
+                 f"{median('blog', 0) / base:.3f}")
+    expected_blog = (rounds * replays + 50) * len(REGIONS)
+    lines.append(f"   blog timers read: {blog_reads} (expected {expected_blog}); accgraph reports "
+                 f"delivered: {delivered} (expected {rounds * replays + 50 + len(REGIONS)}, "
+                 "with the eager warm-up's)")
+    missing = [r for r in REGIONS if r not in stats]
+    if missing:
+        lines.append(f"   accgraph statistics lack {missing}")
+    return lines
+
+
+def bench_host_cost(torch: Any, samples: int) -> List[str]:
+    x = torch.zeros(1024, device="cuda")
+
+    def ten_kernels() -> None:
+        for _ in range(10):
+            x.add_(1.0)
+
+    def captured() -> Any:
+        ten_kernels()  # warm-up
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            ten_kernels()
+        torch.cuda.synchronize()
+        return graph
+
+    def one_call_ns(graph: Any) -> List[int]:
+        out = []
+        for _ in range(samples):
+            torch.cuda.synchronize()
+            start = time.perf_counter_ns()
+            graph.replay()
+            out.append(time.perf_counter_ns() - start)
+        torch.cuda.synchronize()
+        return out
+
+    plain = captured()
+    one_call_ns(plain)  # warm-up
+    plain_ns = statistics.median(one_call_ns(plain))
+    prof = accgraph.Profiler(keep_reports=0)
+    with accgraph.torch.instrumented(prof):
+        timed = captured()
+        one_call_ns(timed)
+        timed_ns = statistics.median(one_call_ns(timed))
+        passing_ns = statistics.median(one_call_ns(plain))  # captured before: passes through
+        launched = accgraph.torch.foreign_graph(timed).replay_count
+    cost = timed_ns - plain_ns
+    return [
+        f"2. host: one replay() of a 10-kernel graph without regions, after a synchronize "
+        f"(median of {samples})",
+        f"   uninstrumented {plain_ns / 1e3:8.2f} us; instrumented {timed_ns / 1e3:8.2f} us "
+        f"({launched} launches through ForeignGraph.launch); a graph captured before "
+        f"instrument() while instrumented {passing_ns / 1e3:8.2f} us",
+        f"   instrumentation cost per replay() {cost / 1e3:.2f} us (target <= 1 us: "
+        f"{'met' if cost <= 1000 else 'NOT met'})",
+    ]
+
+
+def kernel_events(profile: Any, torch: Any) -> List[Tuple[str, float, float]]:
+    """(name, start us, end us) of the CUDA kernels torch.profiler recorded, accgraph's own
+    marker kernels and copies left out, in start order."""
+    cuda = torch.autograd.DeviceType.CUDA
+    kernels = []
+    for event in profile.events():
+        if getattr(event, "device_type", None) != cuda:
+            continue
+        name = event.name
+        if "accgraph" in name or "marker_" in name or name.startswith(("Memcpy", "Memset")):
+            continue
+        kernels.append((name, float(event.time_range.start), float(event.time_range.end)))
+    kernels.sort(key=lambda k: k[1])
+    return kernels
+
+
+def bench_accuracy(torch: Any, replays: int) -> List[str]:
+    lines = [f"3. accuracy: accgraph regions vs torch.profiler (CUPTI) kernels, {replays} replays"]
+    prof = accgraph.Profiler(keep_reports=None)
+    with accgraph.torch.instrumented(prof):
+        model = make_model(torch, lambda op, layer: prof.region(f"layer{layer}.{op}", layer=layer))
+        graph, _ = capture(torch, model)
+        for _ in range(10):
+            graph.replay()
+        torch.cuda.synchronize()
+        prof.flush()
+        first = prof.delivered
+        activities = [torch.profiler.ProfilerActivity.CUDA]
+        with torch.profiler.profile(activities=activities) as profile:
+            for _ in range(replays):
+                graph.replay()
+            torch.cuda.synchronize()
+        prof.flush()
+        graph_id = accgraph.torch.foreign_graph(graph).id
+    reports = [r for r in prof.reports()[first:] if r.graph_id == graph_id]
+    ours = {name: [next(t for t in r if t.name == name).duration_ns for r in reports]
+            for name in REGIONS}
+    kernels = kernel_events(profile, torch)
+    if not kernels:
+        lines.append("   torch.profiler reported no kernel events in the graph replays (CUPTI "
+                     "did not trace the kernels of graph launches here): no comparison")
+        return lines
+    per_replay = len(REGIONS)
+    if len(kernels) != per_replay * len(reports):
+        lines.append(f"   torch.profiler reported {len(kernels)} kernels for {len(reports)} "
+                     f"replays of {per_replay} kernels: cannot pair them one to one; names seen: "
+                     f"{sorted({k[0][:60] for k in kernels})[:6]}")
+        return lines
+    theirs: Dict[str, List[float]] = {name: [] for name in REGIONS}
+    for replay in range(len(reports)):
+        chunk = kernels[replay * per_replay:(replay + 1) * per_replay]
+        for name, (_, start, end) in zip(REGIONS, chunk):
+            theirs[name].append((end - start) * 1e3)  # us -> ns
+    lines.append(f"   {'region':12} {'accgraph us':>12} {'CUPTI us':>10} {'median diff us':>15}")
+    diffs_all = []
+    for name in REGIONS:
+        diffs = [a - b for a, b in zip(ours[name], theirs[name])]
+        diffs_all.extend(diffs)
+        lines.append(f"   {name:12} {statistics.median(ours[name]) / 1e3:12.2f} "
+                     f"{statistics.median(theirs[name]) / 1e3:10.2f} "
+                     f"{statistics.median(diffs) / 1e3:15.2f}")
+    overall = statistics.median(diffs_all)
+    lines.append(f"   median difference over all regions {overall / 1e3:.2f} us (target <= 1 us: "
+                 f"{'met' if abs(overall) <= 1000 else 'NOT met'}); kernel names: "
+                 f"{sorted({k[0][:48] for k in kernels})[:2]}")
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replays", type=int, default=1000, help="replays per round (part 1)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds (part 1)")
+    parser.add_argument("--samples", type=int, default=2000, help="single calls (part 2)")
+    parser.add_argument("--accuracy-replays", type=int, default=200, help="replays (part 3)")
+    args = parser.parse_args()
+
+    try:
+        torch = accgraph.torch._load_torch()
+        accgraph.torch._require_backend()
+    except accgraph.torch.TorchUnavailableError as e:
+        print(f"bench_torch: skipped: {e.message}")
+        return 0
+    print(f"accgraph {accgraph.__version__}, torch {torch.__version__} (CUDA {torch.version.cuda}), "
+          f"{torch.cuda.get_device_name()}, Python {sys.version.split()[0]}")
+    failed = False
+    for part in (lambda: bench_overhead(torch, args.replays, args.rounds),
+                 lambda: bench_host_cost(torch, args.samples),
+                 lambda: bench_accuracy(torch, args.accuracy_replays)):
+        try:
+            lines = part()
+        except Exception as e:  # noqa: BLE001 - reported, the other parts still run
+            failed = True
+            lines = [f"FAILED: {type(e).__name__}: {e}"]
+        finally:
+            accgraph.torch.uninstrument()
+        print("\n".join(lines), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

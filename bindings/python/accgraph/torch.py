@@ -1,0 +1,474 @@
+"""Transparent timing of PyTorch CUDA graphs: every ``torch.cuda.CUDAGraph`` captured while
+instrumented is timed by an accgraph :class:`~accgraph.Profiler`, per region and per replay,
+without changing the code that captures and replays it (``torch.cuda.graph``,
+``make_graphed_callables``, ``torch.compile(mode="reduce-overhead")``, or a CUDAGraph used by
+hand)::
+
+    import accgraph, accgraph.torch
+
+    prof = accgraph.Profiler()              # delivery="lazy": no synchronisation per replay
+    accgraph.torch.instrument(prof)
+
+    class Layer(torch.nn.Module):
+        def forward(self, x):
+            with prof.region("add", layer=self.layer_id):   # no stream: PyTorch's current one
+                x = x + self.offset
+            ...
+
+    with torch.cuda.graph(g):               # the execution code is unchanged
+        y = model(x)                        # regions record into the capture
+    for _ in range(1000):
+        g.replay()                          # one report per replay
+    model(x)                                # the same regions, timed eagerly
+    prof.flush()
+    print(prof.stats_table())
+
+``Profiler(delivery="immediate")`` delivers each report right after its replay (the blog's
+behaviour: the host waits for every replay); the default, lazy, reads them when the marker ring
+of ``ring_depth`` replays is full, on ``flush()``, or from the background collector.
+
+How it works. :func:`instrument` replaces methods of ``torch.cuda.CUDAGraph`` (class attributes,
+so every instance goes through them, whoever made it) with wrappers that drive an
+:class:`~accgraph.ForeignGraph` kept on the instance (Note [Foreign graphs] in
+include/accgraph/foreign_graph.hpp):
+
+- ``capture_begin``: PyTorch's current stream is wrapped (before the capture: wrapping makes
+  CUDA calls), the original begins the native capture on it, then a new ForeignGraph is
+  attached to the profiler and told ``capture_begin(stream)``. Wrapped streams are cached per
+  (device, cudaStream_t) for the life of the process: one accgraph Stream per native stream,
+  since the profiler keys regions by accgraph stream (PyTorch's pooled streams are never
+  destroyed; the torch stream object is kept alive as the wrapper's owner).
+- ``capture_end`` (and ``capture_end_pre`` where the installed PyTorch has it):
+  ``ForeignGraph.capture_end()`` first, while the native capture is still open (the last
+  markers go into it), then the original; if the original fails, the ForeignGraph is reset.
+- ``replay``: ``ForeignGraph.launch(stream, original replay)`` on the current stream of the
+  capture device (where PyTorch replays): the marker ring is made ready, the original replay
+  runs inside, and the launch is numbered; one report per replay.
+- ``reset``: ``ForeignGraph.reset()`` (the reports of pending replays are delivered), then the
+  original.
+- destruction: the ForeignGraph is an attribute of the instance, dropped with it before PyTorch
+  frees the native graph; dropping it does what ``reset()`` does.
+
+Graphs whose capture began before :func:`instrument`, or under an earlier instrument() period,
+pass straight through untimed. :func:`uninstrument` flushes the profiler (every pending replay
+is delivered) and puts back the exact original functions.
+
+Cost. Per ``replay()`` on the host: reading PyTorch's current raw stream, a dict look-up, and
+``ForeignGraph.launch``: one call into C++ that releases the GIL, makes the ring ready, takes
+the GIL back to call the original replay, and numbers the launch. There is no synchronisation
+per replay with lazy delivery (a replay waits only when ``ring_depth`` replays are unread). On
+the device: the markers recorded into the capture (with the default device-timestamp markers a
+one-thread kernel per region boundary, and one per replay to publish them).
+``bench/python/bench_torch.py`` measures both against untimed replays and against the blog's
+event-based timing.
+
+What cannot work, and why:
+
+- Regions record only on the stream the capture began on (the ``torch.cuda.graph`` stream).
+  Work PyTorch forks to another stream inside a capture is captured, but a region opened on
+  that stream is refused: accgraph is not told about native forks.
+- Sibling regions share one marker (Note [Native work] in core/stream.cpp), so kernels PyTorch
+  enqueues between two regions at the same level are counted in the later one.
+- A timed graph replayed inside another capture is refused with InvalidStateError: the markers
+  would run whenever the outer graph runs, so its reports could not be attributed.
+- A graph captured before :func:`instrument` is not timed; a region opened inside such a
+  capture raises InvalidStateError (the stream captures into a graph accgraph was not told
+  about). Graphs captured while instrumented keep running their markers (untimed) after
+  :func:`uninstrument` until they are reset or dropped.
+- If timing cannot begin on a capture (the stream already captures into an accgraph graph, the
+  profiler was dropped) a RuntimeWarning says why and the graph runs untimed. If it cannot end
+  (a region left open inside the capture), the native capture holds markers whose storage is
+  gone: the graph is ended and reset, and capture_end raises that accgraph error.
+- A torch graph is replayed from one thread at a time (another gets InvalidStateError).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import warnings
+import weakref
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+from . import _default_stream
+from ._accgraph import ForeignGraph, GraphState, Profiler, Stream, backends
+from ._errors import Error, InvalidStateError, UnavailableError, make_error
+
+__all__ = [
+    "TorchUnavailableError",
+    "current_stream",
+    "foreign_graph",
+    "instrument",
+    "instrumented",
+    "is_instrumented",
+    "uninstrument",
+]
+
+
+class TorchUnavailableError(UnavailableError, ImportError):
+    """PyTorch, a CUDA build of it with a visible GPU, or accgraph's cuda backend is missing;
+    the message says which and what to install (an :class:`~accgraph.UnavailableError` that is
+    also an ``ImportError``)."""
+
+
+# The backend of the wrapped streams and foreign graphs. Only tests change it: they run the
+# wrappers on the host backend with a stand-in for torch (tests/python/test_torch_standin.py).
+_BACKEND = "cuda"
+# The wrapped methods of torch.cuda.CUDAGraph (capture_end_pre only where PyTorch has it).
+_METHODS = ("capture_begin", "capture_end_pre", "capture_end", "replay", "reset")
+# The instance attribute holding a graph's _GraphTiming.
+_ATTRIBUTE = "_accgraph_timing"
+
+
+def _load_torch() -> Any:
+    """The torch module, checked: TorchUnavailableError saying what to install otherwise."""
+    try:
+        import torch
+    except ImportError as e:
+        raise make_error(
+            TorchUnavailableError,
+            f"accgraph.torch: PyTorch cannot be imported ({e}): install a CUDA build of "
+            "PyTorch (pip install torch) in this environment",
+        ) from e
+    if not torch.cuda.is_available():
+        raise make_error(
+            TorchUnavailableError,
+            f"accgraph.torch: PyTorch {torch.__version__} sees no CUDA device "
+            f"(torch.version.cuda={torch.version.cuda}): install a CUDA build of PyTorch and run "
+            "where a GPU is visible",
+        )
+    return torch
+
+
+def _require_backend() -> None:
+    info = {b.name: b for b in backends()}.get(_BACKEND)
+    if info is None or not info.available:
+        reason = info.reason if info is not None else "not built into this accgraph"
+        raise make_error(
+            TorchUnavailableError,
+            f"accgraph.torch: accgraph's {_BACKEND} backend is unavailable ({reason}): install "
+            "an accgraph built where the CUDA toolkit was found",
+        )
+
+
+class _Installation:
+    """One instrument() ... uninstrument() period: the profiler, the original methods, the
+    default stream provider it replaced, and the graphs capturing now."""
+
+    def __init__(self, torch: Any, profiler: Profiler, graph_region: Optional[str]) -> None:
+        self.torch = torch
+        self.profiler = profiler
+        self.graph_region = graph_region
+        cls = torch.cuda.CUDAGraph
+        # What the class has, defined by itself or inherited (then removing the wrapper puts
+        # the inherited one back).
+        self.originals: Dict[str, Callable[..., Any]] = {
+            name: getattr(cls, name) for name in _METHODS if hasattr(cls, name)
+        }
+        self.own = {name for name in self.originals if name in cls.__dict__}
+        missing = [n for n in ("capture_begin", "capture_end", "replay", "reset")
+                   if n not in self.originals]
+        if missing:
+            raise make_error(
+                UnavailableError,
+                f"accgraph.torch: torch.cuda.CUDAGraph (PyTorch {torch.__version__}) does not "
+                f"define {', '.join(missing)}: this PyTorch is not supported",
+            )
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        self.raw_stream: Callable[[int], int] = (
+            raw if raw is not None else lambda device: torch.cuda.current_stream(device).cuda_stream
+        )
+        self.previous_provider: Optional[Callable[[], Stream]] = None
+        # id(torch graph) -> torch graph, while it captures (weak: a graph dropped in the middle
+        # of its capture does not block uninstrument()).
+        self.capturing: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
+        self.patches: Dict[str, Callable[..., Any]] = {}
+
+
+class _GraphTiming:
+    """What an instrumented torch graph carries: its ForeignGraph and where it was captured."""
+
+    __slots__ = ("installation", "foreign", "device", "stream", "ready", "graph_region_open")
+
+    def __init__(self, installation: _Installation) -> None:
+        self.installation = installation
+        self.foreign = ForeignGraph(_BACKEND)
+        self.device = 0
+        self.stream: Optional[Stream] = None
+        self.ready = False  # a finished capture: replays are launched through the ForeignGraph
+        self.graph_region_open = False
+
+
+_lock = threading.RLock()
+_installed: Optional[_Installation] = None
+_streams: Dict[Tuple[int, int], Stream] = {}
+_streams_lock = threading.Lock()
+
+
+def _wrap_current(torch: Any, device: int) -> Stream:
+    torch_stream = torch.cuda.current_stream(device)
+    key = (device, int(torch_stream.cuda_stream))
+    with _streams_lock:
+        stream = _streams.get(key)
+        if stream is None:
+            stream = Stream.wrap(_BACKEND, device, torch_stream)  # keeps torch_stream alive
+            _streams[key] = stream
+    return stream
+
+
+def _current(installation: _Installation, device: int) -> Stream:
+    """The cached accgraph Stream of PyTorch's current stream on `device` (the per-replay path:
+    one raw-stream read and one dict look-up once the stream is known)."""
+    stream = _streams.get((device, installation.raw_stream(device)))
+    return stream if stream is not None else _wrap_current(installation.torch, device)
+
+
+def current_stream(device: Optional[int] = None) -> Stream:
+    """The accgraph :class:`~accgraph.Stream` wrapping PyTorch's current stream on `device`
+    (None: the current device): always the same Stream for the same native stream, so that
+    regions opened on it record into an instrumented capture running on it. Needs no
+    :func:`instrument`; TorchUnavailableError without PyTorch or a GPU."""
+    torch = _load_torch()
+    _require_backend()
+    return _wrap_current(torch, torch.cuda.current_device() if device is None else device)
+
+
+def _timing_of(graph: Any) -> Optional[_GraphTiming]:
+    try:
+        return graph.__dict__.get(_ATTRIBUTE)
+    except AttributeError:  # an instance without a __dict__ cannot carry one
+        return None
+
+
+def foreign_graph(graph: Any) -> Optional[ForeignGraph]:
+    """The :class:`~accgraph.ForeignGraph` timing the torch graph `graph` (its ``id`` is the
+    ``graph_id`` of its reports), or None when `graph` was never captured while
+    instrumented."""
+    timing = _timing_of(graph)
+    return timing.foreign if timing is not None else None
+
+
+def _warn_untimed(why: str) -> None:
+    warnings.warn(f"accgraph.torch: this CUDA graph is not timed: {why}", RuntimeWarning,
+                  stacklevel=4)
+
+
+def _begin(installation: _Installation, graph: Any, stream: Stream, device: int) -> None:
+    """After the native capture began: the ForeignGraph joins it. A failure leaves the graph
+    untimed (with a warning): the owner's capture must go on."""
+    timing = _timing_of(graph)
+    try:
+        if timing is None or timing.installation is not installation:
+            timing = _GraphTiming(installation)
+            installation.profiler.attach(timing.foreign)
+            # Replaces (drops) the ForeignGraph of an earlier period, whose native graph was
+            # reset: PyTorch begins a capture only on an empty graph.
+            setattr(graph, _ATTRIBUTE, timing)
+        elif timing.foreign.state != GraphState.EMPTY:
+            timing.foreign.reset()
+        timing.ready = False
+        timing.graph_region_open = False
+        timing.foreign.capture_begin(stream)
+    except Error as e:
+        _warn_untimed(f"capture_begin: {e}")
+        return
+    timing.device, timing.stream = device, stream
+    installation.capturing[id(graph)] = graph
+    if installation.graph_region:
+        try:
+            installation.profiler.begin(stream, installation.graph_region)
+            timing.graph_region_open = True
+        except Error as e:
+            warnings.warn(f"accgraph.torch: the graph region could not be opened: {e}",
+                          RuntimeWarning, stacklevel=3)
+
+
+def _end(installation: _Installation, graph: Any, end_native: Callable[..., Any],
+         reset_native: Callable[..., Any]) -> None:
+    """Before the native capture ends: the ForeignGraph records its last markers. When that
+    fails, the markers already in the native capture write into storage the failed capture
+    released: the native capture is ended and its graph reset (it must never run), and the
+    accgraph error is raised."""
+    timing = _timing_of(graph)
+    if timing is None or timing.foreign.state != GraphState.CAPTURING:
+        return
+    installation.capturing.pop(id(graph), None)
+    try:
+        if timing.graph_region_open and timing.stream is not None:
+            timing.graph_region_open = False
+            installation.profiler.end(timing.stream)
+        timing.foreign.capture_end()
+    except Error:
+        try:
+            end_native(graph)
+        finally:
+            reset_native(graph)
+        raise
+    timing.ready = True
+
+
+def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
+    originals = installation.originals
+    torch = installation.torch
+    original_begin = originals["capture_begin"]
+    original_end = originals["capture_end"]
+    original_replay = originals["replay"]
+    original_reset = originals["reset"]
+    patches: Dict[str, Callable[..., Any]] = {}
+
+    @functools.wraps(original_begin)
+    def capture_begin(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _installed is not installation:  # a stale bound method after uninstrument()
+            return original_begin(self, *args, **kwargs)
+        try:
+            device = torch.cuda.current_device()
+            stream = _current(installation, device)  # before the capture: wrapping calls CUDA
+        except Error as e:
+            _warn_untimed(f"wrapping PyTorch's current stream: {e}")
+            return original_begin(self, *args, **kwargs)
+        result = original_begin(self, *args, **kwargs)
+        _begin(installation, self, stream, device)
+        return result
+
+    def ending(original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def end(self: Any, *args: Any, **kwargs: Any) -> Any:
+            _end(installation, self, lambda graph: original(graph, *args, **kwargs),
+                 original_reset)
+            try:
+                return original(self, *args, **kwargs)
+            except BaseException:
+                timing = _timing_of(self)
+                if timing is not None and timing.installation is installation:
+                    timing.ready = False
+                    timing.foreign.reset()  # the native capture failed: nothing will run
+                raise
+
+        return end
+
+    @functools.wraps(original_replay)
+    def replay(self: Any, *args: Any, **kwargs: Any) -> Any:
+        timing = _timing_of(self)
+        if timing is None or not timing.ready or timing.installation is not installation:
+            return original_replay(self, *args, **kwargs)
+        stream = _current(installation, timing.device)
+        timing.foreign.launch(stream, functools.partial(original_replay, self, *args, **kwargs))
+        return None
+
+    @functools.wraps(original_reset)
+    def reset(self: Any, *args: Any, **kwargs: Any) -> Any:
+        timing = _timing_of(self)
+        if timing is not None:
+            timing.ready = False
+            installation.capturing.pop(id(self), None)
+            try:
+                if timing.foreign.state != GraphState.EMPTY:
+                    timing.foreign.reset()  # pending reports, before the native graph goes
+            except Error as e:  # the native graph is reset all the same
+                warnings.warn(f"accgraph.torch: resetting the timing of a CUDA graph failed: {e}",
+                              RuntimeWarning, stacklevel=2)
+        return original_reset(self, *args, **kwargs)
+
+    patches["capture_begin"] = capture_begin
+    patches["capture_end"] = ending(original_end)
+    if "capture_end_pre" in originals:
+        patches["capture_end_pre"] = ending(originals["capture_end_pre"])
+    patches["replay"] = replay
+    patches["reset"] = reset
+    return patches
+
+
+def instrument(profiler: Profiler, *, graph_region: Optional[str] = None) -> None:
+    """Times every ``torch.cuda.CUDAGraph`` whose capture begins from now on with `profiler`,
+    and makes ``profiler.region(name, **metadata)`` without a stream time on PyTorch's current
+    stream (inside a capture: into the graph; outside: eagerly). `graph_region`: also time
+    each captured graph as a whole, as a top-level region of that name around the regions of
+    the code (needed where the code opens none, e.g. ``torch.compile`` graphs).
+
+    TorchUnavailableError without PyTorch, a GPU or accgraph's cuda backend; InvalidStateError
+    when already instrumented (call :func:`uninstrument` first). The module docstring says how
+    the methods are wrapped and what that costs."""
+    global _installed
+    if not isinstance(profiler, Profiler):
+        raise TypeError("accgraph.torch.instrument: profiler must be an accgraph.Profiler")
+    if graph_region is not None and (not isinstance(graph_region, str) or not graph_region):
+        raise TypeError("accgraph.torch.instrument: graph_region must be a non-empty str or None")
+    torch = _load_torch()
+    _require_backend()
+    with _lock:
+        if _installed is not None:
+            raise make_error(
+                InvalidStateError,
+                f"accgraph.torch.instrument: already instrumented (with {_installed.profiler!r}): "
+                "call accgraph.torch.uninstrument() first",
+            )
+        installation = _Installation(torch, profiler, graph_region)
+        installation.patches = _make_patches(installation)
+        cls = torch.cuda.CUDAGraph
+        for name, patch in installation.patches.items():
+            setattr(cls, name, patch)
+        installation.previous_provider = _default_stream.set_default_stream_provider(
+            lambda: _current(installation, torch.cuda.current_device()))
+        _installed = installation
+
+
+def uninstrument() -> None:
+    """Puts back the original methods of ``torch.cuda.CUDAGraph`` (the same function objects)
+    and the previous default stream provider, after flushing the profiler (every pending replay
+    is delivered). Graphs captured while instrumented replay untimed from now on. Does nothing
+    when not instrumented; InvalidStateError while an instrumented capture is in progress
+    (end it first)."""
+    global _installed
+    with _lock:
+        installation = _installed
+        if installation is None:
+            return
+        if installation.capturing:
+            raise make_error(
+                InvalidStateError,
+                f"accgraph.torch.uninstrument: {len(installation.capturing)} CUDA graph "
+                "capture(s) timed by it are in progress: end them first (capture_end)",
+            )
+        cls = installation.torch.cuda.CUDAGraph
+        replaced: List[str] = []
+        try:
+            installation.profiler.flush()
+        finally:
+            for name, patch in installation.patches.items():
+                if cls.__dict__.get(name) is not patch:
+                    replaced.append(name)
+                if name in installation.own:
+                    setattr(cls, name, installation.originals[name])
+                else:
+                    delattr(cls, name)
+            _default_stream.set_default_stream_provider(installation.previous_provider)
+            _installed = None
+    if replaced:
+        warnings.warn(
+            "accgraph.torch.uninstrument: torch.cuda.CUDAGraph." + ", .".join(replaced) +
+            " had been replaced again after instrument(); the originals are back, that "
+            "replacement is gone",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+
+def is_instrumented() -> bool:
+    """Whether :func:`instrument` is in effect."""
+    return _installed is not None
+
+
+@contextmanager
+def instrumented(profiler: Profiler, *, graph_region: Optional[str] = None) -> Iterator[Profiler]:
+    """:func:`instrument` for the block, :func:`uninstrument` after it (also on an exception);
+    yields `profiler`::
+
+        with accgraph.torch.instrumented(accgraph.Profiler()) as prof:
+            ...
+    """
+    instrument(profiler, graph_region=graph_region)
+    try:
+        yield profiler
+    finally:
+        uninstrument()

@@ -1,0 +1,159 @@
+// ForeignGraph from Python: a graph its owner (PyTorch's torch.cuda.CUDAGraph, code calling the
+// native API) captures and launches natively, told to accgraph so that a Profiler times it.
+#include <exception>
+#include <optional>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include "common.hpp"
+
+namespace accgraph::python {
+
+namespace {
+
+// Unwinds ForeignGraph::launch when the owner's launch callable raised: the C++ call counts no
+// launch, and the Python exception, kept aside, is raised again once the GIL is back.
+struct LaunchCallableRaised final : std::exception {
+  const char* what() const noexcept override {
+    return "ForeignGraph.launch: the launch callable raised";
+  }
+};
+
+// Note [Launch callables]: launch(stream, fn) runs C++ (the marker ring made ready, which may
+// wait for an older launch and call sinks) without the GIL, and takes the GIL only to call
+// `fn`, so that a sink on the background collector's thread never waits for this thread while
+// this thread waits for it. What `fn` raises reaches the caller as that same exception (not a
+// C++ error carrying its text), and the launch is not counted.
+void launch(PyForeignGraph& self, PyStream& py_stream, nb::callable fn) {
+  std::shared_ptr<Stream> stream_owner = py_stream.share();
+  Stream& stream = *stream_owner;
+  GraphUse use(self.busy, "ForeignGraph", "launch");
+  std::optional<nb::python_error> raised;  // set and dropped with the GIL held
+  try {
+    nb::gil_scoped_release release;
+    self.graph->launch(stream, [&] {
+      nb::gil_scoped_acquire gil;
+      try {
+        fn();
+      } catch (nb::python_error& e) {
+        raised.emplace(std::move(e));
+        throw LaunchCallableRaised();
+      }
+    });
+  } catch (const LaunchCallableRaised&) {
+    nb::python_error error = std::move(*raised);
+    raised.reset();
+    throw error;  // nanobind restores it: the caller sees fn's own exception
+  }
+}
+
+std::string foreign_repr(const PyForeignGraph& self) {
+  const AcceleratorGraph& g = self.graph->graph();
+  return "<accgraph.ForeignGraph " + std::to_string(g.id()) + " backend='" + g.backend_name() +
+         "' state=" + to_string(g.state()) + " launches=" + std::to_string(g.replay_count()) +
+         ">";
+}
+
+}  // namespace
+
+PyForeignGraph::~PyForeignGraph() {
+  nb::gil_scoped_release release;
+  graph.reset();
+}
+
+void bind_foreign_graph(nb::module_& m) {
+  nb::class_<PyForeignGraph>(
+      m, "ForeignGraph",
+      "A graph its owner captures and launches natively (a torch.cuda.CUDAGraph, a "
+      "cudaGraphExec_t), told to accgraph so that a Profiler times it like a Graph "
+      "(accgraph::ForeignGraph, Note [Foreign graphs]). accgraph.torch does this for every "
+      "torch.cuda.CUDAGraph; by hand, on a Stream wrapping the owner's native stream:\n\n"
+      "    fg = accgraph.ForeignGraph('cuda')\n"
+      "    prof.attach(fg)\n"
+      "    # ... the owner's native capture begins on the stream s wraps ...\n"
+      "    fg.capture_begin(s)                  # regions on s now record into it\n"
+      "    with prof.region(s, 'layer0'):\n"
+      "        ...\n"
+      "    fg.capture_end()                     # right before the native capture ends\n"
+      "    # ... the native capture ends ...\n"
+      "    fg.launch(s, torch_graph.replay)     # one report per launch\n"
+      "    fg.reset()                           # before the native graph is reset or dropped\n\n"
+      "Dropping it does what reset() does. Use it from one thread at a time.")
+      .def(
+          "__init__",
+          [](PyForeignGraph* self, std::optional<std::string> backend) {
+            auto graph = [&] {
+              nb::gil_scoped_release release;
+              return std::make_unique<ForeignGraph>(backend.value_or(""));
+            }();
+            new (self) PyForeignGraph(std::move(graph));
+          },
+          nb::arg("backend") = nb::none(),
+          "A foreign graph whose work runs on streams of `backend` (None: the default "
+          "backend).")
+      .def(
+          "capture_begin",
+          [](PyForeignGraph& self, PyStream& stream) {
+            std::shared_ptr<Stream> stream_owner = stream.share();
+            Stream& s = *stream_owner;
+            GraphUse use(self.busy, "ForeignGraph", "capture_begin");
+            nb::gil_scoped_release release;
+            self.graph->capture_begin(s);
+          },
+          nb::arg("stream"),
+          "The owner's native capture has begun on the queue `stream` wraps: regions on "
+          "`stream` record into that capture from now on. InvalidStateError when `stream` is "
+          "not capturing, or captures into another accgraph graph; InvalidArgumentError for a "
+          "stream of another backend.")
+      .def(
+          "capture_end",
+          [](PyForeignGraph& self) {
+            GraphUse use(self.busy, "ForeignGraph", "capture_end");
+            nb::gil_scoped_release release;
+            self.graph->capture_end();
+          },
+          "The owner is about to end its native capture: call it while the capture is still "
+          "open (the last markers go into it). A failure (a region left open) leaves the "
+          "graph empty, untimed; the owner still ends its capture.")
+      .def("launch", &launch, nb::arg("stream"), nb::arg("fn"),
+           nb::sig("def launch(self, stream: Stream, fn: collections.abc.Callable[[], object]) "
+                   "-> None"),
+           "Launches the captured graph through `fn()`, which must enqueue exactly one "
+           "execution of it on `stream` (or on the native queue `stream` wraps) and nothing "
+           "else: the marker ring is made ready first (without the GIL), the launch counted "
+           "after `fn` returns. What `fn` raises propagates unchanged and counts no launch. "
+           "InvalidStateError before a finished capture.")
+      .def(
+          "reset",
+          [](PyForeignGraph& self) {
+            GraphUse use(self.busy, "ForeignGraph", "reset");
+            nb::gil_scoped_release release;
+            self.graph->reset();
+          },
+          "The owner drops its graph, or its capture failed: delivers the reports of the "
+          "launches still pending (which needs their markers to run: call it before the native "
+          "graph is reset or destroyed). The graph may capture again.")
+      .def_prop_ro(
+          "id", [](PyForeignGraph& self) { return self.graph->id(); },
+          "A stable process-unique id, shared with Graph ids.")
+      .def_prop_ro(
+          "graph_id", [](PyForeignGraph& self) { return self.graph->graph().id(); },
+          "The id its reports carry (ReplayReport.graph_id); the same as id.")
+      .def_prop_ro(
+          "state", [](PyForeignGraph& self) { return self.graph->state(); },
+          "The GraphState: EMPTY, CAPTURING (between capture_begin and capture_end), "
+          "INSTANTIATED (launchable).")
+      .def_prop_ro(
+          "backend", [](PyForeignGraph& self) { return self.graph->graph().backend_name(); },
+          "The backend's name.")
+      .def_prop_ro(
+          "device", [](PyForeignGraph& self) { return self.graph->graph().device(); },
+          "The device of the last capture (-1 before the first).")
+      .def_prop_ro(
+          "replay_count", [](PyForeignGraph& self) { return self.graph->graph().replay_count(); },
+          "Launches counted since the last capture_begin.")
+      .def("__repr__", &foreign_repr);
+}
+
+}  // namespace accgraph::python

@@ -1,0 +1,303 @@
+"""ForeignGraph: a graph its owner captures and launches natively, timed by a Profiler. On the host
+backend the owner is played by an accgraph Graph capturing the queue of one Stream, while the
+ForeignGraph is told about it through a second Stream wrapping the same queue (what accgraph
+sees of a framework's native capture): the whole life cycle runs without a GPU."""
+
+import gc
+import threading
+
+import pytest
+
+import accgraph
+from conftest import UNAVAILABLE
+
+
+class NativeOwner:
+    """A framework's native capture and launch, on the queue of `owner`; `wrapped` is the
+    accgraph Stream wrapping that queue, the one the ForeignGraph and the regions use."""
+
+    def __init__(self):
+        self.owner = accgraph.Stream("host")
+        self.wrapped = accgraph.Stream.wrap("host", 0, self.owner.native_handle)
+        self.graph = accgraph.Graph("host")
+
+    def begin_capture(self):
+        self.graph.capture_begin(self.owner)
+
+    def end_capture(self):
+        self.graph.capture_end()
+
+    def launch(self):
+        self.graph.replay(self.owner)
+
+
+def capture_timed(prof, foreign, owner, work_s=0.0002, **metadata):
+    """The owner captures two regions' work; the ForeignGraph joins the capture."""
+    owner.begin_capture()
+    foreign.capture_begin(owner.wrapped)
+    with prof.region(owner.wrapped, "step", **metadata):
+        with prof.region(owner.wrapped, "a"):
+            owner.wrapped.delay(work_s)
+        with prof.region(owner.wrapped, "b"):
+            owner.wrapped.delay(work_s / 2)
+    foreign.capture_end()
+    owner.end_capture()
+
+
+def timed_foreign(prof, **kwargs):
+    """A ForeignGraph attached to `prof` that joined the owner's capture (capture_timed)."""
+    owner = NativeOwner()
+    foreign = accgraph.ForeignGraph("host")
+    prof.attach(foreign)
+    capture_timed(prof, foreign, owner, **kwargs)
+    return owner, foreign
+
+
+def test_one_report_per_launch_with_the_regions_of_the_capture():
+    prof = accgraph.Profiler(ring_depth=2)
+    owner, foreign = timed_foreign(prof, kind="foreign")
+    assert foreign.state == accgraph.GraphState.INSTANTIATED
+    for _ in range(5):
+        foreign.launch(owner.wrapped, owner.launch)
+    assert foreign.replay_count == 5
+    prof.flush()
+    reports = prof.reports()
+    assert [r.replay_index for r in reports] == [0, 1, 2, 3, 4]
+    for report in reports:
+        assert report.graph_id == foreign.id == foreign.graph_id
+        assert [r.path for r in report] == ["step", "step/a", "step/b"]
+        step, a, b = report.regions
+        assert step.metadata == {"kind": "foreign"}
+        assert a.duration_ns >= 200_000 and b.duration_ns >= 100_000
+        assert a.end_ns == b.start_ns  # sibling regions share one marker
+        assert step.duration_ns >= a.duration_ns + b.duration_ns
+        assert step.stream_id == owner.wrapped.id
+    # Launches follow each other on the queue.
+    for earlier, later in zip(reports, reports[1:]):
+        assert later[0].start_ns >= earlier[0].end_ns
+
+
+def test_capture_begin_on_a_stream_that_is_not_capturing():
+    stream = accgraph.Stream("host")
+    foreign = accgraph.ForeignGraph("host")
+    with pytest.raises(accgraph.InvalidStateError,
+                       match=r"foreign graph \d+: stream \d+ is not capturing: begin the native "
+                             r"capture on the queue it wraps first") as raised:
+        foreign.capture_begin(stream)
+    assert raised.value.code == accgraph.ErrorCode.INVALID_STATE and raised.value.backend == "host"
+    assert foreign.state == accgraph.GraphState.EMPTY
+
+
+def test_launch_before_a_capture():
+    stream = accgraph.Stream("host")
+    foreign = accgraph.ForeignGraph("host")
+    with pytest.raises(accgraph.InvalidStateError, match="has no finished capture"):
+        foreign.launch(stream, lambda: None)
+    assert foreign.replay_count == 0
+
+
+def test_capture_end_without_a_capture():
+    foreign = accgraph.ForeignGraph("host")
+    with pytest.raises(accgraph.InvalidStateError, match="is not capturing"):
+        foreign.capture_end()
+
+
+def test_a_stream_capturing_into_an_accgraph_graph_is_refused():
+    stream = accgraph.Stream("host")
+    g = accgraph.Graph("host")
+    foreign = accgraph.ForeignGraph("host")
+    with g.capture(stream):
+        with pytest.raises(accgraph.InvalidStateError,
+                           match=f"already capturing into graph {g.id}: a stream captures into "
+                                 "one graph at a time"):
+            foreign.capture_begin(stream)
+    assert foreign.state == accgraph.GraphState.EMPTY
+
+
+@pytest.mark.parametrize("other", ["level_zero", "toy", "cuda"])
+def test_a_stream_of_another_backend_is_refused(other):
+    if UNAVAILABLE.get(other):
+        pytest.skip(f"backend {other} unavailable: {UNAVAILABLE[other]}")
+    foreign = accgraph.ForeignGraph("host")
+    stream = accgraph.Stream(other)
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=f"the stream belongs to backend '{other}' but graph {foreign.id} is a "
+                             "'host' graph"):
+        foreign.capture_begin(stream)
+
+
+def test_an_unknown_or_unusable_backend_is_refused():
+    with pytest.raises(accgraph.Error, match="no_such_backend"):
+        accgraph.ForeignGraph("no_such_backend")
+    if UNAVAILABLE.get("cuda"):
+        with pytest.raises(accgraph.UnavailableError):
+            accgraph.ForeignGraph("cuda")
+
+
+def test_the_graph_the_hooks_see_is_not_an_accgraph_graph():
+    prof = accgraph.Profiler()
+    with pytest.raises(TypeError, match="accgraph.Graph or an accgraph.ForeignGraph"):
+        prof.attach("graph")
+    owner = NativeOwner()
+    foreign = accgraph.ForeignGraph("host")
+    owner.begin_capture()
+    foreign.capture_begin(owner.wrapped)
+    with pytest.raises(accgraph.InvalidStateError, match="already capturing"):
+        prof.attach(foreign)  # too late for this capture
+    foreign.capture_end()
+    owner.end_capture()
+    foreign.launch(owner.wrapped, owner.launch)
+    prof.flush()
+    assert prof.delivered == 0  # not attached: launched, not timed
+    assert foreign.replay_count == 1
+
+
+def test_a_region_in_a_native_capture_accgraph_was_not_told_about():
+    prof = accgraph.Profiler()
+    owner = NativeOwner()
+    owner.begin_capture()
+    with pytest.raises(accgraph.InvalidStateError,
+                       match=r"begin\('lost'\): stream \d+ is capturing into a graph accgraph was "
+                             "not told about.*time it through a ForeignGraph"):
+        with prof.region(owner.wrapped, "lost"):
+            pass
+    owner.end_capture()
+
+
+def test_what_the_launch_callable_raises_propagates_and_counts_no_launch():
+    class OwnerFailure(Exception):
+        pass
+
+    prof = accgraph.Profiler()
+    owner, foreign = timed_foreign(prof)
+    failure = OwnerFailure("cudaGraphLaunch failed")
+
+    def failing_launch():
+        raise failure
+
+    with pytest.raises(OwnerFailure) as raised:
+        foreign.launch(owner.wrapped, failing_launch)
+    assert raised.value is failure  # the same exception object, not a copy of its text
+    assert foreign.replay_count == 0
+    with pytest.raises(TypeError):
+        foreign.launch(owner.wrapped, 42)
+    foreign.launch(owner.wrapped, owner.launch)
+    prof.flush()
+    assert [r.replay_index for r in prof.reports()] == [0]
+
+
+def test_a_launch_callable_using_the_same_graph_gets_an_error():
+    prof = accgraph.Profiler()
+    owner, foreign = timed_foreign(prof)
+
+    def reentrant():
+        foreign.reset()
+
+    with pytest.raises(accgraph.InvalidStateError,
+                       match="ForeignGraph.reset: the graph is in use by another call"):
+        foreign.launch(owner.wrapped, reentrant)
+    assert foreign.state == accgraph.GraphState.INSTANTIATED and foreign.replay_count == 0
+
+
+def test_background_collector_with_a_python_sink_and_a_small_ring():
+    """The launch callable takes the GIL while the collector thread's sink needs it too; the
+    ring of 2 makes launches wait for the oldest: neither may wait for the other forever."""
+    prof = accgraph.Profiler(ring_depth=2, background_collector=True, collector_period=0.001,
+                             keep_reports=0)
+    seen = []
+    prof.add_sink(lambda report: seen.append(report.replay_index))
+    owner, foreign = timed_foreign(prof, work_s=0.00002)
+    launched = []
+
+    def launch_all():
+        for _ in range(200):
+            foreign.launch(owner.wrapped, lambda: (launched.append(1), owner.launch()))
+
+    worker = threading.Thread(target=launch_all)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "launches did not finish: a deadlock"
+    prof.flush()
+    assert len(launched) == 200 and prof.delivered == 200
+    assert seen == list(range(200))
+
+
+def test_immediate_delivery_reports_each_launch_before_launch_returns():
+    prof = accgraph.Profiler(delivery="immediate")
+    owner, foreign = timed_foreign(prof, work_s=0.00002)
+    for i in range(3):
+        foreign.launch(owner.wrapped, owner.launch)
+        assert prof.delivered == i + 1
+
+
+def test_reset_delivers_pending_launches_and_allows_a_new_capture():
+    prof = accgraph.Profiler(ring_depth=4)
+    owner, foreign = timed_foreign(prof, work_s=0.00002)
+    for _ in range(3):
+        foreign.launch(owner.wrapped, owner.launch)
+    foreign.reset()  # before the owner drops its graph
+    assert prof.delivered == 3
+    assert foreign.state == accgraph.GraphState.EMPTY and foreign.replay_count == 0
+    owner.graph.reset()
+    capture_timed(prof, foreign, owner, work_s=0.00002)
+    foreign.launch(owner.wrapped, owner.launch)
+    prof.flush()
+    assert prof.delivered == 4
+    assert prof.reports()[-1].replay_index == 0  # numbered from the new capture
+
+
+def test_repr_shows_the_state():
+    owner = NativeOwner()
+    foreign = accgraph.ForeignGraph("host")
+    assert repr(foreign) == f"<accgraph.ForeignGraph {foreign.id} backend='host' state=empty launches=0>"
+    assert foreign.backend == "host" and foreign.device == -1
+    owner.begin_capture()
+    foreign.capture_begin(owner.wrapped)
+    assert "state=capturing" in repr(foreign)
+    foreign.capture_end()
+    owner.end_capture()
+    foreign.launch(owner.wrapped, owner.launch)
+    assert repr(foreign).endswith("state=instantiated launches=1>")
+    assert foreign.device == 0
+    assert accgraph.ForeignGraph().backend == accgraph.default_backend()
+
+
+def test_dropping_the_profiler_first_is_safe():
+    prof = accgraph.Profiler()
+    owner, foreign = timed_foreign(prof, work_s=0.00002)
+    foreign.launch(owner.wrapped, owner.launch)
+    del prof  # flushes; the graph keeps the capture's markers
+    gc.collect()
+    for _ in range(3):
+        foreign.launch(owner.wrapped, owner.launch)  # not timed any more, no crash
+    owner.owner.synchronize()
+    assert foreign.replay_count == 4
+    foreign.reset()
+
+
+def test_dropping_the_streams_first_is_safe():
+    prof = accgraph.Profiler()
+    delivered = []
+    prof.add_sink(lambda report: delivered.append(report.replay_index))
+    owner, foreign = timed_foreign(prof, work_s=0.00002)
+    foreign.launch(owner.wrapped, owner.launch)
+    del owner  # the wrapped stream, the owner's stream and graph
+    gc.collect()
+    del foreign  # delivers the pending launch
+    gc.collect()
+    assert delivered == [0]
+
+
+def test_dropping_the_stream_during_a_capture_aborts_it():
+    owner = NativeOwner()
+    foreign = accgraph.ForeignGraph("host")
+    owner.begin_capture()
+    foreign.capture_begin(owner.wrapped)
+    wrapped = owner.wrapped
+    owner.wrapped = None
+    del wrapped
+    gc.collect()
+    assert foreign.state == accgraph.GraphState.EMPTY
+    with pytest.raises(accgraph.InvalidStateError, match="was destroyed before capture_end"):
+        foreign.capture_end()
+    owner.end_capture()
