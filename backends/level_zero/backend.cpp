@@ -40,6 +40,27 @@ bool forced_command_list() {
   return false;
 }
 
+// The graph entry points of a device: the chosen flavour's on the native-graph path. On the
+// command-list path accgraph's captures need none, but the application may still capture a
+// wrapped list natively, so the first advertised flavour that resolved the capture query is
+// kept for asking (Note [Native captures of wrapped lists] in stream.cpp); none when no
+// flavour is advertised.
+GraphApi graph_api_for(ze_driver_handle_t driver, const PathChoice& choice,
+                       const GraphSupport& support) {
+  std::vector<std::string> missing;
+  if (choice.path == CapturePath::NativeGraph)
+    return GraphApi::resolve(driver, choice.flavor, missing);
+  if (support.ext_advertised) {
+    GraphApi api = GraphApi::resolve(driver, GraphFlavor::Ext, missing);
+    if (api.can_query_capture()) return api;
+  }
+  if (support.exp_advertised) {
+    GraphApi api = GraphApi::resolve(driver, GraphFlavor::Exp, missing);
+    if (api.can_query_capture()) return api;
+  }
+  return {};
+}
+
 std::vector<std::string> driver_extensions(ze_driver_handle_t driver) {
   uint32_t count = 0;
   ACCGRAPH_ZE_CHECK(zeDriverGetExtensionProperties(driver, &count, nullptr),
@@ -280,10 +301,7 @@ std::shared_ptr<Runtime> discover() {
       GraphApi::resolve(runtime->driver, GraphFlavor::Exp, support.exp_missing);
     }
     device->capture = choose_capture_path(support);
-    if (device->capture.path == CapturePath::NativeGraph) {
-      std::vector<std::string> missing;
-      device->graph_api = GraphApi::resolve(runtime->driver, device->capture.flavor, missing);
-    }
+    device->graph_api = graph_api_for(runtime->driver, device->capture, support);
     set_up_delay(*runtime, *device);
     device->name = fmt::format("{} [capture: {}, {}]", device->name,
                                to_string(device->capture.path), device->capture.reason);

@@ -139,10 +139,13 @@ class ZeGraph final : public GraphImplInterface {
         previous != nullptr && previous != core && !previous->list_destroyed())
       core->wait_for(*previous);
     std::lock_guard<std::mutex> lock(core->mutex);
-    if (core->capture != StreamCapture::None)
+    // A wrapped list in the application's native capture counts (Note [Native captures of
+    // wrapped lists] in stream.cpp).
+    if (core->capture_state() != StreamCapture::None)
       throw Error(ErrorCode::Unsupported,
                   "replay: the stream is capturing, and level_zero cannot capture a graph inside "
-                  "another: replay it after capture_end",
+                  "another: replay it after the capture ends (capture_end, or the native end "
+                  "of capture for a wrapped list)",
                   kBackendName);
     if (path_ == CapturePath::NativeGraph) {
       const char* call = "";

@@ -36,7 +36,9 @@ struct DeviceState {
   uint32_t compute_ordinal = 0; ///< command queue group with the compute flag
   TickConverter timer = TickConverter::from_frequency_hz(0, 64);
   PathChoice capture;
-  GraphApi graph_api;           ///< resolved when capture.path is NativeGraph
+  /// The chosen flavour's entry points when capture.path is NativeGraph; on the command-list
+  /// path, an advertised flavour's for the capture query only (flavor() None: no extension).
+  GraphApi graph_api;
   ze_module_handle_t module = nullptr;
   ze_kernel_handle_t spin_kernel = nullptr;  ///< null: no timed delay on this device
   std::string delay_problem;                 ///< why spin_kernel is null
@@ -101,13 +103,18 @@ struct StreamCore {
   std::shared_ptr<StreamCore> keep_list_alive(const char* operation) const;
   /// True for a wrapper whose list's owner has been destroyed: nothing can run on it any more.
   bool list_destroyed() const noexcept;
+  /// The capture `list` is in; the caller holds `mutex`. `capture` when accgraph began one;
+  /// otherwise, for a wrapped list, Native while the application captures it natively (Note
+  /// [Native captures of wrapped lists] in stream.cpp). Owned streams never ask the driver.
+  StreamCapture capture_state() const;
 
   /// Where operations go now: the recording list during a command-list capture, else the
   /// immediate list (which records by itself during a native capture).
   ze_command_list_handle_t target() const noexcept { return recording ? recording : list; }
   /// After each operation on a driver without in-order lists: keeps the next one behind it.
   void order_after_append(ze_command_list_handle_t on);
-  /// Blocks until everything appended to the immediate list so far has run.
+  /// Blocks until everything appended to the immediate list so far has run; InvalidState while
+  /// the list captures natively (a barrier appended to it would be recorded, not run).
   void synchronize();
   /// Makes this stream's immediate list wait for all work appended to `other` so far.
   void wait_for(StreamCore& other);
@@ -121,12 +128,19 @@ struct StreamCore {
   bool wraps_accgraph_list;             ///< list_owner was given
   std::weak_ptr<StreamCore> list_owner;  ///< see keep_list_alive
   std::mutex mutex;
-  StreamCapture capture = StreamCapture::None;
+  StreamCapture capture = StreamCapture::None;  ///< accgraph's captures only: see capture_state
   ze_command_list_handle_t recording = nullptr;  ///< StreamCapture::Recording only
   std::vector<std::string> captured_operations;
   EventSet events;  ///< [0] synchronize; then pairs (signal, consumed) for wait_for
   size_t next_join = 0;
   std::vector<bool> join_used;
+
+ private:
+  /// A wrapped list's native capture, asked of the driver (capture_state).
+  bool natively_capturing() const;
+  /// Waits for the join events wait_for appended: the stream's own events that queued work may
+  /// still signal (the destructor, when no barrier can be appended).
+  void wait_for_joins();
 };
 
 class ZeStream final : public StreamImpl {

@@ -132,14 +132,17 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
     uint64_t* destination = staging_for(marker);
     std::shared_ptr<StreamCore> keep = core.keep_list_alive("record");
     std::lock_guard<std::mutex> lock(core.mutex);
+    // Captured or eager: a wrapped list may be in the application's native capture (Note
+    // [Native captures of wrapped lists] in stream.cpp), whose markers run at each launch.
+    const bool captured = core.capture_state() != StreamCapture::None;
     ze_command_list_handle_t list = core.target();
     ACCGRAPH_ZE_CHECK(
         zeCommandListAppendWriteGlobalTimestamp(list, destination, nullptr, 0, nullptr),
         fmt::format("record: timestamp marker {}", marker));
     core.order_after_append(list);
-    // Named only while capturing (for debug_dump): no formatting on the eager path.
+    // Named only in accgraph's captures (for debug_dump): no formatting on the eager path.
     if (core.capture != StreamCapture::None) core.note(fmt::format("timestamp marker {}", marker));
-    if (core.capture == StreamCapture::None) note_unpublished(shared);
+    if (!captured) note_unpublished(shared);
     used_ = std::max<size_t>(used_, size_t{marker} + 1);
   }
 
@@ -358,8 +361,9 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
       if (core == nullptr || core->list_destroyed()) continue;  // it finished its work
       try {
         std::lock_guard<std::mutex> lock(core->mutex);
-        if (core->capture == StreamCapture::Native) {
-          // Its list is recording: nothing can be appended that would run now.
+        if (core->capture_state() == StreamCapture::Native) {
+          // Its list is recording (for accgraph or natively): nothing can be appended that
+          // would run now.
           log(LogLevel::Warning,
               "level_zero: destroying timestamp markers: a stream with unpublished markers "
               "is capturing, so they cannot be waited for");

@@ -3,6 +3,7 @@
 // and host synchronisation through an event (the 1.4 API has no zeCommandListHostSynchronize).
 #include <algorithm>
 #include <mutex>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -76,10 +77,15 @@ StreamCore::StreamCore(std::shared_ptr<Runtime> runtime_in, DeviceState& device_
 StreamCore::~StreamCore() {
   // Work still queued must finish before its list (and the events it signals) go away. A
   // wrapper of a destroyed stream's list has nothing left to wait for: that stream finished
-  // its work before destroying the list.
+  // its work before destroying the list. A wrapped list the application is capturing natively
+  // would record a barrier instead of running it (and the wait for it would never end): only
+  // the stream's own events are waited for then; the list's work is the application's.
   if (!list_destroyed()) {
     try {
-      synchronize();
+      if (capture_state() == StreamCapture::Native)
+        wait_for_joins();
+      else
+        synchronize();
     } catch (const std::exception& e) {
       log(LogLevel::Warning, fmt::format("level_zero: synchronising a stream before destroying "
                                          "it failed: {}",
@@ -111,6 +117,61 @@ bool StreamCore::list_destroyed() const noexcept {
   return wraps_accgraph_list && list_owner.expired();
 }
 
+// Note [Native captures of wrapped lists]: an application that calls Level Zero itself may
+// begin a graph capture on an immediate list (zeCommandListBeginGraphCaptureExt) and wrap the
+// list as a Stream, to time the capture with a ForeignGraph (Note [Foreign graphs] in
+// accgraph/foreign_graph.hpp). Appends to that list are recorded into the application's graph
+// exactly as in a capture accgraph began (StreamCapture::Native), so the stream must say so:
+// is_capturing() must be true (ForeignGraph::capture_begin requires it, and the profiler then
+// records the markers as captured ones, read after each launch, not as eager ones waited for at
+// once), and whatever would append a barrier or event wait meant to run now (synchronize,
+// wait_for, a replay, the markers' drain) must refuse instead of recording it. So:
+//
+//   capture_state() = capture                 when accgraph began a capture (or the stream is
+//                                             Owned: its list captures only through accgraph)
+//                   = Native                  when the driver's zeCommandListIsGraphCapture-
+//                                             EnabledExt (or Exp) answers QUERY_TRUE
+//                   = None                    otherwise
+//
+// The driver is asked only for wrapped (Borrowed) streams with no accgraph capture, on every
+// call that decides, because the application begins and ends its capture without telling
+// the wrapper; owned streams pay nothing. A driver without the extension (or without the query
+// entry point) cannot capture natively, so such a list never is. A result other than the
+// flavour's QUERY_TRUE/QUERY_FALSE is an error: guessing would either record markers that never
+// run or run them eagerly inside someone's graph. A wrapper of a list whose accgraph owner was
+// destroyed is never capturing (Note [Wrapped lists]: the list is gone). The query does not
+// depend on the capture path accgraph chose: with ACCGRAPH_LEVEL_ZERO_CAPTURE=command_list the
+// application may still capture natively (graph_api_for in backend.cpp).
+StreamCapture StreamCore::capture_state() const {
+  if (capture != StreamCapture::None || ownership == Ownership::Owned) return capture;
+  return natively_capturing() ? StreamCapture::Native : StreamCapture::None;
+}
+
+bool StreamCore::natively_capturing() const {
+  const GraphApi& api = device.graph_api;
+  if (!api.can_query_capture()) return false;
+  std::shared_ptr<StreamCore> keep;  // the list's accgraph owner, alive during the query
+  if (wraps_accgraph_list && (keep = list_owner.lock()) == nullptr) return false;
+  const char* call = "";
+  const ze_result_t result = api.is_capture_enabled(list, &call);
+  if (std::optional<bool> answer = api.query_answer(result)) return *answer;
+  throw_error(result, call,
+              fmt::format("asking whether wrapped command list {} is capturing natively",
+                          fmt::ptr(list)),
+              fmt::format("the driver answered neither QUERY_TRUE nor QUERY_FALSE of the {} "
+                          "flavour; if it did answer, the result codes in "
+                          "backends/level_zero/ze_graph_ext.hpp do not match this driver's "
+                          "ze_api.h (report it)",
+                          to_string(api.flavor())));
+}
+
+void StreamCore::wait_for_joins() {
+  for (size_t slot = 0; slot < kJoinSlots; ++slot)
+    if (join_used[slot])
+      ACCGRAPH_ZE_CHECK(zeEventHostSynchronize(events[2 + 2 * slot], UINT64_MAX),
+                        "destroying a stream: waiting for its joins");
+}
+
 std::shared_ptr<StreamCore> find_list_owner(Runtime& runtime, ze_command_list_handle_t list) {
   HandleTable<StreamCore>::Lookup found = runtime.created_lists.find(list);
   if (!found.registered) return nullptr;  // the application's own list
@@ -138,6 +199,14 @@ void StreamCore::note(std::string operation) {
 void StreamCore::synchronize() {
   std::shared_ptr<StreamCore> keep = keep_list_alive("synchronize");
   std::lock_guard<std::mutex> lock(mutex);
+  // Stream::synchronize refuses every capture first; graphs (reset) reach here directly. A
+  // command-list capture (Recording) leaves the immediate list eager: only a native one records.
+  if (capture_state() == StreamCapture::Native)
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("synchronize: command list {} is capturing a graph, so a barrier "
+                            "appended to it would be recorded, not run: end the capture first",
+                            fmt::ptr(list)),
+                kBackendName);
   ze_event_handle_t done = events[0];
   ACCGRAPH_ZE_CHECK(zeEventHostReset(done), "synchronize");
   ACCGRAPH_ZE_CHECK(zeCommandListAppendBarrier(list, done, 0, nullptr), "synchronize");
@@ -148,11 +217,11 @@ void StreamCore::wait_for(StreamCore& other) {
   std::shared_ptr<StreamCore> keep = keep_list_alive("wait_for");
   std::shared_ptr<StreamCore> keep_other = other.keep_list_alive("wait_for (the other stream)");
   std::scoped_lock lock(mutex, other.mutex);
-  if (capture != StreamCapture::None)
+  if (capture_state() != StreamCapture::None)
     throw Error(ErrorCode::Unsupported,
                 "wait_for: this stream is capturing and level_zero cannot make a capture wait "
                 "for work outside it (no multi-stream capture): order the streams before "
-                "capture_begin",
+                "the capture begins",
                 kBackendName);
   // The join event is reset by this list right after its wait, and `consumed` is signalled
   // after that reset: once `consumed` is seen, the slot may be signalled again safely.
@@ -255,7 +324,7 @@ void ZeStream::synchronize() { core_->synchronize(); }
 
 bool ZeStream::is_capturing() const {
   std::lock_guard<std::mutex> lock(core_->mutex);
-  return core_->capture != StreamCapture::None;
+  return core_->capture_state() != StreamCapture::None;
 }
 
 }  // namespace accgraph::detail::level_zero

@@ -274,6 +274,7 @@ GraphApi GraphApi::resolve(ze_driver_handle_t driver, GraphFlavor flavor,
     lookup(driver, "zeGraphDestroyExt", api.destroy_graph_ext_, &missing);
     lookup(driver, "zeExecutableGraphDestroyExt", api.destroy_executable_ext_, &missing);
     lookup(driver, "zeGraphDumpContentsExt", api.dump_ext_, nullptr);
+    lookup(driver, "zeCommandListIsGraphCaptureEnabledExt", api.is_capturing_ext_, nullptr);
   } else if (flavor == GraphFlavor::Exp) {
     lookup(driver, "zeCommandListBeginGraphCaptureExp", api.begin_exp_, &missing);
     lookup(driver, "zeCommandListEndGraphCaptureExp", api.end_exp_, &missing);
@@ -282,12 +283,25 @@ GraphApi GraphApi::resolve(ze_driver_handle_t driver, GraphFlavor flavor,
     lookup(driver, "zeGraphDestroyExp", api.destroy_graph_exp_, &missing);
     lookup(driver, "zeExecutableGraphDestroyExp", api.destroy_executable_exp_, &missing);
     lookup(driver, "zeGraphDumpContentsExp", api.dump_exp_, nullptr);
+    lookup(driver, "zeCommandListIsGraphCaptureEnabledExp", api.is_capturing_exp_, nullptr);
   }
   return api;
 }
 
 bool GraphApi::can_dump() const noexcept {
   return flavor_ == GraphFlavor::Ext ? dump_ext_ != nullptr : dump_exp_ != nullptr;
+}
+
+bool GraphApi::can_query_capture() const noexcept {
+  return flavor_ == GraphFlavor::Ext ? is_capturing_ext_ != nullptr : is_capturing_exp_ != nullptr;
+}
+
+std::optional<bool> GraphApi::query_answer(ze_result_t result) const noexcept {
+  // Only this flavour's codes: an Exp driver's 0x7fff0000 is no answer to an Ext query.
+  const bool ext = flavor_ == GraphFlavor::Ext;
+  if (result == (ext ? kResultQueryTrue : kResultQueryTrueExp)) return true;
+  if (result == (ext ? kResultQueryFalse : kResultQueryFalseExp)) return false;
+  return std::nullopt;
 }
 
 // A flavour that was not resolved answers UNSUPPORTED_FEATURE instead of calling a null pointer.
@@ -340,6 +354,11 @@ ze_result_t GraphApi::destroy_executable(ze_executable_graph_handle executable,
 ze_result_t GraphApi::dump(ze_graph_handle graph, const char* path, const char** call) const {
   ACCGRAPH_ZE_GRAPH_CALL(dump_ext_, "zeGraphDumpContentsExt", (graph, path, nullptr), dump_exp_,
                          "zeGraphDumpContentsExp", (graph, path, nullptr));
+}
+
+ze_result_t GraphApi::is_capture_enabled(ze_command_list_handle_t list, const char** call) const {
+  ACCGRAPH_ZE_GRAPH_CALL(is_capturing_ext_, "zeCommandListIsGraphCaptureEnabledExt", (list),
+                         is_capturing_exp_, "zeCommandListIsGraphCaptureEnabledExp", (list));
 }
 
 #undef ACCGRAPH_ZE_GRAPH_CALL
