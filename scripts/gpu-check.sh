@@ -63,6 +63,17 @@ if ! ls /usr/lib/*/cmake/fmt /usr/lib/cmake/fmt >/dev/null 2>&1 && ls "$root"/.d
   sed -i "s|^prefix=/usr|prefix=$prefix/usr|" "$arch_lib"/pkgconfig/*.pc 2>/dev/null || true
   say "deps: unpacked $(find "$root"/.deps -maxdepth 1 -name '*.deb' | wc -l) carried packages into $prefix"
 fi
+# Note [Static C++ runtime]: the GPU machines set CXX=/opt/gcc/bin/g++, a g++ that links
+# libstdc++ statically. Every shared object built with it then carries (and exports) its own
+# copy of the C++ runtime: `import accgraph` followed by `import torch` aborted in torch's first
+# std::stringstream destructor (free(): invalid pointer, std::locale::~locale bound to
+# libaccgraph's copy; cuda-gdb backtrace on the H100, 2026-11-24), and hiding the copies
+# (--exclude-libs) splits the runtime's exception state between libaccgraph and its callers
+# (std::uncaught_exceptions() in CaptureGuard saw 0). accgraph wants the shared libstdc++, as a
+# distribution's compiler links it: use the system's gcc/g++ when they are there.
+if [ -z "${ACCGRAPH_KEEP_CXX:-}" ] && [ -x /usr/bin/g++ ] && [ -x /usr/bin/gcc ]; then
+  export CC=/usr/bin/gcc CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++
+fi
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 
@@ -70,7 +81,7 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 bin="$build/bin"
 if wants build; then
 begin_stage build
-say "== $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1) | $(date -u +%Y-%m-%dT%H:%MZ)"
+say "== $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1) | $(date -u +%Y-%m-%dT%H:%MZ) | CXX ${CXX:-c++}"
 t0=$SECONDS
 if ! cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
      -DACCGRAPH_BACKEND_CUDA=ON -DACCGRAPH_BACKEND_LEVEL_ZERO="${LEVEL_ZERO:-AUTO}" \

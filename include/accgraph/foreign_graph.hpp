@@ -44,7 +44,12 @@ class Stream;
 ///   counts no execution.
 /// - reset(): before the native graph is destroyed or captured again (the profiler collects the
 ///   executions still pending, which needs the graph's markers to run); destroying the handle
-///   does the same.
+///   does the same. Afterwards the native graph must not be launched again, and a reset (or the
+///   wrapped Stream's destruction) while the native capture is still open releases the marker
+///   storage that capture recorded into: end or abandon the native capture first, and never
+///   launch what it produced.
+/// - Backends: a wrapped queue's is_capturing() must report a capture its owner began natively
+///   (CUDA asks cudaStreamIsCapturing; Level Zero asks the graph extension for wrapped lists).
 /// - The handle is used by one thread at a time, like an AcceleratorGraph.
 class ACCGRAPH_API ForeignGraph {
  public:

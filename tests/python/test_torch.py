@@ -263,3 +263,17 @@ def test_a_graph_captured_before_instrument_passes_through():
         prof.flush()
     assert accgraph.torch.foreign_graph(g) is None and prof.delivered == 0
     assert float(x[0]) == 1
+
+
+def test_torch_imports_after_accgraph_in_a_fresh_interpreter():
+    # Note [Static C++ runtime] in scripts/gpu-check.sh: built with a g++ that links libstdc++
+    # statically, `import accgraph` then `import torch` aborted with "free(): invalid pointer".
+    import subprocess
+    import sys
+
+    code = ("import accgraph; names = [b.name for b in accgraph.backends()]; import torch; "
+            "t = torch.ones(4, device='cuda'); print('ok', 'cuda' in names, float(t.sum()))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok", "True", "4.0"]
