@@ -1350,25 +1350,24 @@ TEST_CASE("a foreign graph: attach_all, reset and destruction deliver every laun
   NativeOwner owner(stream);
   {
     accgraph::ForeignGraph foreign(kFake);
-    for (int capture = 0; capture < 2; ++capture) {
+    // The owner's capture of one region of 10 ns, told to `foreign`.
+    auto capture_work = [&] {
       owner.ops.clear();
       owner.begin_capture();
       foreign.capture_begin(stream);
       { auto r = prof.region(stream, "work"); stream.delay(10ns); }
       foreign.capture_end();
       owner.end_capture();
+    };
+    for (int capture = 0; capture < 2; ++capture) {
+      capture_work();
       for (int i = 0; i < 3; ++i) foreign.launch(stream, [&] { owner.launch(); });
       // Launched, not collected (lazy delivery): reset collects them before the owner drops the
       // native graph.
       foreign.reset();
       CHECK(delivered == 3 * (capture + 1));
     }
-    owner.ops.clear();
-    owner.begin_capture();
-    foreign.capture_begin(stream);
-    { auto r = prof.region(stream, "work"); stream.delay(10ns); }
-    foreign.capture_end();
-    owner.end_capture();
+    capture_work();
     foreign.launch(stream, [&] { owner.launch(); });
   }  // destroyed with one launch pending
   CHECK(delivered == 7);
