@@ -9,6 +9,7 @@ BufferImpl::~BufferImpl() = default;
 GraphImplInterface::~GraphImplInterface() = default;
 TimestampMarkers::~TimestampMarkers() = default;
 Backend::~Backend() = default;
+ClockSampling::~ClockSampling() = default;
 
 void StreamImpl::host_call(std::function<void()>) {
   throw Error(ErrorCode::Unsupported,

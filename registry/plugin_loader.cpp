@@ -101,7 +101,8 @@ std::string what_it_threw(Call call) {
 // this forwarding owner instead of deleting across the library boundary.
 class PluginBackend final : public Backend {
  public:
-  PluginBackend(Backend* inner, void (*destroy)(void*)) : inner_(inner), destroy_(destroy) {}
+  PluginBackend(Backend* inner, void (*destroy)(void*))
+      : inner_(inner), clock_(dynamic_cast<ClockSampling*>(inner)), destroy_(destroy) {}
   ~PluginBackend() override { destroy_(inner_); }
   std::string name() const override { return inner_->name(); }
   std::vector<DeviceInfo> devices() const override { return inner_->devices(); }
@@ -122,11 +123,30 @@ class PluginBackend final : public Backend {
                                                    const MarkerOptions& options) override {
     return inner_->create_markers(device, options);
   }
+  /// The plugin backend's optional interfaces (found on the plugin's own object).
+  ClockSampling* clock_sampling() const noexcept { return clock_; }
 
  private:
   Backend* inner_;
+  ClockSampling* clock_;
   void (*destroy_)(void*);
 };
+
+}  // namespace
+}  // namespace accgraph::detail
+
+namespace accgraph {
+
+ClockSampling* clock_sampling(Backend& backend) noexcept {
+  if (auto* plugin = dynamic_cast<detail::PluginBackend*>(&backend))
+    return plugin->clock_sampling();
+  return dynamic_cast<ClockSampling*>(&backend);
+}
+
+}  // namespace accgraph
+
+namespace accgraph::detail {
+namespace {
 
 // A function rather than an inline comparison: the required minor is 0 today, and comparing an
 // unsigned value against a literal 0 draws a warning.

@@ -65,11 +65,7 @@ const char* const kDemoUsage =
 }  // namespace
 
 TraceFormat trace_format_for(const std::string& path) {
-  const std::string extension = ".pftrace";
-  return path.size() >= extension.size() &&
-                 path.compare(path.size() - extension.size(), extension.size(), extension) == 0
-             ? TraceFormat::Perfetto
-             : TraceFormat::Chrome;
+  return timing::is_perfetto_trace_path(path) ? TraceFormat::Perfetto : TraceFormat::Chrome;
 }
 
 bool perfetto_supported() { return ACCGRAPH_CLI_WITH_PERFETTO != 0; }

@@ -77,7 +77,7 @@ struct DeviceEntry {
   bool programmatic_markers = false;  // Note [Programmatic markers] in kernels.cu
 };
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public Backend, public ClockSampling {
  public:
   explicit CudaBackend(std::vector<DeviceEntry> devices) : devices_(std::move(devices)) {}
 
@@ -178,6 +178,11 @@ class CudaBackend final : public Backend {
       return make_external_event_markers(device, depth, entry.resolution_ns);
     return make_device_timestamp_markers(device, depth, entry.resolution_ns,
                                          entry.programmatic_markers);
+  }
+
+  void sample_clock(int device, timing::ClockSample* samples, size_t count) override {
+    checked(device, "sample_clock");
+    sample_globaltimer(device, samples, count);
   }
 
  private:

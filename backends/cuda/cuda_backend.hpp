@@ -49,6 +49,15 @@ cudaError_t launch_marker_end(cudaStream_t stream, uint64_t* counter, uint64_t f
                               uint32_t ring, uint32_t capacity, uint32_t count);
 /// *counter = value (re-aligns the device counter with the caller's sequence numbers).
 cudaError_t launch_set_counter(cudaStream_t stream, uint64_t* counter, uint64_t value);
+/// Note [Clock sampling kernel] (kernels.cu): for i in [0, count), waits until *flag == i + 1,
+/// then out[i] = %globaltimer; gives up after timeout_ns per sample. flag and out: device
+/// pointers of host-mapped memory.
+cudaError_t launch_globaltimer_on_flag(cudaStream_t stream, const unsigned* flag,
+                                       unsigned long long* out, unsigned count,
+                                       uint64_t timeout_ns);
+/// `count` clock samples of `device` (ClockSampling, clock.cpp): host CLOCK_REALTIME around a
+/// %globaltimer read by a kernel polling host-mapped memory.
+void sample_globaltimer(int device, timing::ClockSample* samples, size_t count);
 /// The smallest non-zero step of %globaltimer seen by one thread reading it back to back
 /// (synchronous; the current device).
 uint64_t measure_globaltimer_resolution_ns();

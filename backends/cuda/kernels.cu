@@ -115,7 +115,30 @@ __global__ void resolution_kernel(uint64_t* out, int samples) {
   *out = best;
 }
 
+// Note [Clock sampling kernel]: sample i is taken when the host raises *flag to i + 1: the kernel
+// then writes %globaltimer to out[i] (host-mapped, so the host sees it without a copy). It
+// gives up after timeout_ns without the flag (out[i] stays 0), so a host that failed or
+// stopped never leaves a kernel spinning on the GPU.
+__global__ void globaltimer_on_flag_kernel(const volatile unsigned* flag,
+                                           volatile unsigned long long* out, unsigned count,
+                                           uint64_t timeout_ns) {
+  for (unsigned i = 0; i < count; ++i) {
+    const uint64_t waiting_since = globaltimer();
+    while (*flag != i + 1)
+      if (globaltimer() - waiting_since > timeout_ns) return;
+    out[i] = globaltimer();
+    __threadfence_system();
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_globaltimer_on_flag(cudaStream_t stream, const unsigned* flag,
+                                       unsigned long long* out, unsigned count,
+                                       uint64_t timeout_ns) {
+  globaltimer_on_flag_kernel<<<1, 1, 0, stream>>>(flag, out, count, timeout_ns);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_spin(cudaStream_t stream, uint64_t ns) {
   spin_kernel<<<1, 1, 0, stream>>>(ns);

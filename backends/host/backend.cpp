@@ -3,11 +3,13 @@
 #include "host_backend.hpp"
 #include "host_internal.hpp"
 
+#include "accgraph/steady_clock_markers.hpp"
+
 namespace accgraph::detail::host {
 
 namespace {
 
-class HostBackend final : public Backend {
+class HostBackend final : public Backend, public ClockSampling {
  public:
   std::string name() const override { return kBackendName; }
 
@@ -58,6 +60,11 @@ class HostBackend final : public Backend {
     check_device(device, "create_markers");
     options.resolve_strategy({kStrategySteadyClock}, kBackendName);
     return make_markers(options.resolve_ring_depth(kDefaultRingDepth, kMaxRingDepth, kBackendName));
+  }
+
+  // The markers' clock is steady_clock, read by this thread itself: round trips of tens of ns.
+  void sample_clock(int /*device*/, timing::ClockSample* samples, size_t count) override {
+    sample_steady_clock(samples, count);
   }
 
  private:

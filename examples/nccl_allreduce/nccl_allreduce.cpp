@@ -32,12 +32,10 @@
 
 #include "accgraph/accgraph.hpp"
 #include "accgraph/perfetto.hpp"
-#include "clock_sample.hpp"
 #include "collective_metadata.hpp"
 
 namespace {
 
-using accgraph::timing::ClockSample;
 using accgraph::timing::DeviceClockOffset;
 
 struct Options {
@@ -190,9 +188,6 @@ int run_rank(const Options& o) {
   cudaStream_t native = nullptr;
   cuda_check(cudaStreamCreateWithFlags(&native, cudaStreamNonBlocking), "cudaStreamCreate");
 
-  // Clock offset of this GPU against CLOCK_REALTIME, before anything else runs on it.
-  const std::vector<ClockSample> samples = nccl_example::sample_device_clock(native, 200);
-
   const ncclUniqueId id = exchange_id(o);
   ncclComm_t comm = nullptr;
   nccl_check(ncclCommInitRank(&comm, o.world_size, id, o.rank), "ncclCommInitRank");
@@ -200,13 +195,10 @@ int run_rank(const Options& o) {
   int exit_code = 0;
   {
     accgraph::Stream stream = accgraph::Stream::wrap("cuda", device, native);
-    const DeviceClockOffset clock = [&] {
-      DeviceClockOffset c = accgraph::timing::estimate_clock_offset(
-          samples, stream.capabilities().timer_resolution_ns);
-      c.backend = stream.backend_name();
-      c.device = stream.device();
-      return c;
-    }();
+    // This GPU's clock against CLOCK_REALTIME (Note [Clock calibration]), when the profiler
+    // starts, before the timed work.
+    constexpr size_t kClockSamples = 200;
+    const DeviceClockOffset clock = accgraph::timing::calibrate_clock(stream, kClockSamples);
 
     const size_t elements = o.elements;
     const size_t scratch_bytes = size_t(4) << 20;
@@ -314,7 +306,7 @@ int run_rank(const Options& o) {
         "rank %d: GPU %d, clock offset %lld ns +- %llu ns (%zu samples), %zu reports, "
         "%zu wrong elements, trace %s\n",
         o.rank, device, static_cast<long long>(clock.offset_ns),
-        static_cast<unsigned long long>(clock.uncertainty_ns), samples.size(), reports.size(),
+        static_cast<unsigned long long>(clock.uncertainty_ns), kClockSamples, reports.size(),
         wrong, trace_path.c_str());
     std::printf(
         "rank %d: per replay: untimed host %.2f us, device %.2f us; timed host %.2f us, "

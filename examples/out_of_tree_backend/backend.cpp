@@ -2,6 +2,8 @@
 // buffers, graphs and markers. Start reading here.
 #include "toy.hpp"
 
+#include <accgraph/steady_clock_markers.hpp>
+
 namespace toy {
 
 void fail(accgraph::ErrorCode code, const std::string& message) {
@@ -14,7 +16,9 @@ using accgraph::Capabilities;
 using accgraph::CaptureMode;
 using accgraph::ErrorCode;
 
-class ToyBackend final : public accgraph::Backend {
+// ClockSampling (optional, accgraph/backend.hpp): lets accgraph::timing::calibrate_clock put the
+// toy's marker times on the host's clock when traces of several devices or ranks are merged.
+class ToyBackend final : public accgraph::Backend, public accgraph::ClockSampling {
  public:
   std::string name() const override { return kBackendName; }
 
@@ -70,6 +74,12 @@ class ToyBackend final : public accgraph::Backend {
     // The SPI's helpers turn an unknown strategy or too deep a ring into the standard errors.
     options.resolve_strategy({kMarkerStrategy}, kBackendName);
     return make_markers(options.resolve_ring_depth(kDefaultRingDepth, kMaxRingDepth, kBackendName));
+  }
+
+  // The markers read steady_clock on the host (markers.cpp): the SPI helper samples it.
+  void sample_clock(int /*device*/, accgraph::timing::ClockSample* samples,
+                    size_t count) override {
+    accgraph::sample_steady_clock(samples, count);
   }
 
  private:

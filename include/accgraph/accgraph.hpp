@@ -2,6 +2,7 @@
 #pragma once
 
 #include "accgraph/backend.hpp"
+#include "accgraph/clock.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/foreign_graph.hpp"
 #include "accgraph/graph.hpp"

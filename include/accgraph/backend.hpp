@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "accgraph/clock.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/export.hpp"
 #include "accgraph/types.hpp"
@@ -393,6 +394,31 @@ class ACCGRAPH_API Backend {
   virtual std::unique_ptr<TimestampMarkers> create_markers(int device,
                                                           const MarkerOptions& options) = 0;
 };
+
+/// Note [Clock sampling]: optional, for a Backend whose marker clock can be read against the
+/// host's (accgraph/clock.hpp, Note [Clock calibration] in timing/clock.cpp): a backend class
+/// that also derives from ClockSampling lets timing::calibrate_clock (accgraph/clock.hpp) put
+/// its devices' reports on the host's timeline. The core finds it with clock_sampling() below;
+/// a backend without it makes calibrate_clock an Unsupported error, and nothing else changes.
+/// - (clock.sample) sample_clock(device, samples, count) fills samples[0..count), each with
+///   CLOCK_REALTIME read on the host, then the device's marker clock (the clock of
+///   TimestampMarkers::read on that device, every strategy) read by the device itself, then
+///   CLOCK_REALTIME again: host_before_ns <= host_after_ns, and the device read happened between
+///   the two host reads. Samples are taken one after another, so device_ns never decreases. The
+///   closer the device read is to the host reads (a device polling host memory, not a launch),
+///   the smaller the offset's uncertainty. It may run work on the device, never on a user's
+///   stream, and throws Error (BackendError naming the native call) when it cannot.
+///   Preconditions (checked by the core): `device` exists, 1 <= count <= 100,000.
+class ACCGRAPH_API ClockSampling {
+ public:
+  virtual ~ClockSampling();
+  virtual void sample_clock(int device, timing::ClockSample* samples, size_t count) = 0;
+};
+
+/// The ClockSampling of `backend` (a Registry backend, built-in or a plugin's), or nullptr when
+/// it has none. Use it rather than dynamic_cast: the Registry holds a plugin's backend behind a
+/// forwarding owner that is not the plugin's class.
+ACCGRAPH_API ClockSampling* clock_sampling(Backend& backend) noexcept;
 
 /// Creates a backend. Throws Error(Unavailable, reason) when it cannot run here (no driver, no
 /// device), which the Registry records and reports.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "accgraph/clock.hpp"  // DeviceClockOffset, ClockSample, calibrate_clock
 #include "accgraph/report.hpp"
 
 #if defined(_WIN32)
@@ -21,33 +22,6 @@
 #endif
 
 namespace accgraph::timing {
-
-/// One device clock against the host's reference clock (Note [Clock calibration] in
-/// timing/perfetto/clock.cpp): host_time = device_time - offset_ns, true to within
-/// +-uncertainty_ns.
-struct DeviceClockOffset {
-  std::string backend;  ///< ReplayReport::backend() of the device's reports
-  int device = 0;       ///< ReplayReport::device()
-  int64_t offset_ns = 0;
-  uint64_t uncertainty_ns = 0;
-};
-
-/// One clock sample: the host clock read before and after reading the device clock.
-struct ClockSample {
-  uint64_t host_before_ns = 0;
-  uint64_t device_ns = 0;
-  uint64_t host_after_ns = 0;
-};
-
-/// The offset of a device clock from minimum-round-trip sampling: the sample with the shortest
-/// host_after - host_before bounds the device read best; offset = device - midpoint, uncertainty
-/// = half that round trip plus the device timer's resolution. InvalidArgument when `samples` is
-/// empty or a sample has host_after < host_before.
-///
-///   std::vector<ClockSample> s = ...;  // e.g. 100 samples at profiler start
-///   DeviceClockOffset clock = estimate_clock_offset(s, caps.timer_resolution_ns);
-ACCGRAPH_PERFETTO_API DeviceClockOffset
-estimate_clock_offset(const std::vector<ClockSample>& samples, uint64_t device_resolution_ns);
 
 /// What a trace says about the process that wrote it, for merge_perfetto_traces.
 struct PerfettoOptions {

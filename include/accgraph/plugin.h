@@ -6,7 +6,9 @@
  * ACCGRAPH_PLUGIN_ABI_MINOR_REQUIRED. Tables only grow by appending fields; struct_size says how
  * much of the table the plugin was compiled with. The C++ SPI objects created through the table
  * (accgraph::Backend and what it creates) must come from the same major version of the SPI
- * headers, which is why a change to backend.hpp's classes bumps the major. */
+ * headers, which is why a change to backend.hpp's classes bumps the major; a new class a backend
+ * may also derive from (2.1: ClockSampling) bumps the minor (a 2.0 plugin still loads; a 2.1
+ * plugin deriving from it needs a 2.1 core, whose library defines the new class). */
 #ifndef ACCGRAPH_PLUGIN_H
 #define ACCGRAPH_PLUGIN_H
 
@@ -18,7 +20,7 @@ extern "C" {
 #endif
 
 #define ACCGRAPH_PLUGIN_ABI_MAJOR 2u
-#define ACCGRAPH_PLUGIN_ABI_MINOR 0u
+#define ACCGRAPH_PLUGIN_ABI_MINOR 1u
 /* The oldest minor the core accepts. */
 #define ACCGRAPH_PLUGIN_ABI_MINOR_REQUIRED 0u
 /* The one symbol the loader resolves. */

@@ -265,4 +265,13 @@ ACCGRAPH_API void write_reports_csv(std::ostream& out, const std::vector<ReplayR
 /// buffer, never the whole trace.
 ACCGRAPH_API void write_chrome_trace(std::ostream& out, const std::vector<ReplayReport>& reports);
 
+/// The trace format a file name asks for: a name ending in ".pftrace" is a native Perfetto trace
+/// (write_perfetto_trace, accgraph/perfetto.hpp), any other Chrome trace JSON. The CLI's
+/// --trace and Python's Profiler.write_trace choose by it.
+inline bool is_perfetto_trace_path(const std::string& path) {
+  const std::string extension = ".pftrace";
+  return path.size() >= extension.size() &&
+         path.compare(path.size() - extension.size(), extension.size(), extension) == 0;
+}
+
 }  // namespace accgraph::timing

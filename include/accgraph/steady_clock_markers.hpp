@@ -29,6 +29,27 @@ inline uint64_t steady_clock_ns() noexcept {
                                    .count());
 }
 
+/// ClockSampling::sample_clock for a backend whose marker clock is steady_clock (clock.sample):
+/// each sample reads CLOCK_REALTIME (std::chrono::system_clock), steady_clock, CLOCK_REALTIME.
+///
+///   class MyBackend final : public accgraph::Backend, public accgraph::ClockSampling {
+///     void sample_clock(int, timing::ClockSample* s, size_t n) override {
+///       sample_steady_clock(s, n);
+///     }
+///   };
+inline void sample_steady_clock(timing::ClockSample* samples, size_t count) noexcept {
+  const auto realtime_ns = [] {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
+  };
+  for (size_t i = 0; i < count; ++i) {
+    samples[i].host_before_ns = realtime_ns();
+    samples[i].device_ns = steady_clock_ns();
+    samples[i].host_after_ns = realtime_ns();
+  }
+}
+
 /// The "device side" of a steady_clock marker set (Note [Marker ring] in backend.hpp): ring
 /// slots of marker times, the sequence counter the begin_sequence operation advances when it
 /// runs, and the completion the end_sequence operation publishes. Shared (shared_ptr) by the

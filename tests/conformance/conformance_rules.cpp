@@ -165,6 +165,11 @@ const std::vector<Rule>& rules() {
        "Unsupported/InvalidArgument for unknown strategies and too deep rings",
        "create_markers ignores MarkerOptions (use MarkerOptions::resolve_strategy and "
        "resolve_ring_depth)"},
+      {"clock.sample", "Note [Clock sampling]",
+       "(optional) sample_clock reads the device's marker clock between two CLOCK_REALTIME "
+       "reads, samples in order, so calibrate_clock's offset puts marker times on the host clock",
+       "the device read is of another clock than the markers' (CLOCK_REALTIME instead of "
+       "steady_clock, a raw counter), or the host reads are not taken around it"},
   };
   return list;
 }

@@ -399,5 +399,61 @@ ACCGRAPH_CONFORMANCE_CASE("markers: create_markers honours MarkerOptions", "mark
                        ErrorCode::InvalidArgument, "ring depth");
 }
 
+ACCGRAPH_CONFORMANCE_CASE("clocks: sample_clock reads the marker clock between two host reads",
+                          "clock.sample") {
+  Backend& spi = backend_object();
+  ClockSampling* sampling = clock_sampling(spi);
+  if (sampling == nullptr) {
+    skip("does not implement ClockSampling (optional: its traces are merged uncalibrated)");
+    return;
+  }
+  constexpr size_t kSamples = 50;
+  std::vector<timing::ClockSample> samples(kSamples);
+  sampling->sample_clock(0, samples.data(), samples.size());
+  for (size_t i = 0; i < kSamples; ++i) {
+    INFO("sample " << i);
+    CHECK(samples[i].host_before_ns <= samples[i].host_after_ns);
+    CHECK(samples[i].device_ns != 0);
+    if (i > 0) CHECK(samples[i].device_ns >= samples[i - 1].device_ns);
+  }
+  // The offset must put the markers' own times on the host clock: an eager region's markers,
+  // moved by it, fall between host clock reads taken before and after the region (within the
+  // offset's uncertainty and a marker step). A backend that samples another clock than its
+  // markers' is off by that clock difference (seconds to years).
+  const timing::DeviceClockOffset clock = timing::calibrate_clock(backend(), 0, kSamples);
+  CHECK(clock.backend == backend());
+  Stream stream = make_stream();
+  Profiler profiler;
+  ReportCollector collected(profiler);
+  const auto realtime_ns = [] {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
+  };
+  const uint64_t before = realtime_ns();
+  {
+    auto region = profiler.region(stream, "clocked");
+    enqueue_known_duration(stream, 1ms);
+  }
+  profiler.flush();
+  const uint64_t after = realtime_ns();
+  REQUIRE(collected.replays().size() == 1);
+  const TimedReplay& report = collected.replays()[0];
+  REQUIRE(report.regions.size() == 1);
+  const TimedRegion& region = report.regions[0];
+  if (!region.measurable) {
+    MESSAGE(backend() << ": the eager region was reported unmeasurable; the offset is unchecked");
+    return;
+  }
+  const int64_t slack = static_cast<int64_t>(clock.uncertainty_ns + 2 * report.resolution_ns);
+  const int64_t start_host = static_cast<int64_t>(region.start_ns) - clock.offset_ns;
+  const int64_t end_host = static_cast<int64_t>(region.end_ns) - clock.offset_ns;
+  INFO("offset " << clock.offset_ns << " ns +- " << clock.uncertainty_ns << " ns; region on the "
+                 "host clock [" << start_host << ", " << end_host << "], host reads [" << before
+                 << ", " << after << "]");
+  CHECK(start_host + slack >= static_cast<int64_t>(before));
+  CHECK(end_host - slack <= static_cast<int64_t>(after));
+}
+
 }  // namespace
 }  // namespace accgraph::conformance

@@ -903,3 +903,26 @@ int main(int argc, char** argv) {
   doctest::Context context(static_cast<int>(args.size()), args.data());
   return context.run();
 }
+
+TEST_CASE("cuda: calibrate_clock measures %globaltimer against CLOCK_REALTIME consistently") {
+  // Two calibrations a moment apart agree within their uncertainties (drift over milliseconds
+  // is parts per million of nothing). That the offset matches the markers' clock is the
+  // conformance case "clocks: sample_clock reads the marker clock between two host reads".
+  const timing::DeviceClockOffset first = timing::calibrate_clock("cuda", 0, 200);
+  const timing::DeviceClockOffset second = timing::calibrate_clock("cuda", 0, 200);
+  CHECK(first.backend == "cuda");
+  CHECK(first.device == 0);
+  const int64_t difference = first.offset_ns - second.offset_ns;
+  INFO("offsets " << first.offset_ns << " +- " << first.uncertainty_ns << " and "
+                  << second.offset_ns << " +- " << second.uncertainty_ns);
+  CHECK(static_cast<uint64_t>(difference < 0 ? -difference : difference) <=
+        first.uncertainty_ns + second.uncertainty_ns);
+  MESSAGE("cuda device 0: %globaltimer - CLOCK_REALTIME = " << first.offset_ns << " ns +- "
+                                                              << first.uncertainty_ns << " ns");
+  // From a stream: the same device's clock.
+  Stream s = Stream::create("cuda", 0);
+  const timing::DeviceClockOffset from_stream = timing::calibrate_clock(s, 50);
+  const int64_t d2 = from_stream.offset_ns - first.offset_ns;
+  CHECK(static_cast<uint64_t>(d2 < 0 ? -d2 : d2) <=
+        from_stream.uncertainty_ns + first.uncertainty_ns);
+}

@@ -13,6 +13,7 @@
 #include <accgraph/error.hpp>
 #include <accgraph/plugin.hpp>
 #include <accgraph/pool_table.hpp>
+#include <accgraph/steady_clock_markers.hpp>
 #include <accgraph/types.hpp>
 
 #include <algorithm>
@@ -67,6 +68,7 @@
 #define M_LIFE_ENQUEUED 27       // life.enqueued: a replay reads the graph's executable late
 #define M_CAPS_HONEST 28         // caps.honest: delay() returns at once
 #define M_MODE_HONOURED 29       // mode.honoured: Relaxed is listed but refused
+#define M_CLOCK_SAMPLE 30        // clock.sample: sample_clock reads another clock (CLOCK_REALTIME)
 
 #define MUTANT(name) (ACCGRAPH_MUTANT == M_##name)
 #define TOY_ASYNC (MUTANT(FORK_JOIN_EAGER) || MUTANT(GRAPH_SERIAL) || MUTANT(LIFE_ENQUEUED))
@@ -845,7 +847,7 @@ class SteadyClockSyncMarkers final : public accgraph::TimestampMarkers {
 
 // --- the backend ---------------------------------------------------------------------------------
 
-class ToyBackend final : public accgraph::Backend {
+class ToyBackend final : public accgraph::Backend, public accgraph::ClockSampling {
  public:
   std::string name() const override { return kBackendName; }
   std::vector<accgraph::DeviceInfo> devices() const override {
@@ -910,6 +912,18 @@ class ToyBackend final : public accgraph::Backend {
 #else
     return std::make_unique<SteadyClockSyncMarkers>(
         options.resolve_ring_depth(kDefaultRingDepth, kMaxRingDepth, kBackendName));
+#endif
+  }
+
+  void sample_clock(int, accgraph::timing::ClockSample* samples, size_t count) override {
+#if MUTANT(CLOCK_SAMPLE)
+    for (size_t i = 0; i < count; ++i) {  // the host's wall clock, not steady_clock
+      const auto now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::system_clock::now().time_since_epoch()).count());
+      samples[i] = {now, now, now};
+    }
+#else
+    accgraph::sample_steady_clock(samples, count);
 #endif
   }
 

@@ -99,7 +99,7 @@ TEST_CASE("malformed plugins are rejected with the file and the reason") {
     const char* reason;
   };
   const Case cases[] = {
-      {BAD_ABI_MAJOR_PLUGIN, "built for plugin ABI 3.0 but this accgraph"},
+      {BAD_ABI_MAJOR_PLUGIN, "built for plugin ABI 3.1 but this accgraph"},
       {BAD_ABI_MAJOR_PLUGIN, "the major versions must match"},
       {SMALL_TABLE_PLUGIN, "smaller than the"},
       {BAD_NAME_PLUGIN, "'Not A Name!' is not a valid name"},
@@ -438,9 +438,10 @@ TEST_CASE("check_plugin_table accepts a good table and rejects each bad field") 
   // another vtable: refused by its major, never loaded.
   AccgraphPluginApi bad = good;
   bad.abi_major = 1;
+  bad.abi_minor = 0;
   require_error([&] { check_plugin_table(&bad, "/old.so"); }, ErrorCode::PluginError,
                 {"plugin '/old.so' was rejected: it was built for plugin ABI 1.0 but this "
-                 "accgraph (0.2.0) speaks ABI 2.0 and the major versions must match; rebuild the "
+                 "accgraph (0.2.0) speaks ABI 2.1 and the major versions must match; rebuild the "
                  "plugin against this accgraph"});
   bad = good;
   bad.create_backend = nullptr;

@@ -1,0 +1,114 @@
+// accgraph/clock.hpp: calibrate_clock on the host backend (its markers' clock, steady_clock,
+// against CLOCK_REALTIME), its argument checks, and a backend without ClockSampling.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <doctest/doctest.h>
+
+#include "accgraph/accgraph.hpp"
+#include "check_error.hpp"
+
+using namespace accgraph;
+using timing::calibrate_clock;
+using timing::DeviceClockOffset;
+
+namespace {
+
+int64_t realtime_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The host backend without ClockSampling: every operation forwarded to "host".
+class UnclockedBackend final : public Backend {
+ public:
+  std::string name() const override { return "host_unclocked"; }
+  std::vector<DeviceInfo> devices() const override { return host().devices(); }
+  Capabilities capabilities(int device) const override { return host().capabilities(device); }
+  std::unique_ptr<StreamImpl> create_stream(int device) override {
+    return host().create_stream(device);
+  }
+  std::unique_ptr<StreamImpl> wrap_stream(int device, void* handle) override {
+    return host().wrap_stream(device, handle);
+  }
+  std::unique_ptr<BufferImpl> allocate(int device, size_t bytes, MemoryKind kind) override {
+    return host().allocate(device, bytes, kind);
+  }
+  std::unique_ptr<GraphImplInterface> create_graph(const GraphArgs& args) override {
+    return host().create_graph(args);
+  }
+  std::unique_ptr<TimestampMarkers> create_markers(int device,
+                                                   const MarkerOptions& options) override {
+    return host().create_markers(device, options);
+  }
+
+ private:
+  static Backend& host() { return Registry::instance().backend("host"); }
+};
+
+void register_unclocked() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Registry::instance().register_backend("host_unclocked", priority::fallback - 1,
+                                          [] { return std::make_unique<UnclockedBackend>(); },
+                                          "test_clock.cpp");
+  });
+}
+
+}  // namespace
+
+TEST_CASE("calibrate_clock on host: steady_clock minus CLOCK_REALTIME, within its uncertainty") {
+  // The truth, bracketed: steady_clock read between two CLOCK_REALTIME reads, as a span of
+  // possible offsets [steady - after, steady - before].
+  const int64_t before = realtime_ns();
+  const int64_t steady = steady_ns();
+  const int64_t after = realtime_ns();
+  const DeviceClockOffset clock = calibrate_clock("host", 0, 100);
+  CHECK(clock.backend == "host");
+  CHECK(clock.device == 0);
+  const int64_t low = steady - after, high = steady - before;
+  const auto uncertainty = static_cast<int64_t>(clock.uncertainty_ns);
+  INFO("offset " << clock.offset_ns << " +- " << uncertainty << ", truth in [" << low << ", "
+                 << high << "]");
+  // The two intervals overlap (allowing for CLOCK_REALTIME being slewed by NTP between the two
+  // measurements, which moves it by far less than a microsecond in this time).
+  CHECK(clock.offset_ns + uncertainty + 1000 >= low);
+  CHECK(clock.offset_ns - uncertainty - 1000 <= high);
+  // The best of 100 host samples is at least as tight as the one bracket taken here.
+  CHECK(clock.uncertainty_ns <= static_cast<uint64_t>(after - before) / 2 + 1 + 1);
+
+  // Through a Stream: its backend and device.
+  Stream stream = Stream::create("host");
+  const DeviceClockOffset again = timing::calibrate_clock(stream, 10);
+  CHECK(again.backend == "host");
+  const int64_t difference = again.offset_ns - clock.offset_ns;
+  CHECK((difference < 0 ? -difference : difference) <=
+        static_cast<int64_t>(again.uncertainty_ns + clock.uncertainty_ns) + 1000);
+}
+
+TEST_CASE("calibrate_clock: bad arguments and a backend without ClockSampling") {
+  CHECK_ACCGRAPH_ERROR(calibrate_clock("host", 0, 0), ErrorCode::InvalidArgument,
+                       "0 samples: take from 1 to 100000");
+  CHECK_ACCGRAPH_ERROR(calibrate_clock("host", 0, 100001), ErrorCode::InvalidArgument,
+                       "100001 samples");
+  CHECK_ACCGRAPH_ERROR(calibrate_clock("host", 1, 10), ErrorCode::InvalidArgument,
+                       "device 1 does not exist: backend 'host' has 1 device(s)");
+  CHECK_ACCGRAPH_ERROR(calibrate_clock("host", -1, 10), ErrorCode::InvalidArgument,
+                       "device -1 does not exist");
+  CHECK_ACCGRAPH_ERROR(calibrate_clock("no_such_backend", 0, 10), ErrorCode::InvalidArgument,
+                       "no_such_backend");
+  register_unclocked();
+  CHECK_ACCGRAPH_ERROR(calibrate_clock("host_unclocked", 0, 10), ErrorCode::Unsupported,
+                       "backend 'host_unclocked' cannot read its device clock against the "
+                       "host's (it does not implement accgraph::ClockSampling)");
+}

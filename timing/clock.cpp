@@ -1,0 +1,100 @@
+// Device clock offsets from minimum-round-trip sampling (Note [Clock calibration]).
+#include "accgraph/clock.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "accgraph/backend.hpp"
+#include "accgraph/error.hpp"
+#include "accgraph/registry.hpp"
+#include "accgraph/stream.hpp"
+
+namespace accgraph::timing {
+
+// Note [Clock calibration]: every device timestamps its markers on its own clock (CUDA's
+// %globaltimer, the host backend's CLOCK_MONOTONIC, ...), and those clocks disagree with the
+// host and with each other by microseconds (measured on 2xH200: %globaltimer - CLOCK_REALTIME is
+// -8.0 us on GPU0 and +0.2 us on GPU1). To put every device of every rank on one timeline, each
+// device's offset against the host reference clock (CLOCK_REALTIME, the clock NTP/PTP
+// discipline across hosts) is measured when the profiler starts (calibrate_clock): N samples
+// of (host_before, device, host_after), where the device time is read by the device itself
+// between the two host reads (ClockSampling in backend.hpp; on CUDA a one-thread kernel reads
+// %globaltimer when it sees a flag the host raised in host-mapped memory). The device read
+// happened somewhere in [host_before, host_after], so the sample with the smallest round trip
+// bounds it best (as NTP and Cristian's algorithm do): offset = device - midpoint, uncertainty =
+// half the round trip (plus the device timer's resolution). Scheduling and PCIe jitter only
+// ever lengthen a round trip, so the minimum over ~100 samples is close to the true wire time
+// (a couple of microseconds over PCIe, tens of nanoseconds for the host backend's own clock).
+// The offset is written into each rank's trace ("accgraph trace info", write_perfetto_trace)
+// and applied by merge_perfetto_traces; drift over a run (ppm-level between quartz
+// oscillators) is not modelled, so calibrate again (and write a new trace) on long runs.
+DeviceClockOffset estimate_clock_offset(const std::vector<ClockSample>& samples,
+                                        uint64_t device_resolution_ns) {
+  if (samples.empty())
+    throw Error(ErrorCode::InvalidArgument,
+                "estimate_clock_offset: no samples: take at least one (host_before, device, "
+                "host_after) sample, ideally about 100");
+  const ClockSample* best = nullptr;
+  for (const ClockSample& s : samples) {
+    if (s.host_after_ns < s.host_before_ns)
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("estimate_clock_offset: a sample has host_after_ns {} before "
+                              "host_before_ns {}: read the host clock before and after the "
+                              "device clock, on a monotonic host clock",
+                              s.host_after_ns, s.host_before_ns));
+    if (best == nullptr ||
+        s.host_after_ns - s.host_before_ns < best->host_after_ns - best->host_before_ns)
+      best = &s;
+  }
+  const uint64_t round_trip = best->host_after_ns - best->host_before_ns;
+  const uint64_t midpoint = best->host_before_ns + round_trip / 2;
+  DeviceClockOffset offset;
+  // Modular subtraction: exact for any two clocks less than 2^63 ns (292 years) apart.
+  offset.offset_ns = static_cast<int64_t>(best->device_ns - midpoint);
+  offset.uncertainty_ns = (round_trip + 1) / 2 + device_resolution_ns;
+  return offset;
+}
+
+DeviceClockOffset calibrate_clock(std::string_view backend_name, int device, size_t samples) {
+  constexpr size_t kMaxSamples = 100000;
+  const std::string name =
+      backend_name.empty() ? default_backend_name() : std::string(backend_name);
+  if (samples == 0 || samples > kMaxSamples)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("calibrate_clock: {} samples: take from 1 to {} (about 100 is "
+                            "plenty)",
+                            samples, kMaxSamples));
+  Backend& backend = Registry::instance().backend(name);
+  const size_t devices = backend.devices().size();
+  if (device < 0 || static_cast<size_t>(device) >= devices)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("calibrate_clock: device {} does not exist: backend '{}' has {} "
+                            "device(s), numbered from 0",
+                            device, name, devices),
+                name);
+  ClockSampling* sampling = clock_sampling(backend);
+  if (sampling == nullptr)
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("calibrate_clock: backend '{}' cannot read its device clock against "
+                            "the host's (it does not implement accgraph::ClockSampling); its "
+                            "traces can still be written, and a merge leaves them "
+                            "uncalibrated. The host and cuda backends can.",
+                            name),
+                name);
+  std::vector<ClockSample> taken(samples);
+  sampling->sample_clock(device, taken.data(), taken.size());
+  DeviceClockOffset offset =
+      estimate_clock_offset(taken, backend.capabilities(device).timer_resolution_ns);
+  offset.backend = name;
+  offset.device = device;
+  return offset;
+}
+
+DeviceClockOffset calibrate_clock(const Stream& stream, size_t samples) {
+  return calibrate_clock(stream.backend_name(), stream.device(), samples);
+}
+
+}  // namespace accgraph::timing
