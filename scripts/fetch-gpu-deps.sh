@@ -8,6 +8,7 @@ mkdir -p "$root/.deps"
 exclude="$root/.git/info/exclude"
 if [ -f "$exclude" ] && ! grep -qx '/.deps/' "$exclude"; then echo '/.deps/' >> "$exclude"; fi
 cd "$root/.deps"
-packages=(libfmt-dev libfmt9 doctest-dev nlohmann-json3-dev libze-dev libze1)
+packages=(libfmt-dev libfmt9 doctest-dev nlohmann-json3-dev libze-dev libze1
+  libprotobuf-dev libprotobuf32 libprotobuf-lite32 protobuf-compiler libprotoc32)
 apt-get download "${packages[@]}"
 ls -l "$root/.deps"

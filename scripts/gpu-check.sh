@@ -11,18 +11,23 @@
 #   scripts/gpu-check.sh build tests demo bench   # some stages; later: repeat sanitizer
 #
 # Stages (all of them, in this order, by default): build tests repeat sanitizer demo bench
-# python. The python stage builds the wheel (scripts/python-install.sh, into $BUILD_DIR/venv,
+# python nccl. The python stage builds the wheel (scripts/python-install.sh, into $BUILD_DIR/venv,
 # with the interpreter's nanobind, scikit-build-core, pytest and torch: no network needed), runs
 # tests/python with host and cuda required (a skip there is a failure; the PyTorch tests among
 # them), the Python benchmark, the PyTorch example (examples/python/transparent_profiling.py,
 # failing without torch or a GPU) and the PyTorch benchmark (bench/python/bench_torch.py).
+# The nccl stage runs examples/nccl_allreduce with one rank per visible GPU (it needs
+# accgraph::perfetto, hence libprotobuf, and NCCL: a missing example fails the stage) and prints
+# its figures: per-rank cost, clock offsets, the ranks' alignment (with 2 or more GPUs) and the
+# merged trace; with one GPU there is one rank and no alignment figure.
 # A machine that limits one command's time runs them in several calls on one build directory:
 # each stage records its result under $BUILD_DIR/gpu-check/, and every call prints the summary
 # of all stages run so far and the verdict over them ("PASSED" only when every stage has run
 # and passed). REPEAT=N (15) sets the rounds of the repeat stage.
 #
 # The GPU machine cannot reach a package registry: the Debian packages the build needs (fmt,
-# doctest, nlohmann-json, Level Zero) are carried in .deps/ (made by scripts/fetch-gpu-deps.sh)
+# doctest, nlohmann-json, Level Zero, protobuf) are carried in .deps/ (made by
+# scripts/fetch-gpu-deps.sh)
 # and unpacked here into a private prefix when the system lacks them.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,7 +35,7 @@ build="${BUILD_DIR:-$root/build-gpu}"
 state="$build/gpu-check"  # per-stage summaries and exit codes, kept between calls
 out="${OUT:-$state}"
 jobs="${JOBS:-16}"
-all_stages=(build tests repeat sanitizer demo bench python)
+all_stages=(build tests repeat sanitizer demo bench python nccl)
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=("${all_stages[@]}")
 for stage in "${stages[@]}"; do
@@ -224,10 +229,12 @@ begin_stage demo
   echo "\$ accgraph backends"; "$bin/accgraph" backends
   echo; echo "\$ CUDA_VISIBLE_DEVICES='' accgraph backends"; CUDA_VISIBLE_DEVICES='' "$bin/accgraph" backends
   echo; echo "\$ accgraph demo --backend cuda --layers 4 --replays 50 --trace $out/trace.json"
-  "$bin/accgraph" demo --backend cuda --layers 4 --replays 50 --trace "$out/trace.json"
+  "$bin/accgraph" demo --backend cuda --layers 4 --replays 50 --trace "$out/trace.json" &&
+  echo && echo "\$ accgraph demo --backend cuda --lanes --trace $out/lanes.pftrace" &&
+  "$bin/accgraph" demo --backend cuda --lanes --trace "$out/lanes.pftrace"
 } > "$out/demo.log" 2>&1
 demo_rc=$?
-say "demo: rc $demo_rc, trace $( [ -s "$out/trace.json" ] && echo "written ($(wc -c < "$out/trace.json") bytes)" || echo MISSING)"
+say "demo: rc $demo_rc, trace $( [ -s "$out/trace.json" ] && echo "written ($(wc -c < "$out/trace.json") bytes)" || echo MISSING), lanes trace $( [ -s "$out/lanes.pftrace" ] && echo "written ($(wc -c < "$out/lanes.pftrace") bytes)" || echo MISSING)"
 grep -iE "cuda" "$out/demo.log" | head -4 | sed 's/^/  /' | tee -a "$summary"
 end_stage demo "$demo_rc"
 fi
@@ -281,6 +288,38 @@ else
   tail -30 "$out/python.log"
 fi
 end_stage python "$python_rc"
+fi
+
+# --- nccl: the 2-rank example (one rank per GPU here) ------------------------------------------
+if wants nccl; then
+begin_stage nccl
+gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"
+if [ ! -x "$bin/nccl_allreduce" ]; then
+  say "nccl: examples/nccl_allreduce was not built (it needs accgraph::perfetto and NCCL: see build.log's 'nccl_allreduce' and 'Perfetto' lines)"
+  grep -E "nccl_allreduce|Perfetto" "$out/build.log" | head -5 | sed 's/^/  /' | tee -a "$summary"
+  nccl_rc=1
+elif [ "$gpus" -lt 1 ]; then
+  say "nccl: no GPU listed by nvidia-smi"
+  nccl_rc=1
+else
+  rm -rf "$out/nccl" && mkdir -p "$out/nccl"
+  t0=$SECONDS
+  timeout 300 "$bin/nccl_allreduce" --spawn "$gpus" --replays "${NCCL_REPLAYS:-1000}" \
+    --out "$out/nccl" > "$out/nccl.log" 2>&1
+  nccl_rc=$?
+  say "nccl: nccl_allreduce --spawn $gpus ($gpus GPU(s), one rank each): rc $nccl_rc in $((SECONDS - t0)) s"
+  grep -vE "^(NCCL|.*NCCL INFO)" "$out/nccl.log" | tail -20 | sed 's/^/  /' | tee -a "$summary"
+  [ "$gpus" -ge 2 ] || say "  (one GPU: one rank, so no alignment across ranks; the 2-GPU figures need a machine with 2)"
+  if [ "$nccl_rc" -eq 0 ]; then
+    "$bin/accgraph" merge-traces "$out"/nccl/rank*.pftrace -o "$out/nccl/merged-cli.pftrace" \
+      > "$out/nccl-merge.log" 2>&1
+    merge_rc=$?
+    say "nccl: accgraph merge-traces: rc $merge_rc"
+    sed 's/^/  /' "$out/nccl-merge.log" | tee -a "$summary"
+    [ "$merge_rc" -eq 0 ] || nccl_rc=1
+  fi
+fi
+end_stage nccl "$nccl_rc"
 fi
 
 # --- verdict over every stage run on this build ---------------------------------------------------

@@ -13,7 +13,8 @@
 #   soak     build/: the soak test (ctest --preset soak): 10,000 replay cycles and 10,000
 #            short-lived streams on host and level_zero, flat memory, every report delivered
 #   python   the Python package built into build/venv (python-install.sh), its pytest suite
-#            (tests/python) on host, level_zero through the CPU driver, and the toy plugin
+#            (tests/python) on host, level_zero through the CPU driver, and the toy plugin;
+#            the .pftrace tests decode with the perfetto package (installed into the venv)
 #
 #   bash scripts/test.sh                     # every part (CI): 5 min on an idle 2-core machine,
 #                                            # 11 min on a loaded one, after quickstart's build
@@ -86,11 +87,14 @@ part_python() {
     -DCMAKE_PREFIX_PATH="$root/build/python-prefix"
   timed cmake --build build/python-toy
   timed bash scripts/python-install.sh
+  # The .pftrace tests decode with the perfetto package's own protos: here they must run.
+  timed "${ACCGRAPH_VENV:-$root/build/venv}/bin/python" -m pip install -q perfetto protobuf
   # The toy plugin links libaccgraph.so.0 by its soname, so loaded into Python it uses the
   # wheel's copy, which the process has already loaded.
   timed env ZE_ENABLE_ALT_DRIVERS="$root/build/lib/libze_accgraph_cpu.so" \
     ACCGRAPH_TEST_TOY_PLUGIN="$root/build/python-toy/libaccgraph_toy.so" \
     ACCGRAPH_TEST_REQUIRE_BACKENDS="${ACCGRAPH_TEST_REQUIRE_BACKENDS:-host,level_zero,toy}" \
+    ACCGRAPH_TEST_REQUIRE_PERFETTO=1 \
     "${ACCGRAPH_VENV:-$root/build/venv}/bin/python" -m pytest -p no:cacheprovider -q -rs tests/python
 }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <accgraph/accgraph.hpp>
+#include <accgraph/perfetto.hpp>
 
 namespace accgraph::python {
 
@@ -196,5 +197,14 @@ void bind_stream(nb::module_& m);
 void bind_graph(nb::module_& m);
 void bind_foreign_graph(nb::module_& m);
 void bind_timing(nb::module_& m);
+void bind_perfetto(nb::module_& m);
+
+/// Writes `reports` to `path` in the format its name asks for (timing::is_perfetto_trace_path):
+/// a Perfetto trace with the given rank, host and clock options, or Chrome JSON (which refuses
+/// those options). Defined in perfetto.cpp; called with the GIL held (released while writing).
+void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& reports,
+                      int rank, int world_size, const std::string& host,
+                      uint64_t host_clock_uncertainty_ns,
+                      const std::vector<timing::DeviceClockOffset>& clocks);
 
 }  // namespace accgraph::python

@@ -1,0 +1,302 @@
+// Traces in either format chosen by the file name (Chrome JSON, native Perfetto), the merge of
+// several ranks' Perfetto traces (accgraph/perfetto.hpp), and device clock offsets
+// (accgraph/clock.hpp). The Perfetto half needs accgraph::perfetto (libprotobuf); a package
+// built without it raises UnsupportedError from those calls and says how to get them.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <tuple>
+
+#include <accgraph/perfetto.hpp>
+
+#include "common.hpp"
+
+namespace accgraph::python {
+
+namespace {
+
+using timing::DeviceClockOffset;
+using timing::MergedRank;
+using timing::MergeSummary;
+
+constexpr bool kWithPerfetto = ACCGRAPH_PYTHON_WITH_PERFETTO != 0;
+
+void require_perfetto(const std::string& what) {
+  if (!kWithPerfetto)
+    throw Error(ErrorCode::Unsupported,
+                what + ": this accgraph package was built without Perfetto support "
+                       "(libprotobuf-dev and protobuf-compiler were missing when it was "
+                       "built): install them (scripts/ensure-packages.sh) and reinstall it "
+                       "(pip install .), or write a Chrome trace (.json) instead");
+}
+
+// Opens `file` for writing (truncating it), or raises OSError naming it.
+std::ofstream open_for_writing(const std::string& file) {
+  std::ofstream out;
+  {
+    nb::gil_scoped_release release;
+    errno = 0;
+    out.open(file, std::ios::out | std::ios::trunc | std::ios::binary);
+  }
+  if (!out) {
+    PyErr_SetFromErrnoWithFilename(PyExc_OSError, file.c_str());
+    throw nb::python_error();
+  }
+  return out;
+}
+
+nb::dict clock_dict(const DeviceClockOffset& c) {
+  nb::dict d;
+  d["backend"] = c.backend;
+  d["device"] = c.device;
+  d["offset_ns"] = c.offset_ns;
+  d["uncertainty_ns"] = c.uncertainty_ns;
+  return d;
+}
+
+nb::dict rank_dict(const MergedRank& r) {
+  nb::dict d;
+  d["path"] = r.path;
+  d["rank"] = r.rank;
+  d["host"] = r.host;
+  d["host_clock_uncertainty_ns"] = r.host_clock_uncertainty_ns;
+  nb::list clocks;
+  for (const DeviceClockOffset& c : r.clocks) clocks.append(clock_dict(c));
+  d["clocks"] = clocks;
+  d["uncalibrated"] = r.uncalibrated;
+  d["packets"] = r.packets;
+  return d;
+}
+
+nb::dict summary_dict(const MergeSummary& s) {
+  nb::dict d;
+  d["world_size"] = s.world_size;
+  nb::list ranks;
+  for (const MergedRank& r : s.ranks) ranks.append(rank_dict(r));
+  d["ranks"] = ranks;
+  d["alignment_uncertainty_ns"] = s.alignment_uncertainty_ns;
+  d["warnings"] = s.warnings;
+  return d;
+}
+
+}  // namespace
+
+void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& reports,
+                      int rank, int world_size, const std::string& host,
+                      uint64_t host_clock_uncertainty_ns,
+                      const std::vector<timing::DeviceClockOffset>& clocks) {
+  const std::string file = fs_path(path);
+  if (!timing::is_perfetto_trace_path(file)) {
+    // Chrome JSON has nowhere to put what a merge needs: refuse rather than drop it.
+    if (rank != -1 || world_size != 0 || !host.empty() || host_clock_uncertainty_ns != 0 ||
+        !clocks.empty())
+      throw Error(ErrorCode::InvalidArgument,
+                  "write_trace('" + file +
+                      "'): rank, world_size, host, host_clock_uncertainty_ns and clocks are "
+                      "recorded in native Perfetto traces only: name the file *.pftrace, or "
+                      "leave them out for a Chrome trace");
+    std::ofstream out = open_for_writing(file);
+    nb::gil_scoped_release release;
+    timing::write_chrome_trace(out, reports);
+    return;
+  }
+  require_perfetto("write_trace('" + file + "')");
+#if ACCGRAPH_PYTHON_WITH_PERFETTO
+  timing::PerfettoOptions options;
+  options.rank = rank;
+  options.world_size = world_size;
+  options.host = host;
+  options.host_clock_uncertainty_ns = host_clock_uncertainty_ns;
+  options.clocks = clocks;
+  std::ofstream out = open_for_writing(file);
+  nb::gil_scoped_release release;
+  timing::write_perfetto_trace(out, reports, options);
+#endif
+}
+
+void bind_perfetto(nb::module_& m) {
+  m.def(
+      "perfetto_supported", [] { return kWithPerfetto; },
+      "Whether this package writes and merges native Perfetto traces (*.pftrace): it was built "
+      "with libprotobuf. Without it those calls raise UnsupportedError; Chrome JSON always "
+      "works.");
+
+  nb::class_<DeviceClockOffset>(
+      m, "ClockOffset",
+      "One device clock against the host's reference clock: host_time = device_time - "
+      "offset_ns, true to within +-uncertainty_ns (accgraph::timing::DeviceClockOffset).")
+      .def(
+          "__init__",
+          [](DeviceClockOffset* self, std::string backend, int device, int64_t offset_ns,
+             uint64_t uncertainty_ns) {
+            new (self) DeviceClockOffset{std::move(backend), device, offset_ns, uncertainty_ns};
+          },
+          nb::arg("backend"), nb::arg("device"), nb::arg("offset_ns"),
+          nb::arg("uncertainty_ns") = 0,
+          "`backend` and `device` name the device as its reports do (ReplayReport.backend, "
+          ".device).")
+      .def_ro("backend", &DeviceClockOffset::backend, "The backend's name.")
+      .def_ro("device", &DeviceClockOffset::device, "The device index.")
+      .def_ro("offset_ns", &DeviceClockOffset::offset_ns,
+              "Device clock minus host clock, in nanoseconds.")
+      .def_ro("uncertainty_ns", &DeviceClockOffset::uncertainty_ns,
+              "How far offset_ns may be from the truth, in nanoseconds.")
+      .def("to_dict", &clock_dict, "The attributes as a dict.")
+      .def("__repr__", [](const DeviceClockOffset& c) {
+        return "<accgraph.ClockOffset " + c.backend + " device " + std::to_string(c.device) +
+               " offset " + std::to_string(c.offset_ns) + " ns +- " +
+               std::to_string(c.uncertainty_ns) + " ns>";
+      });
+
+  m.def(
+      "estimate_clock_offset",
+      [](const std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>& samples,
+         uint64_t device_resolution_ns, std::string backend, int device) {
+        std::vector<timing::ClockSample> converted;
+        converted.reserve(samples.size());
+        for (const auto& [before, device_ns, after] : samples)
+          converted.push_back({before, device_ns, after});
+        DeviceClockOffset offset = timing::estimate_clock_offset(converted, device_resolution_ns);
+        offset.backend = std::move(backend);
+        offset.device = device;
+        return offset;
+      },
+      nb::arg("samples"), nb::arg("device_resolution_ns") = 0, nb::kw_only(),
+      nb::arg("backend") = "", nb::arg("device") = 0,
+      "The offset of a device clock from samples (host_before_ns, device_ns, host_after_ns), "
+      "each a device clock read between two CLOCK_REALTIME reads: the sample with the shortest "
+      "round trip wins (offset = device - midpoint, uncertainty = half the round trip plus "
+      "`device_resolution_ns`). InvalidArgumentError for no samples or a sample whose host "
+      "times go backwards. calibrate_clock() takes the samples itself.");
+
+  m.def(
+      "calibrate_clock",
+      [](std::variant<PyStream*, std::string> where, int device, size_t samples) {
+        if (auto* stream = std::get_if<PyStream*>(&where)) {
+          std::shared_ptr<Stream> s = (*stream)->share();
+          nb::gil_scoped_release release;
+          return timing::calibrate_clock(*s, samples);
+        }
+        const std::string backend = std::get<std::string>(where);
+        nb::gil_scoped_release release;
+        return timing::calibrate_clock(backend, device, samples);
+      },
+      nb::arg("stream"), nb::arg("device") = 0, nb::arg("samples") = 100,
+      nb::sig("def calibrate_clock(stream: Stream | str, device: int = 0, samples: int = 100) "
+              "-> ClockOffset"),
+      "Measures the offset of a device's marker clock against the host's CLOCK_REALTIME: "
+      "`samples` times the device reads its clock between two host reads (on CUDA a one-thread "
+      "kernel on a private stream answers a flag in host memory), and the shortest round trip "
+      "wins. Give a Stream (its backend and device; the stream itself is not used) or a "
+      "backend name and `device`. Call it when profiling starts, outside any capture, and "
+      "pass the result to write_trace(clocks=[...]). UnsupportedError for a backend that "
+      "cannot read its clock against the host's (host and cuda can).");
+
+  m.def(
+      "write_trace",
+      [](nb::handle path, const std::vector<timing::ReplayReport>& reports, int rank,
+         int world_size, std::string host, uint64_t host_clock_uncertainty_ns,
+         std::vector<DeviceClockOffset> clocks) {
+        write_trace_file(path, reports, rank, world_size, host, host_clock_uncertainty_ns,
+                         clocks);
+      },
+      nb::arg("path"), nb::arg("reports"), nb::kw_only(), nb::arg("rank") = -1,
+      nb::arg("world_size") = 0, nb::arg("host") = "", nb::arg("host_clock_uncertainty_ns") = 0,
+      nb::arg("clocks") = std::vector<DeviceClockOffset>{},
+      nb::sig("def write_trace(path: str | os.PathLike[str], reports: "
+              "collections.abc.Sequence[ReplayReport], *, rank: int = -1, world_size: int = 0, "
+              "host: str = '', host_clock_uncertainty_ns: int = 0, clocks: "
+              "collections.abc.Sequence[ClockOffset] = []) -> None"),
+      "Writes `reports` as a trace whose format the name chooses: *.pftrace a native Perfetto "
+      "trace (one track per stream and per lane, overlapping regions on backing tracks merged "
+      "into one row, metadata as typed annotations), anything else Chrome trace JSON. For a "
+      "job of several ranks give each rank's `rank` and `world_size`, this `host`, the host "
+      "clock's synchronisation error bound and each device's ClockOffset, then merge the "
+      "ranks' files with merge_traces(). Those options are refused for Chrome JSON, which "
+      "cannot hold them.");
+
+  nb::class_<MergedRank>(m, "MergedRank", "One input of merge_traces(), as it was merged.")
+      .def_ro("path", &MergedRank::path, "The input file.")
+      .def_ro("rank", &MergedRank::rank, "Its rank.")
+      .def_ro("host", &MergedRank::host, "The host it was written on ('' if not given).")
+      .def_ro("host_clock_uncertainty_ns", &MergedRank::host_clock_uncertainty_ns,
+              "Its host clock's synchronisation error bound.")
+      .def_ro("clocks", &MergedRank::clocks,
+              "Per device: the offset applied (0 +- 0 for an uncalibrated device).")
+      .def_ro("uncalibrated", &MergedRank::uncalibrated,
+              "'<backend> device <n>' of each device that had no clock offset.")
+      .def_ro("packets", &MergedRank::packets, "Packets taken from it.")
+      .def("to_dict", &rank_dict, "The attributes as a dict.")
+      .def("__repr__", [](const MergedRank& r) {
+        return "<accgraph.MergedRank " + std::to_string(r.rank) + " '" + r.path + "' " +
+               std::to_string(r.packets) + " packets>";
+      });
+
+  nb::class_<MergeSummary>(m, "MergeSummary", "What merge_traces() merged.")
+      .def_ro("world_size", &MergeSummary::world_size, "The job's number of ranks.")
+      .def_ro("ranks", &MergeSummary::ranks, "The inputs, by rank.")
+      .def_ro("alignment_uncertainty_ns", &MergeSummary::alignment_uncertainty_ns,
+              "The largest alignment error of two events of the merged timeline.")
+      .def_ro("warnings", &MergeSummary::warnings, "E.g. ranks missing from the inputs.")
+      .def("to_dict", &summary_dict, "The attributes as a dict.")
+      .def("__repr__", [](const MergeSummary& s) {
+        return "<accgraph.MergeSummary " + std::to_string(s.ranks.size()) + " of " +
+               std::to_string(s.world_size) + " ranks, +- " +
+               std::to_string(s.alignment_uncertainty_ns) + " ns>";
+      });
+
+  m.def(
+      "merge_traces",
+      [](const std::vector<nb::object>& inputs, nb::handle output) {
+        require_perfetto("merge_traces");
+        std::vector<std::string> paths;
+        for (const nb::object& input : inputs) paths.push_back(fs_path(input));
+        const std::string output_path = fs_path(output);
+        if (paths.empty())
+          throw Error(ErrorCode::InvalidArgument,
+                      "merge_traces: no input traces: give each rank's .pftrace file");
+        for (const std::string& input : paths) {
+          std::error_code ignored;
+          if (input == output_path || std::filesystem::equivalent(input, output_path, ignored))
+            throw Error(ErrorCode::InvalidArgument,
+                        "merge_traces: '" + input +
+                            "' is both an input and the output: choose another output file");
+        }
+        MergeSummary summary;
+        std::ostringstream merged;
+#if ACCGRAPH_PYTHON_WITH_PERFETTO
+        {
+          nb::gil_scoped_release release;
+          summary = timing::merge_perfetto_traces(merged, paths);
+        }
+#endif
+        // Written only once the merge succeeded: a failed merge leaves no half-written file.
+        std::ofstream out = open_for_writing(output_path);
+        const std::string bytes = merged.str();
+        out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+        out.close();
+        if (!out) {
+          PyErr_SetFromErrnoWithFilename(PyExc_OSError, output_path.c_str());
+          throw nb::python_error();
+        }
+        return summary;
+      },
+      nb::arg("inputs"), nb::arg("output"),
+      nb::sig("def merge_traces(inputs: collections.abc.Sequence[str | os.PathLike[str]], "
+              "output: str | os.PathLike[str]) -> MergeSummary"),
+      "Merges the Perfetto traces that the ranks of one job wrote (write_trace with rank and "
+      "world_size) into `output`, one timeline on the host clock: one process per rank and "
+      "device, every event moved by its device's recorded clock offset (as `accgraph "
+      "merge-traces`). InvalidArgumentError naming the file for an input that cannot be read "
+      "or was not written with a rank, two inputs of one rank, or inputs that disagree on "
+      "world_size or host clock; the output is written only when the merge succeeded.");
+}
+
+}  // namespace accgraph::python
