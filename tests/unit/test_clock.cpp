@@ -2,14 +2,13 @@
 // against CLOCK_REALTIME), its argument checks, and a backend without ClockSampling.
 #include <chrono>
 #include <cstdint>
-#include <memory>
-#include <mutex>
 #include <string>
 
 #include <doctest/doctest.h>
 
 #include "accgraph/accgraph.hpp"
 #include "check_error.hpp"
+#include "host_alias_backend.hpp"
 
 using namespace accgraph;
 using timing::calibrate_clock;
@@ -27,42 +26,6 @@ int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-// The host backend without ClockSampling: every operation forwarded to "host".
-class UnclockedBackend final : public Backend {
- public:
-  std::string name() const override { return "host_unclocked"; }
-  std::vector<DeviceInfo> devices() const override { return host().devices(); }
-  Capabilities capabilities(int device) const override { return host().capabilities(device); }
-  std::unique_ptr<StreamImpl> create_stream(int device) override {
-    return host().create_stream(device);
-  }
-  std::unique_ptr<StreamImpl> wrap_stream(int device, void* handle) override {
-    return host().wrap_stream(device, handle);
-  }
-  std::unique_ptr<BufferImpl> allocate(int device, size_t bytes, MemoryKind kind) override {
-    return host().allocate(device, bytes, kind);
-  }
-  std::unique_ptr<GraphImplInterface> create_graph(const GraphArgs& args) override {
-    return host().create_graph(args);
-  }
-  std::unique_ptr<TimestampMarkers> create_markers(int device,
-                                                   const MarkerOptions& options) override {
-    return host().create_markers(device, options);
-  }
-
- private:
-  static Backend& host() { return Registry::instance().backend("host"); }
-};
-
-void register_unclocked() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    Registry::instance().register_backend("host_unclocked", priority::fallback - 1,
-                                          [] { return std::make_unique<UnclockedBackend>(); },
-                                          "test_clock.cpp");
-  });
 }
 
 }  // namespace
@@ -107,7 +70,8 @@ TEST_CASE("calibrate_clock: bad arguments and a backend without ClockSampling") 
                        "device -1 does not exist");
   CHECK_ACCGRAPH_ERROR(calibrate_clock("no_such_backend", 0, 10), ErrorCode::InvalidArgument,
                        "no_such_backend");
-  register_unclocked();
+  // The host backend's objects under another name, without ClockSampling.
+  test::register_host_alias("host_unclocked", "test_clock.cpp");
   CHECK_ACCGRAPH_ERROR(calibrate_clock("host_unclocked", 0, 10), ErrorCode::Unsupported,
                        "backend 'host_unclocked' cannot read its device clock against the "
                        "host's (it does not implement accgraph::ClockSampling)");

@@ -16,48 +16,15 @@
 
 #include "accgraph/accgraph.hpp"
 #include "check_error.hpp"
+#include "host_alias_backend.hpp"
 
 using namespace accgraph;
 
 
 namespace {
 
-/// A second backend name over the host backend's objects: its streams are host streams whose
-/// backend name differs, which is what the core's "stream of another backend" checks see.
-class TwinBackend final : public Backend {
- public:
-  std::string name() const override { return "host_twin"; }
-  std::vector<DeviceInfo> devices() const override { return host().devices(); }
-  Capabilities capabilities(int device) const override { return host().capabilities(device); }
-  std::unique_ptr<StreamImpl> create_stream(int device) override {
-    return host().create_stream(device);
-  }
-  std::unique_ptr<StreamImpl> wrap_stream(int device, void* native) override {
-    return host().wrap_stream(device, native);
-  }
-  std::unique_ptr<BufferImpl> allocate(int device, size_t bytes, MemoryKind kind) override {
-    return host().allocate(device, bytes, kind);
-  }
-  std::unique_ptr<GraphImplInterface> create_graph(const GraphArgs& args) override {
-    return host().create_graph(args);
-  }
-  std::unique_ptr<TimestampMarkers> create_markers(int device,
-                                                   const MarkerOptions& options) override {
-    return host().create_markers(device, options);
-  }
-
- private:
-  static Backend& host() { return Registry::instance().backend("host"); }
-};
-
-void register_twin() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    Registry::instance().register_backend("host_twin", priority::fallback - 1,
-                                          [] { return std::make_unique<TwinBackend>(); },
-                                          "test_graph.cpp");
-  });
-}
+// "host_twin": a second backend name over the host backend's objects.
+void register_twin() { test::register_host_alias("host_twin", "test_graph.cpp"); }
 
 std::vector<uint8_t> read_back(Stream& stream, const Buffer& buffer) {
   std::vector<uint8_t> bytes(buffer.size());
@@ -588,45 +555,20 @@ namespace {
 
 /// The host backend's objects under a backend that does not claim pool_sharing: the core must
 /// refuse a shared pool before the (host) graph, which would accept it, is called.
-class NoPoolSharingBackend final : public Backend {
+class NoPoolSharingBackend final : public test::HostAliasBackend {
  public:
-  std::string name() const override { return "host_no_pools"; }
-  std::vector<DeviceInfo> devices() const override { return host().devices(); }
+  using HostAliasBackend::HostAliasBackend;
   Capabilities capabilities(int device) const override {
     Capabilities caps = host().capabilities(device);
     caps.pool_sharing = false;
     return caps;
   }
-  std::unique_ptr<StreamImpl> create_stream(int device) override {
-    return host().create_stream(device);
-  }
-  std::unique_ptr<StreamImpl> wrap_stream(int device, void* native) override {
-    return host().wrap_stream(device, native);
-  }
-  std::unique_ptr<BufferImpl> allocate(int device, size_t bytes, MemoryKind kind) override {
-    return host().allocate(device, bytes, kind);
-  }
-  std::unique_ptr<GraphImplInterface> create_graph(const GraphArgs& args) override {
-    return host().create_graph(args);
-  }
-  std::unique_ptr<TimestampMarkers> create_markers(int device,
-                                                   const MarkerOptions& options) override {
-    return host().create_markers(device, options);
-  }
-
- private:
-  static Backend& host() { return Registry::instance().backend("host"); }
 };
 
 }  // namespace
 
 TEST_CASE("pool sharing is refused by the core when capabilities().pool_sharing is false") {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    Registry::instance().register_backend("host_no_pools", priority::fallback - 1,
-                                          [] { return std::make_unique<NoPoolSharingBackend>(); },
-                                          "test_graph.cpp");
-  });
+  test::register_host_alias<NoPoolSharingBackend>("host_no_pools", "test_graph.cpp");
   Stream stream = Stream::create("host_no_pools");
   AcceleratorGraph first("host_no_pools");
   first.capture_begin(stream);

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -198,6 +199,9 @@ void bind_graph(nb::module_& m);
 void bind_foreign_graph(nb::module_& m);
 void bind_timing(nb::module_& m);
 void bind_perfetto(nb::module_& m);
+
+/// `file` opened for writing, truncated (GIL released while opening), or OSError naming it.
+std::ofstream open_for_writing(const std::string& file);
 
 /// Writes `reports` to `path` in the format its name asks for (timing::is_perfetto_trace_path):
 /// a Perfetto trace with the given rank, host and clock options, or Chrome JSON (which refuses

@@ -37,21 +37,6 @@ void require_perfetto(const std::string& what) {
                        "(pip install .), or write a Chrome trace (.json) instead");
 }
 
-// Opens `file` for writing (truncating it), or raises OSError naming it.
-std::ofstream open_for_writing(const std::string& file) {
-  std::ofstream out;
-  {
-    nb::gil_scoped_release release;
-    errno = 0;
-    out.open(file, std::ios::out | std::ios::trunc | std::ios::binary);
-  }
-  if (!out) {
-    PyErr_SetFromErrnoWithFilename(PyExc_OSError, file.c_str());
-    throw nb::python_error();
-  }
-  return out;
-}
-
 nb::dict clock_dict(const DeviceClockOffset& c) {
   nb::dict d;
   d["backend"] = c.backend;
@@ -87,6 +72,20 @@ nb::dict summary_dict(const MergeSummary& s) {
 }
 
 }  // namespace
+
+std::ofstream open_for_writing(const std::string& file) {
+  std::ofstream out;
+  {
+    nb::gil_scoped_release release;
+    errno = 0;
+    out.open(file, std::ios::out | std::ios::trunc | std::ios::binary);
+  }
+  if (!out) {
+    PyErr_SetFromErrnoWithFilename(PyExc_OSError, file.c_str());
+    throw nb::python_error();
+  }
+  return out;
+}
 
 void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& reports,
                       int rank, int world_size, const std::string& host,

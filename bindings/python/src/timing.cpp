@@ -198,17 +198,7 @@ nb::dict stats_dict(const RegionStats& s) {
 // the exporters' own errors otherwise).
 template <class Write>
 void write_file(nb::handle path, Write&& write) {
-  std::string file = fs_path(path);
-  std::ofstream out;
-  {
-    nb::gil_scoped_release release;
-    errno = 0;
-    out.open(file, std::ios::out | std::ios::trunc | std::ios::binary);
-  }
-  if (!out) {
-    PyErr_SetFromErrnoWithFilename(PyExc_OSError, file.c_str());
-    throw nb::python_error();
-  }
+  std::ofstream out = open_for_writing(fs_path(path));
   nb::gil_scoped_release release;
   write(out);
 }
