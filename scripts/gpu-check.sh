@@ -19,7 +19,8 @@
 # The nccl stage runs examples/nccl_allreduce with one rank per visible GPU (it needs
 # accgraph::perfetto, hence libprotobuf, and NCCL: a missing example fails the stage) and prints
 # its figures: per-rank cost, clock offsets, the ranks' alignment (with 2 or more GPUs) and the
-# merged trace; with one GPU there is one rank and no alignment figure.
+# merged trace; with one GPU there is one rank and no alignment figure. Then the same with
+# examples/python/nccl_allreduce_torch.py (torch.distributed, the python stage's wheel).
 # A machine that limits one command's time runs them in several calls on one build directory:
 # each stage records its result under $BUILD_DIR/gpu-check/, and every call prints the summary
 # of all stages run so far and the verdict over them ("PASSED" only when every stage has run
@@ -317,6 +318,20 @@ else
     say "nccl: accgraph merge-traces: rc $merge_rc"
     sed 's/^/  /' "$out/nccl-merge.log" | tee -a "$summary"
     [ "$merge_rc" -eq 0 ] || nccl_rc=1
+  fi
+  # The Python counterpart (torch.distributed + accgraph.torch), with the python stage's wheel.
+  if [ -x "$build/venv/bin/python" ]; then
+    t0=$SECONDS
+    (cd "$root" && timeout 300 "$build/venv/bin/python" examples/python/nccl_allreduce_torch.py \
+       --spawn "$gpus" --replays "${NCCL_REPLAYS:-1000}" --out "$out/nccl-py") \
+      > "$out/nccl-py.log" 2>&1
+    py_rc=$?
+    say "nccl: examples/python/nccl_allreduce_torch.py --spawn $gpus: rc $py_rc in $((SECONDS - t0)) s"
+    grep -vE "NCCL INFO|^\s*$" "$out/nccl-py.log" | tail -20 | sed 's/^/  /' | tee -a "$summary"
+    [ "$py_rc" -eq 0 ] || nccl_rc=1
+  else
+    say "nccl: the Python example needs the python stage's wheel ($build/venv): run the python stage first"
+    nccl_rc=1
   fi
 fi
 end_stage nccl "$nccl_rc"

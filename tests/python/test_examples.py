@@ -16,6 +16,9 @@ def test_example_runs(example, tmp_path):
     args = [sys.executable, str(example)]
     if example.stem == "profiling":
         args += ["host", str(tmp_path)]
+    elif example.stem == "nccl_allreduce_torch":
+        # Runs where torch, NCCL and GPUs are (gpu-check.sh runs it without --allow-skip).
+        args += ["--allow-skip", "--replays", "20", "--out", str(tmp_path)]
     elif example.stem == "transparent_profiling":
         # Runs where torch and a GPU are; says why not and exits 0 elsewhere (gpu-check.sh runs
         # it without --allow-skip, where a skip fails).
