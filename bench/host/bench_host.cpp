@@ -29,6 +29,10 @@
 #include "accgraph/accgraph.hpp"
 #include "../common/timing_v2.hpp"
 
+#if ACCGRAPH_BENCH_WITH_PERFETTO
+#include "accgraph/perfetto.hpp"
+#endif
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -435,10 +439,17 @@ int run_trace_child(const std::string& writer, size_t reports) {
   std::ostream out(&counting);
   const long before = max_rss_kib();
   const auto t0 = Clock::now();
-  if (writer == "old")
+  if (writer == "old") {
     write_chrome_trace_document_reference(out, input);
-  else
+  } else if (writer == "pftrace") {
+#if ACCGRAPH_BENCH_WITH_PERFETTO
+    timing::write_perfetto_trace(out, input);
+#else
+    throw std::runtime_error("built without accgraph::perfetto (libprotobuf)");
+#endif
+  } else {
     timing::write_chrome_trace(out, input);
+  }
   out.flush();
   const double ms = us_since(t0) / 1000.0;
   const long after = max_rss_kib();
@@ -450,8 +461,9 @@ int run_trace_child(const std::string& writer, size_t reports) {
 // nlohmann::json document) and by the streaming one, each in a fresh child process per round
 // (rounds alternate which goes first), so each peak RSS is that one write's.
 void bench_trace_export(const std::string& self, size_t reports, int rounds) {
-  fmt::print("\n(c) Chrome trace export of {} region events ({} reports x 100), into a discarding "
-             "stream; median of {} rounds, each write in a fresh process\n",
+  fmt::print("\n(c) trace export of {} region events ({} reports x 100): Chrome JSON (old and "
+             "new writer) and .pftrace, into a discarding stream; median of {} rounds, each "
+             "write in a fresh process\n",
              reports * 100, reports, rounds);
   struct Sample {
     std::vector<double> ms;
@@ -459,9 +471,13 @@ void bench_trace_export(const std::string& self, size_t reports, int rounds) {
     uint64_t bytes = 0;
   };
   std::map<std::string, Sample> samples;
+  // The native Perfetto writer of the same reports, where accgraph::perfetto was built.
+  std::vector<std::string> writers = {"old", "new"};
+  if (ACCGRAPH_BENCH_WITH_PERFETTO) writers.push_back("pftrace");
+  const size_t count = writers.size();
   for (int round = 0; round < rounds; ++round) {
-    for (int k = 0; k < 2; ++k) {
-      const std::string writer = (k + round) % 2 == 0 ? "old" : "new";
+    for (size_t k = 0; k < count; ++k) {
+      const std::string writer = writers[(k + static_cast<size_t>(round)) % count];
       const std::string command =
           fmt::format("'{}' --trace-child {} {}", self, writer, reports);
       FILE* pipe = popen(command.c_str(), "r");
@@ -480,10 +496,12 @@ void bench_trace_export(const std::string& self, size_t reports, int rounds) {
   }
   fmt::print("{:>22} {:>12} {:>18} {:>14}\n", "writer", "wall ms", "peak RSS growth MiB",
              "output MiB");
-  for (const char* writer : {"old", "new"}) {
+  for (const std::string& writer : writers) {
     const Sample& s = samples[writer];
     fmt::print("{:>22} {:>12.1f} {:>18.1f} {:>14.1f}\n",
-               std::string(writer) == "old" ? "old (json document)" : "new (streaming)",
+               writer == "old"   ? "old (json document)"
+               : writer == "new" ? "new (streaming)"
+                                 : ".pftrace (Perfetto)",
                median(s.ms), median(s.growth_mib), static_cast<double>(s.bytes) / 1048576.0);
     results["c_trace_export"].push_back({{"writer", writer},
                                          {"events", reports * 100},
@@ -495,6 +513,13 @@ void bench_trace_export(const std::string& self, size_t reports, int rounds) {
   const Sample& n = samples["new"];
   fmt::print("{:>22} {:>11.2f}x {:>17.3f}x\n", "new / old", median(n.ms) / median(o.ms),
              median(n.growth_mib) / std::max(median(o.growth_mib), 1e-9));
+  if (samples.count("pftrace") != 0) {
+    const Sample& p = samples["pftrace"];
+    fmt::print("{:>22} {:>11.2f}x {:>17.3f}x {:>13.2f}x\n", ".pftrace / new",
+               median(p.ms) / median(n.ms),
+               median(p.growth_mib) / std::max(median(n.growth_mib), 1e-9),
+               static_cast<double>(p.bytes) / static_cast<double>(std::max<uint64_t>(n.bytes, 1)));
+  }
 }
 
 }  // namespace
