@@ -15,12 +15,6 @@ namespace accgraph::detail::cuda {
 
 namespace {
 
-uint64_t realtime_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
-
 // Pinned, host-mapped memory freed with the scope (logged, not thrown, on failure).
 class MappedHostMemory {
  public:
@@ -81,12 +75,12 @@ void sample_globaltimer(int device, timing::ClockSample* samples, size_t count) 
       "sample_clock: launching the sampling kernel");
   std::string failure;
   for (size_t i = 0; i < count && failure.empty(); ++i) {
-    const uint64_t before = realtime_ns();
+    const uint64_t before = timing::realtime_ns();
     std::atomic_thread_fence(std::memory_order_seq_cst);
     *host_flag = static_cast<unsigned>(i + 1);
     uint64_t device_ns = 0;
     while ((device_ns = host_out[i]) == 0) {
-      if (realtime_ns() - before > kTimeoutNs) {
+      if (timing::realtime_ns() - before > kTimeoutNs) {
         failure = fmt::format(
             "sample_clock: device {} did not answer clock sample {} of {} within 2 s: the GPU "
             "is busy with other work that does not let a one-thread kernel run (try again when "
@@ -95,7 +89,7 @@ void sample_globaltimer(int device, timing::ClockSample* samples, size_t count) 
         break;
       }
     }
-    const uint64_t after = realtime_ns();
+    const uint64_t after = timing::realtime_ns();
     samples[i] = {before, device_ns, after};
   }
   // On failure the kernel gives up by itself within its timeout; wait for it either way so the

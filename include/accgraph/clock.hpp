@@ -4,6 +4,7 @@
 // merge_perfetto_traces).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -26,6 +27,14 @@ struct DeviceClockOffset {
   int64_t offset_ns = 0;
   uint64_t uncertainty_ns = 0;
 };
+
+/// The host reference clock of every ClockSample and DeviceClockOffset: CLOCK_REALTIME
+/// (std::chrono::system_clock on Linux) in nanoseconds since the epoch.
+inline uint64_t realtime_ns() noexcept {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
 
 /// One clock sample: the host clock (CLOCK_REALTIME, ns) read before and after the device read
 /// its own marker clock (the clock of TimestampMarkers::read on that device).

@@ -38,15 +38,10 @@ inline uint64_t steady_clock_ns() noexcept {
 ///     }
 ///   };
 inline void sample_steady_clock(timing::ClockSample* samples, size_t count) noexcept {
-  const auto realtime_ns = [] {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::system_clock::now().time_since_epoch())
-                                     .count());
-  };
   for (size_t i = 0; i < count; ++i) {
-    samples[i].host_before_ns = realtime_ns();
+    samples[i].host_before_ns = timing::realtime_ns();
     samples[i].device_ns = steady_clock_ns();
-    samples[i].host_after_ns = realtime_ns();
+    samples[i].host_after_ns = timing::realtime_ns();
   }
 }
 

@@ -425,18 +425,13 @@ ACCGRAPH_CONFORMANCE_CASE("clocks: sample_clock reads the marker clock between t
   Stream stream = make_stream();
   Profiler profiler;
   ReportCollector collected(profiler);
-  const auto realtime_ns = [] {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::system_clock::now().time_since_epoch())
-                                     .count());
-  };
-  const uint64_t before = realtime_ns();
+  const uint64_t before = timing::realtime_ns();
   {
     auto region = profiler.region(stream, "clocked");
     enqueue_known_duration(stream, 1ms);
   }
   profiler.flush();
-  const uint64_t after = realtime_ns();
+  const uint64_t after = timing::realtime_ns();
   REQUIRE(collected.replays().size() == 1);
   const TimedReplay& report = collected.replays()[0];
   REQUIRE(report.regions.size() == 1);

@@ -16,12 +16,6 @@ using timing::DeviceClockOffset;
 
 namespace {
 
-int64_t realtime_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -33,9 +27,9 @@ int64_t steady_ns() {
 TEST_CASE("calibrate_clock on host: steady_clock minus CLOCK_REALTIME, within its uncertainty") {
   // The truth, bracketed: steady_clock read between two CLOCK_REALTIME reads, as a span of
   // possible offsets [steady - after, steady - before].
-  const int64_t before = realtime_ns();
+  const auto before = static_cast<int64_t>(timing::realtime_ns());
   const int64_t steady = steady_ns();
-  const int64_t after = realtime_ns();
+  const auto after = static_cast<int64_t>(timing::realtime_ns());
   const DeviceClockOffset clock = calibrate_clock("host", 0, 100);
   CHECK(clock.backend == "host");
   CHECK(clock.device == 0);
