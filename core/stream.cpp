@@ -105,6 +105,7 @@ Stream Stream::wrap(std::string_view backend_name, int device, void* native_hand
     throw Error(ErrorCode::BackendError, "wrap_stream returned no stream", state->backend_name);
   state->capabilities = state->backend->capabilities(device);
   state->id = next_stream_id.fetch_add(1);
+  state->native = true;  // its owner may capture it natively (Note [Native captures])
   return Stream(std::move(state));
 }
 
@@ -230,7 +231,10 @@ void Stream::wait(Stream& other) {
                 s.backend_name);
   s.impl->wait_for(*o.impl);
   ++s.operations;
-  if (other_capturing && s.impl->is_capturing()) s.capturing_graph = o.capturing_graph;
+  if (other_capturing && s.impl->is_capturing()) {
+    s.capturing_graph = o.capturing_graph;
+    s.native = s.native || o.native;  // joined a capture accgraph may not know (fork)
+  }
 }
 
 void Stream::synchronize() {
@@ -261,6 +265,7 @@ AcceleratorGraph* Stream::capturing_graph() const {
 void* Stream::native_handle() const {
   detail::StreamState& s = state();
   ++s.operations;
+  s.native = true;  // the caller may capture it natively now (Note [Native captures])
   return s.impl->native_handle();
 }
 int Stream::device() const { return state().impl->device(); }

@@ -33,6 +33,12 @@ struct StreamState {
   // it on its capture stream when the capture ends; a destroyed graph has ended its capture.
   AcceleratorGraph* capturing_graph = nullptr;
   uint64_t operations = 0;
+  // Note [Native captures]: whether the queue may capture without accgraph knowing: it was
+  // wrapped from a native handle, its native handle was handed out, or it joined such a capture
+  // (wait_for). A stream that is none of these captures only through AcceleratorGraph, which
+  // sets capturing_graph, so StreamAccess::capturing need not ask the backend on the hot paths
+  // (a region's begin and end, a timed replay).
+  bool native = false;
 };
 
 /// The core's and the timing layer's way to the shared state behind a Stream handle.
@@ -49,6 +55,12 @@ struct StreamAccess {
   /// Operations enqueued through `stream` so far: two regions are adjacent when none came
   /// between them (N+1 markers).
   static uint64_t operation_count(const Stream& stream) { return stream.state().operations; }
+  /// Stream::is_capturing(), asking the backend only where the stream can be capturing: it is
+  /// in an accgraph capture, or may be in a native one (Note [Native captures]).
+  static bool capturing(const Stream& stream) {
+    const StreamState& s = stream.state();
+    return (s.capturing_graph != nullptr || s.native) && s.impl->is_capturing();
+  }
   /// A second handle to a live queue, for the length of a call (hooks take a Stream&).
   static Stream handle(std::shared_ptr<StreamState> state) { return Stream(std::move(state)); }
 };

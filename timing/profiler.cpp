@@ -97,7 +97,7 @@ struct Profiler::Impl final : GraphObserver, detail::ReplaySubscriber {
     if (graph == nullptr) {
       // Eager markers recorded into a capture accgraph was not told about would run only when
       // that graph runs, if ever: flush would wait for them forever.
-      if (stream.is_capturing()) refuse_unknown_capture(stream, operation, name);
+      if (detail::StreamAccess::capturing(stream)) refuse_unknown_capture(stream, operation, name);
       return nullptr;
     }
     std::lock_guard<std::mutex> lock(mutex);
@@ -173,7 +173,7 @@ struct Profiler::Impl final : GraphObserver, detail::ReplaySubscriber {
   void before_replay(AcceleratorGraph& graph, Stream& stream, void* state) override {
     const GraphEntry& entry = *static_cast<const GraphEntry*>(state);
     if (!entry.layout) return;
-    if (stream.is_capturing()) refuse_nested_replay(graph, stream);
+    if (detail::StreamAccess::capturing(stream)) refuse_nested_replay(graph, stream);
     // Never overwrite a slot that was not read: collect the oldest replay first.
     if (!entry.layout->regions().empty()) collector.make_room(*entry.ring);
     entry.ring->before_launch(detail::GraphAccess::impl(graph), detail::StreamAccess::impl(stream));

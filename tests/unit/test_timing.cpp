@@ -89,7 +89,9 @@ struct FakeCounters {
   std::atomic<int> unmeasurable_marker{-1};  // read() reports this marker as kUnmeasurable
   std::atomic<int> read_buffers{0};  // reads into a buffer other than the previous read's
   std::atomic<const uint64_t*> last_read{nullptr};  // where the last read() wrote
+  std::atomic<int> capture_queries{0};  // is_capturing() calls
   void reset() {
+    capture_queries = 0;
     unmeasurable_marker = -1;
     read_buffers = 0;
     records = 0;
@@ -117,7 +119,10 @@ class FakeStream final : public accgraph::StreamImpl {
   }
   void wait_for(accgraph::StreamImpl& other) override;
   void synchronize() override { fake_device().run_all(); }
-  bool is_capturing() const override { return capture_ != nullptr; }
+  bool is_capturing() const override {
+    ++counters.capture_queries;
+    return capture_ != nullptr;
+  }
 
   void enqueue(std::function<void()> op) {
     if (capture_ != nullptr)
@@ -1290,6 +1295,37 @@ TEST_CASE("a foreign graph: regions recorded into the owner's capture, one repor
     CHECK(find_region(report, "step").metadata().at(0).second == "foreign");
   }
   CHECK(foreign.graph().replay_count() == 5);
+}
+
+TEST_CASE("regions and timed replays ask the backend about captures only where one may be native") {
+  fresh_fake();
+  Profiler prof;
+  Stream stream = Stream::create(kFake);
+  AcceleratorGraph graph(kFake);
+  prof.attach(graph);
+  graph.capture_begin(stream);
+  { auto r = prof.region(stream, "captured"); stream.delay(100ns); }
+  graph.capture_end();
+  // An accgraph-owned stream whose native handle nobody asked for captures only through
+  // accgraph: eager regions and timed replays on it make no is_capturing() call
+  // (Note [Native captures] in core/stream_state.hpp).
+  counters.capture_queries = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto r = prof.region(stream, "eager");
+    stream.delay(100ns);
+  }
+  graph.replay(stream);
+  CHECK(counters.capture_queries == 0);
+  prof.flush();
+  // Once its handle is out, the owner may capture it natively: each boundary asks.
+  NativeOwner owner(stream);
+  { auto r = prof.region(stream, "exposed"); stream.delay(100ns); }
+  CHECK(counters.capture_queries >= 2);
+  owner.begin_capture();
+  require_error([&] { auto r = prof.region(stream, "lost"); }, ErrorCode::InvalidState,
+                {"not told about"});
+  owner.end_capture();
+  prof.flush();
 }
 
 TEST_CASE("a foreign graph: misuse is refused with what to do") {
