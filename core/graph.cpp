@@ -282,7 +282,16 @@ void AcceleratorGraph::replay_on(Stream& stream) {
   detail::notify_replay_observers([&](GraphObserver& o) { o.on_replay_begin(*this, stream); });
   for (const auto& [subscriber, state] : replay_subscribers_)
     subscriber->before_replay(*this, stream, state);
-  impl_->replay(detail::StreamAccess::impl(stream));
+  try {
+    impl_->replay(detail::StreamAccess::impl(stream));
+  } catch (...) {
+    // Only a foreign graph's owner launch can have run work and still thrown (Note [Launch
+    // fences] in timing/marker_ring.cpp); the profilers are told, then the exception goes on.
+    if (foreign_)
+      for (const auto& [subscriber, state] : replay_subscribers_)
+        subscriber->after_failed_replay(*this, stream, state);
+    throw;
+  }
   ++replay_count_;
   detail::notify_replay_observers([&](GraphObserver& o) { o.on_replay_end(*this, stream); });
   for (const auto& [subscriber, state] : replay_subscribers_)
@@ -363,10 +372,16 @@ AcceleratorGraph* AcceleratorGraph::current() noexcept {
 
 void AcceleratorGraph::finish_capture_streams() noexcept {
   remove_capturing(this);
-  // Streams that joined the capture keep a stale pointer; Stream::capturing_graph() ignores it
-  // once the stream is no longer capturing.
+  // Neither the capture stream nor a stream that joined the capture by a fork keeps pointing
+  // here: a backend that leaves a forked queue capturing after the capture ended (breaking
+  // fork-join.leave) must not make Stream::capturing_graph() return a graph that moved on or
+  // was destroyed.
   if (std::shared_ptr<detail::StreamState> state = capture_stream_.lock())
     if (state->capturing_graph == this) state->capturing_graph = nullptr;
+  for (const std::weak_ptr<detail::StreamState>& joined : joined_streams_)
+    if (std::shared_ptr<detail::StreamState> state = joined.lock())
+      if (state->capturing_graph == this) state->capturing_graph = nullptr;
+  joined_streams_.clear();
 }
 
 void AcceleratorGraph::on_stream_destroyed(uint64_t stream_id) noexcept {

@@ -46,6 +46,10 @@ class ReplaySubscriber {
  public:
   virtual void before_replay(AcceleratorGraph& graph, Stream& stream, void* state) = 0;
   virtual void after_replay(AcceleratorGraph& graph, Stream& stream, void* state) = 0;
+  /// A foreign graph's launch threw after before_replay (the owner's launch raised: it may or
+  /// may not have launched). Never throws.
+  virtual void after_failed_replay(AcceleratorGraph& graph, Stream& stream,
+                                   void* state) noexcept = 0;
 
  protected:
   ~ReplaySubscriber() = default;

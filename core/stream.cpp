@@ -63,6 +63,12 @@ void StreamAccess::destroy(StreamState* state) noexcept {
   delete state;
 }
 
+void StreamAccess::join_capture(const std::shared_ptr<StreamState>& joining,
+                                AcceleratorGraph* graph) {
+  joining->capturing_graph = graph;
+  if (graph != nullptr) graph->joined_streams_.push_back(joining);
+}
+
 std::shared_ptr<StreamState> StreamAccess::create() {
   return std::shared_ptr<StreamState>(new StreamState(), &StreamAccess::destroy);
 }
@@ -232,7 +238,8 @@ void Stream::wait(Stream& other) {
   s.impl->wait_for(*o.impl);
   ++s.operations;
   if (other_capturing && s.impl->is_capturing()) {
-    s.capturing_graph = o.capturing_graph;
+    detail::StreamAccess::join_capture(detail::StreamAccess::shared(*this, "wait"),
+                                       o.capturing_graph);
     s.native = s.native || o.native;  // joined a capture accgraph may not know (fork)
   }
 }

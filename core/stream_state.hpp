@@ -61,6 +61,9 @@ struct StreamAccess {
     const StreamState& s = stream.state();
     return (s.capturing_graph != nullptr || s.native) && s.impl->is_capturing();
   }
+  /// `joining` joined `graph`'s capture by a fork (Stream::wait); `graph` may be null (a native
+  /// capture accgraph was not told about). The graph clears the link when its capture ends.
+  static void join_capture(const std::shared_ptr<StreamState>& joining, AcceleratorGraph* graph);
   /// A second handle to a live queue, for the length of a call (hooks take a Stream&).
   static Stream handle(std::shared_ptr<StreamState> state) { return Stream(std::move(state)); }
 };

@@ -23,9 +23,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <memory>
+#include <optional>
 #include <set>
+#include <string_view>
 #include <typeinfo>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -95,6 +99,81 @@ std::string what_it_threw(Call call) {
   } catch (...) {
     return fmt::format("an exception of type {}", current_exception_type());
   }
+}
+
+// The plugin ABI written into the file by ACCGRAPH_PLUGIN_ABI_TAG (plugin.h), read without
+// loading it: {major, minor}, or nullopt when the file has no tag (a plugin that predates it or
+// writes its own table without it) or cannot be read.
+std::optional<std::pair<unsigned long, unsigned long>> abi_tag_of_file(const std::string& path) {
+  constexpr std::streamsize kMaxScanned = 256 << 20;  // plugins are far smaller
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return std::nullopt;
+  const std::streamsize size = std::min<std::streamsize>(in.tellg(), kMaxScanned);
+  if (size <= 0) return std::nullopt;
+  in.seekg(0);
+  std::string bytes(static_cast<size_t>(size), '\0');
+  in.read(bytes.data(), size);
+  bytes.resize(static_cast<size_t>(in.gcount()));
+  const std::string_view prefix = ACCGRAPH_PLUGIN_ABI_TAG_PREFIX;
+  const size_t at = std::string_view(bytes).find(prefix);
+  if (at == std::string::npos) return std::nullopt;
+  // "2u.1u" (the macros' spelling, suffix included) or "2.1".
+  const char* p = bytes.c_str() + at + prefix.size();
+  char* end = nullptr;
+  const unsigned long major = std::strtoul(p, &end, 10);
+  if (end == p) return std::nullopt;
+  if (*end == 'u') ++end;
+  if (*end != '.') return std::nullopt;
+  p = end + 1;
+  const unsigned long minor = std::strtoul(p, &end, 10);
+  if (end == p) return std::nullopt;
+  return std::make_pair(major, minor);
+}
+
+// The first symbol a dlopen failure names ("undefined symbol: _ZTI..."), demangled; empty when
+// the message names none.
+std::string undefined_symbol_in(const std::string& why) {
+  const std::string marker = "undefined symbol: ";
+  const size_t at = why.find(marker);
+  if (at == std::string::npos) return {};
+  std::string symbol = why.substr(at + marker.size());
+  symbol = symbol.substr(0, symbol.find_first_of(" \t\n,;)"));
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> demangled(
+      abi::__cxa_demangle(symbol.c_str(), nullptr, nullptr, &status), &std::free);
+  return status == 0 && demangled ? demangled.get() : symbol;
+}
+
+// Why dlopen refused `path`: for a plugin built for a newer accgraph (its ABI tag says a newer
+// minor, or it needs an accgraph symbol this core lacks), say so with both ABI versions;
+// otherwise the loader's own reason and how to build a loadable library.
+std::string dlopen_failure(const std::string& path, const std::string& why) {
+  const std::string symbol = undefined_symbol_in(why);
+  const std::string needs =
+      symbol.empty() ? std::string()
+                     : fmt::format(" (it needs '{}', which this accgraph does not define)",
+                                   escape_for_message(symbol));
+  const auto tag = abi_tag_of_file(path);
+  if (tag && (tag->first != ACCGRAPH_PLUGIN_ABI_MAJOR || tag->second > ACCGRAPH_PLUGIN_ABI_MINOR))
+    return fmt::format("it was built for plugin ABI {}.{} but this accgraph ({}.{}.{}) speaks "
+                       "ABI {}.{}{}: it needs a {} accgraph; install one whose plugin ABI is "
+                       "{}.{} or later, or rebuild the plugin against this accgraph",
+                       tag->first, tag->second, ACCGRAPH_VERSION_MAJOR, ACCGRAPH_VERSION_MINOR,
+                       ACCGRAPH_VERSION_PATCH, ACCGRAPH_PLUGIN_ABI_MAJOR,
+                       ACCGRAPH_PLUGIN_ABI_MINOR, needs,
+                       tag->first != ACCGRAPH_PLUGIN_ABI_MAJOR ? "different" : "newer",
+                       tag->first, tag->second);
+  if (symbol.rfind("accgraph::", 0) == 0 || symbol.find(" accgraph::") != std::string::npos)
+    return fmt::format("it could not be loaded: it needs '{}', which this accgraph ({}.{}.{}, "
+                       "plugin ABI {}.{}) does not define, so it was probably built against "
+                       "another accgraph version; rebuild it against this accgraph's headers",
+                       escape_for_message(symbol), ACCGRAPH_VERSION_MAJOR,
+                       ACCGRAPH_VERSION_MINOR, ACCGRAPH_VERSION_PATCH, ACCGRAPH_PLUGIN_ABI_MAJOR,
+                       ACCGRAPH_PLUGIN_ABI_MINOR);
+  return fmt::format("it could not be loaded as a shared library ({}); build it as a shared "
+                     "library (add_library(... MODULE)) for this platform and make sure its "
+                     "dependencies can be found",
+                     escape_for_message(why));
 }
 
 // The plugin allocated its backend, so the plugin frees it (destroy_backend): the core holds
@@ -245,10 +324,7 @@ LoadedPlugin open_plugin(const std::string& path) {
   plugin.library = PluginLibrary(dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL));
   if (plugin.library.get() == nullptr) {
     const char* why = dlerror();
-    reject(path, fmt::format("it could not be loaded as a shared library ({}); build it as a "
-                              "shared library (add_library(... MODULE)) for this platform and "
-                              "make sure its dependencies can be found",
-                              escape_for_message(why ? why : "no reason given")));
+    reject(path, dlopen_failure(path, why ? why : "no reason given"));
   }
   dlerror();
   void* symbol = dlsym(plugin.library.get(), ACCGRAPH_PLUGIN_ENTRY_SYMBOL);

@@ -2,7 +2,10 @@
 #include "accgraph/clock.hpp"
 
 #include <cstdint>
+#include <exception>
+#include <limits>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 #include <fmt/format.h>
@@ -13,6 +16,71 @@
 #include "accgraph/stream.hpp"
 
 namespace accgraph::timing {
+
+namespace {
+
+uint64_t saturating_add(uint64_t a, uint64_t b) noexcept {
+  return a > std::numeric_limits<uint64_t>::max() - b ? std::numeric_limits<uint64_t>::max()
+                                                      : a + b;
+}
+
+// Runs the backend's sample_clock: whatever it throws becomes an accgraph::Error naming the
+// backend (rule clock.sample: a plugin's exception must not escape as a foreign type, and a
+// non-standard one must not reach std::terminate).
+void sample_device_clock(ClockSampling& sampling, const std::string& backend, int device,
+                         std::vector<ClockSample>& samples) {
+  try {
+    sampling.sample_clock(device, samples.data(), samples.size());
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::BackendError,
+                fmt::format("calibrate_clock: backend '{}' failed to sample the clock of device "
+                            "{}: {} (its ClockSampling threw {}; it should throw "
+                            "accgraph::Error)",
+                            backend, device, e.what(), typeid(e).name()),
+                backend);
+  } catch (...) {
+    throw Error(ErrorCode::BackendError,
+                fmt::format("calibrate_clock: backend '{}' failed to sample the clock of device "
+                            "{}: its ClockSampling threw something that is not a "
+                            "std::exception; a backend must throw accgraph::Error",
+                            backend, device),
+                backend);
+  }
+}
+
+// Rule clock.sample, checked on what the backend returned: every sample filled, the host reads
+// in order, the device clock never going backwards. Breaking it is the backend's fault, so the
+// error names the backend rather than blaming the caller.
+void check_samples(const std::vector<ClockSample>& samples, const std::string& backend,
+                   int device) {
+  auto broken = [&](size_t i, const std::string& what) {
+    return Error(ErrorCode::BackendError,
+                 fmt::format("calibrate_clock: backend '{}' returned clock sample {} of {} for "
+                             "device {} that {}: its ClockSampling breaks rule clock.sample "
+                             "(host_before <= device read <= host_after, device times never "
+                             "decreasing); fix the backend",
+                             backend, i, samples.size(), device, what),
+                 backend);
+  };
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const ClockSample& s = samples[i];
+    if (s.host_before_ns == 0 && s.device_ns == 0 && s.host_after_ns == 0)
+      throw broken(i, "is all zero (not filled in)");
+    if (s.host_before_ns == 0 || s.host_after_ns == 0)
+      throw broken(i, fmt::format("has a zero host time (host_before_ns {}, host_after_ns {})",
+                                  s.host_before_ns, s.host_after_ns));
+    if (s.host_after_ns < s.host_before_ns)
+      throw broken(i, fmt::format("has host_after_ns {} before host_before_ns {}",
+                                  s.host_after_ns, s.host_before_ns));
+    if (i > 0 && s.device_ns < samples[i - 1].device_ns)
+      throw broken(i, fmt::format("goes backwards: device_ns {} after {}", s.device_ns,
+                                  samples[i - 1].device_ns));
+  }
+}
+
+}  // namespace
 
 // Note [Clock calibration]: every device timestamps its markers on its own clock (CUDA's
 // %globaltimer, the host backend's CLOCK_MONOTONIC, ...), and those clocks disagree with the
@@ -54,7 +122,9 @@ DeviceClockOffset estimate_clock_offset(const std::vector<ClockSample>& samples,
   DeviceClockOffset offset;
   // Modular subtraction: exact for any two clocks less than 2^63 ns (292 years) apart.
   offset.offset_ns = static_cast<int64_t>(best->device_ns - midpoint);
-  offset.uncertainty_ns = (round_trip + 1) / 2 + device_resolution_ns;
+  // Half the round trip rounded up, then the resolution: saturating, so a huge round trip or
+  // resolution gives a huge uncertainty, never a wrapped small one.
+  offset.uncertainty_ns = saturating_add(round_trip / 2 + (round_trip & 1), device_resolution_ns);
   return offset;
 }
 
@@ -85,7 +155,8 @@ DeviceClockOffset calibrate_clock(std::string_view backend_name, int device, siz
                             name),
                 name);
   std::vector<ClockSample> taken(samples);
-  sampling->sample_clock(device, taken.data(), taken.size());
+  sample_device_clock(*sampling, name, device, taken);
+  check_samples(taken, name, device);
   DeviceClockOffset offset =
       estimate_clock_offset(taken, backend.capabilities(device).timer_resolution_ns);
   offset.backend = name;

@@ -48,7 +48,9 @@ class Collector {
   void retire_noexcept(const std::shared_ptr<MarkerRing>& ring, const char* what) noexcept;
 
  private:
-  bool collect_oldest(MarkerRing& ring);  // caller holds delivery_
+  // Collects the oldest pending sequence (delivering its report, if it has one); false when
+  // none was pending. Caller holds delivery_.
+  bool collect_oldest(MarkerRing& ring);
   std::vector<std::shared_ptr<MarkerRing>> rings_snapshot() const;
   void run(std::chrono::microseconds period);
 

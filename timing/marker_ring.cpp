@@ -2,7 +2,9 @@
 #include "marker_ring.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -12,9 +14,30 @@
 
 namespace accgraph::timing {
 
+// Note [Launch fences]: a ForeignGraph's owner launches the graph itself (launch(s, fn)), and
+// an owner that breaks the rule "fn enqueues exactly one execution" would otherwise hang or
+// mislead the timing layer: a launch that runs nothing never publishes its sequence (a wait for
+// it never returns: flush, reset and interpreter exit hung), a backend that copies its markers
+// after each launch publishes the previous launch's times again, and a launch that runs twice
+// (or runs, then raises) shifts the device's sequence numbering against the host's, so later
+// reports carry other launches' times or are lost as "overwritten". So after each foreign launch
+// of a graph with regions the ring enqueues a fence: an eager sequence of one marker on the
+// launch stream, on a marker set of its own. The stream runs in order, so once the fence ran,
+// whatever the launch enqueued has run too; and its time bounds that launch's markers from
+// above, as the previous fence's time bounds them from below. Collection waits only for the
+// fence (which always runs), never for the graph's sequence, then checks:
+//   - the sequence did not complete, or its times lie outside the launch's window: the launch ran
+//     no execution (rule broken: reported unmeasurable, with a warning);
+//   - the next sequence also completed inside the window: it ran more than once (likewise);
+//   - a launch that raised: nothing is reported, and its number is given to the next launch.
+// When the numbering may be out of step, the next launch skips a sequence number: backends that
+// pick slots on the device re-align their counter when a launch's number is not the one they
+// expected (cuda's before_launch, SteadyClockMarkers), so later launches are reported again. A
+// fence costs one eager marker sequence per launch; graphs without regions get none (their
+// last launch is waited for, bounded, only when the ring is retired).
 std::shared_ptr<MarkerRing> MarkerRing::create(Backend& backend, const std::string& backend_name,
                                                int device, uint64_t graph_id,
-                                               const MarkerOptions& options) {
+                                               const MarkerOptions& options, bool fenced) {
   std::unique_ptr<TimestampMarkers> markers = backend.create_markers(device, options);
   if (!markers)
     throw Error(ErrorCode::BackendError,
@@ -29,8 +52,15 @@ std::shared_ptr<MarkerRing> MarkerRing::create(Backend& backend, const std::stri
     if (info.index == device) source.device_name = info.name;
   source.marker_strategy = markers->strategy();
   source.resolution_ns = markers->resolution_ns();
-  return std::make_shared<MarkerRing>(std::move(markers), std::move(source), graph_id);
+  auto ring = std::make_shared<MarkerRing>(std::move(markers), std::move(source), graph_id);
+  if (fenced) {
+    ring->backend_ = &backend;
+    ring->fence_options_ = MarkerOptions{options.strategy, ring->depth_};
+  }
+  return ring;
 }
+
+MarkerRing::~MarkerRing() = default;
 
 MarkerRing::MarkerRing(std::unique_ptr<TimestampMarkers> markers, ReportSource source,
                        uint64_t graph_id)
@@ -56,11 +86,17 @@ void MarkerRing::end_sequence(StreamImpl& stream) {
 
 bool MarkerRing::full() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return pending_.size() >= depth_;
+  // Before skipping a number (Note [Launch fences]) every pending sequence is collected: the
+  // skip moves the slots later launches use, which must not be slots still unread.
+  return pending_.size() >= depth_ || (out_of_step_ && !pending_.empty());
 }
 
 void MarkerRing::before_launch(GraphImplInterface& graph, StreamImpl& stream) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (out_of_step_) {  // Note [Launch fences]: a number the backend does not expect re-aligns it
+    ++next_sequence_;
+    out_of_step_ = false;
+  }
   markers_->before_launch(graph, stream, next_sequence_);
 }
 
@@ -70,7 +106,54 @@ void MarkerRing::after_launch(GraphImplInterface& graph, StreamImpl& stream,
   const uint64_t sequence = next_sequence_;
   markers_->after_launch(graph, stream, sequence);
   ++next_sequence_;
-  if (layout) pending_.push_back({sequence, std::move(layout)});
+  const uint64_t index = launches_++;
+  if (layout) pending_.push_back(Pending{sequence, index, std::move(layout)});
+}
+
+TimestampMarkers& MarkerRing::fence_for(StreamImpl& stream) {
+  void* queue = stream.native_handle();
+  for (Fence& fence : fences_)
+    if (fence.queue == queue) return *fence.markers;
+  std::unique_ptr<TimestampMarkers> markers =
+      backend_->create_markers(source_.device, fence_options_);
+  if (!markers)
+    throw Error(ErrorCode::BackendError,
+                fmt::format("create_markers returned no marker set for device {}: the backend "
+                            "must return markers or throw",
+                            source_.device),
+                source_.backend);
+  fences_.push_back(Fence{queue, std::move(markers), 0});
+  return *fences_.back().markers;
+}
+
+void MarkerRing::after_foreign_launch(GraphImplInterface& graph, StreamImpl& stream,
+                                      std::shared_ptr<const ReportLayout> layout,
+                                      LaunchOutcome outcome) {
+  const bool raised = outcome == LaunchOutcome::Raised;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uint64_t sequence = next_sequence_;
+  if (!raised) markers_->after_launch(graph, stream, sequence);
+  if (!layout && raised) return;  // nothing to report and nothing to check
+  if (!layout) {
+    ++next_sequence_;
+    ++launches_;
+    return;
+  }
+  // The fence, right behind whatever the owner's launch enqueued (Note [Launch fences]).
+  TimestampMarkers& fence = fence_for(stream);
+  Fence& entry = *std::find_if(fences_.begin(), fences_.end(),
+                               [&](const Fence& f) { return f.markers.get() == &fence; });
+  fence.begin_sequence(stream);
+  fence.record(stream, 0);
+  fence.end_sequence(stream);
+  const uint64_t fence_sequence = entry.next++;
+  fence.after_eager_sequence(stream, fence_sequence);
+  Pending pending{sequence, launches_, std::move(layout), &fence, fence_sequence, raised};
+  if (!raised) {  // a raised launch counts no execution: its number is used again
+    ++next_sequence_;
+    ++launches_;
+  }
+  pending_.push_back(std::move(pending));
 }
 
 void MarkerRing::close_eager_sequence(StreamImpl& stream,
@@ -79,7 +162,8 @@ void MarkerRing::close_eager_sequence(StreamImpl& stream,
   const uint64_t sequence = next_sequence_++;
   markers_->end_sequence(stream);
   markers_->after_eager_sequence(stream, sequence);
-  if (layout) pending_.push_back({sequence, std::move(layout)});
+  const uint64_t index = launches_++;
+  if (layout) pending_.push_back(Pending{sequence, index, std::move(layout)});
 }
 
 std::optional<MarkerRing::Pending> MarkerRing::oldest() const {
@@ -90,7 +174,15 @@ std::optional<MarkerRing::Pending> MarkerRing::oldest() const {
 
 bool MarkerRing::oldest_complete() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return !pending_.empty() && markers_->is_complete(pending_.front().sequence);
+  if (pending_.empty()) return false;
+  const Pending& oldest = pending_.front();
+  if (oldest.fence != nullptr) return oldest.fence->is_complete(oldest.fence_sequence);
+  return markers_->is_complete(oldest.sequence);
+}
+
+bool MarkerRing::has_pending() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !pending_.empty();
 }
 
 std::optional<ReplayReport> MarkerRing::collect_oldest() {
@@ -100,21 +192,122 @@ std::optional<ReplayReport> MarkerRing::collect_oldest() {
   // which `full()` guarantees.
   Pending pending = std::move(pending_.front());
   std::exception_ptr failure;
-  std::vector<uint64_t> times(pending.layout->marker_count());
+  std::optional<ReplayReport> report;
   try {
-    markers_->wait(pending.sequence);
-    markers_->read(pending.sequence, times.data(), times.size());
+    if (pending.fence != nullptr) {
+      report = collect_fenced(pending);
+    } else {
+      std::vector<uint64_t> times(pending.layout->marker_count());
+      markers_->wait(pending.sequence);
+      markers_->read(pending.sequence, times.data(), times.size());
+      report.emplace(std::move(pending.layout), graph_id_, pending.replay_index,
+                     std::move(times));
+    }
   } catch (...) {
     failure = std::current_exception();
   }
   pending_.pop_front();
   if (failure) std::rethrow_exception(failure);
-  return ReplayReport(std::move(pending.layout), graph_id_, pending.sequence, std::move(times));
+  return report;
+}
+
+bool MarkerRing::within(const std::vector<uint64_t>& times, uint64_t low, uint64_t high) {
+  for (uint64_t t : times)
+    if (t != TimestampMarkers::kUnmeasurable && (t == 0 || t < low || t > high)) return false;
+  return true;
+}
+
+std::optional<std::vector<uint64_t>> MarkerRing::read_if_complete(uint64_t sequence,
+                                                                  size_t count) {
+  try {
+    if (!markers_->is_complete(sequence)) return std::nullopt;
+    std::vector<uint64_t> times(count);
+    markers_->read(sequence, times.data(), times.size());
+    return times;
+  } catch (const Error&) {
+    return std::nullopt;  // overwritten by a later sequence: not this launch's times
+  }
+}
+
+std::optional<ReplayReport> MarkerRing::collect_fenced(Pending& pending) {
+  uint64_t fence_ns = 0;
+  pending.fence->wait(pending.fence_sequence);  // always runs: it is ours, behind the launch
+  pending.fence->read(pending.fence_sequence, &fence_ns, 1);
+  // The previous fence bounds this launch from below only on the same queue (launches on two
+  // queues are ordered by the graph, fences are not).
+  const uint64_t low = previous_fence_ == pending.fence ? previous_fence_ns_ : 0;
+  previous_fence_ = pending.fence;
+  previous_fence_ns_ = fence_ns == TimestampMarkers::kUnmeasurable ? 0 : fence_ns;
+  const uint64_t high = fence_ns;
+  // A launch that raised is not reported. If it ran, the device used the number the host gives
+  // the next launch too; that launch's before_launch re-aligns the backend's counter, since it
+  // gets the number again (cuda, SteadyClockMarkers), so the numbering stays in step.
+  if (pending.raised) return std::nullopt;
+  const size_t count = pending.layout->marker_count();
+  std::optional<std::vector<uint64_t>> times = read_if_complete(pending.sequence, count);
+  const bool ran = times && within(*times, low, high);
+  std::string broken;
+  if (!ran) {
+    broken = "ran no execution of the graph";
+  } else {
+    // A second execution ran before the fence: its markers lie inside the window, after the
+    // first execution's (a backend that copies its markers after each launch shows a launch of
+    // nothing as the same times again), and its first one strictly before the fence (a later
+    // launch's may equal the fence's time at coarse resolution).
+    std::optional<std::vector<uint64_t>> next = read_if_complete(pending.sequence + 1, count);
+    if (next && !next->empty() && !times->empty() && within(*next, low, high) &&
+        next->front() >= times->back() && next->front() < high)
+      broken = "ran the graph more than once";
+  }
+  if (broken.empty())
+    return ReplayReport(std::move(pending.layout), graph_id_, pending.replay_index,
+                        std::move(*times));
+  out_of_step_ = true;
+  if (!warned_) {
+    warned_ = true;
+    log(LogLevel::Warning,
+        fmt::format("timing: foreign graph {}: launch {} {}: ForeignGraph::launch(stream, fn) "
+                    "needs `fn` to enqueue exactly one execution of the captured graph on that "
+                    "stream; its report is unmeasurable (and so is any other launch that breaks "
+                    "the rule; this warning is given once per capture)",
+                    graph_id_, pending.replay_index, broken));
+  }
+  return ReplayReport(std::move(pending.layout), graph_id_, pending.replay_index,
+                      std::vector<uint64_t>(count, TimestampMarkers::kUnmeasurable));
 }
 
 void MarkerRing::wait_last_launch() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (next_sequence_ > 0) markers_->wait(next_sequence_ - 1);
+  if (next_sequence_ == 0) return;
+  if (backend_ == nullptr) {
+    markers_->wait(next_sequence_ - 1);
+    return;
+  }
+  // A foreign graph: its owner's last launch may have run nothing, so its sequence may never
+  // complete (Note [Launch fences]). Fences complete; the graph's own last sequence is waited
+  // for a bounded time, and if it does not complete the marker storage is kept for the process's
+  // life rather than freed under work that might still write it.
+  for (Fence& fence : fences_)
+    if (fence.next > 0) fence.markers->wait(fence.next - 1);
+  // Behind its fence, a launch that ran has completed: no need to wait any longer.
+  const auto deadline = std::chrono::steady_clock::now() +
+                        (fences_.empty() ? std::chrono::seconds(10) : std::chrono::seconds(0));
+  while (!markers_->is_complete(next_sequence_ - 1)) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      log(LogLevel::Warning,
+          fmt::format("timing: foreign graph {}: its last launch has not completed (the owner's "
+                      "launch may have run nothing); its marker storage is kept until the "
+                      "process ends",
+                      graph_id_));
+      static std::mutex kept_mutex;
+      static auto* kept = new std::vector<std::unique_ptr<TimestampMarkers>>();
+      std::lock_guard<std::mutex> keep(kept_mutex);
+      kept->push_back(std::move(markers_));
+      markers_ = nullptr;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 }  // namespace accgraph::timing

@@ -23,15 +23,24 @@ class MarkerRing {
   /// A launched sequence whose report was not collected yet.
   struct Pending {
     uint64_t sequence = 0;
+    uint64_t replay_index = 0;  // what the report says (sequences may skip: Note [Launch fences])
     std::shared_ptr<const ReportLayout> layout;
+    // Foreign launches only (Note [Launch fences]): the fence enqueued after the owner's launch,
+    // and whether the owner's launch raised (then it is checked, never reported).
+    TimestampMarkers* fence = nullptr;
+    uint64_t fence_sequence = 0;
+    bool raised = false;
   };
 
   /// Creates the backend's markers for `device` (a BackendError when the backend returns none).
   /// `graph_id` is what the reports say (0 for eager region trees).
+  /// `fenced`: the graph is a ForeignGraph, whose owner's launches are checked (Note [Launch
+  /// fences]).
   static std::shared_ptr<MarkerRing> create(Backend& backend, const std::string& backend_name,
                                             int device, uint64_t graph_id,
-                                            const MarkerOptions& options);
+                                            const MarkerOptions& options, bool fenced = false);
   MarkerRing(std::unique_ptr<TimestampMarkers> markers, ReportSource source, uint64_t graph_id);
+  ~MarkerRing();
 
   const ReportSource& source() const { return source_; }
   uint64_t graph_id() const { return graph_id_; }
@@ -49,6 +58,13 @@ class MarkerRing {
   void before_launch(GraphImplInterface& graph, StreamImpl& stream);
   void after_launch(GraphImplInterface& graph, StreamImpl& stream,
                     std::shared_ptr<const ReportLayout> layout);
+  /// A ForeignGraph's launch (fenced rings): after_launch when the owner's launch returned,
+  /// then a fence on `stream` so that collection can check what the launch did without ever
+  /// waiting for a sequence that may not run (Note [Launch fences]). `raised`: the owner's
+  /// launch threw (it may or may not have launched); nothing is reported for it.
+  enum class LaunchOutcome { Returned, Raised };
+  void after_foreign_launch(GraphImplInterface& graph, StreamImpl& stream,
+                            std::shared_ptr<const ReportLayout> layout, LaunchOutcome outcome);
   /// Closes an eager sequence (end_sequence, then after_eager_sequence); `layout` as above.
   void close_eager_sequence(StreamImpl& stream, std::shared_ptr<const ReportLayout> layout);
 
@@ -57,19 +73,50 @@ class MarkerRing {
   /// True when the oldest pending sequence has finished (false when none is pending).
   bool oldest_complete();
   /// Waits for the oldest pending sequence, reads its times and removes it from the queue (also
-  /// when the backend fails: the failure is rethrown). nullopt when none is pending.
+  /// when the backend fails: the failure is rethrown). nullopt when none is pending; for a
+  /// fenced ring also when the oldest was a raised launch (nothing to report): call again while
+  /// pending() is not empty.
   std::optional<ReplayReport> collect_oldest();
+  bool has_pending() const;
   /// Waits for the last launched sequence (a capture without regions still writes the storage).
+  /// On a fenced ring the wait is bounded (Note [Launch fences]).
   void wait_last_launch();
 
  private:
+  // The fence markers for eager fences on `stream`'s queue (one set per native queue: the SPI
+  // gives a marker set's eager sequences to one stream). Caller holds mutex_.
+  TimestampMarkers& fence_for(StreamImpl& stream);
+  // Collection of a fenced entry: the report, or nullopt for a raised launch. Caller holds
+  // mutex_ and has popped `pending`.
+  std::optional<ReplayReport> collect_fenced(Pending& pending);
+  // Whether every measurable time lies in [low, high] (a launch's own execution).
+  static bool within(const std::vector<uint64_t>& times, uint64_t low, uint64_t high);
+  // Reads `sequence` of the graph's markers if it completed, else nullopt; a failing read
+  // (an overwritten slot) is nullopt too. Caller holds mutex_.
+  std::optional<std::vector<uint64_t>> read_if_complete(uint64_t sequence, size_t count);
+
   std::unique_ptr<TimestampMarkers> markers_;
   const ReportSource source_;
   const uint64_t graph_id_;
   const size_t depth_;
   mutable std::mutex mutex_;  // below, and every call into markers_
   uint64_t next_sequence_ = 0;
+  uint64_t launches_ = 0;  // counted launches: the next report's replay_index
   std::deque<Pending> pending_;
+
+  // Fenced rings only (Note [Launch fences]).
+  Backend* backend_ = nullptr;
+  MarkerOptions fence_options_;
+  struct Fence {
+    void* queue = nullptr;  // the native queue its eager sequences run on
+    std::unique_ptr<TimestampMarkers> markers;
+    uint64_t next = 0;  // its next eager sequence
+  };
+  std::vector<Fence> fences_;
+  const TimestampMarkers* previous_fence_ = nullptr;  // the fence of the last checked launch
+  uint64_t previous_fence_ns_ = 0;                   // and its time (0: unknown)
+  bool out_of_step_ = false;  // the device's numbering may differ: skip a number to realign
+  bool warned_ = false;
 };
 
 }  // namespace accgraph::timing

@@ -141,8 +141,9 @@ struct Profiler::Impl final : GraphObserver, detail::ReplaySubscriber {
     // A graph captures again only after on_reset, which dropped its state; this is a guard.
     if (auto old = drop_graph(graph)) collector.retire(old);
     auto ring = MarkerRing::create(graph.backend(), graph.backend_name(), graph.device(),
-                                   graph.id(), MarkerOptions{options.marker_strategy,
-                                                             options.ring_depth});
+                                   graph.id(),
+                                   MarkerOptions{options.marker_strategy, options.ring_depth},
+                                   graph.is_foreign());
     std::shared_ptr<Recording> capture = recorder.begin_capture(ring, stream, graph.id());
     collector.add(ring);
     std::lock_guard<std::mutex> lock(mutex);
@@ -200,9 +201,33 @@ struct Profiler::Impl final : GraphObserver, detail::ReplaySubscriber {
     if (!entry.layout) return;
     // A capture without regions still launches its begin/end_sequence, but there is nothing to
     // read or report.
-    entry.ring->after_launch(detail::GraphAccess::impl(graph), detail::StreamAccess::impl(stream),
-                             entry.layout->regions().empty() ? nullptr : entry.layout);
+    std::shared_ptr<const ReportLayout> layout =
+        entry.layout->regions().empty() ? nullptr : entry.layout;
+    if (graph.is_foreign())
+      entry.ring->after_foreign_launch(detail::GraphAccess::impl(graph),
+                                       detail::StreamAccess::impl(stream), std::move(layout),
+                                       MarkerRing::LaunchOutcome::Returned);
+    else
+      entry.ring->after_launch(detail::GraphAccess::impl(graph),
+                               detail::StreamAccess::impl(stream), std::move(layout));
     if (options.delivery == Delivery::Immediate) collector.collect_all(*entry.ring);
+  }
+
+  // The owner's launch of a foreign graph raised: it may have run (Note [Launch fences]).
+  void after_failed_replay(AcceleratorGraph& graph, Stream& stream, void* state) noexcept override {
+    const GraphEntry& entry = *static_cast<const GraphEntry*>(state);
+    if (!entry.layout) return;
+    try {
+      entry.ring->after_foreign_launch(
+          detail::GraphAccess::impl(graph), detail::StreamAccess::impl(stream),
+          entry.layout->regions().empty() ? nullptr : entry.layout,
+          MarkerRing::LaunchOutcome::Raised);
+    } catch (const std::exception& e) {
+      log(LogLevel::Warning,
+          fmt::format("timing: foreign graph {}: checking a launch that raised failed: {}",
+                      graph.id(), e.what()));
+    } catch (...) {
+    }
   }
 
   void on_reset(AcceleratorGraph& graph) override {

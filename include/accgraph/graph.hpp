@@ -90,6 +90,9 @@ class ACCGRAPH_API AcceleratorGraph {
   /// backend's launch and one relaxed atomic load, also while profilers exist.
   size_t replay_hooks() const noexcept;
 
+  /// True for the graph of a ForeignGraph (its owner captures and launches it natively).
+  bool is_foreign() const noexcept { return foreign_; }
+
   /// The graph whose capture began on this thread and has not ended (the most recent one when
   /// captures nest), or nullptr. A capture ended, aborted or destroyed on another thread is no
   /// longer current here.
@@ -125,6 +128,11 @@ class ACCGRAPH_API AcceleratorGraph {
   // The queue of the current or last capture, not the Stream object (which the user may move).
   std::weak_ptr<detail::StreamState> capture_stream_;
   uint64_t capture_stream_id_ = 0;
+  // Streams that joined the capture by a fork (Stream::wait): each points back at this graph
+  // until the capture ends, fails or is reset (finish_capture_streams clears them), so no
+  // stream keeps the address of a graph that has moved on or is gone, whatever its backend
+  // says about is_capturing() (audit 2026-11-25, rule fork-join.leave broken by a plugin).
+  std::vector<std::weak_ptr<detail::StreamState>> joined_streams_;
   bool capture_stream_destroyed_ = false;  // the capture was aborted because its stream died
   int device_ = -1;
   uint64_t replay_count_ = 0;

@@ -23,6 +23,24 @@ extern "C" {
 #define ACCGRAPH_PLUGIN_ABI_MINOR 1u
 /* The oldest minor the core accepts. */
 #define ACCGRAPH_PLUGIN_ABI_MINOR_REQUIRED 0u
+/* The plugin ABI a library was built for ("accgraph-plugin-abi:2u.1u"), as text the loader can find in the file without
+ * loading it: when the dynamic loader refuses a plugin built for a newer accgraph (it needs
+ * symbols this core lacks), the rejection then names both ABI versions instead of a mangled
+ * symbol. ACCGRAPH_DEFINE_PLUGIN emits it; a plugin that writes its own table adds
+ * ACCGRAPH_PLUGIN_ABI_TAG(); once, at file scope. */
+#define ACCGRAPH_PLUGIN_ABI_TAG_PREFIX "accgraph-plugin-abi:"
+#define ACCGRAPH_PLUGIN_ABI_STRINGIFY_(x) #x
+#define ACCGRAPH_PLUGIN_ABI_STRINGIFY(x) ACCGRAPH_PLUGIN_ABI_STRINGIFY_(x)
+#define ACCGRAPH_PLUGIN_ABI_TAG_TEXT(MAJOR, MINOR) \
+  ACCGRAPH_PLUGIN_ABI_TAG_PREFIX ACCGRAPH_PLUGIN_ABI_STRINGIFY(MAJOR) "." ACCGRAPH_PLUGIN_ABI_STRINGIFY(MINOR)
+#if defined(__GNUC__)
+#define ACCGRAPH_PLUGIN_ABI_TAG()                                                        \
+  __attribute__((used)) static const char accgraph_plugin_abi_tag[] =                    \
+      ACCGRAPH_PLUGIN_ABI_TAG_TEXT(ACCGRAPH_PLUGIN_ABI_MAJOR, ACCGRAPH_PLUGIN_ABI_MINOR)
+#else
+#define ACCGRAPH_PLUGIN_ABI_TAG() static const char accgraph_plugin_abi_tag[] = \
+      ACCGRAPH_PLUGIN_ABI_TAG_TEXT(ACCGRAPH_PLUGIN_ABI_MAJOR, ACCGRAPH_PLUGIN_ABI_MINOR)
+#endif
 /* The one symbol the loader resolves. */
 #define ACCGRAPH_PLUGIN_ENTRY_SYMBOL "accgraph_plugin_entry"
 

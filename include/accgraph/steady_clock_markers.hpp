@@ -81,6 +81,12 @@ class SteadyClockMarkerRing {
     current_.store(started_.fetch_add(1, std::memory_order_relaxed), std::memory_order_release);
   }
 
+  /// Run by an operation enqueued before a launch whose number is not the next one: the next
+  /// begin() takes `sequence` (SteadyClockMarkers::before_launch).
+  void restart_at(uint64_t sequence) noexcept {
+    started_.store(sequence, std::memory_order_relaxed);
+  }
+
   /// Run by a marker operation: the time, into the running sequence's slot.
   void write(uint64_t* chunk, uint32_t marker) noexcept {
     const uint64_t slot = current_.load(std::memory_order_acquire) % depth_;
@@ -192,6 +198,16 @@ class SteadyClockMarkers final : public TimestampMarkers {
     enqueue_(stream, "marker end_sequence", [ring = ring_] { ring->end(); });
   }
 
+  /// Launches are numbered by the device-side counter (begin()). When the caller's number is not
+  /// the one after the previous launch (the timing layer skipped one to re-align after a foreign
+  /// owner's launch that ran no execution, or two), the counter is set first, in stream order.
+  void before_launch(GraphImplInterface&, StreamImpl& stream, uint64_t sequence) override {
+    if (sequence != expected_launch_)
+      enqueue_(stream, "marker before_launch",
+               [ring = ring_, sequence] { ring->restart_at(sequence); });
+    expected_launch_ = sequence + 1;
+  }
+
   bool is_complete(uint64_t sequence) override { return ring_->is_complete(sequence); }
   void wait(uint64_t sequence) override { ring_->wait(sequence); }
   void read(uint64_t sequence, uint64_t* times, size_t count) override {
@@ -203,6 +219,7 @@ class SteadyClockMarkers final : public TimestampMarkers {
   const std::string strategy_;
   const Enqueue enqueue_;
   std::shared_ptr<SteadyClockMarkerRing> ring_;
+  uint64_t expected_launch_ = 0;  // the number the next launch should have
 };
 
 }  // namespace accgraph

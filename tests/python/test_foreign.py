@@ -301,3 +301,101 @@ def test_dropping_the_stream_during_a_capture_aborts_it():
     with pytest.raises(accgraph.InvalidStateError, match="was destroyed before capture_end"):
         foreign.capture_end()
     owner.end_capture()
+
+
+# --- owners that break the launch contract (audit 2026-11-25 #29, #31, #33) ---------------------
+# Note [Launch fences] in timing/marker_ring.cpp: such a launch is reported unmeasurable, never
+# with another launch's times; flush, reset and interpreter exit return; later launches are
+# reported again.
+
+
+def _measured(report):
+    (region,) = [r for r in report.regions if r.path == "step/a"]
+    return region.measurable and region.duration_ns >= 200_000
+
+
+def test_a_launch_that_launches_nothing_is_unmeasurable_and_flush_returns():  # audit #29
+    prof = accgraph.Profiler(ring_depth=4)
+    owner, foreign = timed_foreign(prof)
+    foreign.launch(owner.wrapped, lambda: None)
+    done = threading.Event()
+    flusher = threading.Thread(target=lambda: (prof.flush(), done.set()), daemon=True)
+    flusher.start()
+    assert done.wait(20), "flush() did not return after a launch that launched nothing"
+    for _ in range(3):
+        foreign.launch(owner.wrapped, owner.launch)
+    foreign.launch(owner.wrapped, lambda: None)
+    foreign.reset()  # collects the pending launches, the last one of nothing included
+    reports = prof.reports()
+    assert len(reports) == 5
+    assert [all(r.measurable for r in rep.regions) for rep in reports] == [
+        False, True, True, True, False]
+    assert all(_measured(rep) for rep in reports[1:4])
+
+
+def test_a_launch_that_launches_twice_is_unmeasurable_and_later_ones_are_reported():  # #31
+    prof = accgraph.Profiler(ring_depth=2)
+    owner, foreign = timed_foreign(prof)
+
+    def twice():
+        owner.launch()
+        owner.launch()
+
+    foreign.launch(owner.wrapped, owner.launch)
+    prof.flush()  # else the second execution may overwrite its slot: then it is unmeasurable
+    foreign.launch(owner.wrapped, twice)
+    prof.flush()
+    for _ in range(5):
+        foreign.launch(owner.wrapped, owner.launch)
+    prof.flush()
+    reports = prof.reports()
+    assert [rep.replay_index for rep in reports] == list(range(7))
+    assert _measured(reports[0])
+    assert not any(r.measurable for r in reports[1].regions)
+    assert all(_measured(rep) for rep in reports[2:])
+
+
+def test_a_launch_that_launches_then_raises_loses_no_later_report():  # audit #33
+    prof = accgraph.Profiler(ring_depth=2)
+    owner, foreign = timed_foreign(prof)
+
+    def launch_then_raise():
+        owner.launch()
+        raise ValueError("after launching")
+
+    with pytest.raises(ValueError, match="after launching"):
+        foreign.launch(owner.wrapped, launch_then_raise)
+    for _ in range(3):
+        foreign.launch(owner.wrapped, owner.launch)
+    prof.flush()
+    assert foreign.replay_count == 3
+    reports = prof.reports()
+    assert [rep.replay_index for rep in reports] == [0, 1, 2]
+    assert all(_measured(rep) for rep in reports)
+
+
+def test_interpreter_exit_with_a_launch_of_nothing_pending_returns(tmp_path):  # audit #29
+    script = tmp_path / "exit_pending.py"
+    script.write_text(
+        "import accgraph\n"
+        "prof = accgraph.Profiler()\n"
+        "owner = accgraph.Stream('host')\n"
+        "wrapped = accgraph.Stream.wrap('host', 0, owner.native_handle)\n"
+        "graph = accgraph.Graph('host')\n"
+        "foreign = accgraph.ForeignGraph('host')\n"
+        "prof.attach(foreign)\n"
+        "graph.capture_begin(owner)\n"
+        "foreign.capture_begin(wrapped)\n"
+        "with prof.region(wrapped, 'a'):\n"
+        "    wrapped.delay(0.0001)\n"
+        "foreign.capture_end()\n"
+        "graph.capture_end()\n"
+        "foreign.launch(wrapped, lambda: None)\n"
+        "print('launched')\n")
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "launched" in result.stdout

@@ -2,7 +2,9 @@
 // against CLOCK_REALTIME), its argument checks, and a backend without ClockSampling.
 #include <chrono>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <doctest/doctest.h>
 
@@ -69,4 +71,70 @@ TEST_CASE("calibrate_clock: bad arguments and a backend without ClockSampling") 
   CHECK_ACCGRAPH_ERROR(calibrate_clock("host_unclocked", 0, 10), ErrorCode::Unsupported,
                        "backend 'host_unclocked' cannot read its device clock against the "
                        "host's (it does not implement accgraph::ClockSampling)");
+}
+
+namespace {
+
+// A host alias whose ClockSampling misbehaves in the way `Mode` says (rule clock.sample).
+enum class BadClock { ThrowsStd, ThrowsInt, FillsNothing, SwapsHostReads, GoesBackwards };
+
+template <BadClock Mode>
+class BadClockBackend final : public test::HostAliasBackend, public ClockSampling {
+ public:
+  using HostAliasBackend::HostAliasBackend;
+  void sample_clock(int, timing::ClockSample* samples, size_t count) override {
+    if (Mode == BadClock::ThrowsStd) throw std::runtime_error("bad clock read");
+    if (Mode == BadClock::ThrowsInt) throw 42;
+    if (Mode == BadClock::FillsNothing) return;
+    for (size_t i = 0; i < count; ++i) {
+      samples[i] = {1000 + 10 * i, 1005 + 10 * i, 1010 + 10 * i};
+      if (Mode == BadClock::SwapsHostReads) std::swap(samples[i].host_before_ns,
+                                                      samples[i].host_after_ns);
+      if (Mode == BadClock::GoesBackwards && i == 3) samples[i].device_ns = 7;
+    }
+  }
+};
+
+}  // namespace
+
+// audit 2026-11-25 #63: the arithmetic saturates.
+TEST_CASE("estimate_clock_offset: a huge round trip or resolution saturates, never wraps") {
+  const uint64_t max = UINT64_MAX;
+  CHECK(timing::estimate_clock_offset({{0, 0, max}}, 0).uncertainty_ns == max / 2 + 1);
+  CHECK(timing::estimate_clock_offset({{0, 0, max}}, 1).uncertainty_ns >= max / 2 + 1);
+  CHECK(timing::estimate_clock_offset({{0, 0, 2}}, max).uncertainty_ns == max);
+  CHECK(timing::estimate_clock_offset({{0, 0, max}}, max).uncertainty_ns == max);
+  CHECK(timing::estimate_clock_offset({{10, 11, 12}}, 1).uncertainty_ns == 2);
+  CHECK(timing::estimate_clock_offset({{10, 11, 13}}, 0).uncertainty_ns == 2);
+}
+
+// audit 2026-11-25 #69, #70: a ClockSampling that throws anything, or returns samples that break
+// rule clock.sample, is a BackendError naming the backend.
+TEST_CASE("calibrate_clock: a misbehaving ClockSampling is a BackendError naming the backend") {
+  test::register_host_alias<BadClockBackend<BadClock::ThrowsStd>>("clock_throws_std", "t");
+  test::register_host_alias<BadClockBackend<BadClock::ThrowsInt>>("clock_throws_int", "t");
+  test::register_host_alias<BadClockBackend<BadClock::FillsNothing>>("clock_fills_nothing", "t");
+  test::register_host_alias<BadClockBackend<BadClock::SwapsHostReads>>("clock_swaps", "t");
+  test::register_host_alias<BadClockBackend<BadClock::GoesBackwards>>("clock_backwards", "t");
+  CHECK_ACCGRAPH_ERROR(calibrate_clock("clock_throws_std", 0, 10), ErrorCode::BackendError,
+                       "backend 'clock_throws_std' failed to sample the clock of device 0: bad "
+                       "clock read");
+  CHECK_ACCGRAPH_ERROR(calibrate_clock("clock_throws_int", 0, 10), ErrorCode::BackendError,
+                       "backend 'clock_throws_int' failed to sample the clock of device 0: its "
+                       "ClockSampling threw something that is not a std::exception");
+  CHECK_ACCGRAPH_ERROR(calibrate_clock("clock_fills_nothing", 0, 10), ErrorCode::BackendError,
+                       "backend 'clock_fills_nothing' returned clock sample 0 of 10 for device 0 "
+                       "that is all zero (not filled in): its ClockSampling breaks rule "
+                       "clock.sample");
+  CHECK_ACCGRAPH_ERROR(calibrate_clock("clock_swaps", 0, 10), ErrorCode::BackendError,
+                       "backend 'clock_swaps' returned clock sample 0 of 10 for device 0 that "
+                       "has host_after_ns 1000 before host_before_ns 1010");
+  CHECK_ACCGRAPH_ERROR(calibrate_clock("clock_backwards", 0, 10), ErrorCode::BackendError,
+                       "returned clock sample 3 of 10 for device 0 that goes backwards: "
+                       "device_ns 7 after 1025");
+  try {
+    calibrate_clock("clock_throws_int", 0, 10);
+  } catch (const Error& e) {
+    CHECK(e.backend() == "clock_throws_int");
+  }
 }

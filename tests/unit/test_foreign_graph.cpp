@@ -1,0 +1,195 @@
+// accgraph/foreign_graph.hpp on the host backend: owners that break the launch contract
+// (fn launches nothing, twice, or launches and then raises) never hang flush, reset or the
+// profiler's destruction, their launches are reported unmeasurable (never with another launch's
+// times), and later launches are reported again (Note [Launch fences] in timing/marker_ring.cpp;
+// audit 2026-11-25 #29, #31, #32, #33).
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "accgraph/accgraph.hpp"
+
+using namespace accgraph;
+using namespace std::chrono_literals;
+using timing::Profiler;
+using timing::ProfilerOptions;
+using timing::ReplayReport;
+
+namespace {
+
+// A framework's native capture and launch, played by an accgraph graph on the queue of `owner`;
+// `wrapped` wraps that queue: the stream the ForeignGraph and the regions see.
+struct NativeOwner {
+  Stream owner = Stream::create("host");
+  Stream wrapped = Stream::wrap("host", 0, owner.native_handle());
+  AcceleratorGraph graph{"host"};
+  void launch() { graph.replay(owner); }
+};
+
+constexpr auto kWork = 200us;
+
+// The owner captures one region of kWork; `foreign` joins the capture.
+void capture(Profiler& prof, ForeignGraph& foreign, NativeOwner& owner) {
+  owner.owner.synchronize();
+  owner.graph.reset();  // the owner's previous graph, if any
+  owner.graph.capture_begin(owner.owner);
+  foreign.capture_begin(owner.wrapped);
+  {
+    auto r = prof.region(owner.wrapped, "work");
+    owner.wrapped.delay(kWork);
+  }
+  foreign.capture_end();
+  owner.graph.capture_end();
+}
+
+// Runs `fn` on another thread and fails the test if it does not return within 20 s (the bug
+// was a wait that never returned).
+template <class Fn>
+void returns_in_time(const char* what, Fn fn) {
+  auto done = std::async(std::launch::async, fn);
+  INFO(what);
+  REQUIRE(done.wait_for(20s) == std::future_status::ready);
+  done.get();
+}
+
+struct Collected {
+  std::mutex mutex;
+  std::vector<ReplayReport> reports;
+  explicit Collected(Profiler& prof) {
+    prof.add_sink([this](const ReplayReport& r) {
+      std::lock_guard<std::mutex> lock(mutex);
+      reports.push_back(r);
+    });
+  }
+  std::vector<ReplayReport> take() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return std::move(reports);
+  }
+};
+
+// A measurable report of the one region is this launch's own: at least kWork long.
+void check_measured(const ReplayReport& report) {
+  REQUIRE(report.size() == 1);
+  CHECK(report.region(0).measurable);
+  CHECK(report.region(0).duration_ns >= 200'000);
+}
+
+struct WarningCounter {
+  static inline std::atomic<int> warnings{0};
+  static void handler(LogLevel level, const char* message, void*) {
+    if (level == LogLevel::Warning && std::string(message).find("exactly one execution") !=
+                                          std::string::npos)
+      ++warnings;
+  }
+};
+
+}  // namespace
+
+// audit 2026-11-25 #29: a launch that launched nothing hung flush(), reset() and exit.
+TEST_CASE("ForeignGraph: a launch that runs nothing is reported unmeasurable; flush returns") {
+  set_log_handler(&WarningCounter::handler);
+  WarningCounter::warnings = 0;
+  NativeOwner owner;
+  for (const bool flush_between : {true, false}) {
+    CAPTURE(flush_between);
+    auto prof = std::make_unique<Profiler>(ProfilerOptions{.ring_depth = 4});
+    Collected collected(*prof);
+    ForeignGraph foreign("host");
+    prof->attach(foreign);
+    capture(*prof, foreign, owner);
+    foreign.launch(owner.wrapped, [] {});  // breaks the rule: no execution
+    if (flush_between) returns_in_time("flush after a launch of nothing", [&] { prof->flush(); });
+    for (int i = 0; i < 3; ++i) foreign.launch(owner.wrapped, [&] { owner.launch(); });
+    returns_in_time("flush", [&] { prof->flush(); });
+    std::vector<ReplayReport> reports = collected.take();
+    REQUIRE(reports.size() == 4);
+    CHECK_FALSE(reports[0].region(0).measurable);
+    // Never another launch's times: what is measurable is a whole launch of the work.
+    for (const ReplayReport& r : reports)
+      if (r.region(0).measurable) CHECK(r.region(0).duration_ns >= 200'000);
+    if (flush_between)
+      for (size_t i = 1; i < reports.size(); ++i) check_measured(reports[i]);
+    // Later launches are measured again, and reset / destruction return.
+    for (int i = 0; i < 3; ++i) foreign.launch(owner.wrapped, [&] { owner.launch(); });
+    foreign.launch(owner.wrapped, [] {});  // and once more nothing, left pending
+    returns_in_time("reset with a launch of nothing pending", [&] { foreign.reset(); });
+    reports = collected.take();
+    REQUIRE(reports.size() == 4);
+    for (int i = 0; i < 3; ++i) check_measured(reports[static_cast<size_t>(i)]);
+    CHECK_FALSE(reports[3].region(0).measurable);
+    capture(*prof, foreign, owner);
+    foreign.launch(owner.wrapped, [] {});
+    returns_in_time("destroying the profiler", [&] { prof.reset(); });
+    owner.owner.synchronize();
+  }
+  CHECK(WarningCounter::warnings >= 1);
+  set_log_handler(nullptr);
+}
+
+// audit 2026-11-25 #31: a launch that ran the graph twice was reported wrongly or blamed on the
+// ring depth.
+TEST_CASE("ForeignGraph: a launch that runs the graph twice is reported unmeasurable") {
+  NativeOwner owner;
+  Profiler prof(ProfilerOptions{.ring_depth = 2});
+  Collected collected(prof);
+  ForeignGraph foreign("host");
+  prof.attach(foreign);
+  capture(prof, foreign, owner);
+  foreign.launch(owner.wrapped, [&] { owner.launch(); });
+  // Collected first: the second execution of the next launch writes one ring slot more than the
+  // ring has, which is the slot of an earlier launch still unread (that one is then reported
+  // unmeasurable, never with the wrong times).
+  prof.flush();
+  foreign.launch(owner.wrapped, [&] {
+    owner.launch();
+    owner.launch();
+  });
+  returns_in_time("flush", [&] { prof.flush(); });
+  for (int i = 0; i < 5; ++i) foreign.launch(owner.wrapped, [&] { owner.launch(); });
+  returns_in_time("flush", [&] { prof.flush(); });
+  std::vector<ReplayReport> reports = collected.take();
+  REQUIRE(reports.size() == 7);
+  check_measured(reports[0]);
+  CHECK_FALSE(reports[1].region(0).measurable);
+  for (size_t i = 2; i < reports.size(); ++i) {
+    CAPTURE(i);
+    check_measured(reports[i]);
+    CHECK(reports[i].replay_index() == i);
+  }
+}
+
+// audit 2026-11-25 #32, #33: a launch that raises counts no execution; one that launched before
+// raising must not put later launches out of step (they were lost).
+TEST_CASE("ForeignGraph: a launch that raises, before or after launching, loses no later report") {
+  NativeOwner owner;
+  Profiler prof(ProfilerOptions{.ring_depth = 2});
+  Collected collected(prof);
+  ForeignGraph foreign("host");
+  prof.attach(foreign);
+  capture(prof, foreign, owner);
+  CHECK_THROWS_WITH_AS(foreign.launch(owner.wrapped, [] { throw std::runtime_error("before"); }),
+                       "before", std::runtime_error);
+  CHECK_THROWS_WITH_AS(foreign.launch(owner.wrapped,
+                                      [&] {
+                                        owner.launch();
+                                        throw std::runtime_error("after");
+                                      }),
+                       "after", std::runtime_error);
+  for (int i = 0; i < 3; ++i) foreign.launch(owner.wrapped, [&] { owner.launch(); });
+  returns_in_time("flush", [&] { prof.flush(); });
+  CHECK(foreign.graph().replay_count() == 3);
+  std::vector<ReplayReport> reports = collected.take();
+  REQUIRE(reports.size() == 3);
+  for (size_t i = 0; i < reports.size(); ++i) {
+    CAPTURE(i);
+    CHECK(reports[i].replay_index() == i);
+    check_measured(reports[i]);
+  }
+}
