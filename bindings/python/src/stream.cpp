@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/function.h>
@@ -162,6 +163,22 @@ void note_use(PyStream& py_stream, Stream& stream, nb::handle buffer) {
   nb::inst_ptr<PyBuffer>(buffer)->used_on.add(py_stream.stream);
   if (PyGraph* graph = PyGraph::capturing_on(stream))
     graph->captured_buffers.push_back(nb::borrow(buffer));
+}
+
+// Buffer(stream, nbytes, kind) and Buffer.allocate(stream, nbytes, kind): the allocation and
+// where it lives.
+std::tuple<Buffer, std::string, int> allocate_on(PyStream& stream, int64_t nbytes,
+                                                 const EnumOrName<MemoryKind>& kind,
+                                                 const char* what) {
+  std::shared_ptr<Stream> s_owner = stream.share();
+  Stream& s = *s_owner;
+  size_t bytes = byte_count(nbytes, what);
+  MemoryKind memory = parse_memory_kind(kind);
+  Buffer buffer = [&] {
+    nb::gil_scoped_release release;
+    return Buffer::allocate(s, bytes, memory);
+  }();
+  return {std::move(buffer), s.backend_name(), s.device()};
 }
 
 std::string stream_repr(PyStream& s) {
@@ -473,22 +490,26 @@ void bind_stream(nb::module_& m) {
       .def(
           "__init__",
           [](PyBuffer* self, PyStream& stream, int64_t nbytes, EnumOrName<MemoryKind> kind) {
-            std::shared_ptr<Stream> s_owner = stream.share();
-            Stream& s = *s_owner;
-            size_t bytes = byte_count(nbytes, "Buffer");
-            MemoryKind memory = parse_memory_kind(kind);
-            Buffer buffer = [&] {
-              nb::gil_scoped_release release;
-              return Buffer::allocate(s, bytes, memory);
-            }();
-            new (self) PyBuffer(std::move(buffer), s.backend_name(), s.device());
+            auto [buffer, backend, device] = allocate_on(stream, nbytes, kind, "Buffer");
+            new (self) PyBuffer(std::move(buffer), std::move(backend), device);
           },
           nb::arg("stream"), nb::arg("nbytes"), nb::arg("kind") = MemoryKind::Device,
           "Allocates `nbytes` bytes on `stream`'s backend and device; `kind` is 'device' or "
           "'host' (or MemoryKind).")
+      // The shapes of the C++ Buffer::allocate overloads (one API, one shape).
       .def_static(
           "allocate",
-          [](int64_t nbytes, std::optional<std::string> backend, int device,
+          [](PyStream& stream, int64_t nbytes, EnumOrName<MemoryKind> kind) {
+            auto [buffer, backend, device] = allocate_on(stream, nbytes, kind, "Buffer.allocate");
+            return new PyBuffer(std::move(buffer), std::move(backend), device);
+          },
+          nb::arg("stream"), nb::arg("nbytes"), nb::arg("kind") = MemoryKind::Device,
+          nb::rv_policy::take_ownership,
+          "Allocates `nbytes` bytes on `stream`'s backend and device, as Buffer(stream, nbytes, "
+          "kind) does.")
+      .def_static(
+          "allocate",
+          [](std::optional<std::string> backend, int device, int64_t nbytes,
              EnumOrName<MemoryKind> kind) {
             size_t bytes = byte_count(nbytes, "Buffer.allocate");
             MemoryKind memory = parse_memory_kind(kind);
@@ -500,10 +521,10 @@ void bind_stream(nb::module_& m) {
             }();
             return new PyBuffer(std::move(buffer), resolved, device);
           },
-          nb::arg("nbytes"), nb::arg("backend") = nb::none(), nb::arg("device") = 0,
+          nb::arg("backend").none(), nb::arg("device"), nb::arg("nbytes"),
           nb::arg("kind") = MemoryKind::Device, nb::rv_policy::take_ownership,
-          "Allocates `nbytes` bytes on `backend` (None: the default) and `device`, without a "
-          "stream.")
+          "Allocates `nbytes` bytes on `backend` (None or '': the default backend) and "
+          "`device`, without a stream.")
       .def_prop_ro(
           "nbytes", [](PyBuffer& self) { return self.get().size(); }, "The size in bytes.")
       .def("__len__", [](PyBuffer& self) { return self.get().size(); }, "The size in bytes.")
