@@ -245,8 +245,10 @@ def test_region_misuse(stream):
     inner.__enter__()
     with pytest.raises(accgraph.InvalidStateError, match="inner"):
         outer.__exit__(None, None, None)  # the inner one is still open
+    assert repr(outer) == "<accgraph.Region 'outer' open=1>"  # kept, to be ended in order
     inner.__exit__(None, None, None)
     outer.__exit__(None, None, None)
+    assert repr(outer) == "<accgraph.Region 'outer' open=0>"
 
 
 def test_attach_while_capturing_is_an_invalid_state(stream):
@@ -279,6 +281,22 @@ def test_region_ended_after_its_stream_was_closed(stream):
     with pytest.raises(accgraph.InvalidStateError, match="closed"):
         prof.end(s)
     prof.flush()
+
+
+# Note [Region entries]: an entry whose region can never end (its stream closed) goes with the
+# error; one refused for being out of order stays (test_region_misuse).
+def test_a_region_entry_that_can_never_end_goes_with_its_error(stream):
+    prof = accgraph.Profiler()
+    s = accgraph.Stream(stream.backend)
+    region = prof.region(s, "r")
+    region.__enter__()
+    s.close()
+    with pytest.raises(accgraph.InvalidStateError,
+                       match="the stream this region was opened on was destroyed"):
+        region.__exit__(None, None, None)
+    assert repr(region) == "<accgraph.Region 'r' open=0>"
+    with pytest.raises(accgraph.InvalidStateError, match="__exit__ without __enter__"):
+        region.__exit__(None, None, None)
 
 
 def test_a_region_object_left_open_is_ended_when_dropped(stream):
