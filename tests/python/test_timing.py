@@ -2,6 +2,7 @@
 statistics, exporters, on every backend; misuse and lifetimes give errors, never crashes."""
 
 import csv
+import functools
 import gc
 import json
 import threading
@@ -119,6 +120,52 @@ def test_eager_regions_and_the_decorator(stream):
     assert paths == ["step", "step", "step", "manual"]
     assert all(r.graph_id == 0 for r in prof.reports())
     assert prof.reports()[-1][0].metadata == {"note": "1"}
+
+
+# audit 2026-11-25 #15 (generators) and #16 (coroutines): the decorator timed only the creation
+# of the generator or coroutine object (46 us reported for 37 ms of work), silently. It refuses
+# them now, saying what to do.
+def test_the_decorator_refuses_generator_and_coroutine_functions(stream):
+    prof = accgraph.Profiler()
+    region = prof.region(stream, "gen")
+
+    def gen():
+        yield 1
+
+    async def coro():
+        return 1
+
+    async def agen():
+        yield 1
+
+    with pytest.raises(accgraph.InvalidArgumentError) as e:
+        region(gen)
+    assert str(e.value) == (
+        "[invalid argument] Profiler.region('gen') cannot decorate the generator function "
+        "'test_the_decorator_refuses_generator_and_coroutine_functions.<locals>.gen': the region "
+        "would end when the generator object is created, before any item is produced; open the "
+        "region inside the function body (`with prof.region(...):`) or around the loop that "
+        "consumes it")
+    assert e.value.code == accgraph.ErrorCode.INVALID_ARGUMENT
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=r"cannot decorate the coroutine function '.*coro': the region would "
+                             r"end when the coroutine object is created, before it runs; use "
+                             r"`with prof.region\(\.\.\.\):` inside the async function"):
+        region(coro)
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match="cannot decorate the async generator function '.*agen': the region "
+                             "would end when the async generator object is created"):
+        region(agen)
+    with pytest.raises(accgraph.InvalidArgumentError, match="generator function '.*gen'"):
+        region(functools.partial(gen))  # inspect sees through partial
+    with pytest.raises(ValueError):  # InvalidArgumentError is a ValueError
+        prof.region("coro")(coro)
+
+    # A plain function returning a generator it made is decorated (it is what it is), and a
+    # plain function still works.
+    region(lambda: gen())
+    assert region(lambda: 3)() == 3
+    assert repr(region) == "<accgraph.Region 'gen' open=0>"
 
 
 def test_sink_gets_every_report_with_the_gil(stream):

@@ -448,7 +448,12 @@ void bind_timing(nb::module_& m) {
                        "stream of each entry (accgraph.set_default_stream_provider).\n\n"
                        "Each entry opens a region of its own: one object may be entered "
                        "re-entrantly and from several threads at once; __exit__ ends an entry "
-                       "of the calling thread (Note [Region entries]).")
+                       "of the calling thread (Note [Region entries]).\n\n"
+                       "The decorator refuses generator, async generator and coroutine "
+                       "functions (InvalidArgumentError): calling one only creates the "
+                       "generator or coroutine object, so the region would end before any of "
+                       "the work ran. Open the region inside the function body (`with "
+                       "prof.region(...):`) or around the loop that consumes the generator.")
       .def("__enter__", [](PyRegion& self) { region_enter(self); },
            "Opens the region on its stream.")
       .def(
@@ -470,7 +475,8 @@ void bind_timing(nb::module_& m) {
           nb::arg("fn"),
           nb::sig("def __call__(self, fn: collections.abc.Callable[..., typing.Any]) -> "
                   "collections.abc.Callable[..., typing.Any]"),
-          "Decorates `fn`: each call runs inside this region (functools.wraps keeps its name).")
+          "Decorates `fn`: each call runs inside this region (functools.wraps keeps its name). "
+          "InvalidArgumentError for a generator, async generator or coroutine function.")
       .def_ro("name", &PyRegion::name, "The region's name.")
       .def_ro("lane", &PyRegion::lane, "The region's lane ('' for the stream's own track).")
       .def("__repr__", [](const PyRegion& r) {
