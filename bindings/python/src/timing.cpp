@@ -308,9 +308,10 @@ void region_exit(PyRegion& self) {
     failure = std::current_exception();
   }
   nb::gil_scoped_acquire gil;
-  if (!ending->is_open()) {  // ended, or can never end: the entry goes
-    auto it = std::find_if(self.open.begin(), self.open.end(),
-                           [&](const RegionEntry& e) { return e.region.get() == ending; });
+  auto it = std::find_if(self.open.begin(), self.open.end(),
+                         [&](const RegionEntry& e) { return e.region.get() == ending; });
+  // Ended, or can never end: the entry goes (unless a sink that end() called removed it).
+  if (it != self.open.end() && !ending->is_open()) {
     const std::thread::id owner = it->thread;
     std::unique_ptr<Profiler::Region> ended = std::move(it->region);
     self.open.erase(it);
