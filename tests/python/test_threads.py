@@ -10,6 +10,15 @@ import accgraph
 from conftest import require_backend
 
 
+def run_in_threads(target, count, *args):
+    """Runs `target(*args)` on `count` threads at once and waits for them."""
+    threads = [threading.Thread(target=target, args=args) for _ in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def test_synchronize_releases_the_gil():
     s = accgraph.Stream("host")
     s.delay(0.2)
@@ -58,11 +67,7 @@ def test_two_python_threads_on_one_graph_get_an_error_not_a_crash():
                 assert "in use by another call" in str(e)
                 errors.append(e)
 
-    threads = [threading.Thread(target=hammer) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(hammer, 4)
     s.synchronize()
     assert g.replay_count + len(errors) == 800
 
@@ -133,11 +138,7 @@ def test_a_decorated_function_called_from_two_threads_with_a_stream_each():
 
     previous = accgraph.set_default_stream_provider(thread_stream)
     try:
-        threads = [threading.Thread(target=work) for _ in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_in_threads(work, 2)
     finally:
         accgraph.set_default_stream_provider(previous)
     assert errors == []
@@ -164,11 +165,7 @@ def test_one_region_object_entered_by_four_threads_on_one_stream():
         except BaseException as e:  # noqa: BLE001 - reported by the assertion below
             errors.append(e)
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(work, 4)
     assert errors == []
     assert repr(shared) == "<accgraph.Region 'shared' open=0>"
     s.synchronize()
