@@ -41,6 +41,18 @@ void check_device(Backend& backend, const std::string& name, int device) {
                           operation));
 }
 
+// The sized Buffer overloads: a Buffer knows its size, so a count past it is refused before
+// anything is written past the allocation (audit 2026-11-25 #3).
+void check_fits(const char* operation, size_t bytes, const char* which, const Buffer& buffer,
+                const std::string& backend_name) {
+  if (bytes > buffer.size())
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("{} of {} bytes but the {} Buffer holds {} bytes: pass nbytes <= "
+                            "the Buffer's size",
+                            operation, bytes, which, buffer.size()),
+                backend_name);
+}
+
 }  // namespace
 
 namespace detail {
@@ -156,6 +168,27 @@ void Stream::fill(void* dst, uint8_t value, size_t bytes) {
 }
 
 void Stream::fill(Buffer& dst, uint8_t value) { fill(dst.data(), value, dst.size()); }
+
+void Stream::copy(Buffer& dst, const Buffer& src, size_t bytes) {
+  check_fits("copy", bytes, "destination", dst, state().backend_name);
+  check_fits("copy", bytes, "source", src, state().backend_name);
+  copy(dst.data(), src.data(), bytes);
+}
+
+void Stream::copy(Buffer& dst, const void* src, size_t bytes) {
+  check_fits("copy", bytes, "destination", dst, state().backend_name);
+  copy(dst.data(), src, bytes);
+}
+
+void Stream::copy(void* dst, const Buffer& src, size_t bytes) {
+  check_fits("copy", bytes, "source", src, state().backend_name);
+  copy(dst, src.data(), bytes);
+}
+
+void Stream::fill(Buffer& dst, uint8_t value, size_t bytes) {
+  check_fits("fill", bytes, "destination", dst, state().backend_name);
+  fill(dst.data(), value, bytes);
+}
 
 void Stream::host_call(std::function<void()> fn) {
   detail::StreamState& s = state();

@@ -17,7 +17,7 @@ def main() -> None:
     except ValueError as e:  # InvalidArgumentError derives from ValueError
         print(f"{type(e).__name__} is a ValueError: {str(e).splitlines()[0]}")
     try:
-        accgraph.Stream("host").fill(accgraph.Buffer.allocate(8, backend="host", kind="host"), 300)
+        accgraph.Stream("host").fill(accgraph.Buffer.allocate("host", 0, 8, kind="host"), 300)
     except accgraph.Error as e:  # catch every accgraph error at once
         print(f"{type(e).__name__}: {e.message}")
 

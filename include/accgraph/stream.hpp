@@ -50,11 +50,20 @@ class ACCGRAPH_API Stream {
   Stream& operator=(const Stream&) = delete;
   ~Stream();
 
+  /// Copies `bytes` bytes between raw addresses: the caller answers for both ranges.
   void copy(void* dst, const void* src, size_t bytes);
   /// Copies all of `src` into `dst` (which must be at least as large).
   void copy(Buffer& dst, const Buffer& src);
+  /// Copies the first `bytes` bytes of `src` into `dst`; InvalidArgument when a Buffer holds
+  /// fewer (the raw address of the mixed forms is the caller's to answer for).
+  void copy(Buffer& dst, const Buffer& src, size_t bytes);
+  void copy(Buffer& dst, const void* src, size_t bytes);
+  void copy(void* dst, const Buffer& src, size_t bytes);
+  /// Sets `bytes` bytes at a raw address: the caller answers for the range.
   void fill(void* dst, uint8_t value, size_t bytes);
   void fill(Buffer& dst, uint8_t value);
+  /// Sets the first `bytes` bytes of `dst`; InvalidArgument when it holds fewer.
+  void fill(Buffer& dst, uint8_t value, size_t bytes);
   /// Enqueues a C++ callable; Unsupported unless capabilities().host_calls.
   void host_call(std::function<void()> fn);
   /// Enqueues device work lasting at least `duration`; Unsupported unless

@@ -155,6 +155,10 @@ class ACCGRAPH_API Profiler {
     Region& operator=(Region&&) = delete;
     ~Region();
     void end();
+    /// Whether end() still has a region to end: false once it ended, and after an end() that
+    /// found it can never end (its profiler or stream destroyed, its capture aborted); true
+    /// after an end() refused for being out of order (it can be ended later).
+    bool is_open() const noexcept { return open_; }
 
    private:
     friend class Profiler;

@@ -21,11 +21,25 @@ def test_buffer_properties(stream):
     assert "10 bytes" in repr(h)
 
 
-def test_allocate_without_a_stream(backend):
-    b = accgraph.Buffer.allocate(16, backend=backend, kind="host")
-    assert (b.nbytes, b.backend) == (16, backend)
-    d = accgraph.Buffer.allocate(16)
-    assert d.backend == accgraph.default_backend()
+# Design review item 9 (one API, one shape): Buffer.allocate takes the C++ overloads' shapes,
+# Buffer::allocate(stream, bytes, kind) and Buffer::allocate(backend, device, bytes, kind).
+def test_allocate_takes_the_shapes_of_the_cpp_overloads(backend, stream):
+    b = accgraph.Buffer.allocate(backend, 0, 16, kind="host")
+    assert (b.nbytes, b.backend, b.device, b.kind) == (16, backend, 0, accgraph.MemoryKind.HOST)
+    d = accgraph.Buffer.allocate(None, 0, 16)
+    assert (d.backend, d.kind) == (accgraph.default_backend(), accgraph.MemoryKind.DEVICE)
+    s = accgraph.Buffer.allocate(stream, 32, kind=accgraph.MemoryKind.HOST)
+    assert (s.nbytes, s.backend, s.device, s.kind) == (32, backend, 0, accgraph.MemoryKind.HOST)
+    k = accgraph.Buffer.allocate(stream=stream, nbytes=8)
+    assert k.kind == accgraph.MemoryKind.DEVICE
+    with pytest.raises(accgraph.InvalidArgumentError, match="Buffer.allocate: nbytes is -1"):
+        accgraph.Buffer.allocate(stream, -1)
+    with pytest.raises(accgraph.InvalidArgumentError, match="device 7 does not exist"):
+        accgraph.Buffer.allocate(backend, 7, 16)
+    with pytest.raises(TypeError):
+        accgraph.Buffer.allocate(16)  # the old shape, nbytes first
+    with pytest.raises(TypeError):
+        accgraph.Buffer.allocate(16, backend=backend, kind="host")
 
 
 def test_bad_sizes_and_kinds(stream):

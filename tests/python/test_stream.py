@@ -67,6 +67,36 @@ def test_copy_into_a_smaller_buffer_is_an_invalid_argument(stream):
         stream.copy(small, big)
 
 
+# audit 2026-11-25 #3: an explicit nbytes past a Buffer was a heap overflow in the host worker.
+def test_nbytes_past_a_buffer_is_an_invalid_argument_naming_both_sizes(stream):
+    small = host_buffer(stream, 16)
+    other = host_buffer(stream, 16)
+    big = host_buffer(stream, 4096)
+    stream.fill(big, 0)
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match="fill of 4096 bytes but the destination Buffer holds 16 bytes: "
+                             "pass nbytes <= the Buffer's size"):
+        stream.fill(small, 0x2A, nbytes=4096)
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match="copy of 4096 bytes but the destination Buffer holds 16 bytes"):
+        stream.copy(small, other, nbytes=4096)
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match="copy of 4096 bytes but the source Buffer holds 16 bytes"):
+        stream.copy(big, small, nbytes=4096)
+    # A Buffer next to an int address is checked too; the address is the caller's to answer for.
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match="copy of 17 bytes but the destination Buffer holds 16 bytes"):
+        stream.copy(small, big.ptr, 17)
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match="copy of 17 bytes but the source Buffer holds 16 bytes"):
+        stream.copy(big.ptr, small, 17)
+    stream.fill(small, 7, nbytes=16)  # up to the size is fine
+    stream.copy(big, small, nbytes=8)
+    stream.copy(big.ptr + 8, small, 4)
+    stream.synchronize()
+    assert read(big)[:16] == b"\x07" * 12 + b"\x00" * 4
+
+
 def test_wrong_argument_types_are_type_errors(stream):
     with pytest.raises(TypeError, match="accgraph.Buffer or an int"):
         stream.fill("not a buffer", 1, 4)

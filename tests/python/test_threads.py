@@ -10,6 +10,15 @@ import accgraph
 from conftest import require_backend
 
 
+def run_in_threads(target, count, *args):
+    """Runs `target(*args)` on `count` threads at once and waits for them."""
+    threads = [threading.Thread(target=target, args=args) for _ in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def test_synchronize_releases_the_gil():
     s = accgraph.Stream("host")
     s.delay(0.2)
@@ -58,11 +67,7 @@ def test_two_python_threads_on_one_graph_get_an_error_not_a_crash():
                 assert "in use by another call" in str(e)
                 errors.append(e)
 
-    threads = [threading.Thread(target=hammer) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(hammer, 4)
     s.synchronize()
     assert g.replay_count + len(errors) == 800
 
@@ -102,3 +107,115 @@ def test_closing_a_stream_while_another_thread_synchronizes_it():
     assert done == [True]
     with pytest.raises(accgraph.InvalidStateError, match="closed"):
         s.synchronize()
+
+
+# audit 2026-11-25 #18: one decorated function called from 2 threads (the default stream
+# provider naming a stream per thread) corrupted the Region's list of open entries, which was
+# changed without the GIL: heap-use-after-free under ASan, spurious InvalidStateErrors and lost
+# regions in a release build.
+def test_a_decorated_function_called_from_two_threads_with_a_stream_each():
+    prof = accgraph.Profiler(keep_reports=0)
+    per_thread = threading.local()
+
+    def thread_stream():
+        if not hasattr(per_thread, "stream"):
+            per_thread.stream = accgraph.Stream("host")
+        return per_thread.stream
+
+    @prof.region("step")
+    def step(i):
+        return i
+
+    calls, errors = 3000, []
+
+    def work():
+        try:
+            for i in range(calls):
+                assert step(i) == i
+            thread_stream().synchronize()
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    previous = accgraph.set_default_stream_provider(thread_stream)
+    try:
+        run_in_threads(work, 2)
+    finally:
+        accgraph.set_default_stream_provider(previous)
+    assert errors == []
+    prof.flush()
+    assert prof.delivered == 2 * calls  # one eager report per call, none lost
+    assert [(s.path, s.count + s.unmeasurable) for s in prof.stats()] == [("step", 2 * calls)]
+
+
+# audit 2026-11-25 #19: one region object entered by 4 threads on one stream: the same
+# corruption, 200+ InvalidStateErrors per run and, once in three runs, `double free`. The
+# threads' regions nest on the stream in the order they began (Note [Region entries]).
+def test_one_region_object_entered_by_four_threads_on_one_stream():
+    s = accgraph.Stream("host")
+    prof = accgraph.Profiler(keep_reports=None)
+    shared = prof.region(s, "shared")
+    buf = accgraph.Buffer(s, 64)
+    entries, errors = 1000, []
+
+    def work():
+        try:
+            for i in range(entries):
+                with shared:
+                    s.fill(buf, i % 256)
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    run_in_threads(work, 4)
+    assert errors == []
+    assert repr(shared) == "<accgraph.Region 'shared' open=0>"
+    s.synchronize()
+    prof.flush()
+    reports = prof.reports()
+    assert prof.delivered == len(reports) >= 1
+    assert sum(len(r) for r in reports) == 4 * entries  # every entry is one region
+    assert all(r.name == "shared" for report in reports for r in report)
+    assert sum(st.count + st.unmeasurable for st in prof.stats()) == 4 * entries
+
+
+# audit 2026-11-25 #22 (with #18): __exit__ ends an entry of the calling thread, even when another
+# thread entered the same object more recently; a thread without entries ends another's.
+def test_exit_ends_the_calling_threads_entry_or_another_threads():
+    prof = accgraph.Profiler()
+    mine, theirs = accgraph.Stream("host"), accgraph.Stream("host")
+    streams = {threading.get_ident(): mine}
+    previous = accgraph.set_default_stream_provider(lambda: streams[threading.get_ident()])
+    try:
+        region = prof.region("r")
+        region.__enter__()  # on `mine`
+        entered, leave = threading.Event(), threading.Event()
+
+        def other():
+            streams[threading.get_ident()] = theirs
+            region.__enter__()  # on `theirs`, after this thread's entry
+            entered.set()
+            leave.wait(10)
+            region.__exit__(None, None, None)
+
+        t = threading.Thread(target=other)
+        t.start()
+        assert entered.wait(10)
+        assert repr(region) == "<accgraph.Region 'r' open=2>"
+        region.__exit__(None, None, None)  # this thread's entry, not the other's newer one
+        assert repr(region) == "<accgraph.Region 'r' open=1>"
+        prof.flush()
+        assert [r[0].stream_id for r in prof.reports()] == [mine.id]
+        leave.set()
+        t.join(10)
+        prof.flush()
+        assert [r[0].stream_id for r in prof.reports()] == [mine.id, theirs.id]
+
+        # Entered on one thread, ended on another that has no entry of its own.
+        region.__enter__()
+        t = threading.Thread(target=lambda: region.__exit__(None, None, None))
+        t.start()
+        t.join(10)
+        assert repr(region) == "<accgraph.Region 'r' open=0>"
+        prof.flush()
+        assert [r[0].stream_id for r in prof.reports()] == [mine.id, theirs.id, mine.id]
+    finally:
+        accgraph.set_default_stream_provider(previous)

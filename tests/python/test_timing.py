@@ -2,6 +2,7 @@
 statistics, exporters, on every backend; misuse and lifetimes give errors, never crashes."""
 
 import csv
+import functools
 import gc
 import json
 import threading
@@ -119,6 +120,52 @@ def test_eager_regions_and_the_decorator(stream):
     assert paths == ["step", "step", "step", "manual"]
     assert all(r.graph_id == 0 for r in prof.reports())
     assert prof.reports()[-1][0].metadata == {"note": "1"}
+
+
+# audit 2026-11-25 #15 (generators) and #16 (coroutines): the decorator timed only the creation
+# of the generator or coroutine object (46 us reported for 37 ms of work), silently. It refuses
+# them now, saying what to do.
+def test_the_decorator_refuses_generator_and_coroutine_functions(stream):
+    prof = accgraph.Profiler()
+    region = prof.region(stream, "gen")
+
+    def gen():
+        yield 1
+
+    async def coro():
+        return 1
+
+    async def agen():
+        yield 1
+
+    with pytest.raises(accgraph.InvalidArgumentError) as e:
+        region(gen)
+    assert str(e.value) == (
+        "[invalid argument] Profiler.region('gen') cannot decorate the generator function "
+        "'test_the_decorator_refuses_generator_and_coroutine_functions.<locals>.gen': the region "
+        "would end when the generator object is created, before any item is produced; open the "
+        "region inside the function body (`with prof.region(...):`) or around the loop that "
+        "consumes it")
+    assert e.value.code == accgraph.ErrorCode.INVALID_ARGUMENT
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=r"cannot decorate the coroutine function '.*coro': the region would "
+                             r"end when the coroutine object is created, before it runs; use "
+                             r"`with prof.region\(\.\.\.\):` inside the async function"):
+        region(coro)
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match="cannot decorate the async generator function '.*agen': the region "
+                             "would end when the async generator object is created"):
+        region(agen)
+    with pytest.raises(accgraph.InvalidArgumentError, match="generator function '.*gen'"):
+        region(functools.partial(gen))  # inspect sees through partial
+    with pytest.raises(ValueError):  # InvalidArgumentError is a ValueError
+        prof.region("coro")(coro)
+
+    # A plain function returning a generator it made is decorated (it is what it is), and a
+    # plain function still works.
+    region(lambda: gen())
+    assert region(lambda: 3)() == 3
+    assert repr(region) == "<accgraph.Region 'gen' open=0>"
 
 
 def test_sink_gets_every_report_with_the_gil(stream):
@@ -245,8 +292,10 @@ def test_region_misuse(stream):
     inner.__enter__()
     with pytest.raises(accgraph.InvalidStateError, match="inner"):
         outer.__exit__(None, None, None)  # the inner one is still open
+    assert repr(outer) == "<accgraph.Region 'outer' open=1>"  # kept, to be ended in order
     inner.__exit__(None, None, None)
     outer.__exit__(None, None, None)
+    assert repr(outer) == "<accgraph.Region 'outer' open=0>"
 
 
 def test_attach_while_capturing_is_an_invalid_state(stream):
@@ -279,6 +328,53 @@ def test_region_ended_after_its_stream_was_closed(stream):
     with pytest.raises(accgraph.InvalidStateError, match="closed"):
         prof.end(s)
     prof.flush()
+
+
+# Note [Region entries]: an entry whose region can never end (its stream closed) goes with the
+# error; one refused for being out of order stays (test_region_misuse).
+def test_a_region_entry_that_can_never_end_goes_with_its_error(stream):
+    prof = accgraph.Profiler()
+    s = accgraph.Stream(stream.backend)
+    region = prof.region(s, "r")
+    region.__enter__()
+    s.close()
+    with pytest.raises(accgraph.InvalidStateError,
+                       match="the stream this region was opened on was destroyed"):
+        region.__exit__(None, None, None)
+    assert repr(region) == "<accgraph.Region 'r' open=0>"
+    with pytest.raises(accgraph.InvalidStateError, match="__exit__ without __enter__"):
+        region.__exit__(None, None, None)
+
+
+# Note [Region entries]: the per-stream lock is recursive, so a sink that enters the same Region
+# object from inside the end() that delivers to it (immediate delivery) does not deadlock.
+def test_a_sink_may_enter_the_region_whose_end_delivers_to_it(stream):
+    prof = accgraph.Profiler(delivery="immediate")
+    region = prof.region(stream, "step")
+    buf = accgraph.Buffer(stream, 64)
+    seen = []
+
+    def sink(report):
+        seen.append(report[0].path)
+        if len(seen) < 3:
+            with region:
+                stream.fill(buf, 1)
+
+    prof.add_sink(sink)
+
+    def run():
+        with region:
+            stream.fill(buf, 2)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(20)
+    assert not t.is_alive(), "deadlocked"
+    assert seen == ["step"] * 3
+    assert repr(region) == "<accgraph.Region 'step' open=0>"
+    # The sink's closure holds the Region, which holds the profiler: a cycle through C++ that the
+    # collector cannot see (a Region does not traverse its profiler), broken here.
+    region = None
 
 
 def test_a_region_object_left_open_is_ended_when_dropped(stream):

@@ -132,6 +132,42 @@ TEST_CASE("copy/fill/host_call/delay misuse is reported with what to do") {
                        "a stream cannot wait for itself");
 }
 
+// audit 2026-11-25 #3: a byte count past a Buffer is refused, naming both sizes, before anything
+// is written past the allocation (it was a heap overflow in the host worker).
+TEST_CASE("copy/fill of a byte count past a Buffer is refused, naming both sizes") {
+  Stream stream = Stream::create("host");
+  Buffer a = Buffer::allocate(stream, 16, MemoryKind::Host);
+  Buffer b = Buffer::allocate(stream, 16, MemoryKind::Host);
+  Buffer big = Buffer::allocate(stream, 4096, MemoryKind::Host);
+  uint64_t before = detail::StreamAccess::operation_count(stream);
+  CHECK_ACCGRAPH_ERROR(stream.fill(a, 0x2a, 4096), ErrorCode::InvalidArgument,
+                       "fill of 4096 bytes but the destination Buffer holds 16 bytes: pass "
+                       "nbytes <= the Buffer's size");
+  CHECK_ACCGRAPH_ERROR(stream.copy(a, b, 4096), ErrorCode::InvalidArgument,
+                       "copy of 4096 bytes but the destination Buffer holds 16 bytes");
+  CHECK_ACCGRAPH_ERROR(stream.copy(big, a, 4096), ErrorCode::InvalidArgument,
+                       "copy of 4096 bytes but the source Buffer holds 16 bytes");
+  CHECK_ACCGRAPH_ERROR(stream.copy(a, big.data(), 17), ErrorCode::InvalidArgument,
+                       "copy of 17 bytes but the destination Buffer holds 16 bytes");
+  CHECK_ACCGRAPH_ERROR(stream.copy(big.data(), a, 17), ErrorCode::InvalidArgument,
+                       "copy of 17 bytes but the source Buffer holds 16 bytes");
+  CHECK(detail::StreamAccess::operation_count(stream) == before);  // nothing was enqueued
+
+  // Up to the size is fine, and only that prefix is touched.
+  stream.fill(big, 0);
+  stream.fill(a, 7, 16);
+  stream.fill(b, 9, 8);
+  stream.copy(big, a, 16);
+  stream.copy(big.as<uint8_t>() + 16, b, 8);
+  stream.copy(b, big.as<uint8_t>() + 100, 4);
+  stream.synchronize();
+  CHECK(big.as<uint8_t>()[15] == 7);
+  CHECK(big.as<uint8_t>()[16] == 9);
+  CHECK(big.as<uint8_t>()[24] == 0);
+  CHECK(b.as<uint8_t>()[0] == 0);
+  CHECK(b.as<uint8_t>()[4] == 9);
+}
+
 TEST_CASE("delay lasts at least its duration") {
   Stream stream = Stream::create("host");
   auto start = std::chrono::steady_clock::now();

@@ -933,10 +933,13 @@ TEST_CASE("a Region ends its own region: out of order is an error naming both, n
                          fmt::format("region 'a' on stream {} is not the innermost open region: "
                                      "'a/b' began after it and is still open; end 'a/b' first",
                                      stream.id()));
+    CHECK(a->is_open());  // refused, not closed: the Python Region keeps it to end later
     stream.delay(std::chrono::nanoseconds(5000));
     b->end();
+    CHECK_FALSE(b->is_open());
     stream.delay(std::chrono::nanoseconds(100));
     a->end();  // still open after the refused end: now in order
+    CHECK_FALSE(a->is_open());
   }
   prof.flush();
   std::vector<ReplayReport> reports = prof.reports();
@@ -954,7 +957,9 @@ TEST_CASE("a Region ends its own region: out of order is an error naming both, n
   graph.reset();
   graph.capture_begin(stream);
   auto other = prof.region(stream, "other");
+  CHECK(lost->is_open());  // not known before end() looks
   CHECK_ACCGRAPH_ERROR(lost->end(), ErrorCode::InvalidState, "the region is no longer open");
+  CHECK_FALSE(lost->is_open());
   lost->end();  // closed after that: nothing more happens
   other.end();
   graph.capture_end();
@@ -1082,6 +1087,7 @@ TEST_CASE("a Region that outlives its Profiler reports it instead of using it") 
   CHECK_ACCGRAPH_ERROR(region->end(), ErrorCode::InvalidState,
                        "the Profiler this region was opened with was destroyed before the region "
                        "ended");
+  CHECK_FALSE(region->is_open());
   region.reset();  // the destructor does nothing more (and never throws)
 
   // Its destructor alone logs instead of crashing.

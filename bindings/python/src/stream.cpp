@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/function.h>
@@ -164,6 +165,22 @@ void note_use(PyStream& py_stream, Stream& stream, nb::handle buffer) {
     graph->captured_buffers.push_back(nb::borrow(buffer));
 }
 
+// Buffer(stream, nbytes, kind) and Buffer.allocate(stream, nbytes, kind): the allocation and
+// where it lives.
+std::tuple<Buffer, std::string, int> allocate_on(PyStream& stream, int64_t nbytes,
+                                                 const EnumOrName<MemoryKind>& kind,
+                                                 const char* what) {
+  std::shared_ptr<Stream> s_owner = stream.share();
+  Stream& s = *s_owner;
+  size_t bytes = byte_count(nbytes, what);
+  MemoryKind memory = parse_memory_kind(kind);
+  Buffer buffer = [&] {
+    nb::gil_scoped_release release;
+    return Buffer::allocate(s, bytes, memory);
+  }();
+  return {std::move(buffer), s.backend_name(), s.device()};
+}
+
 std::string stream_repr(PyStream& s) {
   if (!s.stream || !*s.stream) return "<accgraph.Stream (closed)>";
   Stream& stream = *s.stream;
@@ -298,15 +315,30 @@ void bind_stream(nb::module_& m) {
               stream.copy(d, s);
               return;
             }
+            // A Buffer given with nbytes goes to the overload that checks nbytes against its
+            // size (audit 2026-11-25 #3); an int address is the caller's to answer for.
             size_t bytes = byte_count(nbytes, "Stream.copy");
+            Buffer* dst_buffer =
+                nb::isinstance<PyBuffer>(dst) ? &nb::inst_ptr<PyBuffer>(dst)->get() : nullptr;
+            const Buffer* src_buffer =
+                nb::isinstance<PyBuffer>(src) ? &nb::inst_ptr<PyBuffer>(src)->get() : nullptr;
             nb::gil_scoped_release release;
-            stream.copy(to, from, bytes);
+            if (dst_buffer && src_buffer)
+              stream.copy(*dst_buffer, *src_buffer, bytes);
+            else if (dst_buffer)
+              stream.copy(*dst_buffer, from, bytes);
+            else if (src_buffer)
+              stream.copy(to, *src_buffer, bytes);
+            else
+              stream.copy(to, from, bytes);
           },
           nb::arg("dst"), nb::arg("src"), nb::arg("nbytes") = nb::none(),
           nb::sig("def copy(self, dst: Buffer | int, src: Buffer | int, nbytes: int | None = "
                   "None) -> None"),
           "Enqueues a copy of `nbytes` bytes from `src` to `dst` (Buffers or int addresses); "
-          "without `nbytes`, all of the Buffer `src` into the Buffer `dst`.")
+          "without `nbytes`, all of the Buffer `src` into the Buffer `dst`. `nbytes` past a "
+          "Buffer's size is an InvalidArgumentError; the range at an int address is the "
+          "caller's responsibility (it is not checked).")
       .def(
           "fill",
           [](PyStream& self, nb::handle dst, int value, std::optional<int64_t> nbytes) {
@@ -325,14 +357,21 @@ void bind_stream(nb::module_& m) {
               return;
             }
             size_t bytes = byte_count(nbytes, "Stream.fill");
+            Buffer* dst_buffer =
+                nb::isinstance<PyBuffer>(dst) ? &nb::inst_ptr<PyBuffer>(dst)->get() : nullptr;
             nb::gil_scoped_release release;
-            stream.fill(to, byte, bytes);
+            if (dst_buffer)
+              stream.fill(*dst_buffer, byte, bytes);  // checked against its size
+            else
+              stream.fill(to, byte, bytes);
           },
           nb::arg("dst"), nb::arg("value"), nb::arg("nbytes") = nb::none(),
           nb::sig("def fill(self, dst: Buffer | int, value: int, nbytes: int | None = None) -> "
                   "None"),
           "Enqueues setting `nbytes` bytes at `dst` (a Buffer or an int address) to `value` "
-          "(0-255); without `nbytes`, the whole Buffer.")
+          "(0-255); without `nbytes`, the whole Buffer. `nbytes` past the Buffer's size is an "
+          "InvalidArgumentError; the range at an int address is the caller's responsibility "
+          "(it is not checked).")
       .def(
           "host_call",
           [](PyStream& self, nb::callable fn) {
@@ -451,22 +490,26 @@ void bind_stream(nb::module_& m) {
       .def(
           "__init__",
           [](PyBuffer* self, PyStream& stream, int64_t nbytes, EnumOrName<MemoryKind> kind) {
-            std::shared_ptr<Stream> s_owner = stream.share();
-            Stream& s = *s_owner;
-            size_t bytes = byte_count(nbytes, "Buffer");
-            MemoryKind memory = parse_memory_kind(kind);
-            Buffer buffer = [&] {
-              nb::gil_scoped_release release;
-              return Buffer::allocate(s, bytes, memory);
-            }();
-            new (self) PyBuffer(std::move(buffer), s.backend_name(), s.device());
+            auto [buffer, backend, device] = allocate_on(stream, nbytes, kind, "Buffer");
+            new (self) PyBuffer(std::move(buffer), std::move(backend), device);
           },
           nb::arg("stream"), nb::arg("nbytes"), nb::arg("kind") = MemoryKind::Device,
           "Allocates `nbytes` bytes on `stream`'s backend and device; `kind` is 'device' or "
           "'host' (or MemoryKind).")
+      // The shapes of the C++ Buffer::allocate overloads (one API, one shape).
       .def_static(
           "allocate",
-          [](int64_t nbytes, std::optional<std::string> backend, int device,
+          [](PyStream& stream, int64_t nbytes, EnumOrName<MemoryKind> kind) {
+            auto [buffer, backend, device] = allocate_on(stream, nbytes, kind, "Buffer.allocate");
+            return new PyBuffer(std::move(buffer), std::move(backend), device);
+          },
+          nb::arg("stream"), nb::arg("nbytes"), nb::arg("kind") = MemoryKind::Device,
+          nb::rv_policy::take_ownership,
+          "Allocates `nbytes` bytes on `stream`'s backend and device, as Buffer(stream, nbytes, "
+          "kind) does.")
+      .def_static(
+          "allocate",
+          [](std::optional<std::string> backend, int device, int64_t nbytes,
              EnumOrName<MemoryKind> kind) {
             size_t bytes = byte_count(nbytes, "Buffer.allocate");
             MemoryKind memory = parse_memory_kind(kind);
@@ -478,10 +521,10 @@ void bind_stream(nb::module_& m) {
             }();
             return new PyBuffer(std::move(buffer), resolved, device);
           },
-          nb::arg("nbytes"), nb::arg("backend") = nb::none(), nb::arg("device") = 0,
+          nb::arg("backend").none(), nb::arg("device"), nb::arg("nbytes"),
           nb::arg("kind") = MemoryKind::Device, nb::rv_policy::take_ownership,
-          "Allocates `nbytes` bytes on `backend` (None: the default) and `device`, without a "
-          "stream.")
+          "Allocates `nbytes` bytes on `backend` (None or '': the default backend) and "
+          "`device`, without a stream.")
       .def_prop_ro(
           "nbytes", [](PyBuffer& self) { return self.get().size(); }, "The size in bytes.")
       .def("__len__", [](PyBuffer& self) { return self.get().size(); }, "The size in bytes.")
