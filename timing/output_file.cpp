@@ -103,7 +103,9 @@ std::string follow_links(const std::string& path) {
     if (n < 0 || static_cast<size_t>(n) >= link.size()) fail_open(path, n < 0 ? errno : ELOOP);
     const std::string to(link.data(), static_cast<size_t>(n));
     const size_t slash = file.rfind('/');
-    file = to.front() == '/' || slash == std::string::npos ? to : file.substr(0, slash + 1) + to;
+    file = (!to.empty() && to.front() == '/') || slash == std::string::npos
+               ? to
+               : file.substr(0, slash + 1) + to;
   }
   fail_open(path, ELOOP);
 }

@@ -21,6 +21,7 @@
 #include "accgraph/output_file.hpp"
 #include "accgraph/perfetto.hpp"
 #include "check_error.hpp"
+#include "file_text.hpp"
 #include "perfetto_trace.pb.h"
 
 using namespace accgraph::timing;
@@ -82,13 +83,6 @@ struct TempDir {
     return p;
   }
 };
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::string rank_trace(int rank, int world, int64_t offset, uint64_t device_time,
                        std::string host_clock = "CLOCK_REALTIME") {
@@ -473,22 +467,28 @@ TEST_CASE("merge_perfetto_traces: uncertainties saturate instead of wrapping (au
 TEST_CASE("merge_perfetto_traces: a long parent chain of tracks merges in linear time "
           "(audit #56)") {
   TempDir dir;
-  const std::string small = dir.file("small.pftrace", chain_trace(1'000));
+  const std::string small = dir.file("small.pftrace", chain_trace(2'000));
   const std::string large = dir.file("large.pftrace", chain_trace(20'000));
+  // The fastest of three merges, so that a busy machine disturbs the ratio less.
   const auto time_merge = [](const std::string& path) {
-    std::ostringstream out;
-    const auto start = std::chrono::steady_clock::now();
-    const MergeSummary summary = merge_perfetto_traces(out, {path});
-    CHECK(summary.ranks.at(0).packets > 1'000);
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double best = 1e9;
+    for (int run = 0; run < 3; ++run) {
+      std::ostringstream out;
+      const auto start = std::chrono::steady_clock::now();
+      const MergeSummary summary = merge_perfetto_traces(out, {path});
+      CHECK(summary.ranks.at(0).packets > 2'000);
+      best = std::min(
+          best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    return best;
   };
-  time_merge(small);  // warm up
-  const double t_small = std::max(time_merge(small), 1e-3);
+  const double t_small = std::max(time_merge(small), 1e-4);
   const double t_large = time_merge(large);
-  // 20 times the tracks: about 20 times the time when linear, 400 times when quadratic (the
-  // 2026-11-25 audit measured 1.9 s for 20,000). 100 leaves room for a busy machine.
-  CHECK_MESSAGE(t_large < 100 * t_small, "1,000 tracks: " << t_small << " s, 20,000 tracks: "
-                                                           << t_large << " s");
+  // 10 times the tracks: about 10 times the time when linear, 100 when quadratic (before the
+  // fix, measured in one run on a busy machine: 2,000 tracks 0.12 s, 20,000 tracks 11.2 s; after
+  // it 0.011 s and 0.105 s). 40 leaves room for noise and still tells the two apart.
+  CHECK_MESSAGE(t_large < 40 * t_small, "2,000 tracks: " << t_small << " s, 20,000 tracks: "
+                                                          << t_large << " s");
 }
 
 TEST_CASE("merge_perfetto_traces: running out of descriptors says so and what to do (audit #51)") {
@@ -543,8 +543,8 @@ TEST_CASE("merge_perfetto_trace_files: an output that is an input by another nam
     CHECK_ACCGRAPH_ERROR(merge_perfetto_trace_files(output, {r0, r1}), ErrorCode::InvalidArgument,
                          "merge_perfetto_traces: '" + output + "' is both an input and the "
                          "output: it is the same file as the input '");
-    CHECK(read_file(r0) == r0_bytes);
-    CHECK(read_file(r1) == r1_bytes);
+    CHECK(file_text(r0) == r0_bytes);
+    CHECK(file_text(r1) == r1_bytes);
   }
   // Relative to the working directory.
   const auto cwd = std::filesystem::current_path();
@@ -554,15 +554,15 @@ TEST_CASE("merge_perfetto_trace_files: an output that is an input by another nam
   CHECK_ACCGRAPH_ERROR(merge_perfetto_trace_files(r1, {"r0.pftrace", "r1.pftrace"}),
                        ErrorCode::InvalidArgument, "is the same file as the input 'r1.pftrace'");
   std::filesystem::current_path(cwd);
-  CHECK(read_file(r0) == r0_bytes);
+  CHECK(file_text(r0) == r0_bytes);
   // Another file merges, replacing what was there only once the merge succeeded.
   const std::string merged = dir.file("merged.pftrace", "old");
   CHECK(merge_perfetto_trace_files(merged, {r0, r1}).ranks.size() == 2);
-  CHECK(decode(read_file(merged)).packet_size() > 4);
+  CHECK(decode(file_text(merged)).packet_size() > 4);
   const std::string kept = dir.file("kept.pftrace", "old");
   CHECK_ACCGRAPH_ERROR(merge_perfetto_trace_files(kept, {r0, r0}), ErrorCode::InvalidArgument,
                        "rank 0 is also the rank of");
-  CHECK(read_file(kept) == "old");
+  CHECK(file_text(kept) == "old");
 }
 
 TEST_CASE("write_output_file + write_perfetto_trace: refused options leave the file as it was "
@@ -577,7 +577,7 @@ TEST_CASE("write_output_file + write_perfetto_trace: refused options leave the f
                                            write_perfetto_trace(out, {}, options);
                                          }),
                        ErrorCode::InvalidArgument, "rank 5 with world_size 2");
-  CHECK(read_file(existing) == std::string(800, 'k'));
+  CHECK(file_text(existing) == std::string(800, 'k'));
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(dir.path))
     names.push_back(entry.path().filename().string());

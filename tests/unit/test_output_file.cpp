@@ -19,6 +19,7 @@
 #include "accgraph/output_file.hpp"
 #include "accgraph/report.hpp"
 #include "check_error.hpp"
+#include "file_text.hpp"
 
 using namespace accgraph::timing;
 using accgraph::Error;
@@ -50,13 +51,6 @@ struct TempDir {
   }
 };
 
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // The FileError `call` throws (REQUIREd).
 template <class Call>
 FileError file_error(Call&& call) {
@@ -83,7 +77,7 @@ TEST_CASE("write_output_file: a write that throws leaves the existing file byte 
                                                        "rank 5 with world_size 2: refused");
                                          }),
                        ErrorCode::InvalidArgument, "rank 5 with world_size 2: refused");
-  CHECK(read(target) == kOld);
+  CHECK(file_text(target) == kOld);
   CHECK(dir.names() == std::vector<std::string>{"t.json"});  // no temporary file left
 }
 
@@ -92,14 +86,14 @@ TEST_CASE("write_output_file: a successful write replaces the file, keeping its 
   const std::string target = dir.file("t.csv", kOld);
   ::chmod(target.c_str(), 0640);
   write_output_file(target, "the statistics CSV", [](std::ostream& out) { out << "new\n"; });
-  CHECK(read(target) == "new\n");
+  CHECK(file_text(target) == "new\n");
   struct stat st {};
   REQUIRE(::stat(target.c_str(), &st) == 0);
   CHECK((st.st_mode & 07777) == 0640);
   CHECK(dir.names() == std::vector<std::string>{"t.csv"});
   // A new file is created too.
   write_output_file((dir.path / "new.csv").string(), "x", [](std::ostream& out) { out << "1"; });
-  CHECK(read((dir.path / "new.csv").string()) == "1");
+  CHECK(file_text((dir.path / "new.csv").string()) == "1");
 }
 
 TEST_CASE("write_output_file: a write error names the file and errno, the old file survives") {
@@ -127,7 +121,7 @@ TEST_CASE("write_output_file: a write error names the file and errno, the old fi
   CHECK(e.message() == "cannot write the Chrome trace to '" + target +
                            "': File too large: the file was left as it was; free space or "
                            "choose another file");
-  CHECK(read(target) == kOld);
+  CHECK(file_text(target) == kOld);
   CHECK(dir.names() == std::vector<std::string>{"big.json"});
 }
 
@@ -148,13 +142,13 @@ TEST_CASE("write_output_file: a path that cannot be created is an Open error wit
   // check_output_file leaves nothing behind and an existing file as it was.
   const std::string existing = dir.file("keep.json", kOld);
   check_output_file(existing);
-  CHECK(read(existing) == kOld);
+  CHECK(file_text(existing) == kOld);
   CHECK(dir.names() == std::vector<std::string>{"keep.json"});
   if (::geteuid() != 0) {  // root may write anything
     ::chmod(existing.c_str(), 0444);
     CHECK(file_error([&] { write_output_file(existing, "x", nothing); }).error_number() ==
           EACCES);
-    CHECK(read(existing) == kOld);
+    CHECK(file_text(existing) == kOld);
   }
 }
 
@@ -172,7 +166,7 @@ TEST_CASE("write_output_file: /dev/full and a FIFO are written in place") {
   const std::string fifo = (dir.path / "fifo").string();
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   std::string received;
-  std::thread reader([&] { received = read(fifo); });
+  std::thread reader([&] { received = file_text(fifo); });
   write_output_file(fifo, "x", [](std::ostream& out) { out << "through the pipe"; });
   reader.join();
   CHECK(received == "through the pipe");
@@ -188,13 +182,13 @@ TEST_CASE("write_output_file: a symbolic link is followed, the link stays a link
                     [](std::ostream& out) { out << "new"; });
   CHECK(fs::is_symlink(dir.path / "link.json"));
   CHECK(fs::is_symlink(dir.path / "link2.json"));
-  CHECK(read(real) == "new");
+  CHECK(file_text(real) == "new");
   // A dangling link creates its target.
   fs::create_symlink("later.json", dir.path / "dangling.json");
   write_output_file((dir.path / "dangling.json").string(), "x",
                     [](std::ostream& out) { out << "made"; });
   CHECK(fs::is_symlink(dir.path / "dangling.json"));
-  CHECK(read((dir.path / "later.json").string()) == "made");
+  CHECK(file_text((dir.path / "later.json").string()) == "made");
   // A loop is an error (ELOOP), never a hang.
   fs::create_symlink("loop_b", dir.path / "loop_a");
   fs::create_symlink("loop_a", dir.path / "loop_b");
