@@ -59,8 +59,9 @@ const char* const kDemoUsage =
     "                   lane, a trace track of its own, and the two comm regions overlap in time\n"
     "                   (try --trace lanes.pftrace and open it in ui.perfetto.dev)\n"
     "\n"
-    "The --trace and --csv files are created (or truncated) before the run, so a path that\n"
-    "cannot be written fails at once.\n";
+    "The --trace and --csv paths are checked before the run, so a path that cannot be\n"
+    "written fails at once; an existing file is replaced only once its new content is\n"
+    "complete (written to FILE.tmp.XXXXXX, then renamed), so a failed run leaves it as it was.\n";
 
 }  // namespace
 
@@ -304,21 +305,19 @@ int run_demo(const DemoOptions& options) {
                                      : "this backend has no timed delay (capabilities)");
 
   if (trace_file) {
-    std::ostringstream text;
-    if (options.trace_format == TraceFormat::Perfetto) {
+    trace_file->write([&](std::ostream& out) {
+      if (options.trace_format == TraceFormat::Perfetto) {
 #if ACCGRAPH_CLI_WITH_PERFETTO
-      timing::write_perfetto_trace(text, profiler.reports());
+        timing::write_perfetto_trace(out, profiler.reports());
 #endif
-    } else {
-      timing::write_chrome_trace(text, profiler.reports());
-    }
-    trace_file->write_and_close(text.str());
+      } else {
+        timing::write_chrome_trace(out, profiler.reports());
+      }
+    });
     fmt::print("\ntrace written to {}\n", trace_file->path());
   }
   if (csv_file) {
-    std::ostringstream text;
-    timing::write_stats_csv(text, stats);
-    csv_file->write_and_close(text.str());
+    csv_file->write([&](std::ostream& out) { timing::write_stats_csv(out, stats); });
     fmt::print("statistics written to {}\n", csv_file->path());
   }
   if (wrong_layers != 0) {

@@ -1,7 +1,7 @@
 // `accgraph merge-traces`: the Perfetto traces of a job's ranks merged into one timeline on the
 // host clock (accgraph::timing::merge_perfetto_traces).
+#include <cstdint>
 #include <cstdio>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,7 +26,16 @@ const char* const kMergeUsage =
     "on the host clock: one process per rank and device, every event moved by its device's\n"
     "recorded clock offset. Prints each rank's offsets and the alignment uncertainty.\n"
     "\n"
-    "  -o, --output FILE  the merged trace; created (or truncated) before the inputs are read\n";
+    "  -o, --output FILE  the merged trace; replaced only once the merge succeeded (an\n"
+    "                     existing file is left as it was otherwise); it must not be one of the\n"
+    "                     inputs under any name (link, other spelling)\n";
+
+#if ACCGRAPH_CLI_WITH_PERFETTO
+// An uncertainty in the table: nanoseconds, or "unknown (saturated)" (add_uncertainties).
+std::string uncertainty_text(uint64_t ns) {
+  return ns == UINT64_MAX ? "unknown (saturated)" : std::to_string(ns);
+}
+#endif
 
 }  // namespace
 
@@ -54,9 +63,8 @@ MergeOptions parse_merge_options(const std::vector<std::string>& args) {
     throw UsageError("no output file: give -o FILE.pftrace", kMergeUsage);
   for (const std::string& input : options.inputs)
     if (input == options.output_path)
-      throw UsageError(fmt::format("'{}' is both an input and the output: the output is "
-                                   "truncated before the inputs are read; choose another "
-                                   "output file",
+      throw UsageError(fmt::format("'{}' is both an input and the output: the merge would "
+                                   "overwrite a trace it reads; choose another output file",
                                    input),
                        kMergeUsage);
   return options;
@@ -68,12 +76,15 @@ int run_merge(const MergeOptions& options) {
     return 0;
   }
 #if ACCGRAPH_CLI_WITH_PERFETTO
-  OutputFile output(options.output_path, "-o", "the merged Perfetto trace");
-  std::ostringstream text;
-  const timing::MergeSummary summary = timing::merge_perfetto_traces(text, options.inputs);
-  output.write_and_close(text.str());
+  OutputFile output(options.output_path, "-o", "the merged Perfetto trace");  // checked now
+  timing::MergeSummary summary;
+  try {
+    summary = timing::merge_perfetto_trace_files(options.output_path, options.inputs);
+  } catch (const timing::FileError& e) {
+    throw OutputError(with_option(e, options.output_path, "-o"));
+  }
   fmt::print("merged {} trace(s) of a job of {} rank(s) into {}\n\n", summary.ranks.size(),
-             summary.world_size, output.path());
+             summary.world_size, options.output_path);
   fmt::print("{:>5}  {:<16}  {:<20}  {:>14}  {:>16}  {:>10}  {}\n", "rank", "host", "device",
              "offset_ns", "uncertainty_ns", "packets", "file");
   for (const timing::MergedRank& rank : summary.ranks) {
@@ -81,15 +92,19 @@ int run_merge(const MergeOptions& options) {
     for (const timing::DeviceClockOffset& clock : rank.clocks)
       fmt::print("{:>5}  {:<16}  {:<20}  {:>14}  {:>16}  {:>10}  {}\n", rank.rank, host,
                  fmt::format("{} device {}", clock.backend, clock.device), clock.offset_ns,
-                 clock.uncertainty_ns + rank.host_clock_uncertainty_ns, rank.packets, rank.path);
+                 uncertainty_text(timing::add_uncertainties(clock.uncertainty_ns,
+                                                            rank.host_clock_uncertainty_ns)),
+                 rank.packets, rank.path);
     for (const std::string& device : rank.uncalibrated)
       fmt::print("{:>5}  {:<16}  {:<20}  {:>14}  {:>16}  {:>10}  {}\n", rank.rank, host, device,
                  "none", "unknown", rank.packets, rank.path);
   }
   fmt::print(
-      "\nalignment uncertainty between ranks: +-{} ns (device offsets and host clocks; "
+      "\nalignment uncertainty between ranks: {} (device offsets and host clocks; "
       "the two largest added)\n",
-      summary.alignment_uncertainty_ns);
+      summary.alignment_uncertainty_ns == UINT64_MAX
+          ? std::string("unknown (saturated)")
+          : fmt::format("+-{} ns", summary.alignment_uncertainty_ns));
   for (const std::string& warning : summary.warnings) fmt::print("warning: {}\n", warning);
   return 0;
 #else

@@ -1,53 +1,53 @@
-// OutputFile: a file the accgraph program writes (a trace, a CSV), opened before the work.
+// OutputFile: a file the accgraph program writes (a trace, a CSV), checked before the work and
+// written through timing::write_output_file (Note [Atomic output]) after it.
 #pragma once
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
+#include <functional>
+#include <ostream>
 #include <string>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "accgraph/output_file.hpp"
 #include "cli.hpp"
 
 namespace accgraph::cli {
 
-// A file the program writes at the end, opened (created or truncated) before the run, so that a
-// path that cannot be written fails at once with the system's reason (audit 4.8), and checked
-// through the close, so that a write error is never lost (4.9). `what` names the content
-// ("the Chrome trace") in the errors.
+// A FileError's message with the option after the file's name: "'t.json' (--trace)".
+inline std::string with_option(const timing::FileError& e, const std::string& path,
+                               const char* option) {
+  std::string message = e.message();
+  const std::string quoted = "'" + path + "'";
+  if (const size_t at = message.find(quoted); at != std::string::npos)
+    message.insert(at + quoted.size(), fmt::format(" ({})", option));
+  return message;
+}
+
+// A file the program writes at the end. The constructor checks that it can be created, so a
+// path that cannot be written fails at once with the system's reason (audit 4.8), without
+// touching an existing file; write() replaces it only once the content is complete and checked
+// through the close (4.9), so a failed or interrupted run leaves the old file as it was (the
+// 2026-11-25 audit, #24 and #75). `what` names the content ("the Chrome trace") in the errors.
 class OutputFile {
  public:
   OutputFile(std::string path, const char* option, const char* what)
-      : path_(std::move(path)),
-        option_(option),
-        what_(what),
-        file_(std::fopen(path_.c_str(), "wb")) {
-    if (file_ == nullptr)
-      throw OutputError(fmt::format("cannot open '{}' ({}) for writing: {}: check the path, that "
-                                    "its directory exists and that you may write there",
-                                    path_, option_, std::strerror(errno)));
-  }
-  OutputFile(const OutputFile&) = delete;
-  OutputFile& operator=(const OutputFile&) = delete;
-  ~OutputFile() {
-    if (file_ != nullptr) std::fclose(file_);  // an error path: the run failed before writing
+      : path_(std::move(path)), option_(option), what_(what) {
+    try {
+      timing::check_output_file(path_);
+    } catch (const timing::FileError& e) {
+      throw OutputError(with_option(e, path_, option_));
+    }
   }
 
-  /// Writes `bytes`, flushes and closes the file; an OutputError on any failure.
-  void write_and_close(const std::string& bytes) {
-    std::FILE* file = std::exchange(file_, nullptr);
-    errno = 0;
-    const bool written =
-        std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size() && std::fflush(file) == 0;
-    const int write_errno = errno;
-    const bool closed = std::fclose(file) == 0;
-    if (!written || !closed)
-      throw OutputError(fmt::format("cannot write {} to '{}' ({}): {}: the file is incomplete; "
-                                    "free space or choose another file",
-                                    what_, path_, option_,
-                                    std::strerror(!written ? write_errno : errno)));
+  /// Writes the file with `write`; an OutputError naming the file, the option and the system's
+  /// reason on a failed system call.
+  void write(const std::function<void(std::ostream&)>& write) {
+    try {
+      timing::write_output_file(path_, what_, write);
+    } catch (const timing::FileError& e) {
+      throw OutputError(with_option(e, path_, option_));
+    }
   }
 
   const std::string& path() const { return path_; }
@@ -56,7 +56,6 @@ class OutputFile {
   std::string path_;
   const char* option_;
   const char* what_;
-  std::FILE* file_;
 };
 
 }  // namespace accgraph::cli

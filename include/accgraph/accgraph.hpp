@@ -7,6 +7,7 @@
 #include "accgraph/foreign_graph.hpp"
 #include "accgraph/graph.hpp"
 #include "accgraph/hooks.hpp"
+#include "accgraph/output_file.hpp"
 #include "accgraph/registry.hpp"
 #include "accgraph/report.hpp"
 #include "accgraph/stream.hpp"

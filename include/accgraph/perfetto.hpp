@@ -80,10 +80,19 @@ struct MergeSummary {
   int world_size = 0;
   std::vector<MergedRank> ranks;  ///< by rank
   /// The largest alignment error of any two events in the merged timeline: the two largest
-  /// per-rank uncertainties (device offset + host clock) added.
+  /// per-rank uncertainties (device offset + host clock) added, saturating: UINT64_MAX means
+  /// unknown (the sum did not fit; a warning says so).
   uint64_t alignment_uncertainty_ns = 0;
-  std::vector<std::string> warnings;  ///< e.g. ranks missing from the inputs
+  /// E.g. ranks missing from the inputs (at most five ranges of them and their count, however
+  /// large the world size).
+  std::vector<std::string> warnings;
 };
+
+/// a + b, or UINT64_MAX when the sum does not fit: how the merge adds clock uncertainties (a
+/// saturated one is unknown, never a small number after wrapping around).
+constexpr uint64_t add_uncertainties(uint64_t a, uint64_t b) noexcept {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
 
 /// Merges the traces of several ranks (each written by write_perfetto_trace with
 /// PerfettoOptions::rank) into one trace on the host clock: every event's time becomes
@@ -93,9 +102,22 @@ struct MergeSummary {
 /// "alignment_uncertainty_ns" added. Packets accgraph does not know pass through unchanged.
 ///
 /// InvalidArgument (naming the file and what to do) when an input cannot be read or parsed, has
-/// no "accgraph trace info" (not written by write_perfetto_trace with a rank), two inputs have
-/// the same rank, or they disagree on world_size or host_clock.
+/// no "accgraph trace info" (not written by write_perfetto_trace with a rank), has a rank or
+/// world size that is not an integer, lies outside int or does not fit (rank >= world_size),
+/// two inputs have the same rank, or they disagree on world_size or host_clock. Each input is
+/// read twice (scanned, then interleaved); while interleaving, every input not yet finished is
+/// open, so more inputs than the descriptor limit fail with EMFILE's text and the advice to
+/// raise the limit (ulimit -n) or merge fewer files at once.
 ACCGRAPH_PERFETTO_API MergeSummary merge_perfetto_traces(std::ostream& out,
                                                          const std::vector<std::string>& paths);
+
+/// merge_perfetto_traces into the file `output`, written through write_output_file
+/// (accgraph/output_file.hpp): the output is replaced only once the merge succeeded, and an
+/// existing one is untouched otherwise. An output that is one of the inputs under any name
+/// (another spelling, a symbolic or hard link: the same device and inode, or the same canonical
+/// path) is refused with InvalidArgument naming both before anything is read. What the CLI's
+/// merge-traces and Python's merge_traces call.
+ACCGRAPH_PERFETTO_API MergeSummary merge_perfetto_trace_files(
+    const std::string& output, const std::vector<std::string>& paths);
 
 }  // namespace accgraph::timing

@@ -3,6 +3,7 @@
 # [-DSET_ENV="NAME=value|..."] [-DTRACE_FILE=path (must be Chrome trace JSON with X events)]
 # [-DSTDOUT_FILE=path (standard output goes there; only standard error is checked)]
 # [-DCSV_FILE=path (must hold a header and a row per region)]
+# [-DKEEP_FILE=path -DKEEP_CONTENT=text (written before the run; must hold the same text after)]
 string(REPLACE "|" ";" COMMAND "${COMMAND}")
 if(DEFINED SET_ENV)
   string(REPLACE "|" ";" SET_ENV "${SET_ENV}")
@@ -16,6 +17,9 @@ if(DEFINED SET_ENV)
 endif()
 if(DEFINED TRACE_FILE)
   file(REMOVE "${TRACE_FILE}")
+endif()
+if(DEFINED KEEP_FILE)
+  file(WRITE "${KEEP_FILE}" "${KEEP_CONTENT}")
 endif()
 if(DEFINED STDOUT_FILE)
   execute_process(COMMAND ${COMMAND} RESULT_VARIABLE code OUTPUT_FILE "${STDOUT_FILE}"
@@ -34,6 +38,16 @@ if(DEFINED EXPECT_OUTPUT AND NOT all MATCHES "${EXPECT_OUTPUT}")
 endif()
 if(DEFINED EXPECT_NO_OUTPUT AND all MATCHES "${EXPECT_NO_OUTPUT}")
   message(FATAL_ERROR "output matches '${EXPECT_NO_OUTPUT}' but must not")
+endif()
+if(DEFINED KEEP_FILE)
+  file(READ "${KEEP_FILE}" kept)
+  if(NOT kept STREQUAL KEEP_CONTENT)
+    message(FATAL_ERROR "${KEEP_FILE} changed: it holds '${kept}', expected '${KEEP_CONTENT}'")
+  endif()
+  file(GLOB leftovers "${KEEP_FILE}.tmp.*")
+  if(leftovers)
+    message(FATAL_ERROR "temporary files left behind: ${leftovers}")
+  endif()
 endif()
 if(DEFINED TRACE_FILE)
   execute_process(COMMAND "${TRACE_CHECK}" "${TRACE_FILE}" ${EXPECT_TRACE_EVENTS}

@@ -8,6 +8,9 @@
 //     DIR/rank0.pftrace, DIR/rank1.pftrace: one job's ranks with known clock offsets, and
 //     DIR/merged.expected.json: what `accgraph merge-traces` of the two must hold (every event
 //       on the true host time)
+//     DIR/huge_world0.pftrace, DIR/huge_world1.pftrace: ranks 0 and 1 of 100,000,000;
+//     DIR/saturated0.pftrace: rank 0 of 2 whose clock uncertainty is 2^64-1 ns (odd cases for
+//       the CLI's merge-traces)
 #include <cstdint>
 #include <fstream>
 #include <iostream>
@@ -299,6 +302,32 @@ void merge_case(const std::string& dir) {
   write_file(dir + "/merged.expected.json", e.dump(1));
 }
 
+// Valid but odd traces (the 2026-11-25 audit, #49 and #55).
+void odd_cases(const std::string& dir) {
+  const std::vector<ReplayReport> reports = {ReplayReport::from_samples(
+      source("cuda", 0, "gpu"), 1, 0,
+      {[] {
+        RegionSample s;
+        s.info.name = "step";
+        s.start_ns = 5000;
+        s.end_ns = 6000;
+        return s;
+      }()})};
+  for (int rank = 0; rank < 2; ++rank) {
+    PerfettoOptions options;
+    options.rank = rank;
+    options.world_size = 100'000'000;
+    write_file(dir + "/huge_world" + std::to_string(rank) + ".pftrace",
+               perfetto(reports, options));
+  }
+  PerfettoOptions saturated;
+  saturated.rank = 0;
+  saturated.world_size = 2;
+  saturated.host = "node-a";
+  saturated.clocks = {{"cuda", 0, 0, UINT64_MAX}};
+  write_file(dir + "/saturated0.pftrace", perfetto(reports, saturated));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -309,6 +338,7 @@ int main(int argc, char** argv) {
   try {
     writer_case(argv[1]);
     merge_case(argv[1]);
+    odd_cases(argv[1]);
   } catch (const std::exception& e) {
     std::cerr << "make_perfetto_traces: " << e.what() << "\n";
     return 1;

@@ -210,6 +210,68 @@ def test_merge_refuses_bad_inputs_and_writes_nothing(tmp_path):
         accgraph.merge_traces([3], out)
 
 
+def test_a_refused_write_leaves_the_existing_file_byte_for_byte(tmp_path):
+    """Audit 2026-11-25 #24: the options are refused before the file is touched; a successful
+    write replaces it; no temporary file is left behind."""
+    needs_perfetto()
+    prof, reports = traced_reports(replays=1)
+    existing = tmp_path / "existing.pftrace"
+    existing.write_bytes(b"k" * 800)
+    with pytest.raises(accgraph.InvalidArgumentError, match="rank 5 with world_size 2"):
+        prof.write_trace(existing, rank=5, world_size=2)
+    with pytest.raises(accgraph.InvalidArgumentError, match="rank 5 with world_size 2"):
+        accgraph.write_trace(existing, reports, rank=5, world_size=2)
+    assert existing.read_bytes() == b"k" * 800
+    chrome = tmp_path / "t.json"
+    chrome.write_text("an earlier trace")
+    with pytest.raises(accgraph.InvalidArgumentError, match=r"\*\.pftrace"):
+        prof.write_trace(chrome, rank=0, world_size=1)
+    assert chrome.read_text() == "an earlier trace"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["existing.pftrace", "t.json"]
+    prof.write_trace(existing, rank=1, world_size=2)
+    assert existing.read_bytes()[:1] == b"\x0a"  # a Perfetto packet now
+    prof.write_trace(chrome)
+    assert "traceEvents" in chrome.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["existing.pftrace", "t.json"]
+
+
+def test_write_errors_are_os_errors_naming_the_file(tmp_path):
+    prof, _ = traced_reports(replays=1)
+    with pytest.raises(FileNotFoundError, match="no-such-dir") as missing:
+        prof.write_csv(tmp_path / "no-such-dir" / "r.csv")
+    assert missing.value.filename == str(tmp_path / "no-such-dir" / "r.csv")
+    if os.path.exists("/dev/full"):
+        with pytest.raises(OSError, match="No space left on device") as full:
+            prof.write_trace("/dev/full")
+        assert full.value.errno == 28 and full.value.filename == "/dev/full"
+    # A symbolic link keeps working: the file it names is replaced, the link stays.
+    real = tmp_path / "real.csv"
+    real.write_text("old")
+    (tmp_path / "link.csv").symlink_to("real.csv")
+    prof.write_csv(tmp_path / "link.csv")
+    assert (tmp_path / "link.csv").is_symlink() and "path" in real.read_text()
+
+
+def test_merge_refuses_an_output_that_is_an_input_by_another_name(tmp_path, monkeypatch):
+    """Audit 2026-11-25 #52: ./r0, an absolute path, a symbolic link, a hard link."""
+    needs_perfetto()
+    _, reports = traced_reports(replays=1)
+    r0, r1 = tmp_path / "r0.pftrace", tmp_path / "r1.pftrace"
+    accgraph.write_trace(r0, reports, rank=0, world_size=2)
+    accgraph.write_trace(r1, reports, rank=1, world_size=2)
+    before = (r0.read_bytes(), r1.read_bytes())
+    (tmp_path / "link0.pftrace").symlink_to("r0.pftrace")
+    os.link(r1, tmp_path / "hard1.pftrace")
+    monkeypatch.chdir(tmp_path)
+    for output in ("./r0.pftrace", str(r1), "link0.pftrace", tmp_path / "hard1.pftrace"):
+        with pytest.raises(accgraph.InvalidArgumentError,
+                           match="both an input and the output: it is the same file"):
+            accgraph.merge_traces(["r0.pftrace", "r1.pftrace"], output)
+        assert (r0.read_bytes(), r1.read_bytes()) == before
+    summary = accgraph.merge_traces(["r0.pftrace", "r1.pftrace"], "all.pftrace")
+    assert summary.world_size == 2 and (tmp_path / "all.pftrace").stat().st_size > 0
+
+
 def test_rank_options_are_refused_for_chrome_json(tmp_path):
     prof, _ = traced_reports(replays=1)
     for options in ({"rank": 0, "world_size": 1}, {"host": "node-a"},

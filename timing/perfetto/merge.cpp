@@ -1,6 +1,12 @@
 // merge_perfetto_traces: several ranks' traces on one clock, one process per (rank, device).
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -16,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "accgraph/error.hpp"
+#include "accgraph/output_file.hpp"
 #include "accgraph/perfetto.hpp"
 #include "../export_support.hpp"
 #include "packet_io.hpp"
@@ -27,10 +34,25 @@ namespace {
 namespace pb = accgraph::pftrace;
 
 constexpr const char* kInfoEventName = "accgraph trace info";  // as write_perfetto_trace writes
+constexpr uint64_t kSaturated = std::numeric_limits<uint64_t>::max();
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw Error(ErrorCode::InvalidArgument,
               fmt::format("merge_perfetto_traces: '{}': {}", path, what));
+}
+
+// An input that did not open: errno's text, and for a lack of descriptors what to do about it.
+[[noreturn]] void fail_open(const std::string& path, int error_number, const char* when,
+                            size_t inputs) {
+  const std::string reason = error_number != 0 ? std::strerror(error_number) : "unknown reason";
+  if (error_number == EMFILE || error_number == ENFILE)
+    fail(path, fmt::format("cannot open the file {}: {}: the merge keeps every input open while "
+                           "it interleaves them ({} inputs); raise the limit (ulimit -n) or "
+                           "merge fewer files at once",
+                           when, reason, inputs));
+  fail(path, fmt::format("cannot open the file {}: {}: check that it exists and that you may "
+                         "read it",
+                         when, reason));
 }
 
 const pb::DebugAnnotation* find_annotation(const pb::TrackEvent& event, const char* name) {
@@ -67,13 +89,18 @@ struct Input {
   std::map<uint32_t, uint32_t> new_sequence;
   uint64_t packets = 0;
 
-  // The process a track belongs to (following parent_uuid), or none.
+  // The process a track belongs to (following parent_uuid), or none. Every track on the walked
+  // chain is remembered, so a chain of N tracks costs O(N) in all, not O(N^2) (audit #56).
   std::optional<size_t> process_of_track(uint64_t uuid) {
-    if (auto cached = process_cache.find(uuid); cached != process_cache.end())
-      return cached->second;
+    std::vector<uint64_t> walked;
     std::optional<size_t> result;
     uint64_t at = uuid;
     for (size_t hops = 0; hops <= parent_of.size(); ++hops) {  // bounded: a cycle ends here
+      if (auto cached = process_cache.find(at); cached != process_cache.end()) {
+        result = cached->second;
+        break;
+      }
+      walked.push_back(at);
       if (auto p = process_of_uuid.find(at); p != process_of_uuid.end()) {
         result = p->second;
         break;
@@ -82,18 +109,95 @@ struct Input {
       if (parent == parent_of.end()) break;
       at = parent->second;
     }
-    process_cache.emplace(uuid, result);
+    for (uint64_t track : walked) process_cache[track] = result;
     return result;
   }
 };
 
-// Reads an input once: its processes, track tree and trace info.
-void scan(Input& input) {
+// An integer field of a trace info event, which must lie in [low, high] (audit #48: an int64 or
+// a string is refused, never truncated or read as 0).
+int64_t integer_field(const Input& input, const pb::DebugAnnotation& a, const char* field,
+                      int64_t low, int64_t high) {
+  std::optional<int64_t> value;
+  if (a.has_int_value()) value = a.int_value();
+  if (a.has_uint_value() && a.uint_value() <= static_cast<uint64_t>(INT64_MAX))
+    value = static_cast<int64_t>(a.uint_value());
+  if (!value && !a.has_uint_value())
+    fail(input.path, fmt::format("its \"accgraph trace info\" has a {} that is not an integer: "
+                                 "write the trace with write_perfetto_trace",
+                                 field));
+  if (!value || *value < low || *value > high)
+    fail(input.path,
+         fmt::format("its \"accgraph trace info\" has {} {}, outside {} to {}: write the trace "
+                     "with write_perfetto_trace",
+                     field, value ? fmt::format("{}", *value) : fmt::format("{}", a.uint_value()),
+                     low, high));
+  return *value;
+}
+
+// The rank and world size of one info event: rank -1 with world size 0 (written without a
+// rank), or 0 <= rank < world_size <= INT_MAX (audit #47, #48).
+std::pair<int, int> rank_and_world(const Input& input, const pb::DebugAnnotation& rank,
+                                   const pb::DebugAnnotation& world) {
+  const auto r = static_cast<int>(integer_field(input, rank, "rank", -1, INT_MAX - 1));
+  const auto w = static_cast<int>(integer_field(input, world, "world_size", 0, INT_MAX));
+  if ((r == -1) != (w == 0) || r >= w)
+    fail(input.path, fmt::format("its \"accgraph trace info\" has rank {} with world_size {}, "
+                                 "which do not fit: a rank lies in 0 to world_size - 1 (or is "
+                                 "-1 with world_size 0); write the trace with "
+                                 "write_perfetto_trace",
+                                 r, w));
+  return {r, w};
+}
+
+// Takes one "accgraph trace info" event of `input` into it.
+void read_info(Input& input, const pb::TrackEvent& e) {
+  const auto process = input.process_of_track(e.track_uuid());
+  const auto* rank = find_annotation(e, "rank");
+  const auto* world = find_annotation(e, "world_size");
+  const auto* backend = find_annotation(e, "backend");
+  const auto* device = find_annotation(e, "device");
+  const auto* calibrated = find_annotation(e, "clock_calibrated");
+  if (!process || !rank || !world || !backend || !device || !calibrated)
+    fail(input.path,
+         "its \"accgraph trace info\" event lacks the process track or one of "
+         "rank, world_size, backend, device, clock_calibrated: write the trace "
+         "with write_perfetto_trace");
+  const auto [this_rank, this_world] = rank_and_world(input, *rank, *world);
+  if (input.has_info && (this_rank != input.rank || this_world != input.world_size))
+    fail(input.path, fmt::format("its processes disagree on the rank ({} and {}) or the world "
+                                 "size ({} and {}): write one trace per rank",
+                                 input.rank, this_rank, input.world_size, this_world));
+  input.has_info = true;
+  input.rank = this_rank;
+  input.world_size = this_world;
+  if (const auto* a = find_annotation(e, "host")) input.host = a->string_value();
+  if (const auto* a = find_annotation(e, "host_clock")) input.host_clock = a->string_value();
+  if (const auto* a = find_annotation(e, "host_clock_uncertainty_ns"))
+    input.host_clock_uncertainty_ns = static_cast<uint64_t>(a->int_value());
+  InputProcess& target = input.processes[*process];
+  target.has_info = true;
+  target.backend = backend->string_value();
+  target.device = static_cast<int>(integer_field(input, *device, "device", INT_MIN, INT_MAX));
+  target.calibrated = calibrated->bool_value();
+  if (target.calibrated) {
+    const auto* offset = find_annotation(e, "clock_offset_ns");
+    const auto* uncertainty = find_annotation(e, "clock_uncertainty_ns");
+    if (!offset || !uncertainty)
+      fail(input.path,
+           "its \"accgraph trace info\" says clock_calibrated but has no "
+           "clock_offset_ns or clock_uncertainty_ns: write the trace with "
+           "write_perfetto_trace");
+    target.offset_ns = offset->int_value();
+    target.uncertainty_ns = static_cast<uint64_t>(uncertainty->int_value());
+  }
+}
+
+// Reads an input once: its processes, track tree and trace info. The file is closed again.
+void scan(Input& input, size_t inputs) {
   detail::PacketReader reader(input.path);
-  if (!reader.opened())
-    fail(input.path, "cannot open the file: check that it exists and that you may read it");
+  if (!reader.opened()) fail_open(input.path, reader.open_errno(), "to read it", inputs);
   pb::TracePacket packet;
-  std::vector<const pb::TrackEvent*> infos;
   std::vector<pb::TracePacket> info_packets;
   for (;;) {
     const auto status = reader.next(packet);
@@ -117,54 +221,143 @@ void scan(Input& input) {
       info_packets.push_back(packet);
     }
   }
-  for (const pb::TracePacket& p : info_packets) {
-    const pb::TrackEvent& e = p.track_event();
-    const auto process = input.process_of_track(e.track_uuid());
-    const auto* rank = find_annotation(e, "rank");
-    const auto* world = find_annotation(e, "world_size");
-    const auto* backend = find_annotation(e, "backend");
-    const auto* device = find_annotation(e, "device");
-    const auto* calibrated = find_annotation(e, "clock_calibrated");
-    if (!process || !rank || !world || !backend || !device || !calibrated)
-      fail(input.path,
-           "its \"accgraph trace info\" event lacks the process track or one of "
-           "rank, world_size, backend, device, clock_calibrated: write the trace "
-           "with write_perfetto_trace");
-    const int this_rank = static_cast<int>(rank->int_value());
-    const int this_world = static_cast<int>(world->int_value());
-    if (input.has_info && (this_rank != input.rank || this_world != input.world_size))
-      fail(input.path, fmt::format("its processes disagree on the rank ({} and {}) or the world "
-                                   "size ({} and {}): write one trace per rank",
-                                   input.rank, this_rank, input.world_size, this_world));
-    input.has_info = true;
-    input.rank = this_rank;
-    input.world_size = this_world;
-    if (const auto* a = find_annotation(e, "host")) input.host = a->string_value();
-    if (const auto* a = find_annotation(e, "host_clock")) input.host_clock = a->string_value();
-    if (const auto* a = find_annotation(e, "host_clock_uncertainty_ns"))
-      input.host_clock_uncertainty_ns = static_cast<uint64_t>(a->int_value());
-    InputProcess& target = input.processes[*process];
-    target.has_info = true;
-    target.backend = backend->string_value();
-    target.device = static_cast<int>(device->int_value());
-    target.calibrated = calibrated->bool_value();
-    if (target.calibrated) {
-      const auto* offset = find_annotation(e, "clock_offset_ns");
-      const auto* uncertainty = find_annotation(e, "clock_uncertainty_ns");
-      if (!offset || !uncertainty)
-        fail(input.path,
-             "its \"accgraph trace info\" says clock_calibrated but has no "
-             "clock_offset_ns or clock_uncertainty_ns: write the trace with "
-             "write_perfetto_trace");
-      target.offset_ns = offset->int_value();
-      target.uncertainty_ns = static_cast<uint64_t>(uncertainty->int_value());
-    }
-  }
+  for (const pb::TracePacket& p : info_packets) read_info(input, p.track_event());
   if (!input.has_info)
     fail(input.path,
          "it has no \"accgraph trace info\" event, so its rank and clock offsets "
          "are unknown: merge traces written by write_perfetto_trace (accgraph "
          "--trace FILE.pftrace) with PerfettoOptions::rank set");
+}
+
+// The inputs scanned, given ranks and sorted by rank; refuses inputs that cannot be merged.
+std::vector<Input> scan_inputs(const std::vector<std::string>& paths) {
+  std::vector<Input> inputs(paths.size());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    inputs[i].path = paths[i];
+    scan(inputs[i], paths.size());
+  }
+  // Ranks: every input has one (a single rank-less trace counts as rank 0 of 1).
+  if (inputs.size() == 1 && inputs[0].rank == -1) {
+    inputs[0].rank = 0;
+    inputs[0].world_size = 1;
+  }
+  for (const Input& input : inputs)
+    if (input.rank < 0)
+      fail(input.path,
+           "it was written without a rank (PerfettoOptions::rank -1): give each "
+           "rank's trace its rank and world size to merge several");
+  std::sort(inputs.begin(), inputs.end(),
+            [](const Input& a, const Input& b) { return a.rank < b.rank; });
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    const Input& input = inputs[i];
+    if (input.rank == inputs[i - 1].rank)
+      fail(input.path, fmt::format("rank {} is also the rank of '{}': give each rank's trace "
+                                   "once",
+                                   input.rank, inputs[i - 1].path));
+    if (input.world_size != inputs.front().world_size)
+      fail(input.path, fmt::format("its world size is {}, but '{}' has {}: merge the traces of "
+                                   "one job",
+                                   input.world_size, inputs.front().path,
+                                   inputs.front().world_size));
+    if (input.host_clock != inputs.front().host_clock)
+      fail(input.path,
+           fmt::format("its offsets are against {}, those of '{}' against {}: the "
+                       "clocks cannot be compared; calibrate every rank against the "
+                       "same host clock",
+                       input.host_clock, inputs.front().path, inputs.front().host_clock));
+  }
+  return inputs;
+}
+
+// The ranks of 0..world_size-1 that no input has, as at most kShown ranges and a count (audit
+// #49: a world of INT_MAX ranks costs as much as one of 2); "" when none is missing.
+std::string missing_ranks_warning(const std::vector<Input>& inputs, int world_size) {
+  constexpr size_t kShown = 5;
+  std::vector<std::string> shown;
+  uint64_t missing = 0, ranges = 0;
+  const auto gap = [&](int64_t from, int64_t to) {
+    if (from > to) return;
+    ++ranges;
+    missing += static_cast<uint64_t>(to - from + 1);
+    if (shown.size() < kShown)
+      shown.push_back(from == to ? fmt::format("{}", from) : fmt::format("{}-{}", from, to));
+  };
+  int64_t next = 0;
+  for (const Input& input : inputs) {  // sorted by rank, each below world_size
+    gap(next, static_cast<int64_t>(input.rank) - 1);
+    next = static_cast<int64_t>(input.rank) + 1;
+  }
+  gap(next, static_cast<int64_t>(world_size) - 1);
+  if (missing == 0) return "";
+  std::string list = fmt::format("{}", fmt::join(shown, ", "));
+  if (ranges > shown.size()) list += fmt::format(" and {} more ranges", ranges - shown.size());
+  if (missing > 1) list += fmt::format(" ({} ranks)", missing);
+  return fmt::format("no trace of rank(s) {} of the job's {} among the inputs: the merged trace "
+                     "lacks their events",
+                     list, world_size);
+}
+
+std::string uncertainty_text(uint64_t ns) {
+  return ns == kSaturated ? "unknown (saturated)" : fmt::format("+-{} ns", ns);
+}
+
+// The warnings that do not depend on the devices: missing ranks, hosts without a clock bound.
+void add_job_warnings(MergeSummary& summary, const std::vector<Input>& inputs) {
+  if (std::string missing = missing_ranks_warning(inputs, summary.world_size); !missing.empty())
+    summary.warnings.push_back(std::move(missing));
+  std::set<std::string> hosts;
+  for (const Input& input : inputs) hosts.insert(input.host);
+  if (hosts.size() > 1)
+    for (const Input& input : inputs)
+      if (input.host_clock_uncertainty_ns == 0)
+        summary.warnings.push_back(fmt::format(
+            "the ranks run on {} hosts but rank {} ({}) records no host clock uncertainty: "
+            "the alignment across hosts is only as good as their clock synchronisation; "
+            "give PerfettoOptions::host_clock_uncertainty_ns (the NTP/PTP error bound)",
+            hosts.size(), input.rank, input.host));
+}
+
+// New pids and the summary, in rank order.
+MergeSummary summarise(std::vector<Input>& inputs) {
+  MergeSummary summary;
+  summary.world_size = inputs.front().world_size;
+  add_job_warnings(summary, inputs);
+  std::vector<uint64_t> uncertainties;  // per calibrated (rank, device)
+  int next_pid = 1;
+  for (Input& input : inputs) {
+    MergedRank merged;
+    merged.path = input.path;
+    merged.rank = input.rank;
+    merged.host = input.host;
+    merged.host_clock_uncertainty_ns = input.host_clock_uncertainty_ns;
+    merged.packets = input.packets;
+    for (InputProcess& p : input.processes) {
+      p.new_pid = next_pid++;
+      if (!p.has_info) continue;
+      if (p.calibrated) {
+        merged.clocks.push_back(
+            DeviceClockOffset{p.backend, p.device, p.offset_ns, p.uncertainty_ns});
+        uncertainties.push_back(add_uncertainties(p.uncertainty_ns, input.host_clock_uncertainty_ns));
+      } else {
+        merged.uncalibrated.push_back(fmt::format("{} device {}", p.backend, p.device));
+        summary.warnings.push_back(fmt::format(
+            "rank {}'s {} device {} has no clock offset: its times stay on its own clock, so "
+            "it can be misaligned with the others by any amount; calibrate its clock "
+            "(PerfettoOptions::clocks)",
+            input.rank, p.backend, p.device));
+      }
+    }
+    summary.ranks.push_back(std::move(merged));
+  }
+  std::sort(uncertainties.rbegin(), uncertainties.rend());
+  if (uncertainties.size() >= 2)
+    summary.alignment_uncertainty_ns = add_uncertainties(uncertainties[0], uncertainties[1]);
+  if (summary.alignment_uncertainty_ns == kSaturated)
+    summary.warnings.push_back(fmt::format(
+        "the alignment uncertainty between ranks is {}: a device's clock_uncertainty_ns plus its "
+        "host's host_clock_uncertainty_ns exceed 2^64-1 ns; calibrate the clocks again",
+        uncertainty_text(kSaturated)));
+  return summary;
 }
 
 void add_int(pb::TrackEvent& event, const char* name, int64_t value) {
@@ -181,192 +374,162 @@ struct Cursor {
   bool done = false;
 };
 
-}  // namespace
+// Interleaves the inputs' packets by merged time, then input (rank) order; each input's own
+// packet order is kept. Every input stays open until its last packet is written.
+class Interleaver {
+ public:
+  explicit Interleaver(std::vector<Input>& inputs) : inputs_(inputs), cursors_(inputs.size()) {}
 
-MergeSummary merge_perfetto_traces(std::ostream& out, const std::vector<std::string>& paths) {
-  if (paths.empty())
-    throw Error(ErrorCode::InvalidArgument,
-                "merge_perfetto_traces: no input traces: give one .pftrace file per rank");
-  std::vector<Input> inputs(paths.size());
-  for (size_t i = 0; i < paths.size(); ++i) {
-    inputs[i].path = paths[i];
-    scan(inputs[i]);
-  }
-  // Ranks: every input has one (a single rank-less trace counts as rank 0 of 1).
-  if (inputs.size() == 1 && inputs[0].rank == -1) {
-    inputs[0].rank = 0;
-    inputs[0].world_size = 1;
-  }
-  for (const Input& input : inputs)
-    if (input.rank < 0)
-      fail(input.path,
-           "it was written without a rank (PerfettoOptions::rank -1): give each "
-           "rank's trace its rank and world size to merge several");
-  std::sort(inputs.begin(), inputs.end(),
-            [](const Input& a, const Input& b) { return a.rank < b.rank; });
-  MergeSummary summary;
-  summary.world_size = inputs.front().world_size;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const Input& input = inputs[i];
-    if (i > 0 && input.rank == inputs[i - 1].rank)
-      fail(input.path, fmt::format("rank {} is also the rank of '{}': give each rank's trace "
-                                   "once",
-                                   input.rank, inputs[i - 1].path));
-    if (input.world_size != summary.world_size)
-      fail(input.path, fmt::format("its world size is {}, but '{}' has {}: merge the traces of "
-                                   "one job",
-                                   input.world_size, inputs.front().path, summary.world_size));
-    if (input.host_clock != inputs.front().host_clock)
-      fail(input.path,
-           fmt::format("its offsets are against {}, those of '{}' against {}: the "
-                       "clocks cannot be compared; calibrate every rank against the "
-                       "same host clock",
-                       input.host_clock, inputs.front().path, inputs.front().host_clock));
-  }
-  {
-    std::set<int> present;
-    for (const Input& input : inputs) present.insert(input.rank);
-    std::string missing;
-    for (int r = 0; r < summary.world_size; ++r)
-      if (present.count(r) == 0) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-    if (!missing.empty())
-      summary.warnings.push_back(
-          fmt::format("no trace of rank(s) {} of the job's {} among the "
-                      "inputs: the merged trace lacks their events",
-                      missing, summary.world_size));
-    std::set<std::string> hosts;
-    for (const Input& input : inputs) hosts.insert(input.host);
-    if (hosts.size() > 1)
-      for (const Input& input : inputs)
-        if (input.host_clock_uncertainty_ns == 0)
-          summary.warnings.push_back(fmt::format(
-              "the ranks run on {} hosts but rank {} ({}) records no host clock uncertainty: "
-              "the alignment across hosts is only as good as their clock synchronisation; "
-              "give PerfettoOptions::host_clock_uncertainty_ns (the NTP/PTP error bound)",
-              hosts.size(), input.rank, input.host));
-  }
-
-  // New pids and the summary, in rank order.
-  std::vector<uint64_t> uncertainties;  // per calibrated (rank, device)
-  int next_pid = 1;
-  for (Input& input : inputs) {
-    MergedRank merged;
-    merged.path = input.path;
-    merged.rank = input.rank;
-    merged.host = input.host;
-    merged.host_clock_uncertainty_ns = input.host_clock_uncertainty_ns;
-    merged.packets = input.packets;
-    for (InputProcess& p : input.processes) {
-      p.new_pid = next_pid++;
-      if (!p.has_info) continue;
-      if (p.calibrated) {
-        merged.clocks.push_back(
-            DeviceClockOffset{p.backend, p.device, p.offset_ns, p.uncertainty_ns});
-        uncertainties.push_back(p.uncertainty_ns + input.host_clock_uncertainty_ns);
-      } else {
-        merged.uncalibrated.push_back(fmt::format("{} device {}", p.backend, p.device));
-        summary.warnings.push_back(fmt::format(
-            "rank {}'s {} device {} has no clock offset: its times stay on its own clock, so "
-            "it can be misaligned with the others by any amount; calibrate its clock "
-            "(PerfettoOptions::clocks)",
-            input.rank, p.backend, p.device));
-      }
-    }
-    summary.ranks.push_back(std::move(merged));
-  }
-  std::sort(uncertainties.rbegin(), uncertainties.rend());
-  if (uncertainties.size() >= 2)
-    summary.alignment_uncertainty_ns = uncertainties[0] + uncertainties[1];
-
-  detail::export_to(out, "the merged Perfetto trace", [&] {
-    detail::PacketWriter writer(out);
-    uint64_t next_uuid = 1;
-    uint32_t next_sequence = 1;
-    std::vector<Cursor> cursors(inputs.size());
-    // By merged time, then input (rank) order; each input's own packet order is kept.
-    using Key = std::pair<uint64_t, size_t>;
-    std::priority_queue<Key, std::vector<Key>, std::greater<>> queue;
-
-    // Reads input i's next packet and puts it on the common clock (renumbered, renamed).
-    const auto advance = [&](size_t i) {
-      Cursor& c = cursors[i];
-      Input& input = inputs[i];
-      const auto status = c.reader->next(c.packet);
-      if (status == detail::PacketReader::Status::End) {
-        c.done = true;
-        return;
-      }
-      if (status == detail::PacketReader::Status::Error)
-        fail(input.path, fmt::format("changed while it was merged: {}", c.reader->error()));
-      pb::TracePacket& packet = c.packet;
-      const auto renumber = [&](uint64_t uuid) {
-        if (uuid == 0) return uuid;  // the implicit global track stays shared
-        return input.new_uuid.try_emplace(uuid, next_uuid).second ? next_uuid++
-                                                                  : input.new_uuid[uuid];
-      };
-      if (packet.has_trusted_packet_sequence_id()) {
-        const auto [it, added] =
-            input.new_sequence.try_emplace(packet.trusted_packet_sequence_id(), next_sequence);
-        if (added) ++next_sequence;
-        packet.set_trusted_packet_sequence_id(it->second);
-      }
-      if (packet.has_track_descriptor()) {
-        pb::TrackDescriptor& d = *packet.mutable_track_descriptor();
-        const auto process = input.process_of_uuid.find(d.uuid());
-        d.set_uuid(renumber(d.uuid()));
-        if (d.has_parent_uuid()) d.set_parent_uuid(renumber(d.parent_uuid()));
-        if (d.has_process() && process != input.process_of_uuid.end()) {
-          d.mutable_process()->set_pid(input.processes[process->second].new_pid);
-          const std::string prefix = fmt::format("rank {}: ", input.rank);
-          if (d.process().process_name().compare(0, prefix.size(), prefix) != 0)
-            d.mutable_process()->set_process_name(prefix + d.process().process_name());
-        }
-      }
-      if (packet.has_track_event()) {
-        pb::TrackEvent& e = *packet.mutable_track_event();
-        const auto process = input.process_of_track(e.track_uuid());
-        e.set_track_uuid(renumber(e.track_uuid()));
-        const InputProcess* p = process ? &input.processes[*process] : nullptr;
-        if (packet.has_timestamp() && p != nullptr && p->calibrated) {
-          const uint64_t device_time = packet.timestamp();
-          const uint64_t host_time = device_time - static_cast<uint64_t>(p->offset_ns);
-          // Wrapped: the device time and the offset put the event before the clock's epoch.
-          if ((p->offset_ns > 0 && host_time > device_time) ||
-              (p->offset_ns < 0 && host_time < device_time))
-            fail(input.path, fmt::format("an event at {} ns on {} device {} lies before the host "
-                                         "clock's epoch once its offset of {} ns is applied: "
-                                         "the recorded offset is wrong; calibrate again",
-                                         device_time, p->backend, p->device, p->offset_ns));
-          packet.set_timestamp(host_time);
-        }
-        if (e.name() == kInfoEventName && p != nullptr) {
-          add_int(e, "merged_offset_ns", p->calibrated ? p->offset_ns : 0);
-          add_int(e, "alignment_uncertainty_ns",
-                  p->calibrated
-                      ? static_cast<int64_t>(p->uncertainty_ns + input.host_clock_uncertainty_ns)
-                      : -1);
-        }
-      }
-      if (packet.has_timestamp()) c.time_ns = packet.timestamp();
-      queue.emplace(c.time_ns, i);
-    };
-
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      cursors[i].reader = std::make_unique<detail::PacketReader>(inputs[i].path);
-      if (!cursors[i].reader->opened())
-        fail(inputs[i].path,
-             "cannot open the file again for the merge: check that it still "
-             "exists");
+  void write(detail::PacketWriter& writer) {
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      cursors_[i].reader = std::make_unique<detail::PacketReader>(inputs_[i].path);
+      if (!cursors_[i].reader->opened())
+        fail_open(inputs_[i].path, cursors_[i].reader->open_errno(), "again for the merge",
+                  inputs_.size());
       advance(i);
     }
-    while (!queue.empty()) {
-      const size_t i = queue.top().second;
-      queue.pop();
-      if (!writer.write(cursors[i].packet)) return;
+    while (!queue_.empty()) {
+      const size_t i = queue_.top().second;
+      queue_.pop();
+      if (!writer.write(cursors_[i].packet)) return;
       advance(i);
     }
     writer.flush();
+  }
+
+ private:
+  // Reads input i's next packet and puts it on the common clock (renumbered, renamed).
+  void advance(size_t i) {
+    Cursor& c = cursors_[i];
+    Input& input = inputs_[i];
+    const auto status = c.reader->next(c.packet);
+    if (status == detail::PacketReader::Status::End) {
+      c.done = true;
+      c.reader.reset();  // its descriptor is not needed any more
+      return;
+    }
+    if (status == detail::PacketReader::Status::Error)
+      fail(input.path, fmt::format("changed while it was merged: {}", c.reader->error()));
+    pb::TracePacket& packet = c.packet;
+    if (packet.has_trusted_packet_sequence_id()) {
+      const auto [it, added] =
+          input.new_sequence.try_emplace(packet.trusted_packet_sequence_id(), next_sequence_);
+      if (added) ++next_sequence_;
+      packet.set_trusted_packet_sequence_id(it->second);
+    }
+    if (packet.has_track_descriptor()) rewrite_descriptor(input, *packet.mutable_track_descriptor());
+    if (packet.has_track_event()) rewrite_event(input, packet);
+    if (packet.has_timestamp()) c.time_ns = packet.timestamp();
+    queue_.emplace(c.time_ns, i);
+  }
+
+  uint64_t renumber(Input& input, uint64_t uuid) {
+    if (uuid == 0) return uuid;  // the implicit global track stays shared
+    const auto [it, added] = input.new_uuid.try_emplace(uuid, next_uuid_);
+    if (added) ++next_uuid_;
+    return it->second;
+  }
+
+  void rewrite_descriptor(Input& input, pb::TrackDescriptor& d) {
+    const auto process = input.process_of_uuid.find(d.uuid());
+    d.set_uuid(renumber(input, d.uuid()));
+    if (d.has_parent_uuid()) d.set_parent_uuid(renumber(input, d.parent_uuid()));
+    if (d.has_process() && process != input.process_of_uuid.end()) {
+      d.mutable_process()->set_pid(input.processes[process->second].new_pid);
+      const std::string prefix = fmt::format("rank {}: ", input.rank);
+      if (d.process().process_name().compare(0, prefix.size(), prefix) != 0)
+        d.mutable_process()->set_process_name(prefix + d.process().process_name());
+    }
+  }
+
+  void rewrite_event(Input& input, pb::TracePacket& packet) {
+    pb::TrackEvent& e = *packet.mutable_track_event();
+    const auto process = input.process_of_track(e.track_uuid());
+    e.set_track_uuid(renumber(input, e.track_uuid()));
+    const InputProcess* p = process ? &input.processes[*process] : nullptr;
+    if (packet.has_timestamp() && p != nullptr && p->calibrated) {
+      const uint64_t device_time = packet.timestamp();
+      const uint64_t host_time = device_time - static_cast<uint64_t>(p->offset_ns);
+      // Wrapped: the device time and the offset put the event before the clock's epoch.
+      if ((p->offset_ns > 0 && host_time > device_time) ||
+          (p->offset_ns < 0 && host_time < device_time))
+        fail(input.path, fmt::format("an event at {} ns on {} device {} lies before the host "
+                                     "clock's epoch once its offset of {} ns is applied: "
+                                     "the recorded offset is wrong; calibrate again",
+                                     device_time, p->backend, p->device, p->offset_ns));
+      packet.set_timestamp(host_time);
+    }
+    if (e.name() == kInfoEventName && p != nullptr) {
+      add_int(e, "merged_offset_ns", p->calibrated ? p->offset_ns : 0);
+      // -1: unknown (uncalibrated, or too large for int64: saturated).
+      const uint64_t u = add_uncertainties(p->uncertainty_ns, input.host_clock_uncertainty_ns);
+      add_int(e, "alignment_uncertainty_ns",
+              p->calibrated && u <= static_cast<uint64_t>(INT64_MAX) ? static_cast<int64_t>(u)
+                                                                     : -1);
+    }
+  }
+
+  using Key = std::pair<uint64_t, size_t>;
+  std::vector<Input>& inputs_;
+  std::vector<Cursor> cursors_;
+  std::priority_queue<Key, std::vector<Key>, std::greater<>> queue_;
+  uint64_t next_uuid_ = 1;
+  uint32_t next_sequence_ = 1;
+};
+
+// Refuses an output that is one of the inputs under another name (./r0, an absolute path, a
+// symbolic or hard link): same device and inode, or, for an output that does not exist yet, the
+// same canonical path (audit #52).
+void refuse_output_among_inputs(const std::string& output, const std::vector<std::string>& paths) {
+  struct stat out_st {};
+  const bool output_exists = ::stat(output.c_str(), &out_st) == 0;
+  std::error_code out_error;
+  const std::filesystem::path out_canonical = std::filesystem::weakly_canonical(output, out_error);
+  for (const std::string& input : paths) {
+    struct stat in_st {};
+    std::error_code in_error;
+    bool same = input == output;
+    if (output_exists && ::stat(input.c_str(), &in_st) == 0) {
+      same = same || (in_st.st_dev == out_st.st_dev && in_st.st_ino == out_st.st_ino);
+    } else if (!out_error) {
+      const std::filesystem::path in_canonical = std::filesystem::weakly_canonical(input, in_error);
+      same = same || (!in_error && in_canonical == out_canonical);
+    }
+    if (same)
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("merge_perfetto_traces: '{}' is both an input and the output: it "
+                              "is the same file as the input '{}', which the merge would "
+                              "overwrite; choose another output file",
+                              output, input));
+  }
+}
+
+void refuse_no_inputs(const std::vector<std::string>& paths) {
+  if (paths.empty())
+    throw Error(ErrorCode::InvalidArgument,
+                "merge_perfetto_traces: no input traces: give one .pftrace file per rank");
+}
+
+}  // namespace
+
+MergeSummary merge_perfetto_traces(std::ostream& out, const std::vector<std::string>& paths) {
+  refuse_no_inputs(paths);
+  std::vector<Input> inputs = scan_inputs(paths);
+  MergeSummary summary = summarise(inputs);
+  detail::export_to(out, "the merged Perfetto trace", [&] {
+    detail::PacketWriter writer(out);
+    Interleaver(inputs).write(writer);
   });
+  return summary;
+}
+
+MergeSummary merge_perfetto_trace_files(const std::string& output,
+                                        const std::vector<std::string>& paths) {
+  refuse_no_inputs(paths);
+  refuse_output_among_inputs(output, paths);
+  MergeSummary summary;
+  write_output_file(output, "the merged Perfetto trace",
+                    [&](std::ostream& out) { summary = merge_perfetto_traces(out, paths); });
   return summary;
 }
 

@@ -3,6 +3,7 @@
 // and the packet's bytes, so neither side needs the whole trace in memory.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <fstream>
 #include <memory>
@@ -58,10 +59,15 @@ class PacketReader {
  public:
   enum class Status { Packet, End, Error };
 
-  explicit PacketReader(const std::string& path) : file_(path, std::ios::binary) {
+  explicit PacketReader(const std::string& path) {
+    errno = 0;
+    file_.open(path, std::ios::binary);
+    open_errno_ = errno;
     if (file_) raw_ = std::make_unique<google::protobuf::io::IstreamInputStream>(&file_);
   }
   bool opened() const { return static_cast<bool>(raw_); }
+  /// Why the file did not open (errno of the open, as libstdc++'s filebuf leaves it; 0 if unknown).
+  int open_errno() const { return opened() ? 0 : open_errno_; }
 
   /// The next packet into `packet`; on Error, error() says what was wrong and where.
   Status next(pftrace::TracePacket& packet) {
@@ -103,6 +109,7 @@ class PacketReader {
   }
 
   std::ifstream file_;
+  int open_errno_ = 0;
   std::unique_ptr<google::protobuf::io::IstreamInputStream> raw_;
   uint64_t index_ = 0;
   uint64_t position_ = 0;  // bytes of the file consumed by whole packets

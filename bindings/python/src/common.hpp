@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -200,8 +201,11 @@ void bind_foreign_graph(nb::module_& m);
 void bind_timing(nb::module_& m);
 void bind_perfetto(nb::module_& m);
 
-/// `file` opened for writing, truncated (GIL released while opening), or OSError naming it.
-std::ofstream open_for_writing(const std::string& file);
+/// Writes `file` through timing::write_output_file (Note [Atomic output]: an existing file is
+/// replaced only once the new content is complete), with the GIL released; `write` must not
+/// touch Python. A failed system call raises OSError (its errno, accgraph's message, the file).
+void write_output(const std::string& file, const char* what,
+                  const std::function<void(std::ostream&)>& write);
 
 /// Writes `reports` to `path` in the format its name asks for (timing::is_perfetto_trace_path):
 /// a Perfetto trace with the given rank, host and clock options, or Chrome JSON (which refuses

@@ -8,12 +8,12 @@
 #include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
-#include <cerrno>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <functional>
+#include <optional>
+#include <ostream>
 #include <tuple>
 
+#include <accgraph/output_file.hpp>
 #include <accgraph/perfetto.hpp>
 
 #include "common.hpp"
@@ -71,20 +71,39 @@ nb::dict summary_dict(const MergeSummary& s) {
   return d;
 }
 
-}  // namespace
+// OSError(errno, message, file): Python picks the subclass (FileNotFoundError, ...) by errno.
+[[noreturn]] void raise_os_error(const timing::FileError& e) {
+  const std::string& message = e.message();
+  nb::object text = nb::steal(PyUnicode_DecodeUTF8(message.data(),
+                                                   static_cast<Py_ssize_t>(message.size()),
+                                                   "replace"));
+  nb::object file = nb::steal(PyUnicode_DecodeFSDefault(e.path().c_str()));
+  if (!text.is_valid() || !file.is_valid()) throw nb::python_error();
+  nb::object args = nb::make_tuple(e.error_number(), text, file);
+  PyErr_SetObject(PyExc_OSError, args.ptr());
+  throw nb::python_error();
+}
 
-std::ofstream open_for_writing(const std::string& file) {
-  std::ofstream out;
+// Runs `call` with the GIL released; a FileError it throws becomes OSError, any other error
+// passes through.
+void with_file_errors(const std::function<void()>& call) {
+  std::optional<timing::FileError> failure;
   {
     nb::gil_scoped_release release;
-    errno = 0;
-    out.open(file, std::ios::out | std::ios::trunc | std::ios::binary);
+    try {
+      call();
+    } catch (const timing::FileError& e) {
+      failure = e;
+    }
   }
-  if (!out) {
-    PyErr_SetFromErrnoWithFilename(PyExc_OSError, file.c_str());
-    throw nb::python_error();
-  }
-  return out;
+  if (failure) raise_os_error(*failure);
+}
+
+}  // namespace
+
+void write_output(const std::string& file, const char* what,
+                  const std::function<void(std::ostream&)>& write) {
+  with_file_errors([&] { timing::write_output_file(file, what, write); });
 }
 
 void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& reports,
@@ -101,9 +120,8 @@ void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& 
                       "'): rank, world_size, host, host_clock_uncertainty_ns and clocks are "
                       "recorded in native Perfetto traces only: name the file *.pftrace, or "
                       "leave them out for a Chrome trace");
-    std::ofstream out = open_for_writing(file);
-    nb::gil_scoped_release release;
-    timing::write_chrome_trace(out, reports);
+    write_output(file, "the Chrome trace",
+                 [&](std::ostream& out) { timing::write_chrome_trace(out, reports); });
     return;
   }
   require_perfetto("write_trace('" + file + "')");
@@ -114,9 +132,8 @@ void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& 
   options.host = host;
   options.host_clock_uncertainty_ns = host_clock_uncertainty_ns;
   options.clocks = clocks;
-  std::ofstream out = open_for_writing(file);
-  nb::gil_scoped_release release;
-  timing::write_perfetto_trace(out, reports, options);
+  write_output(file, "the Perfetto trace",
+               [&](std::ostream& out) { timing::write_perfetto_trace(out, reports, options); });
 #endif
 }
 
@@ -258,33 +275,12 @@ void bind_perfetto(nb::module_& m) {
         std::vector<std::string> paths;
         for (const nb::object& input : inputs) paths.push_back(fs_path(input));
         const std::string output_path = fs_path(output);
-        if (paths.empty())
-          throw Error(ErrorCode::InvalidArgument,
-                      "merge_traces: no input traces: give each rank's .pftrace file");
-        for (const std::string& input : paths) {
-          std::error_code ignored;
-          if (input == output_path || std::filesystem::equivalent(input, output_path, ignored))
-            throw Error(ErrorCode::InvalidArgument,
-                        "merge_traces: '" + input +
-                            "' is both an input and the output: choose another output file");
-        }
         MergeSummary summary;
-        std::ostringstream merged;
 #if ACCGRAPH_PYTHON_WITH_PERFETTO
-        {
-          nb::gil_scoped_release release;
-          summary = timing::merge_perfetto_traces(merged, paths);
-        }
+        // Refuses an output that is an input by any name; writes it only on success.
+        with_file_errors(
+            [&] { summary = timing::merge_perfetto_trace_files(output_path, paths); });
 #endif
-        // Written only once the merge succeeded: a failed merge leaves no half-written file.
-        std::ofstream out = open_for_writing(output_path);
-        const std::string bytes = merged.str();
-        out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-        out.close();
-        if (!out) {
-          PyErr_SetFromErrnoWithFilename(PyExc_OSError, output_path.c_str());
-          throw nb::python_error();
-        }
         return summary;
       },
       nb::arg("inputs"), nb::arg("output"),

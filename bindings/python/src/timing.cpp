@@ -217,9 +217,7 @@ nb::dict stats_dict(const RegionStats& s) {
 // the exporters' own errors otherwise).
 template <class Write>
 void write_file(nb::handle path, Write&& write) {
-  std::ofstream out = open_for_writing(fs_path(path));
-  nb::gil_scoped_release release;
-  write(out);
+  write_output(fs_path(path), "the exported data", write);
 }
 
 Profiler& profiler_of(PyProfiler& p) { return p.get(); }

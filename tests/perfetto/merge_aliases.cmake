@@ -1,0 +1,25 @@
+# `accgraph merge-traces r0 r1 -o X` where X is r0 or r1 by another name (./r0, an absolute path,
+# a symbolic link, a hard link): refused, and neither input changes (the 2026-11-25 audit, #52).
+# -DPROG=accgraph -DTRACES=dir with rank0.pftrace and rank1.pftrace -DSCRATCH=a scratch directory
+file(REMOVE_RECURSE "${SCRATCH}")
+file(MAKE_DIRECTORY "${SCRATCH}")
+file(COPY_FILE "${TRACES}/rank0.pftrace" "${SCRATCH}/r0.pftrace")
+file(COPY_FILE "${TRACES}/rank1.pftrace" "${SCRATCH}/r1.pftrace")
+file(CREATE_LINK "r0.pftrace" "${SCRATCH}/link0.pftrace" SYMBOLIC)
+file(CREATE_LINK "${SCRATCH}/r1.pftrace" "${SCRATCH}/hard1.pftrace")
+file(SHA256 "${SCRATCH}/r0.pftrace" r0_before)
+file(SHA256 "${SCRATCH}/r1.pftrace" r1_before)
+foreach(output "./r0.pftrace" "${SCRATCH}/r1.pftrace" "link0.pftrace" "hard1.pftrace")
+  execute_process(COMMAND "${PROG}" merge-traces r0.pftrace r1.pftrace -o "${output}"
+    WORKING_DIRECTORY "${SCRATCH}" RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  message("-o ${output}: exit ${code}: ${out}${err}")
+  if(NOT code EQUAL 1 OR NOT "${out}${err}" MATCHES "'[^']*' is both an input and the output: it is the same file as the input 'r[01].pftrace'")
+    message(FATAL_ERROR "-o ${output} was not refused as an input")
+  endif()
+  file(SHA256 "${SCRATCH}/r0.pftrace" r0_after)
+  file(SHA256 "${SCRATCH}/r1.pftrace" r1_after)
+  if(NOT r0_after STREQUAL r0_before OR NOT r1_after STREQUAL r1_before)
+    message(FATAL_ERROR "-o ${output} changed an input")
+  endif()
+endforeach()
+file(REMOVE_RECURSE "${SCRATCH}")
