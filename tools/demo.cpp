@@ -27,9 +27,10 @@ namespace {
 
 // The bounds (cli.hpp) keep a run's memory and time in reason. The buffers take
 // 64 KiB * N * (N + 1) bytes for N layers (two per layer, growing by 64 KiB a layer): 260 MiB at
-// 64 layers, where one replay takes about 0.1 s on one CPU core. 100,000 replays of the default
-// 4 layers run in about 10 s; the statistics keep 8 bytes per region per replay (up to 4 regions
-// per layer). A trace keeps every report and builds the whole JSON document, about 2 KiB per
+// 64 layers, where one replay takes about 0.1 s on one CPU core. A replay lasts at least
+// layers x --delay-us, so 100,000 replays of the default 4 layers x 50 us take at least 20 s
+// (30 s measured on the host backend, Release, 2 cores; --lanes about 1.3 ms a replay); the
+// statistics keep 8 bytes per region per replay (up to 4 regions per layer). A trace keeps every report and builds the whole JSON document, about 2 KiB per
 // region, so --trace allows at most 50,000 layer replays (200,000 regions, about 500 MB).
 // A delay of 1 s per layer is longer than any demo needs, and far below Stream::delay's 24 hours.
 const char* const kDemoUsage =
