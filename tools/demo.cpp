@@ -29,7 +29,8 @@ namespace {
 // 64 KiB * N * (N + 1) bytes for N layers (two per layer, growing by 64 KiB a layer): 260 MiB at
 // 64 layers, where one replay takes about 0.1 s on one CPU core. A replay lasts at least
 // layers x --delay-us, so 100,000 replays of the default 4 layers x 50 us take at least 20 s
-// (30 s measured on the host backend, Release, 2 cores; --lanes about 1.3 ms a replay); the
+// (30 s measured on the host backend of an idle 2-core machine, 57 s loaded; --lanes 1.3 to
+// 1.5 ms a replay); the
 // statistics keep 8 bytes per region per replay (up to 4 regions per layer). A trace keeps every report and builds the whole JSON document, about 2 KiB per
 // region, so --trace allows at most 50,000 layer replays (200,000 regions, about 500 MB).
 // A delay of 1 s per layer is longer than any demo needs, and far below Stream::delay's 24 hours.
