@@ -227,17 +227,27 @@ void create_device(DeviceState& state, const Candidate& candidate) {
 }
 
 // Note [Spin shader]: Stream::delay is a one-invocation compute dispatch of shaders/spin.comp,
-// which spins until the device's realtime shader clock (VK_KHR_shader_clock) advanced by a
-// number of ticks. Vulkan does not say what a tick of that clock is (NVIDIA's is its
-// nanosecond global timer, lavapipe's the host's nanosecond clock, others may count cycles), so
-// the rate is measured at start-up against timestamp queries, which do have a period: spins of
-// T and 2T ticks, bracketed by timestamps, three times; rate = T / (d(2T) - d(T)), the largest
-// of the three (a preempted first spin makes the difference smaller and the rate larger: safe,
-// the delay gets longer; a preempted second spin would make it shorter, so the largest rate
-// wins), plus 5%. The shader reads a wall clock, so a preempted spin ends no earlier than it
-// should. A final check spins for 200 us and requires at least 200 us between the timestamps;
-// otherwise, or without the clock, the shader or timestamps, timed_delay is not offered and
-// delay_problem says why.
+// in one of two modes, chosen and calibrated per device at start-up against timestamp queries
+// (which have a known period):
+// - clock: spin until the realtime shader clock (VK_KHR_shader_clock) advanced by N ticks.
+//   Vulkan does not say what a tick is (NVIDIA's is its nanosecond global timer; others may
+//   count cycles), so the rate is measured. The clock is wall time: a spin that is preempted or
+//   slowed ends no earlier than it should. Mesa 22.3's lavapipe compiles the clock loop away
+//   (its spins take no time whatever N is), so the calibration rejects the mode there.
+// - work: N iterations of a dependent integer recurrence, at most kMaxIterationsPerDispatch per
+//   dispatch (lavapipe stops longer loops), so a spin is several dispatches with barriers
+//   between them, each paying the dispatch's cost too (which only lengthens the delay; a
+//   delay needing over kMaxSpinDispatches is Unsupported). Its rate is the device's speed at
+//   calibration: used only when the clock mode fails (lavapipe, where the device is the CPU and a
+//   preemption only lengthens a spin). On a GPU whose clock rises after start-up a work spin
+//   could end early, which is why the clock mode comes first.
+// Calibration: warm-up spins (the first dispatch may compile the pipeline), the dispatch's own
+// cost, then N grown by 4x until a spin lasts 1 ms longer than that; then spins of N and 2N,
+// three times: rate = N / (d(2N) - d(N)), the largest of the three (a preempted first spin makes
+// the difference smaller and the rate larger: the delay only gets longer), plus 10%. A final
+// check spins for 200 us and requires at least 200 us between the timestamps. Without the
+// shader (no glslangValidator at build time), shaderInt64 or timestamps, or when both modes
+// fail, timed_delay is not offered and delay_problem says why.
 class Calibration {
  public:
   explicit Calibration(DeviceState& device) : device_(device) {
@@ -279,10 +289,7 @@ class Calibration {
     stamp.pool = queries_;
     stamp.query = 0;
     operations[0].commands.push_back(stamp);
-    Command spin;
-    spin.kind = Command::Kind::Spin;
-    spin.ticks = ticks;
-    operations[1].commands.push_back(spin);
+    operations[1].commands = spin_commands(device_, ticks);
     stamp.query = 1;
     operations[2].commands.push_back(stamp);
     record_operations(device_, buffer_, operations, 3);
@@ -308,6 +315,47 @@ class Calibration {
   VkCommandBuffer buffer_ = VK_NULL_HANDLE;
 };
 
+/// Calibrates device.spin_mode (set by the caller); an empty string on success, else why not.
+std::string calibrate_spin(DeviceState& device, Calibration& calibration) {
+  const bool clock = device.spin_mode == 0;
+  // A mode that does not advance must not run for long: the clock mode is bounded by its
+  // amount of iterations, 1e8 at most (0.1 s at 1 ns per iteration).
+  const uint64_t max_amount = clock ? 100'000'000ull : 1'000'000'000ull;
+  uint64_t overhead = UINT64_MAX;
+  for (int i = 0; i < 4; ++i) {
+    const std::optional<uint64_t> minimal = calibration.measure(1);
+    if (!minimal) return "a minimal spin did not end within 10 s";
+    if (i > 0) overhead = std::min(overhead, *minimal);
+  }
+  uint64_t amount = 1000;
+  for (;;) {
+    const std::optional<uint64_t> spun = calibration.measure(amount);
+    if (!spun) return "a calibration spin did not end within 10 s";
+    if (*spun >= overhead + 1'000'000) break;
+    if (amount * 4 > max_amount)
+      return fmt::format("spins of up to {} {} took no longer than {} ns", amount,
+                         clock ? "shader clock ticks" : "iterations", *spun);
+    amount *= 4;
+  }
+  long double rate = 0;
+  for (int trial = 0; trial < 3; ++trial) {
+    const std::optional<uint64_t> once = calibration.measure(amount);
+    const std::optional<uint64_t> twice = calibration.measure(2 * amount);
+    if (!once || !twice) return "a calibration spin did not end within 10 s";
+    if (*twice > *once)
+      rate = std::max(rate, static_cast<long double>(amount) /
+                                static_cast<long double>(*twice - *once));
+  }
+  if (rate <= 0) return "spins twice as long did not take longer";
+  device.spin_units_per_ns = static_cast<double>(rate * 1.10L);
+  constexpr uint64_t kCheckNs = 200'000;
+  const std::optional<uint64_t> check =
+      calibration.measure(static_cast<uint64_t>(kCheckNs * device.spin_units_per_ns) + 1);
+  if (!check || *check < kCheckNs)
+    return fmt::format("a 200 us spin measured {} ns between timestamps", check ? *check : 0);
+  return {};
+}
+
 std::string set_up_spin(DeviceState& device, const Candidate& candidate) {
 #if !ACCGRAPH_VULKAN_SPIN_SHADER
   (void)device;
@@ -319,73 +367,87 @@ std::string set_up_spin(DeviceState& device, const Candidate& candidate) {
     return "the device lacks VK_KHR_shader_clock's shaderDeviceClock or shaderInt64";
   if (!device.timestamps) return "its compute queue family writes no timestamps";
   const Api& api = vk();
-  VkShaderModuleCreateInfo module_info = info_struct<VkShaderModuleCreateInfo>(VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO);
+  VkDevice handle = device.device;
+  device.spin_sink = device.allocate(64, MemoryKind::Device, "start-up: the spin shader's sink");
+  auto binding = VkDescriptorSetLayoutBinding{};
+  binding.binding = 0;
+  binding.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+  binding.descriptorCount = 1;
+  binding.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+  auto set_layout_info = info_struct<VkDescriptorSetLayoutCreateInfo>(
+      VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO);
+  set_layout_info.bindingCount = 1;
+  set_layout_info.pBindings = &binding;
+  ACCGRAPH_VK_CHECK(api.vkCreateDescriptorSetLayout(handle, &set_layout_info, nullptr,
+                                                    &device.spin_set_layout),
+                    "start-up: the spin shader's descriptor set layout");
+  const VkDescriptorPoolSize pool_size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1};
+  auto pool_info =
+      info_struct<VkDescriptorPoolCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO);
+  pool_info.maxSets = 1;
+  pool_info.poolSizeCount = 1;
+  pool_info.pPoolSizes = &pool_size;
+  ACCGRAPH_VK_CHECK(api.vkCreateDescriptorPool(handle, &pool_info, nullptr,
+                                               &device.spin_descriptor_pool),
+                    "start-up: the spin shader's descriptor pool");
+  auto set_info =
+      info_struct<VkDescriptorSetAllocateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO);
+  set_info.descriptorPool = device.spin_descriptor_pool;
+  set_info.descriptorSetCount = 1;
+  set_info.pSetLayouts = &device.spin_set_layout;
+  ACCGRAPH_VK_CHECK(api.vkAllocateDescriptorSets(handle, &set_info, &device.spin_set),
+                    "start-up: the spin shader's descriptor set");
+  const VkDescriptorBufferInfo sink{device.spin_sink.get(), 0, VK_WHOLE_SIZE};
+  auto write = info_struct<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);
+  write.dstSet = device.spin_set;
+  write.dstBinding = 0;
+  write.descriptorCount = 1;
+  write.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+  write.pBufferInfo = &sink;
+  api.vkUpdateDescriptorSets(handle, 1, &write, 0, nullptr);
+
+  auto module_info =
+      info_struct<VkShaderModuleCreateInfo>(VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO);
   module_info.codeSize = sizeof(accgraph_spin_spirv);
   module_info.pCode = accgraph_spin_spirv;
-  ACCGRAPH_VK_CHECK(api.vkCreateShaderModule(device.device, &module_info, nullptr,
-                                             &device.spin_module),
+  ACCGRAPH_VK_CHECK(api.vkCreateShaderModule(handle, &module_info, nullptr, &device.spin_module),
                     "start-up: loading the spin shader");
-  VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(uint64_t)};
-  VkPipelineLayoutCreateInfo layout_info = info_struct<VkPipelineLayoutCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO);
+  const VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, 4 * sizeof(uint32_t)};
+  auto layout_info =
+      info_struct<VkPipelineLayoutCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO);
+  layout_info.setLayoutCount = 1;
+  layout_info.pSetLayouts = &device.spin_set_layout;
   layout_info.pushConstantRangeCount = 1;
   layout_info.pPushConstantRanges = &range;
-  ACCGRAPH_VK_CHECK(api.vkCreatePipelineLayout(device.device, &layout_info, nullptr,
-                                               &device.spin_layout),
+  ACCGRAPH_VK_CHECK(api.vkCreatePipelineLayout(handle, &layout_info, nullptr, &device.spin_layout),
                     "start-up: creating the spin shader's pipeline layout");
-  VkComputePipelineCreateInfo pipeline_info = info_struct<VkComputePipelineCreateInfo>(VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO);
+  auto pipeline_info =
+      info_struct<VkComputePipelineCreateInfo>(VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO);
   pipeline_info.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
   pipeline_info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
   pipeline_info.stage.module = device.spin_module;
   pipeline_info.stage.pName = "main";
   pipeline_info.layout = device.spin_layout;
-  ACCGRAPH_VK_CHECK(api.vkCreateComputePipelines(device.device, VK_NULL_HANDLE, 1, &pipeline_info,
+  ACCGRAPH_VK_CHECK(api.vkCreateComputePipelines(handle, VK_NULL_HANDLE, 1, &pipeline_info,
                                                  nullptr, &device.spin_pipeline),
                     "start-up: creating the spin shader's pipeline");
   Calibration calibration(device);
-  auto fail = [&](std::string why) {
-    api.vkDestroyPipeline(device.device, device.spin_pipeline, nullptr);
-    device.spin_pipeline = VK_NULL_HANDLE;
-    return why;
-  };
-  // The first dispatch compiles the pipeline on some drivers (lavapipe: milliseconds): warm up,
-  // then take the shortest of a few minimal spins as the dispatch's own cost.
-  uint64_t overhead = UINT64_MAX;
-  for (int i = 0; i < 4; ++i) {
-    const std::optional<uint64_t> minimal = calibration.measure(1);
-    if (!minimal) return fail("a spin of 1 shader clock tick did not end within 10 s");
-    if (i > 0) overhead = std::min(overhead, *minimal);
+  device.spin_mode = 0;
+  const std::string clock_problem = calibrate_spin(device, calibration);
+  if (clock_problem.empty()) return {};
+  device.spin_mode = 1;
+  const std::string work_problem = calibrate_spin(device, calibration);
+  if (work_problem.empty()) {
+    log(LogLevel::Debug, fmt::format("vulkan: device {}: the spin shader counts loop iterations: "
+                                     "its shader clock cannot time a spin ({})",
+                                     device.index, clock_problem));
+    return {};
   }
-  // T ticks: grown until a spin lasts at least 1 ms longer than the dispatch alone.
-  uint64_t ticks = 1000;
-  for (int step = 0;; ++step) {
-    const std::optional<uint64_t> spun = calibration.measure(ticks);
-    if (!spun) return fail("a calibration spin did not end within 10 s");
-    if (*spun >= overhead + 1'000'000) break;
-    if (step == 24) return fail("the shader clock does not seem to advance");
-    ticks *= 4;
-  }
-  long double rate = 0;
-  std::string measured;
-  for (int trial = 0; trial < 3; ++trial) {
-    const std::optional<uint64_t> once = calibration.measure(ticks);
-    const std::optional<uint64_t> twice = calibration.measure(2 * ticks);
-    if (!once || !twice) return fail("a calibration spin did not end within 10 s");
-    measured += fmt::format("{}{} ns and {} ns", measured.empty() ? "" : ", ", *once, *twice);
-    if (*twice <= *once) continue;
-    rate = std::max(rate, static_cast<long double>(ticks) / static_cast<long double>(*twice - *once));
-  }
-  if (rate <= 0)
-    return fail(fmt::format("calibration: spins of {} and twice as many shader clock ticks did "
-                            "not take longer ({}; a dispatch alone takes {} ns)",
-                            ticks, measured, overhead));
-  device.spin_ticks_per_ns = static_cast<double>(rate * 1.05L);
-  constexpr uint64_t kCheckNs = 200'000;
-  const std::optional<uint64_t> check = calibration.measure(
-      static_cast<uint64_t>(kCheckNs * device.spin_ticks_per_ns) + 1);
-  if (!check || *check < kCheckNs)
-    return fail(fmt::format("calibration: a 200 us spin measured {} ns between timestamps",
-                            check ? *check : 0));
-  return {};
+  api.vkDestroyPipeline(handle, device.spin_pipeline, nullptr);
+  device.spin_pipeline = VK_NULL_HANDLE;
+  return fmt::format("the spin shader could not be calibrated: with the shader clock, {}; "
+                     "counting iterations, {}",
+                     clock_problem, work_problem);
 #endif
 }
 
@@ -458,8 +520,8 @@ std::shared_ptr<Runtime> discover() {
                     device.family, device.queues.size(), candidate.timestamp_bits,
                     device.timer.period_ns(), device.get_calibrated ? "yes" : "no",
                     device.delay_problem.empty()
-                        ? fmt::format("yes, {:.4f} shader clock ticks per ns",
-                                      device.spin_ticks_per_ns)
+                        ? fmt::format("yes, {:.4f} {} per ns", device.spin_units_per_ns,
+                                      device.spin_mode == 0 ? "shader clock ticks" : "iterations")
                         : device.delay_problem));
   }
   if (runtime->devices.empty()) {
@@ -565,6 +627,11 @@ Runtime::~Runtime() {
     if (device->device == VK_NULL_HANDLE) continue;
     ACCGRAPH_VK_LOG(api.vkDeviceWaitIdle(device->device), "shutting down");
     device->pattern = RawBuffer();
+    device->spin_sink = RawBuffer();
+    if (device->spin_descriptor_pool != VK_NULL_HANDLE)
+      api.vkDestroyDescriptorPool(device->device, device->spin_descriptor_pool, nullptr);
+    if (device->spin_set_layout != VK_NULL_HANDLE)
+      api.vkDestroyDescriptorSetLayout(device->device, device->spin_set_layout, nullptr);
     if (device->spin_pipeline != VK_NULL_HANDLE)
       api.vkDestroyPipeline(device->device, device->spin_pipeline, nullptr);
     if (device->spin_layout != VK_NULL_HANDLE)

@@ -185,7 +185,7 @@ class VkGraph final : public GraphImplInterface {
         return fmt::format("vkCmdWriteTimestamp query pool {} query {}",
                            static_cast<const void*>(command.pool), command.query);
       case Command::Kind::Spin:
-        return fmt::format("vkCmdDispatch spin shader, {} clock ticks", command.ticks);
+        return fmt::format("vkCmdDispatch spin shader, amount {}", command.ticks);
       case Command::Kind::CopyQueries:
         return fmt::format("vkCmdCopyQueryPoolResults {} queries", command.count);
       case Command::Kind::ResetQueries:

@@ -57,9 +57,18 @@ void record_command(const DeviceState& device, VkCommandBuffer buffer, const Com
                               command.query);
       break;
     case Command::Kind::Spin: {
+      if (command.barrier_before) {
+        const VkMemoryBarrier between = full_barrier();
+        api.vkCmdPipelineBarrier(buffer, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                 VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &between, 0,
+                                 nullptr, 0, nullptr);
+      }
       api.vkCmdBindPipeline(buffer, VK_PIPELINE_BIND_POINT_COMPUTE, device.spin_pipeline);
-      const uint32_t words[2] = {static_cast<uint32_t>(command.ticks),
-                                 static_cast<uint32_t>(command.ticks >> 32)};
+      api.vkCmdBindDescriptorSets(buffer, VK_PIPELINE_BIND_POINT_COMPUTE, device.spin_layout, 0,
+                                  1, &device.spin_set, 0, nullptr);
+      // spin.comp's push constants: uint64_t amount, uint mode.
+      const uint32_t words[4] = {static_cast<uint32_t>(command.ticks),
+                                 static_cast<uint32_t>(command.ticks >> 32), device.spin_mode, 0};
       api.vkCmdPushConstants(buffer, device.spin_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
                              sizeof(words), words);
       api.vkCmdDispatch(buffer, 1, 1, 1);
@@ -77,6 +86,31 @@ void record_command(const DeviceState& device, VkCommandBuffer buffer, const Com
 }
 
 }  // namespace
+
+std::vector<Command> spin_commands(const DeviceState& device, uint64_t amount) {
+  const uint64_t per_dispatch = device.spin_mode == 0 ? amount : kMaxIterationsPerDispatch;
+  const uint64_t dispatches = amount == 0 ? 1 : (amount - 1) / per_dispatch + 1;
+  if (dispatches > kMaxSpinDispatches)
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("delay: {} spin iterations would take {} dispatches on vulkan device "
+                            "{}, more than the {} the backend records for one delay (its shader "
+                            "clock cannot time a spin, Note [Spin shader]): delay less, in "
+                            "several calls",
+                            amount, dispatches, device.index, kMaxSpinDispatches),
+                kBackendName);
+  std::vector<Command> commands;
+  commands.reserve(dispatches);
+  uint64_t left = amount;
+  for (uint64_t i = 0; i < dispatches; ++i) {
+    Command command;
+    command.kind = Command::Kind::Spin;
+    command.ticks = std::min(left, per_dispatch);
+    command.barrier_before = i > 0;
+    left -= command.ticks;
+    commands.push_back(command);
+  }
+  return commands;
+}
 
 void record_operations(const DeviceState& device, VkCommandBuffer buffer,
                        const Operation* operations, size_t count) {
@@ -327,15 +361,15 @@ void VkStream::delay(std::chrono::nanoseconds duration) {
                 kBackendName);
   // Note [Spin shader] in backend.cpp: the calibrated rate already has its safety margin.
   const long double ticks =
-      static_cast<long double>(duration.count()) * device.spin_ticks_per_ns + 1.0L;
-  Command command;
-  command.kind = Command::Kind::Spin;
-  command.ticks = ticks >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(ticks);
+      static_cast<long double>(duration.count()) * device.spin_units_per_ns + 1.0L;
+  const uint64_t amount = ticks >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(ticks);
   Operation operation;
-  operation.commands.push_back(command);
+  operation.commands = spin_commands(device, amount);
+  const size_t dispatches = operation.commands.size();
   core_->enqueue(std::move(operation), [&] {
-    return fmt::format("delay {} ns (spin shader, {} clock ticks)", duration.count(),
-                       command.ticks);
+    return fmt::format("delay {} ns (spin shader, {} {} in {} dispatch(es))", duration.count(),
+                       amount, device.spin_mode == 0 ? "clock ticks" : "loop iterations",
+                       dispatches);
   });
 }
 

@@ -66,6 +66,13 @@ namespace accgraph::detail::vulkan {
   V(vkCreateShaderModule)                        \
   V(vkDestroyShaderModule)                       \
   V(vkCreatePipelineLayout)                      \
+  V(vkCreateDescriptorSetLayout)                 \
+  V(vkDestroyDescriptorSetLayout)                \
+  V(vkCreateDescriptorPool)                      \
+  V(vkDestroyDescriptorPool)                     \
+  V(vkAllocateDescriptorSets)                    \
+  V(vkUpdateDescriptorSets)                      \
+  V(vkCmdBindDescriptorSets)                     \
   V(vkDestroyPipelineLayout)                     \
   V(vkCreateComputePipelines)                    \
   V(vkDestroyPipeline)                           \

@@ -112,7 +112,12 @@ struct DeviceState {
   VkShaderModule spin_module = VK_NULL_HANDLE;
   VkPipelineLayout spin_layout = VK_NULL_HANDLE;
   VkPipeline spin_pipeline = VK_NULL_HANDLE;
-  double spin_ticks_per_ns = 0;
+  VkDescriptorSetLayout spin_set_layout = VK_NULL_HANDLE;
+  VkDescriptorPool spin_descriptor_pool = VK_NULL_HANDLE;
+  VkDescriptorSet spin_set = VK_NULL_HANDLE;
+  RawBuffer spin_sink;          ///< what the shader's work mode may write
+  uint32_t spin_mode = 0;       ///< 0: shader clock ticks, 1: loop iterations (spin.comp)
+  double spin_units_per_ns = 0; ///< ticks or iterations per ns, with the safety margin
   std::string delay_problem;
 
   /// The queue for a new stream.
@@ -146,7 +151,8 @@ struct Command {
   VkQueryPool pool = VK_NULL_HANDLE;
   uint32_t query = 0;            ///< Timestamp, CopyQueries, ResetQueries: the first query
   uint32_t count = 0;            ///< CopyQueries, ResetQueries
-  uint64_t ticks = 0;            ///< Spin: shader clock ticks
+  uint64_t ticks = 0;            ///< Spin: shader clock ticks or loop iterations
+  bool barrier_before = false;   ///< Spin: after the previous spin of the same operation
 };
 
 /// What one stream operation (copy, fill, marker, delay) does on the device: its commands run
@@ -155,6 +161,17 @@ struct Operation {
   std::string description;  ///< for debug_dump; set only when recorded into a capture
   std::vector<Command> commands;
 };
+
+/// Work-mode iterations one spin dispatch may do (Mesa's lavapipe stops a shader's loops after
+/// 65,535 iterations: spin.comp).
+inline constexpr uint64_t kMaxIterationsPerDispatch = 32768;
+/// Dispatches a delay may be split into (about 400 s of spinning on lavapipe).
+inline constexpr uint64_t kMaxSpinDispatches = 1'000'000;
+
+/// The spin dispatches for `amount` of device.spin_mode's units (Note [Spin shader] in
+/// backend.cpp); Error(Unsupported) when a work-mode spin would need more than
+/// kMaxSpinDispatches dispatches.
+std::vector<Command> spin_commands(const DeviceState& device, uint64_t amount);
 
 /// Records `operations` into `buffer` (begun by the caller): a full memory barrier between two
 /// operations, and at the end one that makes the writes visible to the host.
