@@ -61,3 +61,21 @@ if(NOT ACCGRAPH_BACKEND_LEVEL_ZERO STREQUAL "OFF" AND EXISTS "${PROJECT_SOURCE_D
   endif()
 endif()
 message(STATUS "accgraph: level_zero backend ${ACCGRAPH_WITH_LEVEL_ZERO}")
+
+# Vulkan: only the headers are needed at build time (the module dlopen()s the loader, Note
+# [Loading the loader] in backends/vulkan/vk_api.cpp); glslangValidator, when found, compiles the
+# spin shader behind Stream::delay.
+set(ACCGRAPH_WITH_VULKAN OFF)
+if(NOT ACCGRAPH_BACKEND_VULKAN STREQUAL "OFF" AND EXISTS "${PROJECT_SOURCE_DIR}/backends/vulkan/CMakeLists.txt")
+  find_package(Vulkan QUIET COMPONENTS glslangValidator)
+  if(NOT TARGET Vulkan::Headers)
+    find_package(Vulkan QUIET)
+  endif()
+  if(TARGET Vulkan::Headers)
+    set(ACCGRAPH_WITH_VULKAN ON)
+  elseif(ACCGRAPH_BACKEND_VULKAN STREQUAL "ON")
+    message(FATAL_ERROR "ACCGRAPH_BACKEND_VULKAN=ON but CMake found no Vulkan headers: "
+      "install libvulkan-dev (Debian) or set ACCGRAPH_BACKEND_VULKAN=AUTO|OFF")
+  endif()
+endif()
+message(STATUS "accgraph: vulkan backend ${ACCGRAPH_WITH_VULKAN}")

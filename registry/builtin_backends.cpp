@@ -1,5 +1,5 @@
 // The explicit list of built-in backends: host (linked into the core) and the vendor modules
-// (cuda, level_zero) loaded from lib/accgraph/ next to libaccgraph at run time.
+// (cuda, level_zero, vulkan) loaded from lib/accgraph/ next to libaccgraph at run time.
 #include <dlfcn.h>
 #include <sys/stat.h>
 
@@ -32,6 +32,8 @@ constexpr BuiltinModule kBuiltinModules[] = {
      "configure accgraph with the CUDA Toolkit installed (ACCGRAPH_BACKEND_CUDA=AUTO or ON)"},
     {"level_zero", priority::normal,
      "configure accgraph with libze-dev installed (ACCGRAPH_BACKEND_LEVEL_ZERO=AUTO or ON)"},
+    {"vulkan", priority::normal,
+     "configure accgraph with libvulkan-dev installed (ACCGRAPH_BACKEND_VULKAN=AUTO or ON)"},
 };
 
 bool file_exists(const std::string& path) {

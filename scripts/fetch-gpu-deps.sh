@@ -9,6 +9,11 @@ exclude="$root/.git/info/exclude"
 if [ -f "$exclude" ] && ! grep -qx '/.deps/' "$exclude"; then echo '/.deps/' >> "$exclude"; fi
 cd "$root/.deps"
 packages=(libfmt-dev libfmt9 doctest-dev nlohmann-json3-dev libze-dev libze1
-  libprotobuf-dev libprotobuf32 libprotobuf-lite32 protobuf-compiler libprotoc32)
+  libprotobuf-dev libprotobuf32 libprotobuf-lite32 protobuf-compiler libprotoc32
+  # Vulkan: headers and the shader compiler for the build (unpacked into the private prefix
+  # with the others); the loader and glvnd, which NVIDIA's ICD needs, for gpu-check's vulkan
+  # stage, which unpacks them into / (the machine has the ICD but no loader).
+  libvulkan-dev glslang-tools spirv-tools
+  libvulkan1 libglvnd0 libglx0 libgl1 libegl1 libgles2 libopengl0)
 apt-get download "${packages[@]}"
 ls -l "$root/.deps"

@@ -11,7 +11,11 @@
 #   scripts/gpu-check.sh build tests demo bench   # some stages; later: repeat sanitizer
 #
 # Stages (all of them, in this order, by default): build tests repeat sanitizer demo bench
-# python nccl. The python stage builds the wheel (scripts/python-install.sh, into $BUILD_DIR/venv,
+# python nccl vulkan. The vulkan stage runs the vulkan backend on NVIDIA's Vulkan driver: the
+# machine has its ICD (/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json) but no loader, so
+# the stage unpacks Debian's loader and glvnd (carried in .deps/) into / and runs ldconfig when
+# libvulkan.so.1 is missing, points VK_DRIVER_FILES at the ICD (override: NVIDIA_ICD=...), and
+# runs the vulkan tests with a driver, the conformance suite and the demo on vulkan. The python stage builds the wheel (scripts/python-install.sh, into $BUILD_DIR/venv,
 # with the interpreter's nanobind, scikit-build-core, pytest and torch: no network needed), runs
 # tests/python with host and cuda required (a skip there is a failure; the PyTorch tests among
 # them), the Python benchmark, the PyTorch example (examples/python/transparent_profiling.py,
@@ -36,7 +40,7 @@ build="${BUILD_DIR:-$root/build-gpu}"
 state="$build/gpu-check"  # per-stage summaries and exit codes, kept between calls
 out="${OUT:-$state}"
 jobs="${JOBS:-16}"
-all_stages=(build tests repeat sanitizer demo bench python nccl)
+all_stages=(build tests repeat sanitizer demo bench python nccl vulkan)
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=("${all_stages[@]}")
 for stage in "${stages[@]}"; do
@@ -91,6 +95,7 @@ say "== $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/de
 t0=$SECONDS
 if ! cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
      -DACCGRAPH_BACKEND_CUDA=ON -DACCGRAPH_BACKEND_LEVEL_ZERO="${LEVEL_ZERO:-AUTO}" \
+     -DACCGRAPH_BACKEND_VULKAN="${VULKAN:-AUTO}" \
      "${cmake_extra[@]}" > "$out/build.log" 2>&1 ||
    ! cmake --build "$build" -j "$jobs" >> "$out/build.log" 2>&1; then
   say "BUILD FAILED (last lines of build.log):"
@@ -335,6 +340,52 @@ else
   fi
 fi
 end_stage nccl "$nccl_rc"
+fi
+
+# --- vulkan on NVIDIA's driver ------------------------------------------------------------------
+if wants vulkan; then
+begin_stage vulkan
+t0=$SECONDS
+icd="${NVIDIA_ICD:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}"
+vulkan_rc=0
+if [ ! -f "$build/lib/accgraph/libaccgraph_backend_vulkan.so" ]; then
+  say "vulkan: the vulkan module was not built (no Vulkan headers: see build.log's 'vulkan backend' line; .deps/ should carry libvulkan-dev)"
+  vulkan_rc=1
+elif [ ! -f "$icd" ]; then
+  say "vulkan: no NVIDIA Vulkan ICD at $icd (set NVIDIA_ICD=...)"
+  vulkan_rc=1
+else
+  # The loader (libvulkan1) and glvnd, without which NVIDIA's ICD fails to load
+  # (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER): unpacked into / from .deps/ when missing.
+  if ! ldconfig -p | grep -q 'libvulkan\.so\.1 '; then
+    unpacked=0
+    for package in libvulkan1 libglvnd0 libglx0 libgl1 libegl1 libgles2 libopengl0; do
+      deb="$(ls "$root"/.deps/"${package}"_*.deb 2>/dev/null | head -1)"
+      if [ -n "$deb" ]; then dpkg -x "$deb" / && unpacked=$((unpacked + 1)); fi
+    done
+    ldconfig
+    say "vulkan: unpacked $unpacked carried loader/glvnd packages into / (ldconfig)"
+  fi
+  export VK_DRIVER_FILES="$icd"
+  {
+    echo "\$ accgraph backends"; "$bin/accgraph" backends
+    echo; echo "\$ test_vulkan_backend --test-case='driver:*'"
+    ACCGRAPH_TEST_VULKAN_DEVICE=NVIDIA ACCGRAPH_TEST_VULKAN_EXPECT_DELAY=1 \
+      "$bin/test_vulkan_backend" --test-case='driver:*'
+  } > "$out/vulkan-tests.log" 2>&1 || vulkan_rc=1
+  say "vulkan: $(grep -A1 '^vulkan ' "$out/vulkan-tests.log" | tail -1 | sed 's/^ *//')"
+  say "vulkan: test_vulkan_backend (driver cases): $(grep -E '^\[doctest\] test cases' "$out/vulkan-tests.log" | tail -1)"
+  "$bin/accgraph-conformance" --backend vulkan > "$out/conformance-vulkan.log" 2>&1 || vulkan_rc=1
+  say "vulkan: conformance: $(grep -E 'vulkan: test cases' "$out/conformance-vulkan.log" | tail -1 | sed 's/^ *//')"
+  grep -E '^ +skipped \[vulkan\]|FAILED' "$out/conformance-vulkan.log" | sed 's/^ */  /' | tee -a "$summary"
+  {
+    echo "\$ accgraph demo --backend vulkan --layers 4 --replays 50 --trace $out/trace-vulkan.json"
+    "$bin/accgraph" demo --backend vulkan --layers 4 --replays 50 --trace "$out/trace-vulkan.json"
+  } > "$out/demo-vulkan.log" 2>&1 || vulkan_rc=1
+  say "vulkan: demo: $(grep -E '^backend|compute|data check' "$out/demo-vulkan.log" | head -3 | tr '\n' ' ')"
+fi
+say "vulkan: rc $vulkan_rc in $((SECONDS - t0)) s (logs: vulkan-tests.log, conformance-vulkan.log, demo-vulkan.log)"
+end_stage vulkan "$vulkan_rc"
 fi
 
 # --- verdict over every stage run on this build ---------------------------------------------------

@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/ensure-packages.sh cmake g++ make pkg-config libfmt-dev doctest-dev \
-  nlohmann-json3-dev libze1 libze-dev libprotobuf-dev protobuf-compiler python3-venv python3-dev
+  nlohmann-json3-dev libze1 libze-dev libprotobuf-dev protobuf-compiler python3-venv python3-dev \
+  libvulkan-dev mesa-vulkan-drivers glslang-tools
 cmake --preset default
 cmake --build --preset default
 ./build/bin/accgraph demo "$@"

@@ -3,7 +3,7 @@
 #
 #   default  build/ (the ci preset: the default build with warnings as errors): ctest (unit,
 #            conformance on every backend here, CLI, plugins, Level Zero through the CPU driver,
-#            CUDA tests that skip without a GPU, the package tests: the installed package, both
+#            Vulkan through Mesa's lavapipe, CUDA tests that skip without a GPU, the package tests: the installed package, both
 #            example plugins built against it and the conformance suite on them, and the
 #            Perfetto traces decoded in build/perfetto-venv, made by scripts/perfetto-venv.sh)
 #   asan     build-asan/: the whole ctest under AddressSanitizer + UBSan + LeakSanitizer
@@ -117,6 +117,10 @@ elif [ "${ACCGRAPH_TEST_QUICK:-0}" = "1" ]; then
 else
   parts=("${all_parts[@]}")
 fi
+
+# The Vulkan backend's build and CI driver (headers, Mesa's lavapipe, the shader compiler): CI
+# machines set up before the backend existed lack them. Installs only what is missing.
+bash scripts/ensure-packages.sh libvulkan-dev mesa-vulkan-drivers glslang-tools
 
 summary=()
 failed=0
