@@ -75,7 +75,8 @@ void ForeignGraph::capture_end() { graph_->capture_end(); }
 
 void ForeignGraph::reset() { graph_->reset(); }
 
-void ForeignGraph::launch_with(Stream& stream, void (*call)(void*), void* context) {
+void ForeignGraph::launch_with(Stream& stream, void (*call)(void*), void* context,
+                               LaunchCheck check) {
   if (graph_->state() != GraphState::Instantiated)
     throw Error(ErrorCode::InvalidState,
                 fmt::format("launch: foreign graph {} has no finished capture ({}): call "
@@ -84,6 +85,7 @@ void ForeignGraph::launch_with(Stream& stream, void (*call)(void*), void* contex
                             graph_->id(), to_string(graph_->state())),
                 graph_->backend_name());
   LaunchScope scope(static_cast<ForeignGraphImpl&>(*graph_->impl_), call, context);
+  graph_->fenced_launch_ = check == LaunchCheck::Fenced;
   graph_->replay_on(stream);
 }
 

@@ -59,6 +59,10 @@ class ReplaySubscriber {
 struct GraphAccess {
   /// The backend's graph behind `graph`.
   static GraphImplInterface& impl(const AcceleratorGraph& graph) { return *graph.impl_; }
+  /// During a foreign graph's launch: whether it is checked with a fence (LaunchCheck::Fenced).
+  static bool fenced_launch(const AcceleratorGraph& graph) {
+    return graph.is_foreign() && graph.fenced_launch_;
+  }
   /// Until unsubscribe: each replay of `graph` calls `subscriber` with `state`.
   static void subscribe(AcceleratorGraph& graph, ReplaySubscriber& subscriber, void* state);
   static void unsubscribe(AcceleratorGraph& graph, ReplaySubscriber& subscriber) noexcept;

@@ -203,7 +203,7 @@ struct Profiler::Impl final : GraphObserver, detail::ReplaySubscriber {
     // read or report.
     std::shared_ptr<const ReportLayout> layout =
         entry.layout->regions().empty() ? nullptr : entry.layout;
-    if (graph.is_foreign())
+    if (detail::GraphAccess::fenced_launch(graph))
       entry.ring->after_foreign_launch(detail::GraphAccess::impl(graph),
                                        detail::StreamAccess::impl(stream), std::move(layout),
                                        MarkerRing::LaunchOutcome::Returned);
@@ -216,7 +216,8 @@ struct Profiler::Impl final : GraphObserver, detail::ReplaySubscriber {
   // The owner's launch of a foreign graph raised: it may have run (Note [Launch fences]).
   void after_failed_replay(AcceleratorGraph& graph, Stream& stream, void* state) noexcept override {
     const GraphEntry& entry = *static_cast<const GraphEntry*>(state);
-    if (!entry.layout) return;
+    // Unfenced (LaunchCheck::Trusted): the number is given to the next launch, as before.
+    if (!entry.layout || !detail::GraphAccess::fenced_launch(graph)) return;
     try {
       entry.ring->after_foreign_launch(
           detail::GraphAccess::impl(graph), detail::StreamAccess::impl(stream),

@@ -51,6 +51,18 @@ class Stream;
 /// - Backends: a wrapped queue's is_capturing() must report a capture its owner began natively
 ///   (CUDA asks cudaStreamIsCapturing; Level Zero asks the graph extension for wrapped lists).
 /// - The handle is used by one thread at a time, like an AcceleratorGraph.
+/// Whether ForeignGraph::launch checks what the owner's launch did (Note [Launch fences] in
+/// timing/marker_ring.cpp).
+enum class LaunchCheck {
+  /// A fence after each launch of a graph with regions: a launch that ran nothing or twice is
+  /// reported unmeasurable, and no wait can hang on it. Costs one eager marker sequence a launch.
+  Fenced,
+  /// For an owner whose launch enqueues exactly one execution by construction (PyTorch's
+  /// CUDAGraph.replay launches its executable once, or raises before launching): no fence. A
+  /// launch that breaks the rule can then make flush() wait forever.
+  Trusted,
+};
+
 class ACCGRAPH_API ForeignGraph {
  public:
   /// A foreign graph whose work runs on streams of `backend` (empty: the default backend).
@@ -66,10 +78,10 @@ class ACCGRAPH_API ForeignGraph {
   void capture_end();
   /// The owner launches the graph on `stream` through `launch` (see the rules above).
   template <class Launch>
-  void launch(Stream& stream, Launch&& launch) {
+  void launch(Stream& stream, Launch&& launch, LaunchCheck check = LaunchCheck::Fenced) {
     using Fn = std::remove_reference_t<Launch>;
     launch_with(stream, [](void* fn) { (*static_cast<Fn*>(fn))(); },
-                const_cast<void*>(static_cast<const void*>(&launch)));
+                const_cast<void*>(static_cast<const void*>(&launch)), check);
   }
   /// The owner drops its graph, or its capture failed: the graph may capture again.
   void reset();
@@ -83,7 +95,7 @@ class ACCGRAPH_API ForeignGraph {
 
  private:
   /// launch() without the template: `call(context)` runs the owner's launch.
-  void launch_with(Stream& stream, void (*call)(void*), void* context);
+  void launch_with(Stream& stream, void (*call)(void*), void* context, LaunchCheck check);
 
   std::unique_ptr<AcceleratorGraph> graph_;
 };

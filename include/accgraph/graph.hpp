@@ -116,6 +116,7 @@ class ACCGRAPH_API AcceleratorGraph {
 
   uint64_t id_;
   bool foreign_ = false;
+  bool fenced_launch_ = true;  // the current foreign launch's LaunchCheck (ForeignGraph::launch)
   GraphArgs args_;
   std::string backend_name_;
   Backend* backend_;

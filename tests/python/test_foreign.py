@@ -399,3 +399,15 @@ def test_interpreter_exit_with_a_launch_of_nothing_pending_returns(tmp_path):  #
                             timeout=60)
     assert result.returncode == 0, result.stderr
     assert "launched" in result.stdout
+
+
+def test_a_trusted_launch_is_reported_like_a_checked_one():
+    prof = accgraph.Profiler(ring_depth=2)
+    owner, foreign = timed_foreign(prof)
+    for _ in range(3):
+        foreign.launch(owner.wrapped, owner.launch, trusted=True)
+    foreign.launch(owner.wrapped, owner.launch)
+    prof.flush()
+    reports = prof.reports()
+    assert [rep.replay_index for rep in reports] == [0, 1, 2, 3]
+    assert all(_measured(rep) for rep in reports)

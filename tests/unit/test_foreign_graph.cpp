@@ -193,3 +193,23 @@ TEST_CASE("ForeignGraph: a launch that raises, before or after launching, loses 
     check_measured(reports[i]);
   }
 }
+
+TEST_CASE("ForeignGraph: trusted launches (no fence) are reported like checked ones") {
+  NativeOwner owner;
+  Profiler prof(ProfilerOptions{.ring_depth = 2});
+  Collected collected(prof);
+  ForeignGraph foreign("host");
+  prof.attach(foreign);
+  capture(prof, foreign, owner);
+  for (int i = 0; i < 5; ++i)
+    foreign.launch(owner.wrapped, [&] { owner.launch(); },
+                   i % 2 == 0 ? LaunchCheck::Trusted : LaunchCheck::Fenced);
+  returns_in_time("flush", [&] { prof.flush(); });
+  std::vector<ReplayReport> reports = collected.take();
+  REQUIRE(reports.size() == 5);
+  for (size_t i = 0; i < reports.size(); ++i) {
+    CAPTURE(i);
+    CHECK(reports[i].replay_index() == i);
+    check_measured(reports[i]);
+  }
+}

@@ -25,7 +25,7 @@ struct LaunchCallableRaised final : std::exception {
 // `fn`, so that a sink on the background collector's thread never waits for this thread while
 // this thread waits for it. What `fn` raises reaches the caller as that same exception (not a
 // C++ error carrying its text), and the launch is not counted.
-void launch(PyForeignGraph& self, PyStream& py_stream, nb::callable fn) {
+void launch(PyForeignGraph& self, PyStream& py_stream, nb::callable fn, bool trusted) {
   std::shared_ptr<Stream> stream_owner = py_stream.share();
   Stream& stream = *stream_owner;
   GraphUse use(self.busy, "ForeignGraph", "launch");
@@ -40,7 +40,7 @@ void launch(PyForeignGraph& self, PyStream& py_stream, nb::callable fn) {
         raised.emplace(std::move(e));
         throw LaunchCallableRaised();
       }
-    });
+    }, trusted ? LaunchCheck::Trusted : LaunchCheck::Fenced);
   } catch (const LaunchCallableRaised&) {
     nb::python_error error = std::move(*raised);
     raised.reset();
@@ -116,13 +116,18 @@ void bind_foreign_graph(nb::module_& m) {
           "The owner is about to end its native capture: call it while the capture is still "
           "open (the last markers go into it). A failure (a region left open) leaves the "
           "graph empty, untimed; the owner still ends its capture.")
-      .def("launch", &launch, nb::arg("stream"), nb::arg("fn"),
-           nb::sig("def launch(self, stream: Stream, fn: collections.abc.Callable[[], object]) "
-                   "-> None"),
+      .def("launch", &launch, nb::arg("stream"), nb::arg("fn"), nb::kw_only(),
+           nb::arg("trusted") = false,
+           nb::sig("def launch(self, stream: Stream, fn: collections.abc.Callable[[], object], "
+                   "*, trusted: bool = False) -> None"),
            "Launches the captured graph through `fn()`, which must enqueue exactly one "
            "execution of it on `stream` (or on the native queue `stream` wraps) and nothing "
            "else: the marker ring is made ready first (without the GIL), the launch counted "
            "after `fn` returns. What `fn` raises propagates unchanged and counts no launch. "
+           "An `fn` that breaks the rule (launches nothing, or twice) gets an unmeasurable "
+           "report, never a hang, through a fence enqueued after it (one eager marker "
+           "sequence); `trusted=True` skips the fence for an owner whose launch runs the graph "
+           "exactly once by construction (accgraph.torch: CUDAGraph.replay). "
            "InvalidStateError before a finished capture.")
       .def(
           "reset",
