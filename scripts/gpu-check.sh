@@ -383,6 +383,12 @@ else
     "$bin/accgraph" demo --backend vulkan --layers 4 --replays 50 --trace "$out/trace-vulkan.json"
   } > "$out/demo-vulkan.log" 2>&1 || vulkan_rc=1
   say "vulkan: demo: $(grep -E '^backend|compute|data check' "$out/demo-vulkan.log" | head -3 | tr '\n' ' ')"
+  # The same portable workload on cuda and vulkan side by side (bench/backends).
+  if [ -x "$bin/accgraph-bench-backends" ]; then
+    "$bin/accgraph-bench-backends" cuda vulkan > "$out/bench-backends.log" 2>&1 || vulkan_rc=1
+    say "vulkan: accgraph-bench-backends cuda vulkan:"
+    sed 's/^/  /' "$out/bench-backends.log" | tee -a "$summary"
+  fi
 fi
 say "vulkan: rc $vulkan_rc in $((SECONDS - t0)) s (logs: vulkan-tests.log, conformance-vulkan.log, demo-vulkan.log)"
 end_stage vulkan "$vulkan_rc"
