@@ -91,9 +91,11 @@ part_python() {
   timed "${ACCGRAPH_VENV:-$root/build/venv}/bin/python" -m pip install -q perfetto protobuf
   # The toy plugin links libaccgraph.so.0 by its soname, so loaded into Python it uses the
   # wheel's copy, which the process has already loaded.
+  # vulkan runs on Mesa's lavapipe, which the backend uses only when pointed at it.
   timed env ZE_ENABLE_ALT_DRIVERS="$root/build/lib/libze_accgraph_cpu.so" \
+    VK_DRIVER_FILES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json \
     ACCGRAPH_TEST_TOY_PLUGIN="$root/build/python-toy/libaccgraph_toy.so" \
-    ACCGRAPH_TEST_REQUIRE_BACKENDS="${ACCGRAPH_TEST_REQUIRE_BACKENDS:-host,level_zero,toy}" \
+    ACCGRAPH_TEST_REQUIRE_BACKENDS="${ACCGRAPH_TEST_REQUIRE_BACKENDS:-host,level_zero,toy,vulkan}" \
     ACCGRAPH_TEST_REQUIRE_PERFETTO=1 \
     "${ACCGRAPH_VENV:-$root/build/venv}/bin/python" -m pytest -p no:cacheprovider -q -rs tests/python
 }

@@ -1,8 +1,10 @@
 """Fixtures of the Python tests: the backends to run on (host, level_zero through the CPU test
-driver, the out-of-tree toy plugin, cuda), each skipped with the reason where it cannot run.
+driver, the out-of-tree toy plugin, cuda, vulkan), each skipped with the reason where it cannot
+run.
 
 Environment (scripts/test.sh sets these):
   ZE_ENABLE_ALT_DRIVERS           the CPU Level Zero driver (build/lib/libze_accgraph_cpu.so)
+  VK_DRIVER_FILES                 Mesa's lavapipe ICD (/usr/share/vulkan/icd.d/lvp_icd.x86_64.json)
   ACCGRAPH_TEST_TOY_PLUGIN        the toy plugin library (examples/out_of_tree_backend built)
   ACCGRAPH_TEST_REQUIRE_BACKENDS  comma-separated backends that must run: a skip is a failure
 """
@@ -16,7 +18,7 @@ import pytest
 
 import accgraph
 
-ALL_BACKENDS = ["host", "level_zero", "toy", "cuda"]
+ALL_BACKENDS = ["host", "level_zero", "toy", "cuda", "vulkan"]
 
 _toy_error = None
 _toy_path = os.environ.get("ACCGRAPH_TEST_TOY_PLUGIN")

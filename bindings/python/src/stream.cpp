@@ -30,7 +30,8 @@ constexpr int kDLOneAPI = 14;
 // Note [DLPack devices]: a Buffer does not know its device type, only its backend and kind, so
 // the mapping is by backend: host memory of every backend is CPU memory (cuda's is pinned:
 // kDLCUDAHost); device memory is kDLCUDA on cuda, kDLOneAPI on level_zero, CPU memory on the host
-// backend, and kDLExtDev (unknown to consumers) on a plugin, whose device memory may not be
+// backend, and kDLExtDev (unknown to consumers) on vulkan (whose device Buffers have addresses of
+// accgraph's own, not VkDeviceMemory) and on a plugin, whose device memory may not be
 // addressable by the CPU. The buffer protocol is offered for the CPU-addressable cases only.
 std::pair<int, int> dlpack_device(const PyBuffer& b, MemoryKind kind) {
   if (b.backend == "host") return {kDLCPU, 0};
