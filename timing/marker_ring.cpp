@@ -107,6 +107,7 @@ void MarkerRing::after_launch(GraphImplInterface& graph, StreamImpl& stream,
   markers_->after_launch(graph, stream, sequence);
   ++next_sequence_;
   const uint64_t index = launches_++;
+  last_launch_fenced_ = false;
   if (layout) pending_.push_back(Pending{sequence, index, std::move(layout)});
 }
 
@@ -137,6 +138,7 @@ void MarkerRing::after_foreign_launch(GraphImplInterface& graph, StreamImpl& str
   if (!layout) {
     ++next_sequence_;
     ++launches_;
+    last_launch_fenced_ = false;
     return;
   }
   // The fence, right behind whatever the owner's launch enqueued (Note [Launch fences]).
@@ -152,6 +154,7 @@ void MarkerRing::after_foreign_launch(GraphImplInterface& graph, StreamImpl& str
   if (!raised) {  // a raised launch counts no execution: its number is used again
     ++next_sequence_;
     ++launches_;
+    last_launch_fenced_ = true;
   }
   pending_.push_back(std::move(pending));
 }
@@ -289,9 +292,10 @@ void MarkerRing::wait_last_launch() {
   // life rather than freed under work that might still write it.
   for (Fence& fence : fences_)
     if (fence.next > 0) fence.markers->wait(fence.next - 1);
-  // Behind its fence, a launch that ran has completed: no need to wait any longer.
+  // Behind its fence, a launch that ran has completed: no need to wait any longer. An unfenced
+  // last launch (no regions, or LaunchCheck::Trusted) gets a bounded wait.
   const auto deadline = std::chrono::steady_clock::now() +
-                        (fences_.empty() ? std::chrono::seconds(10) : std::chrono::seconds(0));
+                        (last_launch_fenced_ ? std::chrono::seconds(0) : std::chrono::seconds(10));
   while (!markers_->is_complete(next_sequence_ - 1)) {
     if (std::chrono::steady_clock::now() >= deadline) {
       log(LogLevel::Warning,
