@@ -142,7 +142,7 @@ void Stream::copy(void* dst, const void* src, size_t bytes) {
                             dst == nullptr ? "destination" : "source"),
                 s.backend_name);
   s.impl->copy(dst, src, bytes);
-  ++s.operations;
+  s.count_operation();
 }
 
 void Stream::copy(Buffer& dst, const Buffer& src) {
@@ -164,7 +164,7 @@ void Stream::fill(void* dst, uint8_t value, size_t bytes) {
                             bytes),
                 s.backend_name);
   s.impl->fill(dst, value, bytes);
-  ++s.operations;
+  s.count_operation();
 }
 
 void Stream::fill(Buffer& dst, uint8_t value) { fill(dst.data(), value, dst.size()); }
@@ -200,7 +200,7 @@ void Stream::host_call(std::function<void()> fn) {
                 "before enqueuing C++ callables",
                 s.backend_name);
   s.impl->host_call(std::move(fn));
-  ++s.operations;
+  s.count_operation();
 }
 
 void Stream::delay(std::chrono::nanoseconds duration) {
@@ -224,7 +224,7 @@ void Stream::delay(std::chrono::nanoseconds duration) {
                 "delay is not supported by this backend: check capabilities().timed_delay first",
                 s.backend_name);
   s.impl->delay(duration);
-  ++s.operations;
+  s.count_operation();
 }
 
 void Stream::wait(Stream& other) {
@@ -269,7 +269,7 @@ void Stream::wait(Stream& other) {
                 "work on the capturing stream",
                 s.backend_name);
   s.impl->wait_for(*o.impl);
-  ++s.operations;
+  s.count_operation();
   if (other_capturing && s.impl->is_capturing()) {
     detail::StreamAccess::join_capture(detail::StreamAccess::shared(*this, "wait"),
                                        o.capturing_graph);
@@ -304,7 +304,7 @@ AcceleratorGraph* Stream::capturing_graph() const {
 // begin marker with the end of the region before (the native work lies between the two).
 void* Stream::native_handle() const {
   detail::StreamState& s = state();
-  ++s.operations;
+  s.count_operation();
   s.native = true;  // the caller may capture it natively now (Note [Native captures])
   return s.impl->native_handle();
 }

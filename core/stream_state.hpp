@@ -2,6 +2,7 @@
 // the internal access the core and the timing layer need to it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -32,7 +33,14 @@ struct StreamState {
   // impl->is_capturing(): Stream::capturing_graph() checks that before using it. A graph clears
   // it on its capture stream when the capture ends; a destroyed graph has ended its capture.
   AcceleratorGraph* capturing_graph = nullptr;
-  uint64_t operations = 0;
+  // Operations enqueued through accgraph so far. Threads may share one Stream (Note [Streams]
+  // in backend.hpp), so it is atomic; a relaxed load and store instead of an atomic add, since
+  // only "did it change since the last region boundary" is asked, which a lost increment of two
+  // racing ones still answers (and x86 pays nothing for it on the hot path).
+  std::atomic<uint64_t> operations{0};
+  void count_operation() noexcept {
+    operations.store(operations.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
   // Note [Native captures]: whether the queue may capture without accgraph knowing: it was
   // wrapped from a native handle, its native handle was handed out, or it joined such a capture
   // (wait_for). A stream that is none of these captures only through AcceleratorGraph, which
@@ -54,7 +62,9 @@ struct StreamAccess {
   static StreamImpl& impl(const Stream& stream) { return *stream.state().impl; }
   /// Operations enqueued through `stream` so far: two regions are adjacent when none came
   /// between them (N+1 markers).
-  static uint64_t operation_count(const Stream& stream) { return stream.state().operations; }
+  static uint64_t operation_count(const Stream& stream) {
+    return stream.state().operations.load(std::memory_order_relaxed);
+  }
   /// Stream::is_capturing(), asking the backend only where the stream can be capturing: it is
   /// in an accgraph capture, or may be in a native one (Note [Native captures]).
   static bool capturing(const Stream& stream) {
