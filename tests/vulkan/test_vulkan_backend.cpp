@@ -120,6 +120,15 @@ TEST_CASE("driver: capture, replay and timed regions") {
   Buffer source = Buffer::allocate(stream, 4096, MemoryKind::Device);
   Buffer destination = Buffer::allocate(stream, 4096, MemoryKind::Device);
   const bool with_delay = stream.capabilities().timed_delay;
+  // On lavapipe (a CPU device) a 300 us spin between two timestamp queries measured 292-299 us in
+  // about 1 of 10 runs when more processes than cores ran (two tests and a build on 2 cores), with
+  // any calibration margin: the queries, not the spin's length, are off by a few percent there.
+  // The conformance suite keeps the exact bound (caps.honest); this test allows 5% on a CPU
+  // device, never on a GPU.
+  const bool cpu_device =
+      Registry::instance().backend("vulkan").devices().at(0).name.find("llvmpipe") !=
+      std::string::npos;
+  const uint64_t spin_floor_ns = cpu_device ? 285'000 : 300'000;
 
   stream.fill(destination, 0);
   timing::Profiler profiler;
@@ -154,7 +163,7 @@ TEST_CASE("driver: capture, replay and timed regions") {
     CHECK(report.marker_strategy() == "timestamp_queries");
     const timing::RegionTiming& spin = report.region(1);
     REQUIRE(spin.measurable);
-    if (with_delay) CHECK(spin.duration_ns >= 300'000);
+    if (with_delay) CHECK(spin.duration_ns >= spin_floor_ns);
     CHECK(spin.duration_ns < 1'000'000'000);
     CHECK(report.region(0).end_ns == spin.start_ns);
     CHECK(spin.end_ns == report.region(2).start_ns);
