@@ -53,11 +53,10 @@ std::vector<std::shared_ptr<MarkerRing>> Collector::rings_snapshot() const {
 }
 
 bool Collector::collect_oldest(MarkerRing& ring) {
-  if (!ring.has_pending()) return false;
   // A raised foreign launch is collected without a report (Note [Launch fences]).
-  std::optional<ReplayReport> report = ring.collect_oldest();
-  if (report) store_.deliver(std::move(*report));
-  return true;
+  MarkerRing::Collected next = ring.collect_next();
+  if (next.report) store_.deliver(std::move(*next.report));
+  return next.collected;
 }
 
 void Collector::make_room(MarkerRing& ring) {

@@ -183,14 +183,9 @@ bool MarkerRing::oldest_complete() {
   return markers_->is_complete(oldest.sequence);
 }
 
-bool MarkerRing::has_pending() const {
+MarkerRing::Collected MarkerRing::collect_next() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return !pending_.empty();
-}
-
-std::optional<ReplayReport> MarkerRing::collect_oldest() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (pending_.empty()) return std::nullopt;
+  if (pending_.empty()) return {};
   // Popped only once read (or failed): until then its slot must not be reused by a new launch,
   // which `full()` guarantees.
   Pending pending = std::move(pending_.front());
@@ -211,7 +206,7 @@ std::optional<ReplayReport> MarkerRing::collect_oldest() {
   }
   pending_.pop_front();
   if (failure) std::rethrow_exception(failure);
-  return report;
+  return {true, std::move(report)};
 }
 
 bool MarkerRing::within(const std::vector<uint64_t>& times, uint64_t low, uint64_t high) {

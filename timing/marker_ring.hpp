@@ -74,10 +74,16 @@ class MarkerRing {
   bool oldest_complete();
   /// Waits for the oldest pending sequence, reads its times and removes it from the queue (also
   /// when the backend fails: the failure is rethrown). nullopt when none is pending; for a
-  /// fenced ring also when the oldest was a raised launch (nothing to report): call again while
-  /// pending() is not empty.
-  std::optional<ReplayReport> collect_oldest();
-  bool has_pending() const;
+  /// fenced ring also when the oldest was a raised launch (nothing to report: collect_next()
+  /// tells the two apart).
+  std::optional<ReplayReport> collect_oldest() { return collect_next().report; }
+  /// The same, saying also whether a sequence was collected at all (a raised foreign launch is
+  /// collected without a report): one lock for both, on the collection path.
+  struct Collected {
+    bool collected = false;
+    std::optional<ReplayReport> report;
+  };
+  Collected collect_next();
   /// Waits for the last launched sequence (a capture without regions still writes the storage).
   /// On a fenced ring the wait is bounded (Note [Launch fences]).
   void wait_last_launch();
