@@ -14,10 +14,10 @@
 
 #include "accgraph/backend.hpp"
 #include "accgraph/error.hpp"
-#include "accgraph/registry.hpp"
 #include "accgraph/stream.hpp"
-#include "hooks_internal.hpp"
-#include "stream_state.hpp"
+#include "core/internal/backend_lookup.hpp"
+#include "core/internal/observers.hpp"
+#include "core/internal/timing_seam.hpp"
 
 namespace accgraph {
 
@@ -66,10 +66,9 @@ AcceleratorGraph::AcceleratorGraph(GraphArgs args) : AcceleratorGraph(std::strin
 
 AcceleratorGraph::AcceleratorGraph(std::string_view backend_name, GraphArgs args)
     : id_(next_graph_id.fetch_add(1)), args_(args) {
-  Registry& registry = Registry::instance();
-  backend_name_ =
-      backend_name.empty() ? registry.default_backend_name() : std::string(backend_name);
-  backend_ = &registry.backend(backend_name_);
+  detail::ResolvedBackend resolved = detail::resolve_backend(backend_name);
+  backend_name_ = std::move(resolved.name);
+  backend_ = resolved.backend;
   impl_ = backend_->create_graph(args_);
   if (!impl_)
     throw Error(ErrorCode::BackendError, "create_graph returned no graph implementation",
@@ -79,10 +78,9 @@ AcceleratorGraph::AcceleratorGraph(std::string_view backend_name, GraphArgs args
 AcceleratorGraph::AcceleratorGraph(ForeignTag, std::string_view backend_name,
                                    std::unique_ptr<GraphImplInterface> impl)
     : id_(next_graph_id.fetch_add(1)), foreign_(true) {
-  Registry& registry = Registry::instance();
-  backend_name_ =
-      backend_name.empty() ? registry.default_backend_name() : std::string(backend_name);
-  backend_ = &registry.backend(backend_name_);
+  detail::ResolvedBackend resolved = detail::resolve_backend(backend_name);
+  backend_name_ = std::move(resolved.name);
+  backend_ = resolved.backend;
   impl_ = std::move(impl);
 }
 
@@ -205,6 +203,7 @@ void AcceleratorGraph::capture_end() {
     finish_capture_streams();
     state_ = GraphState::Empty;
     detail::notify_observers([&](GraphObserver& o) { o.on_reset(*this); });
+    instruments_.clear();
     throw;
   }
   finish_capture_streams();
@@ -280,52 +279,30 @@ void AcceleratorGraph::replay_on(Stream& stream) {
   if (state_ == GraphState::Captured) instantiate();
 
   detail::notify_replay_observers([&](GraphObserver& o) { o.on_replay_begin(*this, stream); });
-  for (const auto& [subscriber, state] : replay_subscribers_)
-    subscriber->before_replay(*this, stream, state);
+  for (const auto& instrument : instruments_)
+    if (instrument->active()) instrument->before_replay(*this, stream);
   try {
     impl_->replay(detail::StreamAccess::impl(stream));
   } catch (...) {
     // Only a foreign graph's owner launch can have run work and still thrown (Note [Launch
     // fences] in timing/marker_ring.cpp); the profilers are told, then the exception goes on.
     if (foreign_)
-      for (const auto& [subscriber, state] : replay_subscribers_)
-        subscriber->after_failed_replay(*this, stream, state);
+      for (const auto& instrument : instruments_)
+        if (instrument->active()) instrument->after_failed_replay(*this, stream);
     throw;
   }
   ++replay_count_;
   detail::notify_replay_observers([&](GraphObserver& o) { o.on_replay_end(*this, stream); });
-  for (const auto& [subscriber, state] : replay_subscribers_)
-    subscriber->after_replay(*this, stream, state);
+  for (const auto& instrument : instruments_)
+    if (instrument->active()) instrument->after_replay(*this, stream);
 }
 
 size_t AcceleratorGraph::replay_hooks() const noexcept {
+  size_t active = 0;
+  for (const auto& instrument : instruments_) active += instrument->active() ? 1 : 0;
   return static_cast<size_t>(detail::replay_observer_count.load(std::memory_order_relaxed)) +
-         replay_subscribers_.size();
+         active;
 }
-
-namespace detail {
-
-void GraphAccess::subscribe(AcceleratorGraph& graph, ReplaySubscriber& subscriber, void* state) {
-  for (auto& entry : graph.replay_subscribers_)
-    if (entry.first == &subscriber) {
-      entry.second = state;
-      return;
-    }
-  graph.replay_subscribers_.emplace_back(&subscriber, state);
-}
-
-void GraphAccess::keep_alive(AcceleratorGraph& graph, std::shared_ptr<void> object) {
-  graph.kept_alive_.push_back(std::move(object));
-}
-
-void GraphAccess::unsubscribe(AcceleratorGraph& graph, ReplaySubscriber& subscriber) noexcept {
-  auto& list = graph.replay_subscribers_;
-  list.erase(std::remove_if(list.begin(), list.end(),
-                            [&](const auto& entry) { return entry.first == &subscriber; }),
-             list.end());
-}
-
-}  // namespace detail
 
 void AcceleratorGraph::reset() {
   capture_stream_destroyed_ = false;
@@ -338,7 +315,7 @@ void AcceleratorGraph::reset() {
       detail::notify_observers([&](GraphObserver& o) { o.on_reset(*this); });
     impl_->reset();
   }
-  kept_alive_.clear();  // the backend dropped the captured work that used it
+  instruments_.clear();  // the backend dropped the captured work that wrote into them
   state_ = GraphState::Empty;
   replay_count_ = 0;
 }
@@ -410,7 +387,7 @@ void AcceleratorGraph::abort_capture_noexcept() noexcept {
         fmt::format("graph {}: aborting the capture failed: {}", id_, e.what()));
   }
   finish_capture_streams();
-  kept_alive_.clear();
+  instruments_.clear();
   state_ = GraphState::Empty;
 }
 

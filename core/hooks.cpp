@@ -3,7 +3,7 @@
 #include <mutex>
 
 #include "accgraph/error.hpp"
-#include "hooks_internal.hpp"
+#include "core/internal/observers.hpp"
 
 namespace accgraph {
 

@@ -9,9 +9,9 @@
 #include "accgraph/backend.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/graph.hpp"
-#include "accgraph/registry.hpp"
-#include "hooks_internal.hpp"
-#include "stream_state.hpp"
+#include "core/internal/backend_lookup.hpp"
+#include "core/internal/observers.hpp"
+#include "core/internal/stream_state.hpp"
 
 namespace accgraph {
 
@@ -20,9 +20,9 @@ namespace {
 std::atomic<uint64_t> next_stream_id{1};
 
 Backend& resolve_backend(std::string_view name, std::string& resolved_name) {
-  Registry& registry = Registry::instance();
-  resolved_name = name.empty() ? registry.default_backend_name() : std::string(name);
-  return registry.backend(resolved_name);
+  detail::ResolvedBackend resolved = detail::resolve_backend(name);
+  resolved_name = std::move(resolved.name);
+  return *resolved.backend;
 }
 
 void check_device(Backend& backend, const std::string& name, int device) {

@@ -1,6 +1,9 @@
-// timing::Profiler, the facade: attachment, the graph-lifecycle glue and the public API. The
-// work is done by one unit per concept, each with its own lock (order: facade -> recorder ->
-// marker ring; collector delivery -> marker ring; report store is a leaf):
+// timing::Profiler, the facade: the public API and the graph-lifecycle glue. The work is done by
+// one unit per concept, each with its own lock (order: recorder -> marker ring; collector
+// delivery -> marker ring; report store is a leaf):
+//   ProfilerCore   (profiler_core.hpp)    what the units share: attachment, ring creation,
+//                                          what happens to a finished sequence, regions
+//   GraphTiming    (graph_timing.hpp)     one capture's timing, owned by the graph
 //   RegionRecorder (region_recorder.hpp)  regions per stream, N+1 boundaries, captures/eager
 //   MarkerRing     (marker_ring.hpp)      one backend marker set: sequences, pending queue
 //   Collector      (collector.hpp)        collection, make-room, flush, background thread
@@ -9,231 +12,48 @@
 
 #include <exception>
 #include <memory>
-#include <mutex>
-#include <set>
-#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
 
-#include "accgraph/backend.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/foreign_graph.hpp"
 #include "accgraph/graph.hpp"
 #include "accgraph/hooks.hpp"
 #include "accgraph/stream.hpp"
-#include "../core/hooks_internal.hpp"
-#include "../core/stream_state.hpp"
-#include "collector.hpp"
-#include "marker_ring.hpp"
-#include "region_recorder.hpp"
-#include "report_store.hpp"
+#include "graph_timing.hpp"
+#include "profiler_core.hpp"
 
 namespace accgraph::timing {
 
-namespace {
-
-// A timed graph's state; its address is what the graph's replays hand back (ReplaySubscriber),
-// so replays reach it without a lookup or a lock. Its fields change only in that graph's own
-// lifecycle hooks (capture_begin, capture_ending, reset, destruction), which the core calls on
-// the thread driving the graph, never during one of its replays.
-struct GraphEntry {
-  AcceleratorGraph* graph = nullptr;  // subscribed to while the entry exists
-  std::shared_ptr<MarkerRing> ring;
-  std::shared_ptr<Recording> capture;          // while capturing
-  std::shared_ptr<const ReportLayout> layout;  // after capture_ending
-};
-
-uint64_t checked_keep(const ProfilerOptions& options) {
-  if (options.keep_reports.negative())
-    throw Error(ErrorCode::InvalidArgument,
-                "Profiler: keep_reports is negative: give how many of the last reports to keep "
-                "(0 for none, KeepReports::all() for every one)");
-  return options.keep_reports.count();
-}
-
-}  // namespace
-
-struct Profiler::Impl final : GraphObserver, detail::ReplaySubscriber {
-  explicit Impl(ProfilerOptions opts)
-      : options(std::move(opts)),
-        store(checked_keep(options), options.stats_mode, options.collect_stats),
-        collector(store),
-        recorder(collector, MarkerOptions{options.marker_strategy, options.ring_depth},
-                 options.delivery) {}
-
-  const ProfilerOptions options;
-  ReportStore store;
-  Collector collector;
-  RegionRecorder recorder;
+// The core plus the graph lifecycle hooks (lifecycle events only: replays reach the graphs'
+// own GraphTimings, so graphs this profiler does not time pay nothing).
+struct Profiler::Impl final : ProfilerCore, GraphObserver {
+  using ProfilerCore::ProfilerCore;
   ObserverHandle observer;
 
-  mutable std::mutex mutex;  // below
-  bool attach_all = false;
-  std::set<uint64_t> attached;                      // graph ids
-  std::unordered_map<uint64_t, GraphEntry> graphs;  // nodes do not move: subscribers' state
-
-  bool times(const AcceleratorGraph& graph) const {  // caller holds `mutex`
-    return attach_all || attached.count(graph.id()) != 0;
-  }
-
-  // Removes the graph's timing state and its replay subscription; returns its ring (to retire).
-  std::shared_ptr<MarkerRing> drop_graph(AcceleratorGraph& graph) {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = graphs.find(graph.id());
-    if (it == graphs.end()) return nullptr;
-    detail::GraphAccess::unsubscribe(graph, *this);
-    if (it->second.capture) recorder.abandon_capture(it->second.capture);
-    std::shared_ptr<MarkerRing> ring = std::move(it->second.ring);
-    graphs.erase(it);
-    return ring;
-  }
-
-  // The capture a region on `stream` records into now, or null (eager): InvalidState when the
-  // stream captures into a graph this profiler does not time (yet).
-  std::shared_ptr<Recording> capture_of(Stream& stream, const char* operation,
-                                        const std::string& name) {
-    AcceleratorGraph* graph = stream.capturing_graph();
-    if (graph == nullptr) {
-      // Eager markers recorded into a capture accgraph was not told about would run only when
-      // that graph runs, if ever: flush would wait for them forever.
-      if (detail::StreamAccess::capturing(stream)) refuse_unknown_capture(stream, operation, name);
-      return nullptr;
-    }
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = graphs.find(graph->id());
-    if (it != graphs.end() && it->second.capture) return it->second.capture;
-    const std::string what =
-        name.empty() ? std::string(operation) : fmt::format("{}('{}')", operation, name);
-    if (times(*graph))
-      throw Error(ErrorCode::InvalidState,
-                  fmt::format("{}: graph {} began capturing before the profiler was attached to "
-                              "it: call attach(graph) or attach_all() before capture_begin",
-                              what, graph->id()),
-                  graph->backend_name());
-    throw Error(ErrorCode::InvalidState,
-                fmt::format("{}: stream {} is capturing into graph {}, which this profiler is not "
-                            "attached to: call attach(graph) or attach_all() before capture_begin",
-                            what, stream.id(), graph->id()),
-                graph->backend_name());
-  }
-
-  [[noreturn]] static void refuse_unknown_capture(Stream& stream, const char* operation,
-                                                  const std::string& name) {
-    throw Error(ErrorCode::InvalidState,
-                fmt::format("{}: stream {} is capturing into a graph accgraph was not told about "
-                            "(a native capture): time it through a ForeignGraph (capture_begin "
-                            "after the native capture began), or open the region outside the "
-                            "capture",
-                            name.empty() ? std::string(operation)
-                                         : fmt::format("{}('{}')", operation, name),
-                            stream.id()),
-                stream.backend_name());
-  }
-
-  // --- lifecycle hooks ---------------------------------------------------------------------------
-
   void on_capture_begin(AcceleratorGraph& graph, Stream& stream) override {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (!times(graph)) return;
+    if (!times(graph)) return;
+    std::shared_ptr<MarkerRing> ring = create_ring(graph.backend(), graph.backend_name(),
+                                                   graph.device(), graph.id(), graph.is_foreign());
+    std::shared_ptr<Recording> capture;
+    try {
+      capture = recorder.begin_capture(ring, stream, graph.id());
+    } catch (...) {
+      collector.retire_noexcept(ring, "dropping the marker ring of a capture that failed");
+      throw;
     }
-    // A graph captures again only after on_reset, which dropped its state; this is a guard.
-    if (auto old = drop_graph(graph)) collector.retire(old);
-    auto ring = MarkerRing::create(graph.backend(), graph.backend_name(), graph.device(),
-                                   graph.id(),
-                                   MarkerOptions{options.marker_strategy, options.ring_depth},
-                                   graph.is_foreign());
-    std::shared_ptr<Recording> capture = recorder.begin_capture(ring, stream, graph.id());
-    collector.add(ring);
-    std::lock_guard<std::mutex> lock(mutex);
-    GraphEntry& entry = graphs[graph.id()];
-    entry = GraphEntry{&graph, std::move(ring), std::move(capture), nullptr};
-    detail::GraphAccess::subscribe(graph, *this, &entry);
+    detail::GraphAccess::add_instrument(
+        graph, std::make_shared<GraphTiming>(shared_from_this(), std::move(ring), std::move(capture)));
   }
 
   void on_capture_ending(AcceleratorGraph& graph, Stream& stream) override {
-    std::shared_ptr<Recording> capture;
-    GraphEntry* entry = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      auto it = graphs.find(graph.id());
-      if (it == graphs.end() || !it->second.capture) return;
-      entry = &it->second;
-      capture = entry->capture;
-    }
-    std::shared_ptr<const ReportLayout> layout = recorder.end_capture(capture, stream, graph.id());
-    std::lock_guard<std::mutex> lock(mutex);
-    entry->layout = std::move(layout);
-    entry->capture.reset();
-  }
-
-  // Replays reach only the profilers timing their graph (detail::ReplaySubscriber), with the
-  // graph's entry: graphs this profiler does not time pay nothing, and timed ones take no
-  // profiler-wide lock (GraphEntry says why its fields need none here).
-  void before_replay(AcceleratorGraph& graph, Stream& stream, void* state) override {
-    const GraphEntry& entry = *static_cast<const GraphEntry*>(state);
-    if (!entry.layout) return;
-    if (detail::StreamAccess::capturing(stream)) refuse_nested_replay(graph, stream);
-    // Never overwrite a slot that was not read: collect the oldest replay first.
-    if (!entry.layout->regions().empty()) collector.make_room(*entry.ring);
-    entry.ring->before_launch(detail::GraphAccess::impl(graph), detail::StreamAccess::impl(stream));
-  }
-
-  // A timed graph replayed into another graph's capture would run its markers whenever, and as
-  // often as, the outer graph runs: its sequences could neither be numbered at launch nor be
-  // waited for (flush would hang on a replay that never runs), so it is refused before the
-  // backend records anything. The outer capture goes on.
-  [[noreturn]] static void refuse_nested_replay(AcceleratorGraph& graph, Stream& stream) {
-    AcceleratorGraph* outer = stream.capturing_graph();
-    throw Error(ErrorCode::InvalidState,
-                fmt::format("replay: graph {} is timed by a profiler and stream {} is capturing "
-                            "into {}: a timed graph cannot be replayed into another capture, "
-                            "because its reports could not be attributed to executions; replay "
-                            "it outside the capture, or enqueue its work directly in the capture",
-                            graph.id(), stream.id(),
-                            outer ? fmt::format("graph {}", outer->id()) : "another graph"),
-                graph.backend_name());
-  }
-
-  void after_replay(AcceleratorGraph& graph, Stream& stream, void* state) override {
-    const GraphEntry& entry = *static_cast<const GraphEntry*>(state);
-    if (!entry.layout) return;
-    // A capture without regions still launches its begin/end_sequence, but there is nothing to
-    // read or report.
-    std::shared_ptr<const ReportLayout> layout =
-        entry.layout->regions().empty() ? nullptr : entry.layout;
-    if (detail::GraphAccess::fenced_launch(graph))
-      entry.ring->after_foreign_launch(detail::GraphAccess::impl(graph),
-                                       detail::StreamAccess::impl(stream), std::move(layout),
-                                       MarkerRing::LaunchOutcome::Returned);
-    else
-      entry.ring->after_launch(detail::GraphAccess::impl(graph),
-                               detail::StreamAccess::impl(stream), std::move(layout));
-    if (options.delivery == Delivery::Immediate) collector.collect_all(*entry.ring);
-  }
-
-  // The owner's launch of a foreign graph raised: it may have run (Note [Launch fences]).
-  void after_failed_replay(AcceleratorGraph& graph, Stream& stream, void* state) noexcept override {
-    const GraphEntry& entry = *static_cast<const GraphEntry*>(state);
-    // Unfenced (LaunchCheck::Trusted): the number is given to the next launch, as before.
-    if (!entry.layout || !detail::GraphAccess::fenced_launch(graph)) return;
-    try {
-      entry.ring->after_foreign_launch(
-          detail::GraphAccess::impl(graph), detail::StreamAccess::impl(stream),
-          entry.layout->regions().empty() ? nullptr : entry.layout,
-          MarkerRing::LaunchOutcome::Raised);
-    } catch (const std::exception& e) {
-      log(LogLevel::Warning,
-          fmt::format("timing: foreign graph {}: checking a launch that raised failed: {}",
-                      graph.id(), e.what()));
-    } catch (...) {
-    }
+    if (GraphTiming* timing = timing_of(graph)) timing->end_capture(*this, stream, graph.id());
   }
 
   void on_reset(AcceleratorGraph& graph) override {
     try {
-      if (auto ring = drop_graph(graph)) collector.retire(ring);
+      if (GraphTiming* timing = timing_of(graph)) timing->retire(*this);
     } catch (const std::exception& e) {
       log(LogLevel::Warning,
           fmt::format("timing: collecting the reports of graph {} before its reset failed: {}",
@@ -243,11 +63,8 @@ struct Profiler::Impl final : GraphObserver, detail::ReplaySubscriber {
 
   void on_destroy(AcceleratorGraph& graph) noexcept override {
     try {
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        attached.erase(graph.id());
-      }
-      if (auto ring = drop_graph(graph)) collector.retire(ring);
+      forget(graph.id());
+      if (GraphTiming* timing = timing_of(graph)) timing->retire(*this);
     } catch (const std::exception& e) {
       log(LogLevel::Warning,
           fmt::format("timing: collecting the reports of graph {} before its destruction failed: "
@@ -268,11 +85,12 @@ struct Profiler::Impl final : GraphObserver, detail::ReplaySubscriber {
 // --- Profiler ----------------------------------------------------------------------------------
 
 Profiler::Profiler(ProfilerOptions options) : impl_(std::make_shared<Impl>(std::move(options))) {
-  // Lifecycle events only: replays reach the profiler through the graphs it times.
   impl_->observer = add_graph_observer(*impl_, ObserverEvents::Lifecycle);
   if (impl_->options.background_collector) impl_->collector.start(impl_->options.collector_period);
 }
 
+// The graphs it timed keep their GraphTimings (and so the marker storage their captured work
+// writes into) until they drop those captures; the timings go inactive with the profiler.
 Profiler::~Profiler() {
   impl_->collector.stop();
   impl_->observer.remove();
@@ -286,14 +104,6 @@ Profiler::~Profiler() {
   }
   for (const auto& ring : eager_rings)
     impl_->collector.retire_noexcept(ring, "collecting eager reports");
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  for (auto& [id, entry] : impl_->graphs) {
-    if (entry.graph == nullptr) continue;
-    detail::GraphAccess::unsubscribe(*entry.graph, *impl_);
-    // Its captured markers still write into the ring's storage on every later replay: the graph
-    // keeps the ring until it drops that capture.
-    if (entry.ring) detail::GraphAccess::keep_alive(*entry.graph, std::move(entry.ring));
-  }
 }
 
 void Profiler::attach(AcceleratorGraph& graph) {
@@ -303,22 +113,14 @@ void Profiler::attach(AcceleratorGraph& graph) {
                             "(this capture cannot be timed)",
                             graph.id()),
                 graph.backend_name());
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  impl_->attached.insert(graph.id());
+  impl_->attach(graph.id());
 }
 
 void Profiler::attach(ForeignGraph& graph) { attach(graph.graph()); }
 
-void Profiler::attach_all() {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  impl_->attach_all = true;
-}
+void Profiler::attach_all() { impl_->attach_all(); }
 
-void Profiler::detach() {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  impl_->attach_all = false;
-  impl_->attached.clear();
-}
+void Profiler::detach() { impl_->detach(); }
 
 Profiler::Region::Region(Region&& other) noexcept
     : profiler_(std::move(other.profiler_)),
@@ -358,8 +160,7 @@ void Profiler::Region::end() {
   // A failed end (out of order, or the stream captures where the region began eagerly) leaves
   // the region open, to be ended again; one that is no longer open closes this handle.
   try {
-    profiler->recorder.end(stream, profiler->capture_of(stream, "Region::end", std::string()),
-                           serial_);
+    profiler->end_region(stream, serial_, "Region::end");
   } catch (const Error&) {
     open_ = profiler->recorder.is_open(stream.id(), serial_);
     throw;
@@ -382,23 +183,21 @@ Profiler::Region Profiler::region(Stream& stream, std::string name, Metadata met
                                   std::string lane) {
   check_region(stream, name, "region");
   std::weak_ptr<detail::StreamState> state = detail::StreamAccess::shared(stream, "region");
-  std::shared_ptr<Recording> capture = impl_->capture_of(stream, "begin", name);
-  const uint64_t serial = impl_->recorder.begin(stream, capture, std::move(name),
-                                                std::move(metadata), std::move(lane));
+  const uint64_t serial =
+      impl_->begin_region(stream, std::move(name), std::move(metadata), std::move(lane));
   return Region(impl_, std::move(state), serial);
 }
 
 void Profiler::begin(Stream& stream, std::string name, Metadata metadata, std::string lane) {
   check_region(stream, name, "begin");
-  std::shared_ptr<Recording> capture = impl_->capture_of(stream, "begin", name);
-  impl_->recorder.begin(stream, capture, std::move(name), std::move(metadata), std::move(lane));
+  impl_->begin_region(stream, std::move(name), std::move(metadata), std::move(lane));
 }
 
 void Profiler::end(Stream& stream) {
   if (!stream)
     throw Error(ErrorCode::InvalidArgument,
                 "end: the stream is empty (moved from): pass the Stream the region began on");
-  impl_->recorder.end(stream, impl_->capture_of(stream, "end", std::string()), 0);
+  impl_->end_region(stream, 0, "end");
 }
 
 void Profiler::add_sink(Sink sink) { impl_->store.add_sink(std::move(sink)); }

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "accgraph/error.hpp"
-#include "../core/stream_state.hpp"
+#include "core/internal/timing_seam.hpp"
 
 namespace accgraph::timing {
 
@@ -87,36 +87,51 @@ void RegionRecorder::forget(const std::shared_ptr<Recording>& recording) {
 
 // --- regions -----------------------------------------------------------------------------------
 
-// The outermost eager region starts a new marker sequence on the stream's own ring. Called with
-// `lock` held; releases it while creating the ring and making room in it (which may wait).
-std::shared_ptr<Recording> RegionRecorder::start_eager_tree(Stream& stream,
-                                                            std::unique_lock<std::mutex>& lock) {
-  if (!streams_[stream.id()].eager_ring) {
-    lock.unlock();
-    auto ring = MarkerRing::create(stream.backend(), stream.backend_name(), stream.device(), 0,
-                                   marker_options_);
-    lock.lock();
-    StreamEntry& entry = streams_[stream.id()];
-    if (!entry.eager_ring) {
-      entry.eager_ring = ring;
-      collector_.add(std::move(ring));
-    }
-  }
-  std::shared_ptr<MarkerRing> ring = streams_[stream.id()].eager_ring;
-  lock.unlock();
-  collector_.make_room(*ring);
-  lock.lock();
+std::shared_ptr<MarkerRing> RegionRecorder::eager_ring(uint64_t stream_id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = streams_.find(stream_id);
+  return it == streams_.end() ? nullptr : it->second.eager_ring;
+}
+
+bool RegionRecorder::adopt_eager_ring(Stream& stream, std::shared_ptr<MarkerRing> ring) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  StreamEntry& entry = streams_[stream.id()];
+  if (entry.eager_ring) return false;
+  entry.eager_ring = std::move(ring);
+  return true;
+}
+
+// Note [Recording never delivers]: the outermost eager region starts a new marker sequence on
+// the stream's eager ring, which has a free slot: the profiler made room in it when the previous
+// tree closed (or collected it, Delivery::Immediate), so opening a region never waits for the
+// device nor runs a sink. Caller holds mutex_.
+std::shared_ptr<Recording> RegionRecorder::start_eager_tree(Stream& stream, StreamEntry& entry) {
+  const std::shared_ptr<MarkerRing>& ring = entry.eager_ring;
+  if (!ring)
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("begin: stream {} has no eager marker ring (internal: the profiler "
+                            "gives it one before its first eager region)",
+                            stream.id()),
+                stream.backend_name());
+  // Only after a collection that failed while the last tree closed (its error was raised then).
+  if (ring->full())
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("begin: the eager marker ring of stream {} has no free slot: "
+                            "collecting its reports failed earlier; call flush(), then open the "
+                            "region again",
+                            stream.id()),
+                stream.backend_name());
   auto tree = std::make_shared<Recording>();
   tree->ring = ring;
   tree->eager = true;
   ring->begin_sequence(detail::StreamAccess::impl(stream));
-  streams_[stream.id()].eager_tree = tree;
+  entry.eager_tree = tree;
   return tree;
 }
 
 uint64_t RegionRecorder::begin(Stream& stream, const std::shared_ptr<Recording>& capture,
                                std::string name, Metadata metadata, std::string lane) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);
   if (capture && capture->closed)
     throw Error(ErrorCode::InvalidState,
                 fmt::format("{}: the capture on stream {} ended while the region began: begin "
@@ -137,10 +152,7 @@ uint64_t RegionRecorder::begin(Stream& stream, const std::shared_ptr<Recording>&
                 stream.backend_name());
   }
   std::shared_ptr<Recording> recording = capture;
-  if (!recording) {
-    recording = entry->eager_tree ? entry->eager_tree : start_eager_tree(stream, lock);
-    entry = &streams_[stream.id()];  // the lock was released: the map may have rehashed
-  }
+  if (!recording) recording = entry->eager_tree ? entry->eager_tree : start_eager_tree(stream, *entry);
 
   RegionInfo info;
   info.name = std::move(name);
@@ -185,9 +197,10 @@ bool RegionRecorder::is_open(uint64_t stream_id, uint64_t serial) const {
   return it != streams_.end() && open_region_path(it->second, serial) != nullptr;
 }
 
-void RegionRecorder::end(Stream& stream, const std::shared_ptr<Recording>& capture,
-                         uint64_t serial) {
-  std::unique_lock<std::mutex> lock(mutex_);
+std::shared_ptr<MarkerRing> RegionRecorder::end(Stream& stream,
+                                                const std::shared_ptr<Recording>& capture,
+                                                uint64_t serial) {
+  std::lock_guard<std::mutex> lock(mutex_);
   auto it = streams_.find(stream.id());
   if (serial != 0 && (it == streams_.end() || !open_region_path(it->second, serial)))
     throw Error(ErrorCode::InvalidState,
@@ -230,7 +243,7 @@ void RegionRecorder::end(Stream& stream, const std::shared_ptr<Recording>& captu
   --recording.open_regions;
   entry.last_ended = EndedRegion{open.recording, entry.stack.size(), marker,
                                  detail::StreamAccess::operation_count(stream)};
-  if (!recording.eager || !entry.stack.empty()) return;
+  if (!recording.eager || !entry.stack.empty()) return nullptr;
 
   // The outermost eager region ended: close the sequence and queue it for collection.
   std::shared_ptr<MarkerRing> ring = recording.ring;
@@ -239,8 +252,7 @@ void RegionRecorder::end(Stream& stream, const std::shared_ptr<Recording>& captu
                                                           std::move(recording.regions)));
   entry.eager_tree.reset();
   entry.last_ended.reset();
-  lock.unlock();
-  if (delivery_ == Delivery::Immediate) collector_.collect_all(*ring);
+  return ring;
 }
 
 // --- streams and shutdown ----------------------------------------------------------------------

@@ -13,7 +13,6 @@
 #include "accgraph/report.hpp"
 #include "accgraph/stream.hpp"
 #include "accgraph/timing.hpp"
-#include "collector.hpp"
 #include "marker_ring.hpp"
 
 namespace accgraph::detail {
@@ -33,13 +32,11 @@ struct Recording {
   bool closed = false;  // the capture ended or was abandoned: no region may begin in it
 };
 
-/// Lock: `mutex_`; under it only MarkerRing calls (a leaf). The Collector is called with it
-/// released (making room waits for the device).
+/// Lock: `mutex_`; under it only MarkerRing calls (a leaf). Recording never collects or
+/// delivers (Note [Recording never delivers]): it records markers and says when an eager tree
+/// closed; the profiler creates the rings and collects them.
 class RegionRecorder {
  public:
-  RegionRecorder(Collector& collector, MarkerOptions marker_options, Delivery delivery)
-      : collector_(collector), marker_options_(std::move(marker_options)), delivery_(delivery) {}
-
   // --- captures (called from the graph lifecycle hooks) ---
 
   /// Starts recording a capture of graph `graph_id` on `stream` into `ring`: InvalidState when
@@ -56,13 +53,23 @@ class RegionRecorder {
 
   // --- regions ---
 
+  /// The stream's eager marker ring, or null before it has one.
+  std::shared_ptr<MarkerRing> eager_ring(uint64_t stream_id) const;
+  /// Gives `stream` its eager ring; false (and `ring` unused) when it has one already.
+  bool adopt_eager_ring(Stream& stream, std::shared_ptr<MarkerRing> ring);
+
   /// Opens a region on `stream`, into `capture` (the capture the stream records into now) or,
-  /// when null, eagerly. Returns its serial (what a Region handle ends).
+  /// when null, eagerly (the stream's eager ring must exist: adopt_eager_ring). Returns its
+  /// serial (what a Region handle ends).
   uint64_t begin(Stream& stream, const std::shared_ptr<Recording>& capture, std::string name,
                  Metadata metadata, std::string lane);
   /// Ends the innermost open region on `stream` (`capture` as in begin()); with a serial (a
   /// Region handle), only if that region is the innermost one (InvalidState naming both).
-  void end(Stream& stream, const std::shared_ptr<Recording>& capture, uint64_t serial);
+  /// Returns the stream's eager ring when this closed an eager tree (its sequence is queued
+  /// there, to be collected by the caller), else null.
+  [[nodiscard]] std::shared_ptr<MarkerRing> end(Stream& stream,
+                                                const std::shared_ptr<Recording>& capture,
+                                                uint64_t serial);
   bool is_open(uint64_t stream_id, uint64_t serial) const;
 
   // --- streams and shutdown ---
@@ -95,15 +102,12 @@ class RegionRecorder {
     std::shared_ptr<Recording> eager_tree;   // the eager tree being recorded, if any
   };
 
-  std::shared_ptr<Recording> start_eager_tree(Stream& stream, std::unique_lock<std::mutex>& lock);
+  std::shared_ptr<Recording> start_eager_tree(Stream& stream, StreamEntry& entry);
   void forget(const std::shared_ptr<Recording>& recording);  // caller holds mutex_
   static void abandon_eager_tree(StreamEntry& entry, Stream& stream);
   static const std::string& path_of(const OpenRegion& open);
   static const std::string* open_region_path(const StreamEntry& entry, uint64_t serial);
 
-  Collector& collector_;
-  const MarkerOptions marker_options_;
-  const Delivery delivery_;
   mutable std::mutex mutex_;
   std::unordered_map<uint64_t, StreamEntry> streams_;
   uint64_t next_serial_ = 1;

@@ -17,8 +17,7 @@
 #include <fmt/format.h>
 
 #include "accgraph/accgraph.hpp"
-#include "../../core/hooks_internal.hpp"
-#include "../../core/stream_state.hpp"
+#include "../../core/internal/timing_seam.hpp"
 
 namespace accgraph_bench {
 

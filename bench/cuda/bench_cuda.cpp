@@ -18,8 +18,7 @@
 #include "accgraph/accgraph.hpp"
 #include "../common/timing_v2.hpp"
 #include "cuda_test_kernels.hpp"
-#include "../../core/hooks_internal.hpp"
-#include "../../core/stream_state.hpp"
+#include "../../core/internal/timing_seam.hpp"
 
 using namespace accgraph;
 using Clock = std::chrono::steady_clock;

@@ -23,7 +23,7 @@ namespace detail {
 struct StreamState;
 struct StreamAccess;
 struct GraphAccess;
-class ReplaySubscriber;
+class GraphInstrument;
 }  // namespace detail
 
 enum class GraphState {
@@ -86,7 +86,7 @@ class ACCGRAPH_API AcceleratorGraph {
   uint64_t replay_count() const noexcept { return replay_count_; }
   GraphStats stats() const;
   /// The hooks each replay() of this graph calls: observers installed for replays
-  /// (ObserverEvents::All) plus the profilers timing this graph. 0 means a replay costs the
+  /// (ObserverEvents::All) plus the live profilers timing its capture. 0 means a replay costs the
   /// backend's launch and one relaxed atomic load, also while profilers exist.
   size_t replay_hooks() const noexcept;
 
@@ -120,10 +120,10 @@ class ACCGRAPH_API AcceleratorGraph {
   GraphArgs args_;
   std::string backend_name_;
   Backend* backend_;
-  // What the captured work still uses after its owner went (a destroyed profiler's marker
-  // storage): released after the backend's reset, and declared before impl_ so that it also
-  // outlives the backend's graph on destruction (detail::GraphAccess::keep_alive).
-  std::vector<std::shared_ptr<void>> kept_alive_;
+  // What times the current capture (Note [Graph instruments], core/internal/timing_seam.hpp):
+  // declared before impl_ so that the marker storage its captured work writes into outlives the
+  // backend's graph on destruction; dropped after the backend's reset.
+  std::vector<std::shared_ptr<detail::GraphInstrument>> instruments_;
   std::unique_ptr<GraphImplInterface> impl_;
   GraphState state_ = GraphState::Empty;
   // The queue of the current or last capture, not the Stream object (which the user may move).
@@ -137,8 +137,6 @@ class ACCGRAPH_API AcceleratorGraph {
   bool capture_stream_destroyed_ = false;  // the capture was aborted because its stream died
   int device_ = -1;
   uint64_t replay_count_ = 0;
-  // Profilers timing this graph, with their per-graph state (detail::GraphAccess).
-  std::vector<std::pair<detail::ReplaySubscriber*, void*>> replay_subscribers_;
 };
 
 /// RAII capture: capture_begin in the constructor, capture_end in finish() or the destructor.

@@ -25,8 +25,7 @@
 #include "accgraph/accgraph.hpp"
 #include "accgraph/backend.hpp"
 #include "cuda_test_kernels.hpp"
-#include "../../core/hooks_internal.hpp"
-#include "../../core/stream_state.hpp"
+#include "../../core/internal/timing_seam.hpp"
 
 using namespace accgraph;
 using namespace std::chrono_literals;

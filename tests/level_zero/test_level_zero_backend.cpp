@@ -20,8 +20,7 @@
 
 #include "accgraph/accgraph.hpp"
 #include "check_error.hpp"
-#include "../../core/hooks_internal.hpp"
-#include "../../core/stream_state.hpp"
+#include "../../core/internal/timing_seam.hpp"
 
 using namespace accgraph;
 

@@ -694,12 +694,18 @@ TEST_CASE("eager regions respect the ring too, and immediate delivery") {
   ProfilerOptions options;
   options.ring_depth = 2;
   Profiler prof(options);
+  int sink_calls = 0;
+  prof.add_sink([&](const ReplayReport&) { ++sink_calls; });
   Stream stream = Stream::create(kFake);
   for (int i = 0; i < 7; ++i) {
+    const int before = sink_calls;
     auto r = prof.region(stream, "e");
+    CHECK(sink_calls == before);  // opening a region never delivers (Note [Recording never delivers])
     stream.delay(1ns);
   }
-  CHECK(prof.delivered() == 5);
+  // Each tree that fills the ring makes room as it closes, for the next one: one slot stays free.
+  CHECK(prof.delivered() == 6);
+  CHECK(sink_calls == 6);
   prof.flush();
   CHECK(prof.delivered() == 7);
   CHECK(counters.violations.load() == 0);
@@ -1314,7 +1320,7 @@ TEST_CASE("regions and timed replays ask the backend about captures only where o
   graph.capture_end();
   // An accgraph-owned stream whose native handle nobody asked for captures only through
   // accgraph: eager regions and timed replays on it make no is_capturing() call
-  // (Note [Native captures] in core/stream_state.hpp).
+  // (Note [Native captures] in core/internal/stream_state.hpp).
   counters.capture_queries = 0;
   for (int i = 0; i < 3; ++i) {
     auto r = prof.region(stream, "eager");

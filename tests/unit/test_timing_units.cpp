@@ -16,8 +16,7 @@
 
 #include "accgraph/accgraph.hpp"
 #include "../support/check_error.hpp"
-#include "../../core/hooks_internal.hpp"
-#include "../../core/stream_state.hpp"
+#include "../../core/internal/timing_seam.hpp"
 #include "../../timing/collector.hpp"
 #include "../../timing/marker_ring.hpp"
 #include "../../timing/region_recorder.hpp"
@@ -305,20 +304,31 @@ TEST_CASE("Collector: the background thread delivers finished sequences without 
 
 // --- RegionRecorder ------------------------------------------------------------------------------
 
+namespace {
+// What the profiler does before a stream's first eager region (ProfilerCore::give_eager_ring).
+void give_eager_ring(RegionRecorder& recorder, Collector& collector, Stream& stream) {
+  auto ring = MarkerRing::create(stream.backend(), "host", 0, 0, MarkerOptions{});
+  collector.add(ring);
+  REQUIRE(recorder.adopt_eager_ring(stream, ring));
+  CHECK_FALSE(recorder.adopt_eager_ring(stream, ring));  // a stream has one
+}
+}  // namespace
+
 TEST_CASE("RegionRecorder: ending a region that is not the innermost names both, changes nothing") {
   Stream stream = Stream::create("host");
   ReportStore store(KeepReports::all().count(), StatsMode::Sketch);
   Collector collector(store);
-  RegionRecorder recorder(collector, MarkerOptions{}, Delivery::Lazy);
+  RegionRecorder recorder;
+  give_eager_ring(recorder, collector, stream);
   const uint64_t a = recorder.begin(stream, nullptr, "a", {}, "");
   const uint64_t b = recorder.begin(stream, nullptr, "b", {}, "");
-  CHECK_ACCGRAPH_ERROR(recorder.end(stream, nullptr, a), ErrorCode::InvalidState,
+  CHECK_ACCGRAPH_ERROR((void)recorder.end(stream, nullptr, a), ErrorCode::InvalidState,
                        "region 'a' on stream");
-  CHECK_ACCGRAPH_ERROR(recorder.end(stream, nullptr, a), ErrorCode::InvalidState,
+  CHECK_ACCGRAPH_ERROR((void)recorder.end(stream, nullptr, a), ErrorCode::InvalidState,
                        "'a/b' began after it and is still open; end 'a/b' first");
   CHECK(recorder.is_open(stream.id(), a));
-  recorder.end(stream, nullptr, b);
-  recorder.end(stream, nullptr, a);
+  CHECK((recorder.end(stream, nullptr, b) == nullptr));
+  CHECK((recorder.end(stream, nullptr, a) == recorder.eager_ring(stream.id())));
   CHECK_FALSE(recorder.is_open(stream.id(), a));
   collector.flush();
   REQUIRE(store.reports().size() == 1);
@@ -330,16 +340,23 @@ TEST_CASE("RegionRecorder: ending a region that is not the innermost names both,
   for (const RegionTiming& t : report.regions()) CHECK(t.start_ns <= t.end_ns);
 }
 
-TEST_CASE("RegionRecorder: adjacent siblings share a marker (N+1); lanes and metadata kept") {
+TEST_CASE("RegionRecorder: adjacent siblings share a marker (N+1); lanes and metadata kept; "
+          "recording never delivers") {
   Stream stream = Stream::create("host");
   ReportStore store(KeepReports::all().count(), StatsMode::Sketch);
   Collector collector(store);
-  RegionRecorder recorder(collector, MarkerOptions{}, Delivery::Immediate);
+  RegionRecorder recorder;
+  give_eager_ring(recorder, collector, stream);
   const uint64_t outer = recorder.begin(stream, nullptr, "step", {{"k", "v"}}, "");
   for (const char* name : {"x", "y", "z"})
-    recorder.end(stream, nullptr, recorder.begin(stream, nullptr, name, {}, "attention"));
-  recorder.end(stream, nullptr, outer);
-  REQUIRE(store.delivered() == 1);  // Immediate: delivered when the outermost region ended
+    CHECK((recorder.end(stream, nullptr, recorder.begin(stream, nullptr, name, {}, "attention")) ==
+           nullptr));
+  std::shared_ptr<MarkerRing> closed = recorder.end(stream, nullptr, outer);
+  REQUIRE((closed != nullptr));  // the outermost region closed the eager tree...
+  stream.synchronize();
+  CHECK(store.delivered() == 0);  // ...which the recorder only queued: the caller collects
+  collector.collect_all(*closed);
+  REQUIRE(store.delivered() == 1);
   const ReplayReport report = store.reports()[0];
   CHECK(report.layout().marker_count() == 6);  // 4 regions, 2 + 3 + 1 markers (not 8)
   CHECK(report.region(1).end_ns == report.region(2).start_ns);
@@ -353,7 +370,7 @@ TEST_CASE("RegionRecorder: a capture with a region still open cannot end; a clos
   Stream stream = Stream::create("host");
   ReportStore store(0, StatsMode::Sketch);
   Collector collector(store);
-  RegionRecorder recorder(collector, MarkerOptions{}, Delivery::Lazy);
+  RegionRecorder recorder;
   auto ring = MarkerRing::create(stream.backend(), "host", 0, 3, MarkerOptions{});
   AcceleratorGraph graph("host");
   graph.capture_begin(stream);
@@ -361,7 +378,7 @@ TEST_CASE("RegionRecorder: a capture with a region still open cannot end; a clos
   const uint64_t open = recorder.begin(stream, capture, "layer", {}, "");
   CHECK_ACCGRAPH_ERROR(recorder.end_capture(capture, stream, 3), ErrorCode::InvalidState,
                        "region 'layer' on stream");
-  recorder.end(stream, capture, open);
+  CHECK((recorder.end(stream, capture, open) == nullptr));  // not an eager tree
   std::shared_ptr<const ReportLayout> layout = recorder.end_capture(capture, stream, 3);
   REQUIRE(layout->regions().size() == 1);
   CHECK(layout->marker_count() == 2);

@@ -1,0 +1,68 @@
+// The seam between the core and the timing layer (not installed): what a graph runs around its
+// replays for whoever times it, and the internal access to graphs and streams that timing needs.
+// The timing layer includes this header and no other core-internal one.
+#pragma once
+
+#include <memory>
+
+#include "accgraph/graph.hpp"
+#include "stream_state.hpp"
+
+namespace accgraph::detail {
+
+/// Who made a GraphInstrument (a profiler): how it finds its own instrument on a graph.
+class InstrumentOwner {
+ protected:
+  ~InstrumentOwner() = default;
+};
+
+/// Note [Graph instruments]: what times one capture of one graph. The graph owns it from the
+/// capture's capture_begin until it drops that capture (reset, an aborted capture, destruction),
+/// and releases it after the backend's graph (AcceleratorGraph declares it before impl_): the
+/// captured work writes into the instrument's marker storage on every replay, also after the
+/// profiler that made it is gone. The graph calls it around each replay; its owner reaches it
+/// through GraphAccess::instrument. The core never looks inside: the timing layer implements it
+/// (timing::GraphTiming).
+class GraphInstrument {
+ public:
+  explicit GraphInstrument(const InstrumentOwner& owner) : owner_(&owner) {}
+  GraphInstrument(const GraphInstrument&) = delete;
+  GraphInstrument& operator=(const GraphInstrument&) = delete;
+  virtual ~GraphInstrument() = default;
+
+  const InstrumentOwner* owner() const noexcept { return owner_; }
+  /// False once its owner is gone: it then only keeps its storage alive (replays skip it, and
+  /// AcceleratorGraph::replay_hooks() does not count it).
+  virtual bool active() const noexcept = 0;
+  virtual void before_replay(AcceleratorGraph& graph, Stream& stream) = 0;
+  virtual void after_replay(AcceleratorGraph& graph, Stream& stream) = 0;
+  /// A foreign graph's launch threw after before_replay (the owner's launch raised: it may or
+  /// may not have launched). Never throws.
+  virtual void after_failed_replay(AcceleratorGraph& graph, Stream& stream) noexcept = 0;
+
+ private:
+  const InstrumentOwner* owner_;  // compared, never dereferenced
+};
+
+/// The core's and the timing layer's access to a graph.
+struct GraphAccess {
+  /// The backend's graph behind `graph`.
+  static GraphImplInterface& impl(const AcceleratorGraph& graph) { return *graph.impl_; }
+  /// During a foreign graph's launch: whether it is checked with a fence (LaunchCheck::Fenced).
+  static bool fenced_launch(const AcceleratorGraph& graph) {
+    return graph.is_foreign() && graph.fenced_launch_;
+  }
+  /// `graph` owns `instrument` until it drops its current capture (Note [Graph instruments]).
+  /// Called during capture_begin's hooks.
+  static void add_instrument(AcceleratorGraph& graph, std::shared_ptr<GraphInstrument> instrument) {
+    graph.instruments_.push_back(std::move(instrument));
+  }
+  /// The active instrument `owner` added to `graph`'s current capture, or null.
+  static GraphInstrument* instrument(const AcceleratorGraph& graph, const InstrumentOwner& owner) {
+    for (const auto& instrument : graph.instruments_)
+      if (instrument->owner() == &owner && instrument->active()) return instrument.get();
+    return nullptr;
+  }
+};
+
+}  // namespace accgraph::detail

@@ -1,0 +1,103 @@
+// GraphTiming (graph_timing.hpp).
+#include "graph_timing.hpp"
+
+#include <exception>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "accgraph/error.hpp"
+#include "accgraph/graph.hpp"
+#include "profiler_core.hpp"
+
+namespace accgraph::timing {
+
+namespace {
+
+// A timed graph replayed into another graph's capture would run its markers whenever, and as
+// often as, the outer graph runs: its sequences could neither be numbered at launch nor be
+// waited for (flush would hang on a replay that never runs), so it is refused before the
+// backend records anything. The outer capture goes on.
+[[noreturn]] void refuse_nested_replay(AcceleratorGraph& graph, Stream& stream) {
+  AcceleratorGraph* outer = stream.capturing_graph();
+  throw Error(ErrorCode::InvalidState,
+              fmt::format("replay: graph {} is timed by a profiler and stream {} is capturing "
+                          "into {}: a timed graph cannot be replayed into another capture, "
+                          "because its reports could not be attributed to executions; replay "
+                          "it outside the capture, or enqueue its work directly in the capture",
+                          graph.id(), stream.id(),
+                          outer ? fmt::format("graph {}", outer->id()) : "another graph"),
+              graph.backend_name());
+}
+
+}  // namespace
+
+GraphTiming::GraphTiming(const std::shared_ptr<ProfilerCore>& core,
+                         std::shared_ptr<MarkerRing> ring, std::shared_ptr<Recording> capture)
+    : GraphInstrument(*core), core_(core), ring_(std::move(ring)), capture_(std::move(capture)) {}
+
+bool GraphTiming::active() const noexcept {
+  return !retired_.load(std::memory_order_relaxed) && !core_.expired();
+}
+
+std::shared_ptr<ProfilerCore> GraphTiming::reporting_core() const {
+  if (!ended_ || retired_.load(std::memory_order_relaxed)) return nullptr;
+  return core_.lock();
+}
+
+void GraphTiming::end_capture(ProfilerCore& core, Stream& stream, uint64_t graph_id) {
+  if (!capture_) return;
+  std::shared_ptr<const ReportLayout> layout =
+      core.recorder.end_capture(capture_, stream, graph_id);
+  // A capture without regions still launches its begin/end_sequence, but there is nothing to
+  // read or report.
+  if (!layout->regions().empty()) layout_ = std::move(layout);
+  capture_.reset();
+  ended_ = true;
+}
+
+void GraphTiming::retire(ProfilerCore& core) {
+  if (retired_.exchange(true)) return;
+  if (capture_) core.recorder.abandon_capture(capture_);
+  core.collector.retire(ring_);
+}
+
+void GraphTiming::before_replay(AcceleratorGraph& graph, Stream& stream) {
+  std::shared_ptr<ProfilerCore> core = reporting_core();
+  if (!core) return;
+  if (detail::StreamAccess::capturing(stream)) refuse_nested_replay(graph, stream);
+  // Never overwrite a slot that was not read: collect the oldest replay first.
+  if (layout_) core->collector.make_room(*ring_);
+  ring_->before_launch(detail::GraphAccess::impl(graph), detail::StreamAccess::impl(stream));
+}
+
+void GraphTiming::after_replay(AcceleratorGraph& graph, Stream& stream) {
+  std::shared_ptr<ProfilerCore> core = reporting_core();
+  if (!core) return;
+  if (detail::GraphAccess::fenced_launch(graph))
+    ring_->after_foreign_launch(detail::GraphAccess::impl(graph),
+                                detail::StreamAccess::impl(stream), layout_,
+                                MarkerRing::LaunchOutcome::Returned);
+  else
+    ring_->after_launch(detail::GraphAccess::impl(graph), detail::StreamAccess::impl(stream),
+                        layout_);
+  core->sequence_done(*ring_, ProfilerCore::Sequence::GraphReplay);
+}
+
+// The owner's launch of a foreign graph raised: it may have run (Note [Launch fences]).
+void GraphTiming::after_failed_replay(AcceleratorGraph& graph, Stream& stream) noexcept {
+  try {
+    // Unfenced (LaunchCheck::Trusted): the number is given to the next launch, as before.
+    if (!reporting_core() || !detail::GraphAccess::fenced_launch(graph)) return;
+    ring_->after_foreign_launch(detail::GraphAccess::impl(graph),
+                                detail::StreamAccess::impl(stream), layout_,
+                                MarkerRing::LaunchOutcome::Raised);
+  } catch (const std::exception& e) {
+    log(LogLevel::Warning,
+        fmt::format("timing: foreign graph {}: checking a launch that raised failed: {}",
+                    graph.id(), e.what()));
+  } catch (...) {
+  }
+}
+
+}  // namespace accgraph::timing

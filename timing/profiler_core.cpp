@@ -1,0 +1,142 @@
+// ProfilerCore (profiler_core.hpp).
+#include "profiler_core.hpp"
+
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "accgraph/error.hpp"
+#include "accgraph/graph.hpp"
+#include "graph_timing.hpp"
+
+namespace accgraph::timing {
+
+namespace {
+
+uint64_t checked_keep(const ProfilerOptions& options) {
+  if (options.keep_reports.negative())
+    throw Error(ErrorCode::InvalidArgument,
+                "Profiler: keep_reports is negative: give how many of the last reports to keep "
+                "(0 for none, KeepReports::all() for every one)");
+  return options.keep_reports.count();
+}
+
+std::string describe(const char* operation, const std::string& name) {
+  return name.empty() ? std::string(operation) : fmt::format("{}('{}')", operation, name);
+}
+
+}  // namespace
+
+ProfilerCore::ProfilerCore(ProfilerOptions opts)
+    : options(std::move(opts)),
+      store(checked_keep(options), options.stats_mode, options.collect_stats),
+      collector(store) {}
+
+// --- which graphs are timed --------------------------------------------------------------------
+
+void ProfilerCore::attach(uint64_t graph_id) {
+  std::lock_guard<std::mutex> lock(attach_mutex_);
+  attached_.insert(graph_id);
+}
+
+void ProfilerCore::attach_all() {
+  std::lock_guard<std::mutex> lock(attach_mutex_);
+  attach_all_ = true;
+}
+
+void ProfilerCore::detach() {
+  std::lock_guard<std::mutex> lock(attach_mutex_);
+  attach_all_ = false;
+  attached_.clear();
+}
+
+void ProfilerCore::forget(uint64_t graph_id) {
+  std::lock_guard<std::mutex> lock(attach_mutex_);
+  attached_.erase(graph_id);
+}
+
+bool ProfilerCore::times(const AcceleratorGraph& graph) const {
+  std::lock_guard<std::mutex> lock(attach_mutex_);
+  return attach_all_ || attached_.count(graph.id()) != 0;
+}
+
+GraphTiming* ProfilerCore::timing_of(const AcceleratorGraph& graph) const {
+  // Only this profiler makes instruments it owns, and they are all GraphTimings.
+  return static_cast<GraphTiming*>(detail::GraphAccess::instrument(graph, *this));
+}
+
+// --- marker rings ------------------------------------------------------------------------------
+
+std::shared_ptr<MarkerRing> ProfilerCore::create_ring(Backend& backend,
+                                                      const std::string& backend_name, int device,
+                                                      uint64_t graph_id, bool fenced) {
+  std::shared_ptr<MarkerRing> ring =
+      MarkerRing::create(backend, backend_name, device, graph_id,
+                         MarkerOptions{options.marker_strategy, options.ring_depth}, fenced);
+  collector.add(ring);
+  return ring;
+}
+
+void ProfilerCore::sequence_done(MarkerRing& ring, Sequence kind) {
+  if (options.delivery == Delivery::Immediate)
+    collector.collect_all(ring);
+  else if (kind == Sequence::EagerTree)
+    collector.make_room(ring);
+}
+
+// --- regions -----------------------------------------------------------------------------------
+
+std::shared_ptr<Recording> ProfilerCore::capture_of(Stream& stream, const char* operation,
+                                                    const std::string& name) const {
+  AcceleratorGraph* graph = stream.capturing_graph();
+  if (graph == nullptr) {
+    // Eager markers recorded into a capture accgraph was not told about would run only when
+    // that graph runs, if ever: flush would wait for them forever.
+    if (detail::StreamAccess::capturing(stream))
+      throw Error(ErrorCode::InvalidState,
+                  fmt::format("{}: stream {} is capturing into a graph accgraph was not told "
+                              "about (a native capture): time it through a ForeignGraph "
+                              "(capture_begin after the native capture began), or open the "
+                              "region outside the capture",
+                              describe(operation, name), stream.id()),
+                  stream.backend_name());
+    return nullptr;
+  }
+  if (GraphTiming* timing = timing_of(*graph); timing && timing->capture())
+    return timing->capture();
+  if (times(*graph))
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("{}: graph {} began capturing before the profiler was attached to "
+                            "it: call attach(graph) or attach_all() before capture_begin",
+                            describe(operation, name), graph->id()),
+                graph->backend_name());
+  throw Error(ErrorCode::InvalidState,
+              fmt::format("{}: stream {} is capturing into graph {}, which this profiler is not "
+                          "attached to: call attach(graph) or attach_all() before capture_begin",
+                          describe(operation, name), stream.id(), graph->id()),
+              graph->backend_name());
+}
+
+void ProfilerCore::give_eager_ring(Stream& stream) {
+  if (recorder.eager_ring(stream.id())) return;
+  std::shared_ptr<MarkerRing> ring =
+      create_ring(stream.backend(), stream.backend_name(), stream.device(), 0, false);
+  // Another thread gave the stream its ring first: this one recorded nothing.
+  if (!recorder.adopt_eager_ring(stream, ring))
+    collector.retire_noexcept(ring, "dropping an unused eager marker ring");
+}
+
+uint64_t ProfilerCore::begin_region(Stream& stream, std::string name, Metadata metadata,
+                                    std::string lane) {
+  std::shared_ptr<Recording> capture = capture_of(stream, "begin", name);
+  if (!capture) give_eager_ring(stream);
+  return recorder.begin(stream, capture, std::move(name), std::move(metadata), std::move(lane));
+}
+
+void ProfilerCore::end_region(Stream& stream, uint64_t serial, const char* operation) {
+  std::shared_ptr<MarkerRing> closed =
+      recorder.end(stream, capture_of(stream, operation, std::string()), serial);
+  if (closed) sequence_done(*closed, Sequence::EagerTree);
+}
+
+}  // namespace accgraph::timing

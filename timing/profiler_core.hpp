@@ -1,0 +1,75 @@
+// ProfilerCore: what one Profiler's graphs, regions and collection share (timing-internal):
+// its options, the units (recorder, collector, report store), which graphs it times, the one
+// place its marker rings are made and the one place a finished sequence is handed on.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "accgraph/timing.hpp"
+#include "core/internal/timing_seam.hpp"
+#include "collector.hpp"
+#include "marker_ring.hpp"
+#include "region_recorder.hpp"
+#include "report_store.hpp"
+
+namespace accgraph::timing {
+
+class GraphTiming;
+
+/// Shared with the GraphTimings it makes (they hold it weakly: Note [Graph instruments]).
+/// Locks: `attach_mutex_` is a leaf; the units keep their own (see each unit's header).
+class ProfilerCore : public detail::InstrumentOwner,
+                     public std::enable_shared_from_this<ProfilerCore> {
+ public:
+  explicit ProfilerCore(ProfilerOptions options);
+  ProfilerCore(const ProfilerCore&) = delete;
+  ProfilerCore& operator=(const ProfilerCore&) = delete;
+
+  const ProfilerOptions options;
+  ReportStore store;
+  Collector collector;
+  RegionRecorder recorder;
+
+  // --- which graphs are timed ---
+  void attach(uint64_t graph_id);
+  void attach_all();
+  void detach();
+  void forget(uint64_t graph_id);  // the graph is destroyed
+  bool times(const AcceleratorGraph& graph) const;
+  /// This profiler's timing of `graph`'s current capture, or null.
+  GraphTiming* timing_of(const AcceleratorGraph& graph) const;
+
+  // --- marker rings ---
+  /// The one place rings are made: the backend's markers for `device`, registered with the
+  /// collector (retire it when done). `graph_id` 0: an eager ring.
+  std::shared_ptr<MarkerRing> create_ring(Backend& backend, const std::string& backend_name,
+                                          int device, uint64_t graph_id, bool fenced);
+  /// The one place a launched graph replay or a closed eager tree is handed on (Note [Recording
+  /// never delivers]): Delivery::Immediate collects it now; an eager ring gets room for its
+  /// next tree (a graph's ring makes room before each launch instead).
+  enum class Sequence { GraphReplay, EagerTree };
+  void sequence_done(MarkerRing& ring, Sequence kind);
+
+  // --- regions (Profiler::region/begin/end) ---
+  /// Opens a region on `stream`: into the capture the stream records into now, or eagerly.
+  uint64_t begin_region(Stream& stream, std::string name, Metadata metadata, std::string lane);
+  /// Ends the innermost region on `stream` (with a serial: that region, as Region::end does).
+  void end_region(Stream& stream, uint64_t serial, const char* operation);
+
+ private:
+  // The capture a region on `stream` records into now, or null (eager): InvalidState when the
+  // stream captures into a graph this profiler does not time (yet), or natively.
+  std::shared_ptr<Recording> capture_of(Stream& stream, const char* operation,
+                                        const std::string& name) const;
+  void give_eager_ring(Stream& stream);
+
+  mutable std::mutex attach_mutex_;  // below
+  bool attach_all_ = false;
+  std::set<uint64_t> attached_;  // graph ids
+};
+
+}  // namespace accgraph::timing
