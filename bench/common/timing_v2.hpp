@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "accgraph/accgraph.hpp"
 #include "../../core/internal/timing_seam.hpp"
@@ -48,6 +49,18 @@ struct TimingV2Results {
   double rss_growth_mib = 0;
   size_t memory_replays = 0;
 };
+
+// The figures as the benches' --json output writes them.
+inline nlohmann::json to_json(const TimingV2Results& v2) {
+  return {{"collect_stats_on_us", v2.collect_stats_on_us},
+          {"collect_stats_off_us", v2.collect_stats_off_us},
+          {"raw_markers_host_ns", v2.raw_markers_host_ns},
+          {"profiler_host_ns", v2.profiler_host_ns},
+          {"untimed_host_ns", v2.untimed_host_ns},
+          {"untimed_with_profiler_host_ns", v2.untimed_with_profiler_host_ns},
+          {"rss_growth_mib", v2.rss_growth_mib},
+          {"memory_replays", v2.memory_replays}};
+}
 
 // `backend`: a backend name; `strategy`: its marker strategy ("" = default); `work(stream)`
 // enqueues one unit of work (one kernel) on the stream.

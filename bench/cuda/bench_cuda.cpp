@@ -389,14 +389,7 @@ int main(int argc, char** argv) {
         "cuda", "device_timestamps",
         [](Stream& s) { check(accgraph_test::launch_empty(native(s)), "empty"); }, memory_replays,
         [](const std::string& line) { row(line); });
-    results["v2"] = {{"collect_stats_on_us", v2.collect_stats_on_us},
-                     {"collect_stats_off_us", v2.collect_stats_off_us},
-                     {"raw_markers_host_ns", v2.raw_markers_host_ns},
-                     {"profiler_host_ns", v2.profiler_host_ns},
-                     {"untimed_host_ns", v2.untimed_host_ns},
-                     {"untimed_with_profiler_host_ns", v2.untimed_with_profiler_host_ns},
-                     {"rss_growth_mib", v2.rss_growth_mib},
-                     {"memory_replays", v2.memory_replays}};
+    results["v2"] = accgraph_bench::to_json(v2);
   } catch (const Error& e) {
     std::fprintf(stderr, "accgraph-bench-cuda: %s\n", e.what());
     return e.code() == ErrorCode::Unavailable ? 77 : 1;

@@ -573,14 +573,7 @@ int main(int argc, char** argv) {
       const auto v2 = accgraph_bench::bench_timing_v2(
           "host", "", [](Stream& s) { s.host_call([] {}); }, memory_replays,
           [](const std::string& line) { fmt::print("{}\n", line); });
-      results["v2"] = {{"collect_stats_on_us", v2.collect_stats_on_us},
-                       {"collect_stats_off_us", v2.collect_stats_off_us},
-                       {"raw_markers_host_ns", v2.raw_markers_host_ns},
-                       {"profiler_host_ns", v2.profiler_host_ns},
-                       {"untimed_host_ns", v2.untimed_host_ns},
-                       {"untimed_with_profiler_host_ns", v2.untimed_with_profiler_host_ns},
-                       {"rss_growth_mib", v2.rss_growth_mib},
-                       {"memory_replays", v2.memory_replays}};
+      results["v2"] = accgraph_bench::to_json(v2);
     }
     char self[4096];
     const ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
