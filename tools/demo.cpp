@@ -73,6 +73,34 @@ TraceFormat trace_format_for(const std::string& path) {
 
 bool perfetto_supported() { return ACCGRAPH_CLI_WITH_PERFETTO != 0; }
 
+namespace {
+
+// --trace PATH: its format, refused at once when this build cannot write it.
+TraceFormat trace_option(const std::string& path) {
+  const TraceFormat format = trace_format_for(path);
+  if (format == TraceFormat::Perfetto && !perfetto_supported())
+    throw UsageError(fmt::format("--trace {}: this build of accgraph cannot write Perfetto "
+                                 "traces (libprotobuf and protoc were not found when it was "
+                                 "configured): install libprotobuf-dev and "
+                                 "protobuf-compiler and configure again, or write a .json "
+                                 "trace",
+                                 path),
+                     kDemoUsage);
+  return format;
+}
+
+// A trace keeps every report: its bound on layers times replays (kDemoUsage's comment).
+void check_trace_bound(const DemoOptions& options) {
+  if (!options.trace_path.empty() && options.layers * options.replays > kMaxDemoTracedLayers)
+    throw UsageError(fmt::format("--trace keeps every region of every replay: --layers times "
+                                 "--replays must be at most {} with --trace, got {} * {} = {}",
+                                 kMaxDemoTracedLayers, options.layers, options.replays,
+                                 options.layers * options.replays),
+                     kDemoUsage);
+}
+
+}  // namespace
+
 DemoOptions parse_demo_options(const std::vector<std::string>& args) {
   DemoOptions options;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -92,15 +120,7 @@ DemoOptions parse_demo_options(const std::vector<std::string>& args) {
       options.replays = parse_count(arg, value(), 1, kMaxDemoReplays, kDemoUsage);
     } else if (arg == "--trace") {
       options.trace_path = value();
-      options.trace_format = trace_format_for(options.trace_path);
-      if (options.trace_format == TraceFormat::Perfetto && !perfetto_supported())
-        throw UsageError(fmt::format("--trace {}: this build of accgraph cannot write Perfetto "
-                                     "traces (libprotobuf and protoc were not found when it was "
-                                     "configured): install libprotobuf-dev and "
-                                     "protobuf-compiler and configure again, or write a .json "
-                                     "trace",
-                                     options.trace_path),
-                         kDemoUsage);
+      options.trace_format = trace_option(options.trace_path);
     } else if (arg == "--csv") {
       options.csv_path = value();
     } else if (arg == "--strategy") {
@@ -115,12 +135,7 @@ DemoOptions parse_demo_options(const std::vector<std::string>& args) {
       throw UsageError(fmt::format("unknown argument '{}'", arg), kDemoUsage);
     }
   }
-  if (!options.trace_path.empty() && options.layers * options.replays > kMaxDemoTracedLayers)
-    throw UsageError(fmt::format("--trace keeps every region of every replay: --layers times "
-                                 "--replays must be at most {} with --trace, got {} * {} = {}",
-                                 kMaxDemoTracedLayers, options.layers, options.replays,
-                                 options.layers * options.replays),
-                     kDemoUsage);
+  check_trace_bound(options);
   return options;
 }
 
@@ -194,6 +209,162 @@ void capture_lanes_layer(timing::Profiler& profiler, Stream& stream, Stream& mlp
   stream.wait(comm_stream);
 }
 
+// One layer of the default workload: fill and copy, and a device delay of `delay_us` when it is
+// not 0, each in its own region inside the layer's.
+void capture_layer(timing::Profiler& profiler, Stream& stream, long layer, size_t bytes,
+                   Buffer& source, Buffer& destination, long delay_us) {
+  timing::Metadata layer_meta = {{"layer", std::to_string(layer)},
+                                 {"bytes", std::to_string(bytes)}};
+  auto layer_region = profiler.region(stream, fmt::format("layer{}", layer), layer_meta);
+  {
+    auto r = profiler.region(stream, "fill", {{"bytes", std::to_string(bytes)}});
+    stream.fill(source, static_cast<uint8_t>(layer + 1));
+  }
+  {
+    auto r = profiler.region(stream, "copy", {{"bytes", std::to_string(bytes)}});
+    stream.copy(destination, source);
+  }
+  if (delay_us > 0) {
+    auto r = profiler.region(stream, "compute", {{"delay_us", std::to_string(delay_us)}});
+    stream.delay(std::chrono::microseconds(delay_us));
+  }
+}
+
+// What the demo runs on: its streams and, per layer, a source filled with the layer's byte and
+// a destination the copy writes. Members in this order so that the forked streams and the
+// buffers go before the stream they were made on.
+struct DemoWorkload {
+  Stream stream;
+  std::string backend_name;
+  Capabilities caps;
+  bool with_delay = false;
+  std::vector<Buffer> sources, destinations;
+  std::vector<size_t> sizes;
+  // --lanes: two more streams the capture forks onto (they must outlive the graph's replays).
+  std::vector<Stream> forked;
+};
+
+DemoWorkload prepare_workload(const DemoOptions& options) {
+  DemoWorkload w{Stream::create(options.backend)};
+  w.backend_name = w.stream.backend_name();
+  w.caps = w.stream.capabilities();
+  w.with_delay = w.caps.timed_delay && options.delay_us > 0;
+  for (long layer = 0; layer < options.layers; ++layer) {
+    size_t bytes = size_t(64) * 1024 * size_t(1 + layer);  // 64 KiB, 128 KiB, ...
+    w.sizes.push_back(bytes);
+    w.sources.push_back(Buffer::allocate(w.stream, bytes, MemoryKind::Device));
+    w.destinations.push_back(Buffer::allocate(w.stream, bytes, MemoryKind::Device));
+  }
+  if (options.lanes) {
+    if (!w.caps.multi_stream_capture)
+      throw Error(ErrorCode::Unsupported,
+                  fmt::format("demo --lanes forks the capture onto more streams, which the {} "
+                              "backend cannot capture (capabilities: multi-stream capture no): "
+                              "run it on another backend (`accgraph backends`)",
+                              w.backend_name));
+    w.forked.push_back(Stream::create(w.backend_name, w.stream.device()));
+    w.forked.push_back(Stream::create(w.backend_name, w.stream.device()));
+  }
+  return w;
+}
+
+void capture_workload(const DemoOptions& options, DemoWorkload& w, timing::Profiler& profiler,
+                      AcceleratorGraph& graph) {
+  const long delay_us = w.with_delay ? options.delay_us : 0;
+  graph.capture_begin(w.stream);
+  for (long layer = 0; layer < options.layers; ++layer) {
+    if (options.lanes)
+      capture_lanes_layer(profiler, w.stream, w.forked[0], w.forked[1], layer, w.sources[layer],
+                          w.destinations[layer], delay_us);
+    else
+      capture_layer(profiler, w.stream, layer, w.sizes[layer], w.sources[layer],
+                    w.destinations[layer], delay_us);
+  }
+  graph.capture_end();
+}
+
+// Replays the graph, waits for every report; returns the wall time in milliseconds.
+double replay_workload(const DemoOptions& options, DemoWorkload& w, timing::Profiler& profiler,
+                       AcceleratorGraph& graph) {
+  auto started = std::chrono::steady_clock::now();
+  for (long i = 0; i < options.replays; ++i) graph.replay();
+  profiler.flush();
+  w.stream.synchronize();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+      .count();
+}
+
+// The replays really ran: the number of layers whose destination does not hold the layer's byte.
+size_t count_wrong_layers(DemoWorkload& w) {
+  size_t wrong_layers = 0;
+  for (size_t layer = 0; layer < w.sizes.size(); ++layer) {
+    Buffer check = Buffer::allocate(w.stream, w.sizes[layer], MemoryKind::Host);
+    w.stream.copy(check, w.destinations[layer]);
+    w.stream.synchronize();
+    const uint8_t* bytes = check.as<uint8_t>();
+    for (size_t i = 0; i < w.sizes[layer]; ++i)
+      if (bytes[i] != static_cast<uint8_t>(layer + 1)) {
+        ++wrong_layers;
+        break;
+      }
+  }
+  return wrong_layers;
+}
+
+void print_results(const DemoOptions& options, const DemoWorkload& w,
+                   const timing::Profiler& profiler, const std::vector<timing::RegionStats>& stats,
+                   double wall_ms) {
+  std::string device_name = w.stream.backend().devices().at(w.stream.device()).name;
+  fmt::print("accgraph demo: backend {} ({}), {} layers, {} replays in {:.2f} ms, marker "
+             "strategy {}, {} reports\n\n",
+             w.backend_name, device_name, options.layers, options.replays, wall_ms,
+             options.strategy.empty() ? (w.caps.marker_strategies.empty()
+                                             ? std::string("-")
+                                             : w.caps.marker_strategies.front())
+                                      : options.strategy,
+             profiler.delivered());
+  timing::write_stats_table(std::cout, stats);
+  if (!w.with_delay)
+    fmt::print(options.lanes ? "\n(no device delays in the mlp and comm regions: {})\n"
+                             : "\n(no compute regions: {})\n",
+               options.delay_us == 0 ? "--delay-us 0"
+                                     : "this backend has no timed delay (capabilities)");
+}
+
+// The --trace and --csv files, opened (checked) before the run.
+struct DemoOutputs {
+  std::optional<OutputFile> trace_file, csv_file;
+
+  explicit DemoOutputs(const DemoOptions& options) {
+    if (!options.trace_path.empty())
+      trace_file.emplace(options.trace_path, "--trace",
+                         options.trace_format == TraceFormat::Perfetto ? "the Perfetto trace"
+                                                                       : "the Chrome trace");
+    if (!options.csv_path.empty())
+      csv_file.emplace(options.csv_path, "--csv", "the statistics CSV");
+  }
+
+  void write(const DemoOptions& options, const timing::Profiler& profiler,
+             const std::vector<timing::RegionStats>& stats) {
+    if (trace_file) {
+      trace_file->write([&](std::ostream& out) {
+        if (options.trace_format == TraceFormat::Perfetto) {
+#if ACCGRAPH_CLI_WITH_PERFETTO
+          timing::write_perfetto_trace(out, profiler.reports());
+#endif
+        } else {
+          timing::write_chrome_trace(out, profiler.reports());
+        }
+      });
+      fmt::print("\ntrace written to {}\n", trace_file->path());
+    }
+    if (csv_file) {
+      csv_file->write([&](std::ostream& out) { timing::write_stats_csv(out, stats); });
+      fmt::print("statistics written to {}\n", csv_file->path());
+    }
+  }
+};
+
 }  // namespace
 
 int run_demo(const DemoOptions& options) {
@@ -201,127 +372,18 @@ int run_demo(const DemoOptions& options) {
     std::fputs(kDemoUsage, stdout);
     return 0;
   }
-  std::optional<OutputFile> trace_file, csv_file;
-  if (!options.trace_path.empty())
-    trace_file.emplace(options.trace_path, "--trace",
-                       options.trace_format == TraceFormat::Perfetto ? "the Perfetto trace"
-                                                                     : "the Chrome trace");
-  if (!options.csv_path.empty()) csv_file.emplace(options.csv_path, "--csv", "the statistics CSV");
-
-  Stream stream = Stream::create(options.backend);
-  const std::string backend_name = stream.backend_name();
-  const Capabilities caps = stream.capabilities();
-  const bool with_delay = caps.timed_delay && options.delay_us > 0;
-
-  // Per layer: a source filled with the layer's byte, and a destination the copy writes.
-  std::vector<Buffer> sources, destinations;
-  std::vector<size_t> sizes;
-  for (long layer = 0; layer < options.layers; ++layer) {
-    size_t bytes = size_t(64) * 1024 * size_t(1 + layer);  // 64 KiB, 128 KiB, ...
-    sizes.push_back(bytes);
-    sources.push_back(Buffer::allocate(stream, bytes, MemoryKind::Device));
-    destinations.push_back(Buffer::allocate(stream, bytes, MemoryKind::Device));
-  }
-
-  // --lanes: two more streams the capture forks onto (they must outlive the graph's replays).
-  std::vector<Stream> forked;
-  if (options.lanes) {
-    if (!caps.multi_stream_capture)
-      throw Error(ErrorCode::Unsupported,
-                  fmt::format("demo --lanes forks the capture onto more streams, which the {} "
-                              "backend cannot capture (capabilities: multi-stream capture no): "
-                              "run it on another backend (`accgraph backends`)",
-                              backend_name));
-    forked.push_back(Stream::create(backend_name, stream.device()));
-    forked.push_back(Stream::create(backend_name, stream.device()));
-  }
-
+  DemoOutputs outputs(options);
+  DemoWorkload workload = prepare_workload(options);
   timing::Profiler profiler(demo_profiler_options(options));
-
-  AcceleratorGraph graph(backend_name);
+  AcceleratorGraph graph(workload.backend_name);
   profiler.attach(graph);
-  graph.capture_begin(stream);
-  for (long layer = 0; layer < options.layers; ++layer) {
-    const size_t bytes = sizes[layer];
-    if (options.lanes) {
-      capture_lanes_layer(profiler, stream, forked[0], forked[1], layer, sources[layer],
-                          destinations[layer], with_delay ? options.delay_us : 0);
-      continue;
-    }
-    timing::Metadata layer_meta = {{"layer", std::to_string(layer)},
-                                   {"bytes", std::to_string(bytes)}};
-    auto layer_region = profiler.region(stream, fmt::format("layer{}", layer), layer_meta);
-    {
-      auto r = profiler.region(stream, "fill", {{"bytes", std::to_string(bytes)}});
-      stream.fill(sources[layer], static_cast<uint8_t>(layer + 1));
-    }
-    {
-      auto r = profiler.region(stream, "copy", {{"bytes", std::to_string(bytes)}});
-      stream.copy(destinations[layer], sources[layer]);
-    }
-    if (with_delay) {
-      auto r = profiler.region(stream, "compute",
-                               {{"delay_us", std::to_string(options.delay_us)}});
-      stream.delay(std::chrono::microseconds(options.delay_us));
-    }
-  }
-  graph.capture_end();
-
-  auto started = std::chrono::steady_clock::now();
-  for (long i = 0; i < options.replays; ++i) graph.replay();
-  profiler.flush();
-  stream.synchronize();
-  double wall_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
-          .count();
-
-  // The replays really ran: every destination holds its layer's byte.
-  size_t wrong_layers = 0;
-  for (long layer = 0; layer < options.layers; ++layer) {
-    Buffer check = Buffer::allocate(stream, sizes[layer], MemoryKind::Host);
-    stream.copy(check, destinations[layer]);
-    stream.synchronize();
-    const uint8_t* bytes = check.as<uint8_t>();
-    for (size_t i = 0; i < sizes[layer]; ++i)
-      if (bytes[i] != static_cast<uint8_t>(layer + 1)) {
-        ++wrong_layers;
-        break;
-      }
-  }
+  capture_workload(options, workload, profiler, graph);
+  const double wall_ms = replay_workload(options, workload, profiler, graph);
+  const size_t wrong_layers = count_wrong_layers(workload);
 
   std::vector<timing::RegionStats> stats = profiler.stats();
-  std::string device_name = stream.backend().devices().at(stream.device()).name;
-  fmt::print("accgraph demo: backend {} ({}), {} layers, {} replays in {:.2f} ms, marker "
-             "strategy {}, {} reports\n\n",
-             backend_name, device_name, options.layers, options.replays, wall_ms,
-             options.strategy.empty() ? (caps.marker_strategies.empty()
-                                             ? std::string("-")
-                                             : caps.marker_strategies.front())
-                                      : options.strategy,
-             profiler.delivered());
-  timing::write_stats_table(std::cout, stats);
-  if (!with_delay)
-    fmt::print(options.lanes ? "\n(no device delays in the mlp and comm regions: {})\n"
-                             : "\n(no compute regions: {})\n",
-               options.delay_us == 0 ? "--delay-us 0"
-                                     : "this backend has no timed delay (capabilities)");
-
-  if (trace_file) {
-    trace_file->write([&](std::ostream& out) {
-      if (options.trace_format == TraceFormat::Perfetto) {
-#if ACCGRAPH_CLI_WITH_PERFETTO
-        timing::write_perfetto_trace(out, profiler.reports());
-#endif
-      } else {
-        timing::write_chrome_trace(out, profiler.reports());
-      }
-    });
-    fmt::print("\ntrace written to {}\n", trace_file->path());
-  }
-  if (csv_file) {
-    csv_file->write([&](std::ostream& out) { timing::write_stats_csv(out, stats); });
-    fmt::print("statistics written to {}\n", csv_file->path());
-  }
+  print_results(options, workload, profiler, stats, wall_ms);
+  outputs.write(options, profiler, stats);
   if (wrong_layers != 0) {
     fmt::print(stderr, "accgraph demo: {} layer(s) hold wrong data after the replays\n",
                wrong_layers);

@@ -14,29 +14,33 @@ namespace {
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
+// The index after the digits of `text` that start at `i` (`i` itself when none do).
+size_t skip_digits(std::string_view text, size_t i) {
+  while (i < text.size() && is_digit(text[i])) ++i;
+  return i;
+}
+
+bool char_at(std::string_view text, size_t i, char c) { return i < text.size() && text[i] == c; }
+
 // Length of the JSON number at the start of `text` (0 if none): -?(0|[1-9][0-9]*)(.[0-9]+)?
 // ([eE][+-]?[0-9]+)?; `integral` tells whether it had neither fraction nor exponent.
 size_t json_number_length(std::string_view text, bool& integral) {
-  size_t i = 0;
-  if (i < text.size() && text[i] == '-') ++i;
+  size_t i = char_at(text, 0, '-') ? 1 : 0;
   if (i >= text.size() || !is_digit(text[i])) return 0;
-  if (text[i] == '0') {
-    ++i;
-  } else {
-    while (i < text.size() && is_digit(text[i])) ++i;
-  }
+  i = text[i] == '0' ? i + 1 : skip_digits(text, i);
   integral = true;
-  if (i < text.size() && text[i] == '.') {
-    ++i;
-    if (i >= text.size() || !is_digit(text[i])) return 0;
-    while (i < text.size() && is_digit(text[i])) ++i;
+  if (char_at(text, i, '.')) {
+    const size_t end = skip_digits(text, i + 1);
+    if (end == i + 1) return 0;
+    i = end;
     integral = false;
   }
-  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
-    ++i;
-    if (i < text.size() && (text[i] == '+' || text[i] == '-')) ++i;
-    if (i >= text.size() || !is_digit(text[i])) return 0;
-    while (i < text.size() && is_digit(text[i])) ++i;
+  if (char_at(text, i, 'e') || char_at(text, i, 'E')) {
+    size_t digits = i + 1;
+    if (char_at(text, digits, '+') || char_at(text, digits, '-')) ++digits;
+    const size_t end = skip_digits(text, digits);
+    if (end == digits) return 0;
+    i = end;
     integral = false;
   }
   return i;

@@ -24,8 +24,9 @@
 #include "accgraph/error.hpp"
 #include "accgraph/output_file.hpp"
 #include "accgraph/perfetto.hpp"
-#include "../export_support.hpp"
+#include "../export_errors.hpp"
 #include "packet_io.hpp"
+#include "trace_info.hpp"
 
 namespace accgraph::timing {
 
@@ -33,7 +34,7 @@ namespace {
 
 namespace pb = accgraph::pftrace;
 
-constexpr const char* kInfoEventName = "accgraph trace info";  // as write_perfetto_trace writes
+using detail::kInfoEventName;
 constexpr uint64_t kSaturated = std::numeric_limits<uint64_t>::max();
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
@@ -436,7 +437,7 @@ class Interleaver {
     if (d.has_parent_uuid()) d.set_parent_uuid(renumber(input, d.parent_uuid()));
     if (d.has_process() && process != input.process_of_uuid.end()) {
       d.mutable_process()->set_pid(input.processes[process->second].new_pid);
-      const std::string prefix = fmt::format("rank {}: ", input.rank);
+      const std::string prefix = detail::rank_prefix(input.rank);
       if (d.process().process_name().compare(0, prefix.size(), prefix) != 0)
         d.mutable_process()->set_process_name(prefix + d.process().process_name());
     }

@@ -1,0 +1,78 @@
+// Text that the exporters write: valid UTF-8 whatever bytes the caller gave (Note [Exported
+// text]). Internal; header-only so that accgraph::perfetto, a library of its own, compiles the
+// same code.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace accgraph::timing::detail {
+
+// Note [Exported text]: names, paths, metadata, backend and device names come from the caller
+// and may hold any bytes. Every exporter writes them as valid UTF-8: a byte that does not
+// belong to a well-formed UTF-8 sequence (a stray continuation byte, a truncated sequence, an
+// overlong form, a surrogate, a code point above U+10FFFF) becomes U+FFFD, one per byte, so
+// valid text round-trips exactly. On top of that, each format escapes what it must: JSON
+// escapes control characters, CSV quotes fields per RFC 4180, the text table shows control
+// characters as \xNN (\u00NN for C1 controls) so every row stays one line and no terminal
+// escape sequence gets through.
+inline constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+
+// The length of the well-formed UTF-8 sequence at the start of `text`, or 0 if there is none.
+inline size_t utf8_sequence_length(std::string_view text) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(0);
+  if (lead < 0x80) return 1;
+  size_t length = 0;
+  unsigned char low = 0x80, high = 0xBF;  // the allowed range of the second byte
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) low = 0xA0;   // overlong
+    if (lead == 0xED) high = 0x9F;  // surrogates
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) low = 0x90;   // overlong
+    if (lead == 0xF4) high = 0x8F;  // above U+10FFFF
+  } else {
+    return 0;  // a continuation byte, an overlong lead (C0, C1) or F5..FF
+  }
+  if (text.size() < length || byte(1) < low || byte(1) > high) return 0;
+  for (size_t i = 2; i < length; ++i)
+    if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
+  return length;
+}
+
+// `text` as valid UTF-8 (Note [Exported text]).
+inline std::string valid_utf8(std::string_view text) {
+  std::string result;
+  result.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const size_t length = utf8_sequence_length(text.substr(i));
+    if (length == 0) {
+      result += kReplacement;
+      ++i;
+    } else {
+      result.append(text, i, length);
+      i += length;
+    }
+  }
+  return result;
+}
+
+// True when `a` and `b` are the same text once made valid UTF-8 (Note [Exported text]).
+inline bool same_valid_utf8(std::string_view a, std::string_view b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const size_t la = utf8_sequence_length(a.substr(i)), lb = utf8_sequence_length(b.substr(j));
+    if ((la == 0 ? kReplacement : a.substr(i, la)) != (lb == 0 ? kReplacement : b.substr(j, lb)))
+      return false;
+    i += la == 0 ? 1 : la;
+    j += lb == 0 ? 1 : lb;
+  }
+  return i == a.size() && j == b.size();
+}
+
+}  // namespace accgraph::timing::detail

@@ -1,0 +1,129 @@
+// The text exporters: the statistics as a table and as CSV, the reports as CSV.
+#include <algorithm>
+#include <cstddef>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "accgraph/report.hpp"
+#include "export_errors.hpp"
+#include "exported_text.hpp"
+
+namespace accgraph::timing {
+
+namespace {
+
+using detail::export_to;
+using detail::utf8_sequence_length;
+using detail::valid_utf8;
+
+double to_us(double ns) { return ns / 1000.0; }
+
+// `text` for one cell of the text table: valid UTF-8 with control characters made visible.
+// Returns the cell and its width in code points.
+std::pair<std::string, size_t> table_cell(std::string_view text) {
+  const std::string valid = valid_utf8(text);
+  std::string cell;
+  size_t width = 0;
+  for (size_t i = 0; i < valid.size(); ++width) {
+    const auto c = static_cast<unsigned char>(valid[i]);
+    if (c < 0x20 || c == 0x7F) {
+      cell += fmt::format("\\x{:02x}", c);
+      width += 3;
+      ++i;
+    } else if (c == 0xC2 && static_cast<unsigned char>(valid[i + 1]) < 0xA0) {
+      cell += fmt::format("\\u{:04x}", static_cast<unsigned char>(valid[i + 1]));  // C1
+      width += 5;
+      i += 2;
+    } else {
+      const size_t length = utf8_sequence_length(std::string_view(valid).substr(i));
+      cell.append(valid, i, length);
+      i += length;
+    }
+  }
+  return {std::move(cell), width};
+}
+
+// RFC 4180: quote a field holding a separator, a quote or a line break; double the quotes.
+std::string csv_field(std::string_view raw) {
+  const std::string text = valid_utf8(raw);
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  quoted += '"';
+  return quoted;
+}
+
+std::string metadata_text(const Metadata& metadata) {
+  std::string text;
+  for (const auto& [key, value] : metadata) {
+    if (!text.empty()) text += ';';
+    text += key;
+    text += '=';
+    text += value;
+  }
+  return text;
+}
+
+}  // namespace
+
+void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats) {
+  export_to(out, "the statistics table", [&] {
+    std::vector<std::pair<std::string, size_t>> cells;
+    cells.reserve(stats.size());
+    size_t width = std::string_view("region").size();
+    for (const RegionStats& s : stats) {
+      cells.push_back(table_cell(s.path));
+      width = std::max(width, cells.back().second);
+    }
+    // Padded by hand: fmt would count the width of the escaped text differently.
+    const auto padded = [&](const std::string& cell, size_t cell_width) {
+      return cell + std::string(width - cell_width, ' ');
+    };
+    out << padded("region", 6)
+        << fmt::format("  {:>8}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}\n", "count", "min_us",
+                       "mean_us", "p50_us", "p95_us", "max_us");
+    for (size_t i = 0; i < stats.size(); ++i) {
+      const RegionStats& s = stats[i];
+      out << padded(cells[i].first, cells[i].second)
+          << fmt::format("  {:>8}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>12.3f}\n",
+                         s.count, to_us(s.min_ns), to_us(s.mean_ns), to_us(s.p50_ns),
+                         to_us(s.p95_ns), to_us(s.max_ns));
+    }
+  });
+}
+
+void write_stats_csv(std::ostream& out, const std::vector<RegionStats>& stats) {
+  export_to(out, "the statistics CSV", [&] {
+    out << "path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns\n";
+    for (const RegionStats& s : stats)
+      out << fmt::format("{},{},{},{},{},{},{},{}\n", csv_field(s.path), s.depth, s.count,
+                         s.min_ns, s.mean_ns, s.p50_ns, s.p95_ns, s.max_ns);
+  });
+}
+
+void write_reports_csv(std::ostream& out, const std::vector<ReplayReport>& reports) {
+  export_to(out, "the reports CSV", [&] {
+    out << "graph_id,replay_index,backend,device,path,depth,stream_id,lane,start_ns,end_ns,"
+           "duration_ns,metadata\n";
+    for (const ReplayReport& r : reports)
+      for (const RegionTiming& t : r.regions()) {
+        // An unmeasurable region (RegionTiming::measurable) has no times: empty fields.
+        const std::string times =
+            t.measurable ? fmt::format("{},{},{}", t.start_ns, t.end_ns, t.duration_ns) : ",,";
+        out << fmt::format("{},{},{},{},{},{},{},{},{},{}\n", r.graph_id(), r.replay_index(),
+                           csv_field(r.backend()), r.device(), csv_field(t.path()), t.depth(),
+                           t.stream_id(), csv_field(t.lane()), times,
+                           csv_field(metadata_text(t.metadata())));
+      }
+  });
+}
+
+}  // namespace accgraph::timing
