@@ -1,5 +1,5 @@
 // Level Zero graphs, capture path chosen per device at start-up: native record-and-replay graphs
-// (Ext or Exp flavour, see ze_graph_ext.hpp) or a regular command list replayed through a
+// (Ext or Exp flavour, see level_zero_graph_ext.hpp) or a regular command list replayed through a
 // command queue (Note [Command-list capture]).
 #include <atomic>
 #include <fstream>
