@@ -1,12 +1,12 @@
 // The Vulkan loader, opened at run time (Note [Loading the loader]).
-#include "vk_api.hpp"
+#include "vulkan_api.hpp"
 
 #include <dlfcn.h>
 
 #include <fmt/format.h>
 
 #include "accgraph/error.hpp"
-#include "vk_support.hpp"
+#include "vulkan_check.hpp"
 
 namespace accgraph::detail::vulkan {
 
