@@ -32,6 +32,11 @@ std::string flavor_problem(const char* name, bool advertised, uint32_t flags,
   return {};
 }
 
+// The native-graph path with `flavor`; the reason is the extension's name.
+PathChoice native_graphs(GraphFlavor flavor) {
+  return PathChoice{CapturePath::NativeGraph, flavor, to_string(flavor)};
+}
+
 }  // namespace
 
 PathChoice choose_capture_path(const GraphSupport& support) {
@@ -40,22 +45,12 @@ PathChoice choose_capture_path(const GraphSupport& support) {
     choice.reason = "ACCGRAPH_LEVEL_ZERO_CAPTURE=command_list";
     return choice;
   }
-  std::string ext = flavor_problem(kGraphExtName, support.ext_advertised, support.ext_flags,
-                                   support.ext_missing);
-  if (ext.empty()) {
-    choice.path = CapturePath::NativeGraph;
-    choice.flavor = GraphFlavor::Ext;
-    choice.reason = kGraphExtName;
-    return choice;
-  }
-  std::string exp = flavor_problem(kGraphExpName, support.exp_advertised, support.exp_flags,
-                                   support.exp_missing);
-  if (exp.empty()) {
-    choice.path = CapturePath::NativeGraph;
-    choice.flavor = GraphFlavor::Exp;
-    choice.reason = kGraphExpName;
-    return choice;
-  }
+  const std::string ext = flavor_problem(kGraphExtName, support.ext_advertised, support.ext_flags,
+                                         support.ext_missing);
+  if (ext.empty()) return native_graphs(GraphFlavor::Ext);
+  const std::string exp = flavor_problem(kGraphExpName, support.exp_advertised, support.exp_flags,
+                                         support.exp_missing);
+  if (exp.empty()) return native_graphs(GraphFlavor::Exp);
   if (!support.ext_advertised && !support.exp_advertised)
     choice.reason = "the driver advertises no record-and-replay graph extension";
   else
