@@ -63,8 +63,8 @@ endif()
 message(STATUS "accgraph: level_zero backend ${ACCGRAPH_WITH_LEVEL_ZERO}")
 
 # Vulkan: only the headers are needed at build time (the module dlopen()s the loader, Note
-# [Loading the loader] in backends/vulkan/vk_api.cpp); glslangValidator, when found, compiles the
-# spin shader behind Stream::delay.
+# [Loading the loader] in backends/vulkan/vulkan_api.cpp); glslangValidator, when found, compiles
+# the spin shader behind Stream::delay.
 set(ACCGRAPH_WITH_VULKAN OFF)
 if(NOT ACCGRAPH_BACKEND_VULKAN STREQUAL "OFF" AND EXISTS "${PROJECT_SOURCE_DIR}/backends/vulkan/CMakeLists.txt")
   find_package(Vulkan QUIET COMPONENTS glslangValidator)

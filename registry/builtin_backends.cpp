@@ -11,7 +11,7 @@
 #include "accgraph/error.hpp"
 #include "accgraph/plugin.hpp"
 #include "accgraph/registry.hpp"
-#include "backends/host/host_backend.hpp"
+#include "backends/host/host_entry.hpp"
 #include "registry_internal.hpp"
 
 namespace accgraph::detail {

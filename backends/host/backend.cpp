@@ -1,7 +1,7 @@
 // The host backend object: one device (the CPU), honest capabilities, and the factories of its
 // streams, buffers, graphs and markers.
+#include "host_entry.hpp"
 #include "host_backend.hpp"
-#include "host_internal.hpp"
 
 #include "accgraph/steady_clock_markers.hpp"
 

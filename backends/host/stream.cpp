@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "host_internal.hpp"
+#include "host_backend.hpp"
 
 namespace accgraph::detail::host {
 

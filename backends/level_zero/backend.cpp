@@ -214,7 +214,9 @@ std::string no_driver_advice() {
                      plugin::escape_for_message(alt), entries);
 }
 
-std::shared_ptr<Runtime> discover() {
+/// The Level Zero loader initialised (after the alternative-driver check) and its drivers;
+/// Unavailable when it offers none.
+std::vector<ze_driver_handle_t> init_drivers() {
   if (const char* alt = std::getenv("ZE_ENABLE_ALT_DRIVERS")) check_alt_drivers(alt);
   ze_result_t result = zeInit(0);
   if (result != ZE_RESULT_SUCCESS)
@@ -236,7 +238,13 @@ std::shared_ptr<Runtime> discover() {
                       "zeDriverGet", result_name(result));
   std::vector<ze_driver_handle_t> drivers(driver_count);
   ACCGRAPH_ZE_CHECK(zeDriverGet(&driver_count, drivers.data()), "start-up: listing drivers");
+  drivers.resize(driver_count);
+  return drivers;
+}
 
+/// A runtime with the GPU devices (and their timers) of the first driver that has any: a
+/// context belongs to one driver. Unavailable when no driver has a GPU.
+std::shared_ptr<Runtime> open_first_gpu_driver(const std::vector<ze_driver_handle_t>& drivers) {
   auto runtime = std::make_shared<Runtime>();
   size_t devices_seen = 0;
   for (ze_driver_handle_t driver : drivers) {
@@ -270,8 +278,35 @@ std::shared_ptr<Runtime> discover() {
   if (runtime->devices.empty())
     throw_unavailable(fmt::format("the Level Zero loader found {} driver(s) with {} device(s) but "
                                   "no GPU device; {}",
-                                  driver_count, devices_seen, kInstallAdvice));
+                                  drivers.size(), devices_seen, kInstallAdvice));
+  return runtime;
+}
 
+/// What the driver and `device` say about the record-and-replay graph extension, both flavours.
+GraphSupport graph_support(ze_driver_handle_t driver, ze_device_handle_t device, bool use_1_2,
+                           const std::vector<std::string>& extensions, bool forced) {
+  auto advertised = [&](const char* name) {
+    for (const std::string& e : extensions)
+      if (e == name) return true;
+    return false;
+  };
+  GraphSupport support;
+  support.forced_command_list = forced;
+  support.ext_advertised = advertised(kGraphExtName);
+  support.exp_advertised = advertised(kGraphExpName);
+  if (support.ext_advertised) {
+    support.ext_flags = graph_flags(device, use_1_2, kGraphExtPropertiesStype);
+    GraphApi::resolve(driver, GraphFlavor::Ext, support.ext_missing);
+  }
+  if (support.exp_advertised) {
+    support.exp_flags = graph_flags(device, use_1_2, kGraphExpPropertiesStype);
+    GraphApi::resolve(driver, GraphFlavor::Exp, support.exp_missing);
+  }
+  return support;
+}
+
+std::shared_ptr<Runtime> discover() {
+  std::shared_ptr<Runtime> runtime = open_first_gpu_driver(init_drivers());
   ze_context_desc_t context_desc{ZE_STRUCTURE_TYPE_CONTEXT_DESC, nullptr, 0};
   ACCGRAPH_ZE_CHECK(zeContextCreate(runtime->driver, &context_desc, &runtime->context),
                     "start-up: creating a context");
@@ -279,27 +314,12 @@ std::shared_ptr<Runtime> discover() {
   ze_api_version_t version{};
   ACCGRAPH_ZE_CHECK(zeDriverGetApiVersion(runtime->driver, &version), "start-up: reading the API version");
   const bool use_1_2 = version >= ZE_MAKE_VERSION(1, 2);
-  std::vector<std::string> extensions = driver_extensions(runtime->driver);
-  auto advertised = [&](const char* name) {
-    for (const std::string& e : extensions)
-      if (e == name) return true;
-    return false;
-  };
+  const std::vector<std::string> extensions = driver_extensions(runtime->driver);
   const bool forced = forced_command_list();
   for (auto& device : runtime->devices) {
     device->compute_ordinal = compute_ordinal(device->handle);
-    GraphSupport support;
-    support.forced_command_list = forced;
-    support.ext_advertised = advertised(kGraphExtName);
-    support.exp_advertised = advertised(kGraphExpName);
-    if (support.ext_advertised) {
-      support.ext_flags = graph_flags(device->handle, use_1_2, kGraphExtPropertiesStype);
-      GraphApi::resolve(runtime->driver, GraphFlavor::Ext, support.ext_missing);
-    }
-    if (support.exp_advertised) {
-      support.exp_flags = graph_flags(device->handle, use_1_2, kGraphExpPropertiesStype);
-      GraphApi::resolve(runtime->driver, GraphFlavor::Exp, support.exp_missing);
-    }
+    const GraphSupport support =
+        graph_support(runtime->driver, device->handle, use_1_2, extensions, forced);
     device->capture = choose_capture_path(support);
     device->graph_api = graph_api_for(runtime->driver, device->capture, support);
     set_up_delay(*runtime, *device);

@@ -1,5 +1,5 @@
 // Level Zero graphs, capture path chosen per device at start-up: native record-and-replay graphs
-// (Ext or Exp flavour, see ze_graph_ext.hpp) or a regular command list replayed through a
+// (Ext or Exp flavour, see level_zero_graph_ext.hpp) or a regular command list replayed through a
 // command queue (Note [Command-list capture]).
 #include <atomic>
 #include <fstream>
@@ -44,13 +44,6 @@ class ZeGraph final : public GraphImplInterface {
   void capture_begin(StreamImpl& stream_impl, PoolId pool, CaptureMode /*mode*/) override {
     ZeStream& stream = as_ze_stream(stream_impl, "capture_begin");
     std::shared_ptr<StreamCore> core = stream.core();
-    if (!pool.is_new_private() && pool != pool_id_)
-      throw Error(ErrorCode::Unsupported,
-                  fmt::format("capture_begin: graph pool {{{}, {}}} cannot be shared: level_zero "
-                              "graphs do not share pools (capabilities().pool_sharing is false); "
-                              "pass {{}} for a new private pool",
-                              pool.first, pool.second),
-                  kBackendName);
     DeviceState& device = core->device;
     std::shared_ptr<StreamCore> keep = core->keep_list_alive("capture_begin");
     std::lock_guard<std::mutex> lock(core->mutex);
@@ -83,6 +76,8 @@ class ZeGraph final : public GraphImplInterface {
     capture_core_ = std::move(core);
     device_ = &device;
     path_ = device.capture.path;
+    // pool_sharing is false: the core passes only new private pools (Note [Capability gates]
+    // in accgraph/backend.hpp).
     if (pool.is_new_private()) pool_id_ = PoolId{next_pool_id.fetch_add(1), 0};
   }
 

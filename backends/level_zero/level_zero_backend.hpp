@@ -15,9 +15,17 @@
 #include "accgraph/backend_support.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/types.hpp"
-#include "ze_support.hpp"
+#include "level_zero_capture_path.hpp"
+#include "level_zero_check.hpp"
+#include "level_zero_graph_api.hpp"
+#include "level_zero_ticks.hpp"
 
 namespace accgraph::detail::level_zero {
+
+// Flags newer than the Debian 1.4 headers (ze_api.h 1.7+). Drivers that predate them may refuse
+// them; the backend then retries without (see Note [In-order lists] in stream.cpp).
+inline constexpr uint32_t kCommandQueueFlagInOrder = 1u << 1;  // ZE_COMMAND_QUEUE_FLAG_IN_ORDER
+inline constexpr uint32_t kCommandListFlagInOrder = 1u << 3;   // ZE_COMMAND_LIST_FLAG_IN_ORDER
 
 inline constexpr const char* kStrategyGlobalTimestamps = "global_timestamps";
 inline constexpr size_t kDefaultRingDepth = 16;

@@ -20,8 +20,8 @@ constexpr uint32_t kJoinSlots = 16;
 
 // Note [In-order lists]: accgraph streams are in-order queues. Level Zero lists become in-order
 // with ZE_COMMAND_QUEUE_FLAG_IN_ORDER / ZE_COMMAND_LIST_FLAG_IN_ORDER (API 1.7+, newer than the
-// Debian 1.4 headers, so declared in ze_support.hpp). A driver that refuses the flag gets lists
-// without it, and the backend appends a barrier after each operation instead
+// Debian 1.4 headers, so declared in level_zero_backend.hpp). A driver that refuses the flag gets
+// lists without it, and the backend appends a barrier after each operation instead
 // (StreamCore::order_after_append).
 ze_command_queue_desc_t compute_queue_desc(const DeviceState& device) {
   return {ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC,
@@ -160,8 +160,8 @@ bool StreamCore::natively_capturing() const {
                           fmt::ptr(list)),
               fmt::format("the driver answered neither QUERY_TRUE nor QUERY_FALSE of the {} "
                           "flavour; if it did answer, the result codes in "
-                          "backends/level_zero/ze_graph_ext.hpp do not match this driver's "
-                          "ze_api.h (report it)",
+                          "backends/level_zero/level_zero_graph_ext.hpp do not match this "
+                          "driver's ze_api.h (report it)",
                           to_string(api.flavor())));
 }
 

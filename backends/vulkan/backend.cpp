@@ -365,16 +365,10 @@ std::string calibrate_spin(DeviceState& device, Calibration& calibration) {
   return {};
 }
 
-std::string set_up_spin(DeviceState& device, const Candidate& candidate) {
-#if !ACCGRAPH_VULKAN_SPIN_SHADER
-  (void)device;
-  (void)candidate;
-  return "accgraph was built without glslangValidator (Debian: glslang-tools), so it has no spin "
-         "shader";
-#else
-  if (!candidate.shader_clock)
-    return "the device lacks VK_KHR_shader_clock's shaderDeviceClock or shaderInt64";
-  if (!device.timestamps) return "its compute queue family writes no timestamps";
+#if ACCGRAPH_VULKAN_SPIN_SHADER
+/// The storage buffer the spin shader writes (so its loop has an effect) and the descriptor set
+/// that binds it.
+void create_spin_descriptors(DeviceState& device) {
   const Api& api = vk();
   VkDevice handle = device.device;
   device.spin_sink = device.allocate(64, MemoryKind::Device, "start-up: the spin shader's sink");
@@ -414,7 +408,13 @@ std::string set_up_spin(DeviceState& device, const Candidate& candidate) {
   write.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
   write.pBufferInfo = &sink;
   api.vkUpdateDescriptorSets(handle, 1, &write, 0, nullptr);
+}
 
+/// The spin shader's module, its pipeline layout (the sink's set, 16 bytes of push constants)
+/// and its compute pipeline.
+void create_spin_pipeline(DeviceState& device) {
+  const Api& api = vk();
+  VkDevice handle = device.device;
   auto module_info =
       info_struct<VkShaderModuleCreateInfo>(VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO);
   module_info.codeSize = sizeof(accgraph_spin_spirv);
@@ -440,6 +440,12 @@ std::string set_up_spin(DeviceState& device, const Candidate& candidate) {
   ACCGRAPH_VK_CHECK(api.vkCreateComputePipelines(handle, VK_NULL_HANDLE, 1, &pipeline_info,
                                                  nullptr, &device.spin_pipeline),
                     "start-up: creating the spin shader's pipeline");
+}
+
+/// Sets device.spin_mode to the first mode whose calibration passes: the shader clock (0), else
+/// counting loop iterations (1). Empty on success; else why neither works, with the pipeline
+/// destroyed so the device has no Stream::delay.
+std::string choose_spin_mode(DeviceState& device, const Candidate& candidate) {
   Calibration calibration(device);
   // A CPU device (lavapipe) is never timed by its shader clock: Mesa 22.3 compiles the clock loop
   // away, and the calibration that rejects it measures time, which a loaded machine's
@@ -458,15 +464,33 @@ std::string set_up_spin(DeviceState& device, const Candidate& candidate) {
                                      device.index, clock_problem));
     return {};
   }
-  api.vkDestroyPipeline(handle, device.spin_pipeline, nullptr);
+  vk().vkDestroyPipeline(device.device, device.spin_pipeline, nullptr);
   device.spin_pipeline = VK_NULL_HANDLE;
   return fmt::format("the spin shader could not be calibrated: with the shader clock, {}; "
                      "counting iterations, {}",
                      clock_problem, work_problem);
+}
+#endif
+
+std::string set_up_spin(DeviceState& device, const Candidate& candidate) {
+#if !ACCGRAPH_VULKAN_SPIN_SHADER
+  (void)device;
+  (void)candidate;
+  return "accgraph was built without glslangValidator (Debian: glslang-tools), so it has no spin "
+         "shader";
+#else
+  if (!candidate.shader_clock)
+    return "the device lacks VK_KHR_shader_clock's shaderDeviceClock or shaderInt64";
+  if (!device.timestamps) return "its compute queue family writes no timestamps";
+  create_spin_descriptors(device);
+  create_spin_pipeline(device);
+  return choose_spin_mode(device, candidate);
 #endif
 }
 
-std::shared_ptr<Runtime> discover() {
+/// The loader, checked for Vulkan 1.2, and an instance with its entry points loaded: a Runtime
+/// with no devices yet. Unavailable when the loader is too old or finds no driver.
+std::shared_ptr<Runtime> create_instance() {
   Api& api = vk();
   api.load_loader();
   uint32_t loader_version = 0;
@@ -489,6 +513,58 @@ std::shared_ptr<Runtime> discover() {
                                   result_name(created), kDriverAdvice),
                       "vkCreateInstance", result_name(created));
   api.load_instance(runtime->instance);
+  return runtime;
+}
+
+/// The driver's physical devices, in its order; Unavailable when it has none.
+std::vector<VkPhysicalDevice> physical_devices(VkInstance instance) {
+  const Api& api = vk();
+  uint32_t count = 0;
+  ACCGRAPH_VK_CHECK(api.vkEnumeratePhysicalDevices(instance, &count, nullptr),
+                    "start-up: counting devices");
+  std::vector<VkPhysicalDevice> physical(count);
+  if (count > 0)
+    ACCGRAPH_VK_CHECK(api.vkEnumeratePhysicalDevices(instance, &count, physical.data()),
+                      "start-up: listing devices");
+  physical.resize(count);
+  if (physical.empty())
+    throw_unavailable(fmt::format("the Vulkan loader found no physical device; {}", kDriverAdvice));
+  return physical;
+}
+
+/// Opens a usable physical device (queues, memory types, timer) and sets up its spin shader, or
+/// records why it has no Stream::delay; logged at Debug.
+void add_device(Runtime& runtime, VkPhysicalDevice physical, const Candidate& candidate) {
+  const Api& api = vk();
+  auto state = std::make_unique<DeviceState>();
+  state->index = static_cast<int>(runtime.devices.size());
+  state->physical = physical;
+  state->name = candidate.properties.deviceName;
+  state->family = candidate.family;
+  state->timestamps = candidate.timestamp_bits > 0;
+  if (!state->timestamps) state->timestamp_problem = "its compute queue family writes no timestamps";
+  state->timer = TickConverter(candidate.properties.limits.timestampPeriod,
+                               candidate.timestamp_bits);
+  api.vkGetPhysicalDeviceMemoryProperties(physical, &state->memory);
+  DeviceState& device = *state;
+  runtime.devices.push_back(std::move(state));
+  create_device(device, candidate);
+  device.delay_problem = set_up_spin(device, candidate);
+  log(LogLevel::Debug,
+      fmt::format("vulkan: device {} is '{}' (Vulkan {}), queue family {} with {} queue(s); "
+                  "timestamps: {} valid bits, {} ns per tick; calibrated timestamps: {}; "
+                  "timed delay: {}",
+                  device.index, device.name, version_string(candidate.properties.apiVersion),
+                  device.family, device.queues.size(), candidate.timestamp_bits,
+                  device.timer.period_ns(), device.get_calibrated ? "yes" : "no",
+                  device.delay_problem.empty()
+                      ? fmt::format("yes, {:.4f} {} per ns", device.spin_units_per_ns,
+                                    device.spin_mode == 0 ? "shader clock ticks" : "iterations")
+                      : device.delay_problem));
+}
+
+std::shared_ptr<Runtime> discover() {
+  std::shared_ptr<Runtime> runtime = create_instance();
   // Note [Probe instance]: from here on, a backend found unavailable keeps its instance (and the
   // driver the loader opened for it) for the process's life, as an available one keeps its
   // runtime (life.backend): destroying it unloads the driver, and Mesa 22.3's lavapipe leaves an
@@ -506,16 +582,7 @@ std::shared_ptr<Runtime> discover() {
     }
   } keep_on_failure{runtime};
 
-  uint32_t count = 0;
-  ACCGRAPH_VK_CHECK(api.vkEnumeratePhysicalDevices(runtime->instance, &count, nullptr),
-                    "start-up: counting devices");
-  std::vector<VkPhysicalDevice> physical(count);
-  if (count > 0)
-    ACCGRAPH_VK_CHECK(api.vkEnumeratePhysicalDevices(runtime->instance, &count, physical.data()),
-                      "start-up: listing devices");
-  physical.resize(count);
-  if (physical.empty())
-    throw_unavailable(fmt::format("the Vulkan loader found no physical device; {}", kDriverAdvice));
+  const std::vector<VkPhysicalDevice> physical = physical_devices(runtime->instance);
   const std::optional<uint32_t> only = selected_device();
   if (only && *only >= physical.size())
     throw_unavailable(fmt::format("ACCGRAPH_VULKAN_DEVICE={} but the driver lists {} physical "
@@ -529,31 +596,7 @@ std::shared_ptr<Runtime> discover() {
       problems.push_back(fmt::format("'{}': {}", candidate.properties.deviceName, candidate.problem));
       continue;
     }
-    auto state = std::make_unique<DeviceState>();
-    state->index = static_cast<int>(runtime->devices.size());
-    state->physical = physical[i];
-    state->name = candidate.properties.deviceName;
-    state->family = candidate.family;
-    state->timestamps = candidate.timestamp_bits > 0;
-    if (!state->timestamps) state->timestamp_problem = "its compute queue family writes no timestamps";
-    state->timer = TickConverter(candidate.properties.limits.timestampPeriod,
-                                 candidate.timestamp_bits);
-    api.vkGetPhysicalDeviceMemoryProperties(physical[i], &state->memory);
-    DeviceState& device = *state;
-    runtime->devices.push_back(std::move(state));
-    create_device(device, candidate);
-    device.delay_problem = set_up_spin(device, candidate);
-    log(LogLevel::Debug,
-        fmt::format("vulkan: device {} is '{}' (Vulkan {}), queue family {} with {} queue(s); "
-                    "timestamps: {} valid bits, {} ns per tick; calibrated timestamps: {}; "
-                    "timed delay: {}",
-                    device.index, device.name, version_string(candidate.properties.apiVersion),
-                    device.family, device.queues.size(), candidate.timestamp_bits,
-                    device.timer.period_ns(), device.get_calibrated ? "yes" : "no",
-                    device.delay_problem.empty()
-                        ? fmt::format("yes, {:.4f} {} per ns", device.spin_units_per_ns,
-                                      device.spin_mode == 0 ? "shader clock ticks" : "iterations")
-                        : device.delay_problem));
+    add_device(*runtime, physical[i], candidate);
   }
   if (runtime->devices.empty()) {
     std::string list;

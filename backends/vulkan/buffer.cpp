@@ -1,5 +1,5 @@
 // Vulkan buffers: a VkBuffer with its own memory (device-local, or host-visible and mapped), and
-// the address Buffer::data() hands out for it (Note [Buffer addresses] in vk_support.hpp).
+// the address Buffer::data() hands out for it (Note [Buffer addresses] in vulkan_addresses.hpp).
 #include <sys/mman.h>
 #include <unistd.h>
 

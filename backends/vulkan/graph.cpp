@@ -40,15 +40,10 @@ class VkGraph final : public GraphImplInterface {
       vk().vkDestroyCommandPool(device_->device, pool_, nullptr);
   }
 
-  void capture_begin(StreamImpl& stream_impl, PoolId pool, CaptureMode /*mode*/) override {
+  // pool_sharing is false: the core passes only new private pools (Note [Capability gates] in
+  // accgraph/backend.hpp), so every capture gets a new pool id.
+  void capture_begin(StreamImpl& stream_impl, PoolId /*pool*/, CaptureMode /*mode*/) override {
     std::shared_ptr<StreamCore> core = as_vk_stream(stream_impl, "capture_begin").core();
-    if (!pool.is_new_private())
-      throw Error(ErrorCode::Unsupported,
-                  fmt::format("capture_begin: graph pool {{{}, {}}} cannot be shared: vulkan "
-                              "graphs do not share pools (capabilities().pool_sharing is false); "
-                              "pass {{}} for a new private pool",
-                              pool.first, pool.second),
-                  kBackendName);
     if (device_ != nullptr && device_ != &core->device)
       discard_executable_pool();  // a new device: the old pool belongs to the old one
     {

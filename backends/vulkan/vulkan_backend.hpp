@@ -14,8 +14,11 @@
 #include "accgraph/backend_support.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/types.hpp"
-#include "vk_api.hpp"
-#include "vk_support.hpp"
+#include "vulkan_addresses.hpp"
+#include "vulkan_api.hpp"
+#include "vulkan_check.hpp"
+#include "vulkan_fill.hpp"
+#include "vulkan_ticks.hpp"
 
 namespace accgraph::detail::vulkan {
 

@@ -4,7 +4,9 @@
 
 #include <doctest/doctest.h>
 
-#include "ze_support.hpp"
+#include "level_zero_capture_path.hpp"
+#include "level_zero_check.hpp"
+#include "level_zero_ticks.hpp"
 
 namespace lz = accgraph::detail::level_zero;
 using accgraph::ErrorCode;

@@ -5,7 +5,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "vk_support.hpp"
+#include "vulkan_addresses.hpp"
+#include "vulkan_check.hpp"
+#include "vulkan_fill.hpp"
+#include "vulkan_ticks.hpp"
 
 using namespace accgraph;
 using namespace accgraph::detail::vulkan;

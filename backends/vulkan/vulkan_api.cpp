@@ -1,12 +1,12 @@
 // The Vulkan loader, opened at run time (Note [Loading the loader]).
-#include "vk_api.hpp"
+#include "vulkan_api.hpp"
 
 #include <dlfcn.h>
 
 #include <fmt/format.h>
 
 #include "accgraph/error.hpp"
-#include "vk_support.hpp"
+#include "vulkan_check.hpp"
 
 namespace accgraph::detail::vulkan {
 
@@ -17,6 +17,21 @@ namespace accgraph::detail::vulkan {
 // device. The loader stays loaded for the life of the process (the backend is never destroyed).
 // Which driver (ICD) the loader uses is the loader's business: VK_DRIVER_FILES (or the older
 // VK_ICD_FILENAMES) selects one, e.g. lavapipe in CI.
+
+namespace {
+
+// An entry point the backend cannot do without, or Error(Unavailable) naming it.
+template <class Pfn>
+Pfn required(PFN_vkVoidFunction function, const char* name) {
+  if (function == nullptr)
+    throw Error(ErrorCode::Unavailable,
+                fmt::format("the Vulkan loader has no {}: install a Vulkan 1.2 or newer loader",
+                            name),
+                kBackendName, "vkGetInstanceProcAddr");
+  return reinterpret_cast<Pfn>(function);
+}
+
+}  // namespace
 
 Api& vk() {
   static Api api;
@@ -40,24 +55,15 @@ void Api::load_loader() {
     throw Error(ErrorCode::Unavailable,
                 "libvulkan.so.1 has no vkGetInstanceProcAddr: it is not a Vulkan loader",
                 kBackendName, "dlsym");
-#define ACCGRAPH_VK_LOAD_GLOBAL(name)                                                     \
-  name = reinterpret_cast<PFN_##name>(get(nullptr, #name));                               \
-  if (name == nullptr)                                                                    \
-    throw Error(ErrorCode::Unavailable,                                                   \
-                "the Vulkan loader has no " #name ": install a Vulkan 1.2 or newer loader", \
-                kBackendName, "vkGetInstanceProcAddr");
+#define ACCGRAPH_VK_LOAD_GLOBAL(name) name = required<PFN_##name>(get(nullptr, #name), #name);
   ACCGRAPH_VK_GLOBAL_FUNCTIONS(ACCGRAPH_VK_LOAD_GLOBAL)
 #undef ACCGRAPH_VK_LOAD_GLOBAL
   vkGetInstanceProcAddr = get;
 }
 
 void Api::load_instance(VkInstance instance) {
-#define ACCGRAPH_VK_LOAD_INSTANCE(name)                                                   \
-  name = reinterpret_cast<PFN_##name>(vkGetInstanceProcAddr(instance, #name));            \
-  if (name == nullptr)                                                                    \
-    throw Error(ErrorCode::Unavailable,                                                   \
-                "the Vulkan loader has no " #name ": install a Vulkan 1.2 or newer loader", \
-                kBackendName, "vkGetInstanceProcAddr");
+#define ACCGRAPH_VK_LOAD_INSTANCE(name) \
+  name = required<PFN_##name>(vkGetInstanceProcAddr(instance, #name), #name);
   ACCGRAPH_VK_INSTANCE_FUNCTIONS(ACCGRAPH_VK_LOAD_INSTANCE)
 #undef ACCGRAPH_VK_LOAD_INSTANCE
   auto optional = [&](const char* ext, const char* khr) {

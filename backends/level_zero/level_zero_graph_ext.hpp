@@ -21,7 +21,7 @@
 //   * result codes: Ext queries answer ZE_RESULT_QUERY_TRUE/QUERY_FALSE (core values of API
 //     >= 1.17), Exp ones 0x7fff0000/0x7fff0001; Ext misuse is reported with specific codes
 //     (COMMAND_LIST_NOT_CAPTURING, GRAPH_CAPTURE_UNSUPPORTED), Exp misuse with INVALID_ARGUMENT.
-// GraphApi (ze_graph_ext.cpp) hides these differences from the rest of the backend.
+// GraphApi (level_zero_graph_api.hpp) hides these differences from the rest of the backend.
 //
 // CAUTION: the numeric values of the stable result codes other than QUERY_FALSE (0x78000023,
 // quoted from a newer ze_api.h) and of the Ext properties stype are not printed in the spec text

@@ -1,6 +1,6 @@
 // Internal: the Vulkan entry points the backend uses, resolved at run time from the loader
 // (libvulkan.so.1, dlopen'ed) so that the module loads on a machine without Vulkan and reports the
-// backend unavailable with the reason (Note [Loading the loader] in vk_api.cpp).
+// backend unavailable with the reason (Note [Loading the loader] in vulkan_api.cpp).
 #pragma once
 
 #ifndef VK_NO_PROTOTYPES
