@@ -98,7 +98,7 @@ namespace {
 // graph holds its capture: every capture begins through this binding (which clears the list),
 // and a capture the C++ side drops by itself (a failed capture_end, the capture stream
 // destroyed) leaves the graph Empty, where they are not visited. (Profiler sinks: Note [Sink
-// cycles] in timing.cpp.)
+// cycles] in profiler.cpp.)
 int graph_traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(Py_TYPE(self));
   if (!nb::inst_ready(self)) return 0;
