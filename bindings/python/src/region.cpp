@@ -14,12 +14,35 @@ namespace {
 using timing::Profiler;
 
 // Note [Default stream]: region(name) without a stream times on the stream the installed
-// provider names at each entry (accgraph._default_stream; accgraph.torch installs PyTorch's
-// current stream), so one region object, or a decorator, follows the caller: into a capture on
-// the capture stream, eagerly elsewhere. The lookup is Python's; the binding only asks for it.
+// provider names at each entry (accgraph.set_default_stream_provider; accgraph.torch installs
+// PyTorch's current stream), so one region object, or a decorator, follows the caller: into a
+// capture on the capture stream, eagerly elsewhere. accgraph._default_stream keeps the provider
+// and hands each one it installs to the binding too, so an entry calls it directly: no module
+// import and no message built per entry. Only a failure goes back to Python, which raises the
+// error it raises itself. The binding lets its reference go at interpreter exit (an atexit hook
+// in _default_stream.py), while Python can still free the provider; an entry after that asks
+// Python, which still has it.
+PyObject* default_stream_provider = nullptr;  // a reference; read and written with the GIL held
+
+void set_default_stream_provider(nb::handle provider) {
+  PyObject* previous = default_stream_provider;
+  default_stream_provider = provider.is_none() ? nullptr : provider.inc_ref().ptr();
+  Py_XDECREF(previous);  // last: dropping it may run Python code
+}
+
 nb::object default_stream(const PyRegion& region) {
-  return nb::module_::import_("accgraph._default_stream")
-      .attr("default_stream")("Profiler.region('" + region.name + "')");
+  const auto what = [&] { return "Profiler.region('" + region.name + "')"; };
+  if (!default_stream_provider)  // none installed (an error), or the interpreter is exiting
+    return nb::module_::import_("accgraph._default_stream").attr("default_stream")(what());
+  nb::object provider = nb::borrow(default_stream_provider);  // the call may install another
+  nb::object stream = provider();
+  if (!nb::isinstance<PyStream>(stream)) {
+    nb::object error = nb::module_::import_("accgraph._default_stream")
+                           .attr("not_a_stream_error")(what(), provider, stream);
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+    throw nb::python_error();
+  }
+  return stream;
 }
 
 // Note [Region entries]: one Region object may be entered by several threads at once (a
@@ -129,6 +152,11 @@ PyRegion::~PyRegion() {
 }
 
 void bind_region(nb::module_& m) {
+  m.def("_set_default_stream_provider", &set_default_stream_provider, nb::arg("provider").none(),
+        nb::sig("def _set_default_stream_provider(provider: collections.abc.Callable[[], Stream] "
+                "| None) -> None"),
+        "For accgraph._default_stream: the provider region entries call (Note [Default "
+        "stream]); None: none.");
   nb::class_<PyRegion>(m, "Region",
                        "What Profiler.region() returns: a context manager timing its block, "
                        "and a decorator timing every call of a function:\n\n"
