@@ -158,7 +158,8 @@ uint8_t fill_byte(int value) {
 // (eagerly, or through the replays of graphs that captured it: PyGraph::replayed_on), and
 // dropping it first waits for the work enqueued on those that still exist, as cudaFree waits
 // for the device. A failure found by that wait is logged, since a destructor cannot raise. A
-// graph keeps the Buffers of its capture until it is reset, re-captured or dropped.
+// graph keeps the Buffers of its capture until it is reset, re-captured or dropped. Why this is
+// the binding's and not C++'s: Note [Python-only lifetime policy] in common.hpp.
 void note_use(PyStream& py_stream, Stream& stream, nb::handle buffer) {
   if (!nb::isinstance<PyBuffer>(buffer)) return;
   nb::inst_ptr<PyBuffer>(buffer)->used_on.add(py_stream.stream);
@@ -580,8 +581,9 @@ void bind_buffer(nb::module_& m) {
                        "Host-addressable memory supports the buffer protocol "
                        "(memoryview(buf), numpy.asarray(buf) view it without a copy); every "
                        "buffer supports DLPack (numpy.from_dlpack, torch.from_dlpack). A Buffer "
-                       "used in a capture is kept alive by the graph until it is reset. Work "
-                       "enqueued eagerly does not keep it: synchronize before dropping it.");
+                       "used in a capture is kept alive by the graph until it is reset; dropping a "
+                       "Buffer waits for the work enqueued so far on the streams that used it "
+                       "(as cudaFree waits for the device).");
   def_buffer_allocation(cls);
   def_buffer_views(cls);
 }
