@@ -95,7 +95,9 @@ __all__ = [
 # another capture is refused (its reports could not be attributed); a torch graph is replayed
 # from one thread at a time (another gets InvalidStateError). uninstrument() flushes the
 # profiler and puts back the exact original functions; graphs captured while instrumented keep
-# running their markers (untimed) until they are reset or dropped.
+# running their markers (untimed) until they are reset or dropped. Regions record only on the
+# stream the capture began on (accgraph is not told of PyTorch's native forks), and sibling
+# regions share one marker (Note [Native work] in core/stream.cpp): the README's PyTorch section.
 
 
 class TorchUnavailableError(UnavailableError, ImportError):
