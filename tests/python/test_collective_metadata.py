@@ -189,3 +189,27 @@ def test_bad_collective_name(dist):
         accgraph.torch.collective_metadata("", Tensor(1))
     with pytest.raises(TypeError, match="non-empty str"):
         accgraph.torch.collective_metadata(None, Tensor(1))
+
+
+def test_it_lives_in_torch_distributed_and_torch_re_exports_it():
+    import accgraph.torch_distributed
+    from accgraph.torch import collective_metadata
+
+    assert collective_metadata is accgraph.torch_distributed.collective_metadata
+    assert accgraph.torch.collective_metadata is collective_metadata
+    assert "collective_metadata" in accgraph.torch.__all__
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        accgraph.torch.no_such_name
+
+
+@pytest.mark.parametrize("first", ["accgraph.torch_distributed", "accgraph.torch"])
+def test_either_module_imports_first_without_importing_torch(first):
+    # A fresh interpreter: importing accgraph.torch_distributed imports accgraph.torch (its torch
+    # loader), which re-exports collective_metadata from it; neither imports torch.
+    import subprocess
+
+    code = (f"import sys, {first}, accgraph.torch, accgraph.torch_distributed\n"
+            "assert accgraph.torch.collective_metadata is "
+            "accgraph.torch_distributed.collective_metadata\n"
+            "assert 'torch' not in sys.modules and 'torch.distributed' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

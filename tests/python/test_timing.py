@@ -475,6 +475,50 @@ def test_a_region_without_a_stream_times_on_the_default_stream(stream):
         accgraph.set_default_stream_provider(previous)
 
 
+def test_the_default_stream_provider_is_called_once_per_entry_and_its_errors_propagate():
+    # Note [Default stream]: the extension calls the installed provider itself at each entry.
+    stream = accgraph.Stream("host")
+    prof = accgraph.Profiler()
+    calls = []
+
+    def provider():
+        calls.append(1)
+        return stream
+
+    previous = accgraph.set_default_stream_provider(provider)
+    try:
+        region = prof.region("step")
+        for _ in range(3):
+            with region:
+                pass
+        assert len(calls) == 3
+        other = accgraph.Stream("host")
+        assert accgraph.set_default_stream_provider(lambda: other) is provider
+        with region:
+            pass
+        assert len(calls) == 3
+
+        def failing():
+            raise KeyError("no stream here")
+
+        accgraph.set_default_stream_provider(failing)
+        with pytest.raises(KeyError, match="no stream here"):
+            with region:
+                pass
+        accgraph.set_default_stream_provider(lambda: None)
+        with pytest.raises(TypeError, match=r"Profiler.region\('step'\): the default stream "
+                                            r"provider .* returned NoneType, not an "
+                                            r"accgraph.Stream"):
+            with region:
+                pass
+        assert region.__repr__() == "<accgraph.Region 'step' open=0>"
+        prof.flush()
+        assert [(r[0].path, r[0].stream_id) for r in prof.reports()] == [
+            ("step", stream.id)] * 3 + [("step", other.id)]
+    finally:
+        accgraph.set_default_stream_provider(previous)
+
+
 def test_region_arguments_with_and_without_a_stream(stream):
     prof = accgraph.Profiler()
     with pytest.raises(TypeError, match=r"give the region's name: region\(stream, name"):

@@ -1,11 +1,13 @@
 """The default stream of Profiler.region(name) without a stream (Note [Default stream] in
-bindings/python/src/timing.cpp): a provider installed here names it at each region entry."""
+bindings/python/src/region.cpp): a provider installed here names it at each region entry."""
 
 from __future__ import annotations
 
+import atexit
 import threading
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
+from . import _accgraph
 from ._accgraph import Stream
 from ._errors import InvalidStateError, make_error
 
@@ -31,7 +33,13 @@ def set_default_stream_provider(provider: Optional[StreamProvider]) -> Optional[
         raise TypeError("set_default_stream_provider: provider must be callable (or None)")
     with _lock:
         previous, _provider = _provider, provider
+        _accgraph._set_default_stream_provider(provider)  # what region entries call
     return previous
+
+
+# The binding's reference goes at exit, while the interpreter can still free the provider
+# (Note [Default stream]); this module's goes with the module.
+atexit.register(_accgraph._set_default_stream_provider, None)
 
 
 def default_stream_provider() -> Optional[StreamProvider]:
@@ -53,8 +61,14 @@ def default_stream(what: str = "the default stream") -> Stream:
         raise make_error(InvalidStateError, message)
     stream = provider()
     if not isinstance(stream, Stream):
-        raise TypeError(
-            f"{what}: the default stream provider {provider!r} returned "
-            f"{type(stream).__name__}, not an accgraph.Stream"
-        )
+        raise not_a_stream_error(what, provider, stream)
     return stream
+
+
+def not_a_stream_error(what: str, provider: StreamProvider, returned: Any) -> TypeError:
+    """The error for a provider that returned something else than a Stream (also raised by
+    region entries, which call the provider from C++)."""
+    return TypeError(
+        f"{what}: the default stream provider {provider!r} returned "
+        f"{type(returned).__name__}, not an accgraph.Stream"
+    )

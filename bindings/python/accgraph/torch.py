@@ -23,63 +23,12 @@ hand)::
     prof.flush()
     print(prof.stats_table())
 
-``Profiler(delivery="immediate")`` delivers each report right after its replay (the blog's
-behaviour: the host waits for every replay); the default, lazy, reads them when the marker ring
-of ``ring_depth`` replays is full, on ``flush()``, or from the background collector.
-
-How it works. :func:`instrument` replaces methods of ``torch.cuda.CUDAGraph`` (class attributes,
-so every instance goes through them, whoever made it) with wrappers that drive an
-:class:`~accgraph.ForeignGraph` kept on the instance (Note [Foreign graphs] in
-include/accgraph/foreign_graph.hpp):
-
-- ``capture_begin``: PyTorch's current stream is wrapped (before the capture: wrapping makes
-  CUDA calls), the original begins the native capture on it, then a new ForeignGraph is
-  attached to the profiler and told ``capture_begin(stream)``. Wrapped streams are cached per
-  (device, cudaStream_t) for the life of the process: one accgraph Stream per native stream,
-  since the profiler keys regions by accgraph stream (PyTorch's pooled streams are never
-  destroyed; the torch stream object is kept alive as the wrapper's owner).
-- ``capture_end`` (and ``capture_end_pre`` where the installed PyTorch has it):
-  ``ForeignGraph.capture_end()`` first, while the native capture is still open (the last
-  markers go into it), then the original; if the original fails, the ForeignGraph is reset.
-- ``replay``: ``ForeignGraph.launch(stream, original replay)`` on the current stream of the
-  capture device (where PyTorch replays): the marker ring is made ready, the original replay
-  runs inside, and the launch is numbered; one report per replay.
-- ``reset``: ``ForeignGraph.reset()`` (the reports of pending replays are delivered), then the
-  original.
-- destruction: the ForeignGraph is an attribute of the instance, dropped with it before PyTorch
-  frees the native graph; dropping it does what ``reset()`` does.
-
-Graphs whose capture began before :func:`instrument`, or under an earlier instrument() period,
-pass straight through untimed. :func:`uninstrument` flushes the profiler (every pending replay
-is delivered) and puts back the exact original functions.
-
-Cost. Per ``replay()`` on the host: reading PyTorch's current raw stream, a dict look-up, and
-``ForeignGraph.launch``: one call into C++ that releases the GIL, makes the ring ready, takes
-the GIL back to call the original replay, and numbers the launch. There is no synchronisation
-per replay with lazy delivery (a replay waits only when ``ring_depth`` replays are unread). On
-the device: the markers recorded into the capture (with the default device-timestamp markers a
-one-thread kernel per region boundary, and one per replay to publish them).
-``bench/python/bench_torch.py`` measures both against untimed replays and against the blog's
-event-based timing.
-
-What cannot work, and why:
-
-- Regions record only on the stream the capture began on (the ``torch.cuda.graph`` stream).
-  Work PyTorch forks to another stream inside a capture is captured, but a region opened on
-  that stream is refused: accgraph is not told about native forks.
-- Sibling regions share one marker (Note [Native work] in core/stream.cpp), so kernels PyTorch
-  enqueues between two regions at the same level are counted in the later one.
-- A timed graph replayed inside another capture is refused with InvalidStateError: the markers
-  would run whenever the outer graph runs, so its reports could not be attributed.
-- A graph captured before :func:`instrument` is not timed; a region opened inside such a
-  capture raises InvalidStateError (the stream captures into a graph accgraph was not told
-  about). Graphs captured while instrumented keep running their markers (untimed) after
-  :func:`uninstrument` until they are reset or dropped.
-- If timing cannot begin on a capture (the stream already captures into an accgraph graph, the
-  profiler was dropped) a RuntimeWarning says why and the graph runs untimed. If it cannot end
-  (a region left open inside the capture), the native capture holds markers whose storage is
-  gone: the graph is ended and reset, and capture_end raises that accgraph error.
-- A torch graph is replayed from one thread at a time (another gets InvalidStateError).
+``Profiler(delivery="immediate")`` delivers each report right after its replay; the default,
+lazy, reads them when the marker ring of ``ring_depth`` replays is full, on ``flush()``, or
+from the background collector. :func:`uninstrument` (or the :func:`instrumented` block) puts
+PyTorch back. ``collective_metadata`` (from :mod:`accgraph.torch_distributed`) names the
+collective a region times. What it costs per replay and what cannot be timed: the README's
+PyTorch section; how the methods are wrapped: Note [Wrapping CUDAGraph] below.
 """
 
 from __future__ import annotations
@@ -89,12 +38,15 @@ import threading
 import warnings
 import weakref
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from . import _default_stream
 from ._accgraph import ForeignGraph, GraphState, Profiler, Stream, backends
 from ._errors import (Error, InvalidArgumentError, InvalidStateError, UnavailableError,
                       make_error)
+
+if TYPE_CHECKING:  # at run time through __getattr__ (below): that module imports this one
+    from .torch_distributed import collective_metadata
 
 __all__ = [
     "TorchUnavailableError",
@@ -106,6 +58,46 @@ __all__ = [
     "is_instrumented",
     "uninstrument",
 ]
+
+
+# Note [Wrapping CUDAGraph]: instrument() replaces methods of torch.cuda.CUDAGraph (class
+# attributes, so every instance goes through them, whoever made it) with wrappers that drive an
+# accgraph ForeignGraph kept on the instance (Note [Foreign graphs] in
+# include/accgraph/foreign_graph.hpp):
+#
+# - capture_begin: PyTorch's current stream is wrapped (before the capture: wrapping makes CUDA
+#   calls), the original begins the native capture on it, then a new ForeignGraph is attached to
+#   the profiler and told capture_begin(stream). Wrapped streams are cached per (device,
+#   cudaStream_t) for the life of the process: one accgraph Stream per native stream, since the
+#   profiler keys regions by accgraph stream (PyTorch's pooled streams are never destroyed; the
+#   torch stream object is kept alive as the wrapper's owner).
+# - capture_end (and capture_end_pre where the installed PyTorch has it): ForeignGraph.
+#   capture_end() first, while the native capture is still open (the last markers go into it),
+#   then the original; if the original fails, the ForeignGraph is reset.
+# - replay: ForeignGraph.launch(stream, original replay) on the current stream of the capture
+#   device (where PyTorch replays): the marker ring is made ready, the original replay runs
+#   inside, and the launch is numbered; one report per replay. On the host that is a raw-stream
+#   read, a dict look-up and one call into C++ that releases the GIL; no synchronisation with
+#   lazy delivery (a replay waits only when ring_depth replays are unread). On the device: the
+#   markers recorded into the capture (bench/python/bench_torch.py measures both).
+# - reset: ForeignGraph.reset() (the reports of pending replays are delivered), then the
+#   original.
+# - destruction: the ForeignGraph is an attribute of the instance, dropped with it before
+#   PyTorch frees the native graph; dropping it does what reset() does.
+#
+# Graphs whose capture began before instrument(), or under an earlier instrument() period, pass
+# straight through untimed; a region opened inside such a capture raises InvalidStateError (the
+# stream captures into a graph accgraph was not told about). If timing cannot begin on a
+# capture (the stream already captures into an accgraph graph, the profiler was dropped) a
+# RuntimeWarning says why and the graph runs untimed. If it cannot end (a region left open
+# inside the capture), the native capture holds markers whose storage is gone: the graph is
+# ended and reset, and capture_end raises that accgraph error. A timed graph replayed inside
+# another capture is refused (its reports could not be attributed); a torch graph is replayed
+# from one thread at a time (another gets InvalidStateError). uninstrument() flushes the
+# profiler and puts back the exact original functions; graphs captured while instrumented keep
+# running their markers (untimed) until they are reset or dropped. Regions record only on the
+# stream the capture began on (accgraph is not told of PyTorch's native forks), and sibling
+# regions share one marker (Note [Native work] in core/stream.cpp): the README's PyTorch section.
 
 
 class TorchUnavailableError(UnavailableError, ImportError):
@@ -311,6 +303,7 @@ def _end(installation: _Installation, graph: Any, end_native: Callable[..., Any]
 
 
 def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
+    """The wrappers of the CUDAGraph methods (Note [Wrapping CUDAGraph])."""
     originals = installation.originals
     torch = installation.torch
     original_begin = originals["capture_begin"]
@@ -392,8 +385,8 @@ def instrument(profiler: Profiler, *, graph_region: Optional[str] = None) -> Non
     the code (needed where the code opens none, e.g. ``torch.compile`` graphs).
 
     TorchUnavailableError without PyTorch, a GPU or accgraph's cuda backend; InvalidStateError
-    when already instrumented (call :func:`uninstrument` first). The module docstring says how
-    the methods are wrapped and what that costs."""
+    when already instrumented (call :func:`uninstrument` first). Note [Wrapping CUDAGraph] says
+    how the methods are wrapped and what that costs."""
     global _installed
     if not isinstance(profiler, Profiler):
         raise TypeError("accgraph.torch.instrument: profiler must be an accgraph.Profiler")
@@ -479,87 +472,13 @@ def instrumented(profiler: Profiler, *, graph_region: Optional[str] = None) -> I
         uninstrument()
 
 
-def collective_metadata(collective: str, input: Any, output: Any = None, *, group: Any = None,
-                        group_name: Optional[str] = None) -> Dict[str, Any]:
-    """The metadata eager traces show for a ``torch.distributed`` collective (PyTorch profiler's
-    field names), for a region around a collective captured into a CUDA graph, where a profiler
-    sees only a kernel::
+def __getattr__(name: str) -> Any:
+    """``collective_metadata``, re-exported from :mod:`accgraph.torch_distributed` on first
+    use (PEP 562): that module imports this one for its torch loader, so importing it here
+    would make either import order fail."""
+    if name == "collective_metadata":
+        from .torch_distributed import collective_metadata
 
-        dist.init_process_group("nccl")
-        tensor = torch.ones(1 << 20, device="cuda")
-        md = accgraph.torch.collective_metadata("all_reduce", tensor)
-        # {"collective": "all_reduce", "In msg nelems": 1048576, "Out msg nelems": 1048576,
-        #  "dtype": "float32", "Group size": 2, "Process Group Name": "default",
-        #  "Process Group Ranks": "[0, 1]"}
-        with torch.cuda.graph(g):
-            with prof.region("all_reduce", lane="comm", **md):
-                dist.all_reduce(tensor)
-
-    Keys: ``collective`` (as given), ``In msg nelems`` (``input.numel()``), ``Out msg nelems``
-    (``output.numel()``, the input's when `output` is None, as for an in-place collective),
-    ``dtype`` (``str(input.dtype)`` without ``"torch."``), ``Group size``
-    (``get_world_size(group)``), ``Process Group Name`` (`group_name`, else the group's
-    ``group_name``, else ``"default"``) and ``Process Group Ranks`` (the global ranks of
-    `group`, ``"[0, 1]"``; for the default group ``range(world_size)`` where torch cannot list
-    them). `group` None is the default group. The numbers are ints; the region shows every value
-    with str(), and a native Perfetto trace (``*.pftrace``) writes the numbers as ints and the
-    rank list as a list of ints (Note [Typed annotations] in timing/perfetto/annotations.hpp).
-
-    InvalidStateError when torch.distributed is not initialised (call
-    ``torch.distributed.init_process_group`` first); InvalidArgumentError when this rank is not
-    a member of `group`; TorchUnavailableError without PyTorch, a GPU, or torch.distributed.
-    """
-    if not isinstance(collective, str) or not collective:
-        raise TypeError("accgraph.torch.collective_metadata: collective must be a non-empty str, "
-                        "e.g. \"all_reduce\"")
-    torch = _load_torch()
-    dist = getattr(torch, "distributed", None)
-    if dist is None:
-        try:
-            import torch.distributed as dist
-        except ImportError as e:
-            raise make_error(
-                TorchUnavailableError,
-                f"accgraph.torch.collective_metadata: torch.distributed cannot be imported ({e}): "
-                "install a PyTorch built with distributed support",
-            ) from e
-    if not dist.is_available():
-        raise make_error(
-            TorchUnavailableError,
-            f"accgraph.torch.collective_metadata: PyTorch {torch.__version__} was built without "
-            "torch.distributed: install a PyTorch built with distributed support",
-        )
-    if not dist.is_initialized():
-        raise make_error(
-            InvalidStateError,
-            "accgraph.torch.collective_metadata: torch.distributed is not initialised: call "
-            "torch.distributed.init_process_group() first",
-        )
-    size = int(dist.get_world_size(group))
-    if size < 1:  # torch answers -1 on a rank outside the group
-        raise make_error(
-            InvalidArgumentError,
-            f"accgraph.torch.collective_metadata: this rank is not a member of group {group!r}",
-        )
-    try:
-        ranks = [int(r) for r in dist.get_process_group_ranks(group)]
-    except (AttributeError, KeyError, RuntimeError, TypeError, ValueError):
-        if group is not None:
-            raise
-        ranks = list(range(size))  # a PyTorch that does not list the default group
-    if group_name is None:
-        try:
-            group_name = getattr(group, "group_name", None) if group is not None else None
-        except RuntimeError:  # a group torch has not named
-            group_name = None
-        group_name = group_name or "default"
-    out = input if output is None else output
-    return {
-        "collective": collective,
-        "In msg nelems": int(input.numel()),
-        "Out msg nelems": int(out.numel()),
-        "dtype": str(input.dtype).replace("torch.", "", 1),
-        "Group size": size,
-        "Process Group Name": str(group_name),
-        "Process Group Ranks": "[" + ", ".join(str(r) for r in ranks) + "]",
-    }
+        globals()[name] = collective_metadata
+        return collective_metadata
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

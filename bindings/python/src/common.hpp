@@ -85,6 +85,26 @@ class PythonCallable {
   std::string what_;
 };
 
+// Note [Python-only lifetime policy]: the one thing this binding adds to the C++ API is when
+// objects are freed. C++ programs order destruction themselves, under the contract of
+// include/accgraph/stream.hpp ("A device or host allocation, freed when the Buffer is
+// destroyed": the program keeps a Buffer alive while enqueued work, or a graph that captured
+// it, may use it). Python frees an object when its last reference goes, in an order the user
+// does not control (the garbage collector, interpreter exit, a temporary), so the binding keeps
+// that contract on the user's behalf:
+// - a Buffer waits for the streams that used it before it is freed (Note [Buffer lifetime] in
+//   stream.cpp; StreamUses, PyBuffer, PyGraph::replayed_on);
+// - a Graph keeps its capture's Buffers until it is reset, re-captured or dropped
+//   (PyGraph::captured_buffers);
+// - callables C++ holds are shown to the garbage collector, and unreachable graphs and
+//   profilers are reset or flushed before they are cleared (Note [Cycles through C++] in
+//   graph.cpp, Note [Sink cycles] in profiler.cpp);
+// - a second call into a busy graph is an error, not a crash (GraphUse);
+// - at exit no new Python call starts from C++ (Note [Exit with callables running]).
+// It stays here rather than in C++ because there it would change the contract for every C++
+// user (a blocking Buffer destructor, a destroyed Buffer whose memory lives on in a graph).
+// The README's "Python-only lifetime policy" says the same for users.
+
 /// Streams that may still run work using some memory: dropping that memory first waits for
 /// them (Note [Buffer lifetime] in stream.cpp). Read and written with the GIL held.
 class StreamUses {

@@ -55,6 +55,16 @@ std::string foreign_repr(const PyForeignGraph& self) {
          ">";
 }
 
+// A method that runs `method` of the graph without the GIL, one call on the graph at a time
+// (GraphUse); `what` names it in the error.
+auto unlocked_call(void (ForeignGraph::*method)(), const char* what) {
+  return [method, what](PyForeignGraph& self) {
+    GraphUse use(self.busy, "ForeignGraph", what);
+    nb::gil_scoped_release release;
+    (self.graph.get()->*method)();
+  };
+}
+
 }  // namespace
 
 PyForeignGraph::~PyForeignGraph() {
@@ -108,11 +118,7 @@ void bind_foreign_graph(nb::module_& m) {
           "stream of another backend.")
       .def(
           "capture_end",
-          [](PyForeignGraph& self) {
-            GraphUse use(self.busy, "ForeignGraph", "capture_end");
-            nb::gil_scoped_release release;
-            self.graph->capture_end();
-          },
+          unlocked_call(&ForeignGraph::capture_end, "capture_end"),
           "The owner is about to end its native capture: call it while the capture is still "
           "open (the last markers go into it). A failure (a region left open) leaves the "
           "graph empty, untimed; the owner still ends its capture.")
@@ -131,11 +137,7 @@ void bind_foreign_graph(nb::module_& m) {
            "InvalidStateError before a finished capture.")
       .def(
           "reset",
-          [](PyForeignGraph& self) {
-            GraphUse use(self.busy, "ForeignGraph", "reset");
-            nb::gil_scoped_release release;
-            self.graph->reset();
-          },
+          unlocked_call(&ForeignGraph::reset, "reset"),
           "The owner drops its graph, or its capture failed: delivers the reports of the "
           "launches still pending (which needs their markers to run: call it before the native "
           "graph is reset or destroyed). The graph may capture again.")

@@ -98,7 +98,7 @@ namespace {
 // graph holds its capture: every capture begins through this binding (which clears the list),
 // and a capture the C++ side drops by itself (a failed capture_end, the capture stream
 // destroyed) leaves the graph Empty, where they are not visited. (Profiler sinks: Note [Sink
-// cycles] in timing.cpp.)
+// cycles] in profiler.cpp.)
 int graph_traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(Py_TYPE(self));
   if (!nb::inst_ready(self)) return 0;
@@ -139,63 +139,13 @@ PyGraph* PyGraph::capturing_on(const Stream& stream) {
   return it == owners().end() ? nullptr : it->second;
 }
 
-void bind_graph(nb::module_& m) {
-  nb::enum_<GraphState>(m, "GraphState", "Where a Graph is in its life cycle.")
-      .value("EMPTY", GraphState::Empty, "Nothing captured (new, or after reset()).")
-      .value("CAPTURING", GraphState::Capturing, "Between capture_begin and capture_end.")
-      .value("CAPTURED", GraphState::Captured,
-             "Captured, not yet instantiated (keep_graph=True).")
-      .value("INSTANTIATED", GraphState::Instantiated, "Ready to replay.");
+namespace {
 
-  nb::class_<GraphStats>(m, "GraphStats", "Counters a backend's graph may expose.")
-      .def_ro("nodes", &GraphStats::nodes, "Operations in the captured graph, when known.")
-      .def_ro("instantiations", &GraphStats::instantiations, "Executables built from scratch.")
-      .def_ro("updates", &GraphStats::updates,
-              "Executables updated in place after a re-capture.")
-      .def("__repr__", [](const GraphStats& s) {
-        return "GraphStats(nodes=" + std::to_string(s.nodes) +
-               ", instantiations=" + std::to_string(s.instantiations) +
-               ", updates=" + std::to_string(s.updates) + ")";
-      });
+using GraphClass = nb::class_<PyGraph>;
 
-  nb::class_<CaptureScope>(m, "CaptureScope",
-                           "The context manager of Graph.capture() and accgraph.graph(): "
-                           "capture_begin on entry, capture_end on a normal exit; an exception "
-                           "inside the block aborts the capture (reset) and leaves the graph "
-                           "reusable.")
-      .def(
-          "__enter__",
-          [](CaptureScope& self) {
-            capture_begin(nb::cast<PyGraph&>(self.graph), nb::cast<PyStream&>(self.stream),
-                          self.pool, self.mode);
-            return self.stream;
-          },
-          nb::sig("def __enter__(self) -> Stream"),
-          "Begins the capture; returns the stream captured on.")
-      .def(
-          "__exit__",
-          [](CaptureScope& self, nb::handle exc_type, nb::handle, nb::handle) {
-            PyGraph& graph = nb::cast<PyGraph&>(self.graph);
-            if (exc_type.is_none())
-              capture_end(graph);
-            else
-              reset(graph);  // abort; the exception goes on
-            return false;
-          },
-          nb::arg("exc_type").none(), nb::arg("exc_value").none(), nb::arg("traceback").none(),
-          nb::sig("def __exit__(self, exc_type: type[BaseException] | None, exc_value: "
-                  "BaseException | None, traceback: types.TracebackType | None) -> bool"),
-          "Ends the capture (instantiating unless keep_graph), or aborts it on an exception.");
-
-  nb::class_<PyGraph>(m, "Graph", nb::type_slots(graph_slots),
-                      "A graph captured once on a stream and replayed many times, on any "
-                      "backend (accgraph::AcceleratorGraph; like torch.cuda.CUDAGraph).\n\n"
-                      "    g = accgraph.Graph('host')\n"
-                      "    with g.capture(stream):\n"
-                      "        stream.fill(buf, 1)   # recorded, not run\n"
-                      "    g.replay()\n\n"
-                      "Use a graph from one thread at a time.")
-      .def(
+// Capturing, instantiating, replaying and resetting: the C++ life cycle.
+void def_graph_capture_and_replay(GraphClass& cls) {
+  cls.def(
           "__init__",
           [](PyGraph* self, std::optional<std::string> backend, bool keep_graph) {
             GraphArgs args;
@@ -254,8 +204,12 @@ void bind_graph(nb::module_& m) {
           "Replays on `stream` (of the same backend and device), or on the capture stream when "
           "None (InvalidStateError once that stream was dropped). Runs without the GIL.")
       .def("reset", &reset,
-           "Drops the capture (aborting one in progress); the graph may capture again.")
-      .def(
+           "Drops the capture (aborting one in progress); the graph may capture again.");
+}
+
+// PyTorch's idioms (pool ids, debug dumps) and the capture context manager.
+void def_graph_extras(GraphClass& cls) {
+  cls.def(
           "pool",
           [](PyGraph& self) {
             PoolId pool = self.graph->pool();
@@ -297,8 +251,12 @@ void bind_graph(nb::module_& m) {
                   "= None, mode: CaptureMode | str | None = None) -> CaptureScope"),
           "A context manager capturing the block's work on `stream` (None: a stream this graph "
           "creates on its backend and keeps, so that replay() works after the block). An "
-          "exception inside the block aborts the capture and leaves the graph reusable.")
-      .def_prop_ro(
+          "exception inside the block aborts the capture and leaves the graph reusable.");
+}
+
+// Its id, state and counters, and the C++ replay loop of bench/python.
+void def_graph_properties(GraphClass& cls) {
+  cls.def_prop_ro(
           "capture_stream", [](PyGraph& self) { return side_stream(self); },
           "The stream capture(None) and accgraph.graph() capture on (created on first use).")
       .def_prop_ro(
@@ -348,6 +306,74 @@ void bind_graph(nb::module_& m) {
                "' state=" + to_string(g.state()) +
                " replays=" + std::to_string(g.replay_count()) + ">";
       });
+}
+
+// Graph.capture() and accgraph.graph().
+void bind_capture_scope(nb::module_& m) {
+  nb::class_<CaptureScope>(m, "CaptureScope",
+                           "The context manager of Graph.capture() and accgraph.graph(): "
+                           "capture_begin on entry, capture_end on a normal exit; an exception "
+                           "inside the block aborts the capture (reset) and leaves the graph "
+                           "reusable.")
+      .def(
+          "__enter__",
+          [](CaptureScope& self) {
+            capture_begin(nb::cast<PyGraph&>(self.graph), nb::cast<PyStream&>(self.stream),
+                          self.pool, self.mode);
+            return self.stream;
+          },
+          nb::sig("def __enter__(self) -> Stream"),
+          "Begins the capture; returns the stream captured on.")
+      .def(
+          "__exit__",
+          [](CaptureScope& self, nb::handle exc_type, nb::handle, nb::handle) {
+            PyGraph& graph = nb::cast<PyGraph&>(self.graph);
+            if (exc_type.is_none())
+              capture_end(graph);
+            else
+              reset(graph);  // abort; the exception goes on
+            return false;
+          },
+          nb::arg("exc_type").none(), nb::arg("exc_value").none(), nb::arg("traceback").none(),
+          nb::sig("def __exit__(self, exc_type: type[BaseException] | None, exc_value: "
+                  "BaseException | None, traceback: types.TracebackType | None) -> bool"),
+          "Ends the capture (instantiating unless keep_graph), or aborts it on an exception.");
+}
+
+}  // namespace
+
+void bind_graph(nb::module_& m) {
+  nb::enum_<GraphState>(m, "GraphState", "Where a Graph is in its life cycle.")
+      .value("EMPTY", GraphState::Empty, "Nothing captured (new, or after reset()).")
+      .value("CAPTURING", GraphState::Capturing, "Between capture_begin and capture_end.")
+      .value("CAPTURED", GraphState::Captured,
+             "Captured, not yet instantiated (keep_graph=True).")
+      .value("INSTANTIATED", GraphState::Instantiated, "Ready to replay.");
+
+  nb::class_<GraphStats>(m, "GraphStats", "Counters a backend's graph may expose.")
+      .def_ro("nodes", &GraphStats::nodes, "Operations in the captured graph, when known.")
+      .def_ro("instantiations", &GraphStats::instantiations, "Executables built from scratch.")
+      .def_ro("updates", &GraphStats::updates,
+              "Executables updated in place after a re-capture.")
+      .def("__repr__", [](const GraphStats& s) {
+        return "GraphStats(nodes=" + std::to_string(s.nodes) +
+               ", instantiations=" + std::to_string(s.instantiations) +
+               ", updates=" + std::to_string(s.updates) + ")";
+      });
+
+  bind_capture_scope(m);
+
+  GraphClass cls(m, "Graph", nb::type_slots(graph_slots),
+                      "A graph captured once on a stream and replayed many times, on any "
+                      "backend (accgraph::AcceleratorGraph; like torch.cuda.CUDAGraph).\n\n"
+                      "    g = accgraph.Graph('host')\n"
+                      "    with g.capture(stream):\n"
+                      "        stream.fill(buf, 1)   # recorded, not run\n"
+                      "    g.replay()\n\n"
+                      "Use a graph from one thread at a time.");
+  def_graph_capture_and_replay(cls);
+  def_graph_extras(cls);
+  def_graph_properties(cls);
 }
 
 }  // namespace accgraph::python

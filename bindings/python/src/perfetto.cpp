@@ -137,7 +137,10 @@ void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& 
 #endif
 }
 
-void bind_perfetto(nb::module_& m) {
+namespace {
+
+// Whether Perfetto traces are supported, ClockOffset and estimate_clock_offset.
+void bind_clock_offsets(nb::module_& m) {
   m.def(
       "perfetto_supported", [] { return kWithPerfetto; },
       "Whether this package writes and merges native Perfetto traces (*.pftrace): it was built "
@@ -191,7 +194,10 @@ void bind_perfetto(nb::module_& m) {
       "round trip wins (offset = device - midpoint, uncertainty = half the round trip plus "
       "`device_resolution_ns`). InvalidArgumentError for no samples or a sample whose host "
       "times go backwards. calibrate_clock() takes the samples itself.");
+}
 
+// calibrate_clock and write_trace: what one rank writes.
+void bind_trace_writing(nb::module_& m) {
   m.def(
       "calibrate_clock",
       [](std::variant<PyStream*, std::string> where, int device, size_t samples) {
@@ -237,7 +243,10 @@ void bind_perfetto(nb::module_& m) {
       "clock's synchronisation error bound and each device's ClockOffset, then merge the "
       "ranks' files with merge_traces(). Those options are refused for Chrome JSON, which "
       "cannot hold them.");
+}
 
+// merge_traces and what it reports.
+void bind_trace_merging(nb::module_& m) {
   nb::class_<MergedRank>(m, "MergedRank", "One input of merge_traces(), as it was merged.")
       .def_ro("path", &MergedRank::path, "The input file.")
       .def_ro("rank", &MergedRank::rank, "Its rank.")
@@ -292,6 +301,14 @@ void bind_perfetto(nb::module_& m) {
       "merge-traces`). InvalidArgumentError naming the file for an input that cannot be read "
       "or was not written with a rank, two inputs of one rank, or inputs that disagree on "
       "world_size or host clock; the output is written only when the merge succeeded.");
+}
+
+}  // namespace
+
+void bind_perfetto(nb::module_& m) {
+  bind_clock_offsets(m);
+  bind_trace_writing(m);
+  bind_trace_merging(m);
 }
 
 }  // namespace accgraph::python

@@ -29,9 +29,10 @@ std::string repr(const Capabilities& caps) {
          ", timer_resolution_ns=" + std::to_string(caps.timer_resolution_ns) + ")";
 }
 
-}  // namespace
 
-void bind_registry(nb::module_& m) {
+
+// The enums of the capture and allocation arguments.
+void bind_registry_enums(nb::module_& m) {
   nb::enum_<CaptureMode>(m, "CaptureMode",
                          "How a capture treats unsafe calls from other threads (CUDA's "
                          "cudaStreamCaptureMode); arguments also take the lower-case names.")
@@ -47,7 +48,11 @@ void bind_registry(nb::module_& m) {
       .value("DEVICE", MemoryKind::Device, "Device memory.")
       .value("HOST", MemoryKind::Host,
              "Host memory the CPU reads and the device's copies use (buffer protocol).");
+}
 
+// What the registry says of a backend: BackendInfo, its devices and capabilities, and the
+// plugins it rejected.
+void bind_backend_info(nb::module_& m) {
   nb::class_<DeviceInfo>(m, "DeviceInfo", "One device of a backend.")
       .def_ro("index", &DeviceInfo::index, "The device index (Stream(device=...)).")
       .def_ro("name", &DeviceInfo::name, "The device's name.")
@@ -106,7 +111,10 @@ void bind_registry(nb::module_& m) {
       .def("__repr__", [](const PluginFailure& f) {
         return "PluginFailure(path='" + f.path + "', reason='" + f.reason + "')";
       });
+}
 
+// backends(), default_backend(), load_plugin() and plugin_failures().
+void bind_registry_functions(nb::module_& m) {
   m.def(
       "backends", [] { return Registry::instance().status(); },
       nb::call_guard<nb::gil_scoped_release>(),
@@ -138,6 +146,14 @@ void bind_registry(nb::module_& m) {
       },
       nb::sig("def library_version() -> tuple[int, int, int]"),
       "The version of the C++ library in use, as (major, minor, patch).");
+}
+
+}  // namespace
+
+void bind_registry(nb::module_& m) {
+  bind_registry_enums(m);
+  bind_backend_info(m);
+  bind_registry_functions(m);
 }
 
 }  // namespace accgraph::python

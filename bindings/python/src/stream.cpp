@@ -158,7 +158,8 @@ uint8_t fill_byte(int value) {
 // (eagerly, or through the replays of graphs that captured it: PyGraph::replayed_on), and
 // dropping it first waits for the work enqueued on those that still exist, as cudaFree waits
 // for the device. A failure found by that wait is logged, since a destructor cannot raise. A
-// graph keeps the Buffers of its capture until it is reset, re-captured or dropped.
+// graph keeps the Buffers of its capture until it is reset, re-captured or dropped. Why this is
+// the binding's and not C++'s: Note [Python-only lifetime policy] in common.hpp.
 void note_use(PyStream& py_stream, Stream& stream, nb::handle buffer) {
   if (!nb::isinstance<PyBuffer>(buffer)) return;
   nb::inst_ptr<PyBuffer>(buffer)->used_on.add(py_stream.stream);
@@ -180,6 +181,60 @@ std::tuple<Buffer, std::string, int> allocate_on(PyStream& stream, int64_t nbyte
     return Buffer::allocate(s, bytes, memory);
   }();
   return {std::move(buffer), s.backend_name(), s.device()};
+}
+
+// The Buffer behind a copy/fill argument, or nullptr for an int address.
+Buffer* buffer_of(nb::handle value) {
+  return nb::isinstance<PyBuffer>(value) ? &nb::inst_ptr<PyBuffer>(value)->get() : nullptr;
+}
+
+// Stream.copy. A Buffer given with nbytes goes to the overload that checks nbytes against its
+// size (audit 2026-11-25 #3); an int address is the caller's to answer for.
+void stream_copy(PyStream& self, nb::handle dst, nb::handle src, std::optional<int64_t> nbytes) {
+  std::shared_ptr<Stream> stream_owner = self.share();
+  Stream& stream = *stream_owner;
+  void* to = address_of(dst, "Stream.copy");
+  const void* from = address_of(src, "Stream.copy");
+  note_use(self, stream, dst);
+  note_use(self, stream, src);
+  Buffer* dst_buffer = buffer_of(dst);
+  const Buffer* src_buffer = buffer_of(src);
+  if (!nbytes && !(dst_buffer && src_buffer))
+    throw Error(ErrorCode::InvalidArgument,
+                "Stream.copy: nbytes is required when dst or src is an address");
+  const size_t bytes = nbytes ? byte_count(nbytes, "Stream.copy") : 0;
+  nb::gil_scoped_release release;
+  if (!nbytes)
+    stream.copy(*dst_buffer, *src_buffer);
+  else if (dst_buffer && src_buffer)
+    stream.copy(*dst_buffer, *src_buffer, bytes);
+  else if (dst_buffer)
+    stream.copy(*dst_buffer, from, bytes);
+  else if (src_buffer)
+    stream.copy(to, *src_buffer, bytes);
+  else
+    stream.copy(to, from, bytes);
+}
+
+// Stream.fill, as Stream.copy checks a Buffer's range.
+void stream_fill(PyStream& self, nb::handle dst, int value, std::optional<int64_t> nbytes) {
+  std::shared_ptr<Stream> stream_owner = self.share();
+  Stream& stream = *stream_owner;
+  void* to = address_of(dst, "Stream.fill");
+  uint8_t byte = fill_byte(value);
+  note_use(self, stream, dst);
+  Buffer* dst_buffer = buffer_of(dst);
+  if (!nbytes && !dst_buffer)
+    throw Error(ErrorCode::InvalidArgument,
+                "Stream.fill: nbytes is required when dst is an address");
+  const size_t bytes = nbytes ? byte_count(nbytes, "Stream.fill") : 0;
+  nb::gil_scoped_release release;
+  if (!nbytes)
+    stream.fill(*dst_buffer, byte);
+  else if (dst_buffer)
+    stream.fill(*dst_buffer, byte, bytes);
+  else
+    stream.fill(to, byte, bytes);
 }
 
 std::string stream_repr(PyStream& s) {
@@ -257,17 +312,13 @@ Buffer& PyBuffer::get() {
   return *buffer;
 }
 
-void bind_stream(nb::module_& m) {
-  nb::class_<PyStream>(m, "Stream",
-                       "An in-order queue on one device of one backend (accgraph::Stream).\n\n"
-                       "Work enqueued on it runs asynchronously; synchronize() waits for it. "
-                       "Graphs and profiler regions refer to the queue, so dropping the Stream "
-                       "while a graph captured on it still exists is safe: the capture is "
-                       "aborted, and replay() without a stream raises InvalidStateError.\n\n"
-                       "    s = accgraph.Stream('host')\n"
-                       "    s.fill(buf, 0x2a)\n"
-                       "    s.synchronize()")
-      .def(
+namespace {
+
+using StreamClass = nb::class_<PyStream>;
+
+// Stream(backend, device) and Stream.wrap.
+void def_stream_creation(StreamClass& cls) {
+  cls.def(
           "__init__",
           [](PyStream* self, std::optional<std::string> backend, int device) {
             Stream stream = [&] {
@@ -296,43 +347,14 @@ void bind_stream(nb::module_& m) {
           "Wraps a native queue without owning it: `handle` is an int (a cudaStream_t, a host "
           "stream's native_handle, ...), an object with an int `cuda_stream` attribute "
           "(torch.cuda.Stream) or one implementing __cuda_stream__(). Such an object is kept "
-          "alive by the returned Stream; a native queue given as an int must outlive it.")
-      .def(
+          "alive by the returned Stream; a native queue given as an int must outlive it.");
+}
+
+// The work a stream enqueues, waiting for it, and closing it.
+void def_stream_work(StreamClass& cls) {
+  cls.def(
           "copy",
-          [](PyStream& self, nb::handle dst, nb::handle src, std::optional<int64_t> nbytes) {
-            std::shared_ptr<Stream> stream_owner = self.share();
-            Stream& stream = *stream_owner;
-            void* to = address_of(dst, "Stream.copy");
-            const void* from = address_of(src, "Stream.copy");
-            note_use(self, stream, dst);
-            note_use(self, stream, src);
-            if (!nbytes) {
-              if (!nb::isinstance<PyBuffer>(dst) || !nb::isinstance<PyBuffer>(src))
-                throw Error(ErrorCode::InvalidArgument,
-                            "Stream.copy: nbytes is required when dst or src is an address");
-              Buffer& d = nb::inst_ptr<PyBuffer>(dst)->get();
-              Buffer& s = nb::inst_ptr<PyBuffer>(src)->get();
-              nb::gil_scoped_release release;
-              stream.copy(d, s);
-              return;
-            }
-            // A Buffer given with nbytes goes to the overload that checks nbytes against its
-            // size (audit 2026-11-25 #3); an int address is the caller's to answer for.
-            size_t bytes = byte_count(nbytes, "Stream.copy");
-            Buffer* dst_buffer =
-                nb::isinstance<PyBuffer>(dst) ? &nb::inst_ptr<PyBuffer>(dst)->get() : nullptr;
-            const Buffer* src_buffer =
-                nb::isinstance<PyBuffer>(src) ? &nb::inst_ptr<PyBuffer>(src)->get() : nullptr;
-            nb::gil_scoped_release release;
-            if (dst_buffer && src_buffer)
-              stream.copy(*dst_buffer, *src_buffer, bytes);
-            else if (dst_buffer)
-              stream.copy(*dst_buffer, from, bytes);
-            else if (src_buffer)
-              stream.copy(to, *src_buffer, bytes);
-            else
-              stream.copy(to, from, bytes);
-          },
+          &stream_copy,
           nb::arg("dst"), nb::arg("src"), nb::arg("nbytes") = nb::none(),
           nb::sig("def copy(self, dst: Buffer | int, src: Buffer | int, nbytes: int | None = "
                   "None) -> None"),
@@ -342,30 +364,7 @@ void bind_stream(nb::module_& m) {
           "caller's responsibility (it is not checked).")
       .def(
           "fill",
-          [](PyStream& self, nb::handle dst, int value, std::optional<int64_t> nbytes) {
-            std::shared_ptr<Stream> stream_owner = self.share();
-            Stream& stream = *stream_owner;
-            void* to = address_of(dst, "Stream.fill");
-            uint8_t byte = fill_byte(value);
-            note_use(self, stream, dst);
-            if (!nbytes) {
-              if (!nb::isinstance<PyBuffer>(dst))
-                throw Error(ErrorCode::InvalidArgument,
-                            "Stream.fill: nbytes is required when dst is an address");
-              Buffer& d = nb::inst_ptr<PyBuffer>(dst)->get();
-              nb::gil_scoped_release release;
-              stream.fill(d, byte);
-              return;
-            }
-            size_t bytes = byte_count(nbytes, "Stream.fill");
-            Buffer* dst_buffer =
-                nb::isinstance<PyBuffer>(dst) ? &nb::inst_ptr<PyBuffer>(dst)->get() : nullptr;
-            nb::gil_scoped_release release;
-            if (dst_buffer)
-              stream.fill(*dst_buffer, byte, bytes);  // checked against its size
-            else
-              stream.fill(to, byte, bytes);
-          },
+          &stream_fill,
           nb::arg("dst"), nb::arg("value"), nb::arg("nbytes") = nb::none(),
           nb::sig("def fill(self, dst: Buffer | int, value: int, nbytes: int | None = None) -> "
                   "None"),
@@ -435,8 +434,12 @@ void bind_stream(nb::module_& m) {
             closing.reset();  // other calls still running keep it until they return
           },
           "Destroys the queue now (after its enqueued work ran), as dropping the last reference "
-          "does; a capture that began on it is aborted. Later calls raise InvalidStateError.")
-      .def_prop_ro(
+          "does; a capture that began on it is aborted. Later calls raise InvalidStateError.");
+}
+
+// What a stream is: its state, native handle, device and backend.
+void def_stream_properties(StreamClass& cls) {
+  cls.def_prop_ro(
           "is_capturing", [](PyStream& self) { return self.get().is_capturing(); },
           "Whether a graph is capturing the work enqueued on this stream.")
       .def_prop_ro(
@@ -479,16 +482,13 @@ void bind_stream(nb::module_& m) {
           "capabilities", [](PyStream& self) { return self.get().capabilities(); },
           "What the backend can do on this stream's device.")
       .def("__repr__", &stream_repr);
+}
 
-  nb::class_<PyBuffer>(m, "Buffer", nb::type_slots(buffer_slots),
-                       "A device or host allocation, freed when the Buffer is dropped "
-                       "(accgraph::Buffer).\n\n"
-                       "Host-addressable memory supports the buffer protocol "
-                       "(memoryview(buf), numpy.asarray(buf) view it without a copy); every "
-                       "buffer supports DLPack (numpy.from_dlpack, torch.from_dlpack). A Buffer "
-                       "used in a capture is kept alive by the graph until it is reset. Work "
-                       "enqueued eagerly does not keep it: synchronize before dropping it.")
-      .def(
+using BufferClass = nb::class_<PyBuffer>;
+
+// Buffer(...) and Buffer.allocate: the shapes of the C++ Buffer::allocate overloads.
+void def_buffer_allocation(BufferClass& cls) {
+  cls.def(
           "__init__",
           [](PyBuffer* self, PyStream& stream, int64_t nbytes, EnumOrName<MemoryKind> kind) {
             auto [buffer, backend, device] = allocate_on(stream, nbytes, kind, "Buffer");
@@ -525,8 +525,12 @@ void bind_stream(nb::module_& m) {
           nb::arg("backend").none(), nb::arg("device"), nb::arg("nbytes"),
           nb::arg("kind") = MemoryKind::Device, nb::rv_policy::take_ownership,
           "Allocates `nbytes` bytes on `backend` (None or '': the default backend) and "
-          "`device`, without a stream.")
-      .def_prop_ro(
+          "`device`, without a stream.");
+}
+
+// Its size, address and kind, the buffer protocol and DLPack.
+void def_buffer_views(BufferClass& cls) {
+  cls.def_prop_ro(
           "nbytes", [](PyBuffer& self) { return self.get().size(); }, "The size in bytes.")
       .def("__len__", [](PyBuffer& self) { return self.get().size(); }, "The size in bytes.")
       .def_prop_ro(
@@ -568,6 +572,38 @@ void bind_stream(nb::module_& m) {
                to_string(self.buffer->kind()) + " backend='" + self.backend +
                "' device=" + std::to_string(self.device) + ">";
       });
+}
+
+void bind_buffer(nb::module_& m) {
+  BufferClass cls(m, "Buffer", nb::type_slots(buffer_slots),
+                       "A device or host allocation, freed when the Buffer is dropped "
+                       "(accgraph::Buffer).\n\n"
+                       "Host-addressable memory supports the buffer protocol "
+                       "(memoryview(buf), numpy.asarray(buf) view it without a copy); every "
+                       "buffer supports DLPack (numpy.from_dlpack, torch.from_dlpack). A Buffer "
+                       "used in a capture is kept alive by the graph until it is reset; dropping a "
+                       "Buffer waits for the work enqueued so far on the streams that used it "
+                       "(as cudaFree waits for the device).");
+  def_buffer_allocation(cls);
+  def_buffer_views(cls);
+}
+
+}  // namespace
+
+void bind_stream(nb::module_& m) {
+  StreamClass cls(m, "Stream",
+                       "An in-order queue on one device of one backend (accgraph::Stream).\n\n"
+                       "Work enqueued on it runs asynchronously; synchronize() waits for it. "
+                       "Graphs and profiler regions refer to the queue, so dropping the Stream "
+                       "while a graph captured on it still exists is safe: the capture is "
+                       "aborted, and replay() without a stream raises InvalidStateError.\n\n"
+                       "    s = accgraph.Stream('host')\n"
+                       "    s.fill(buf, 0x2a)\n"
+                       "    s.synchronize()");
+  def_stream_creation(cls);
+  def_stream_work(cls);
+  def_stream_properties(cls);
+  bind_buffer(m);
 }
 
 }  // namespace accgraph::python

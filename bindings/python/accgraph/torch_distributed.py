@@ -1,0 +1,126 @@
+"""Region metadata for ``torch.distributed`` collectives: the fields PyTorch's profiler shows for
+a collective in an eager trace, for a region around one captured into a CUDA graph (where a
+profiler sees only a kernel)::
+
+    md = accgraph.torch_distributed.collective_metadata("all_reduce", tensor)
+    with torch.cuda.graph(g):
+        with prof.region("all_reduce", lane="comm", **md):
+            dist.all_reduce(tensor)
+
+``accgraph.torch.collective_metadata`` is the same function. Importing this module imports
+neither torch nor torch.distributed: :func:`collective_metadata` does, through the torch loader
+of :mod:`accgraph.torch`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import torch as _accgraph_torch
+from ._errors import InvalidArgumentError, InvalidStateError, make_error
+from .torch import TorchUnavailableError
+
+__all__ = ["collective_metadata"]
+
+_WHAT = "accgraph.torch.collective_metadata"
+
+
+def _distributed() -> Any:
+    """torch.distributed, initialised: TorchUnavailableError (PyTorch, a GPU or distributed
+    support missing) or InvalidStateError (no process group yet) otherwise."""
+    torch = _accgraph_torch._load_torch()
+    dist = getattr(torch, "distributed", None)
+    if dist is None:
+        try:
+            import torch.distributed as dist
+        except ImportError as e:
+            raise make_error(
+                TorchUnavailableError,
+                f"{_WHAT}: torch.distributed cannot be imported ({e}): install a PyTorch built "
+                "with distributed support",
+            ) from e
+    if not dist.is_available():
+        raise make_error(
+            TorchUnavailableError,
+            f"{_WHAT}: PyTorch {torch.__version__} was built without torch.distributed: "
+            "install a PyTorch built with distributed support",
+        )
+    if not dist.is_initialized():
+        raise make_error(
+            InvalidStateError,
+            f"{_WHAT}: torch.distributed is not initialised: call "
+            "torch.distributed.init_process_group() first",
+        )
+    return dist
+
+
+def _group_size_and_ranks(dist: Any, group: Any) -> Tuple[int, List[int]]:
+    """The size and the global ranks of `group` (None: the default group).
+    InvalidArgumentError when this rank is not a member."""
+    size = int(dist.get_world_size(group))
+    if size < 1:  # torch answers -1 on a rank outside the group
+        raise make_error(InvalidArgumentError,
+                         f"{_WHAT}: this rank is not a member of group {group!r}")
+    try:
+        return size, [int(r) for r in dist.get_process_group_ranks(group)]
+    except (AttributeError, KeyError, RuntimeError, TypeError, ValueError):
+        if group is not None:
+            raise
+        return size, list(range(size))  # a PyTorch that does not list the default group
+
+
+def _group_name(group: Any) -> str:
+    """The group's own name, else "default"."""
+    try:
+        name = getattr(group, "group_name", None) if group is not None else None
+    except RuntimeError:  # a group torch has not named
+        name = None
+    return name or "default"
+
+
+def collective_metadata(collective: str, input: Any, output: Any = None, *, group: Any = None,
+                        group_name: Optional[str] = None) -> Dict[str, Any]:
+    """The metadata eager traces show for a ``torch.distributed`` collective (PyTorch profiler's
+    field names), for a region around a collective captured into a CUDA graph, where a profiler
+    sees only a kernel::
+
+        dist.init_process_group("nccl")
+        tensor = torch.ones(1 << 20, device="cuda")
+        md = accgraph.torch.collective_metadata("all_reduce", tensor)
+        # {"collective": "all_reduce", "In msg nelems": 1048576, "Out msg nelems": 1048576,
+        #  "dtype": "float32", "Group size": 2, "Process Group Name": "default",
+        #  "Process Group Ranks": "[0, 1]"}
+        with torch.cuda.graph(g):
+            with prof.region("all_reduce", lane="comm", **md):
+                dist.all_reduce(tensor)
+
+    Keys: ``collective`` (as given), ``In msg nelems`` (``input.numel()``), ``Out msg nelems``
+    (``output.numel()``, the input's when `output` is None, as for an in-place collective),
+    ``dtype`` (``str(input.dtype)`` without ``"torch."``), ``Group size``
+    (``get_world_size(group)``), ``Process Group Name`` (`group_name`, else the group's
+    ``group_name``, else ``"default"``) and ``Process Group Ranks`` (the global ranks of
+    `group`, ``"[0, 1]"``; for the default group ``range(world_size)`` where torch cannot list
+    them). `group` None is the default group. The numbers are ints; the region shows every value
+    with str(), and a native Perfetto trace (``*.pftrace``) writes the numbers as ints and the
+    rank list as a list of ints (Note [Typed annotations] in timing/perfetto/annotations.hpp).
+
+    InvalidStateError when torch.distributed is not initialised (call
+    ``torch.distributed.init_process_group`` first); InvalidArgumentError when this rank is not
+    a member of `group`; TorchUnavailableError without PyTorch, a GPU, or torch.distributed.
+    """
+    if not isinstance(collective, str) or not collective:
+        raise TypeError(f"{_WHAT}: collective must be a non-empty str, e.g. \"all_reduce\"")
+    dist = _distributed()
+    size, ranks = _group_size_and_ranks(dist, group)
+    if group_name is None:
+        group_name = _group_name(group)
+    out = input if output is None else output
+    return {
+        "collective": collective,
+        "In msg nelems": int(input.numel()),
+        "Out msg nelems": int(out.numel()),
+        "dtype": str(input.dtype).replace("torch.", "", 1),
+        "Group size": size,
+        "Process Group Name": str(group_name),
+        "Process Group Ranks": "[" + ", ".join(str(r) for r in ranks) + "]",
+    }

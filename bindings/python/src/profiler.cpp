@@ -1,0 +1,383 @@
+// The Profiler from Python: its options, attaching graphs, regions, sinks (shown to the garbage
+// collector), reports, statistics and the exporters.
+#include <chrono>
+#include <exception>
+#include <sstream>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
+
+#include "timing.hpp"
+
+namespace accgraph::python {
+
+namespace {
+
+using timing::Delivery;
+using timing::Metadata;
+using timing::Profiler;
+using timing::ProfilerOptions;
+using timing::ReplayReport;
+using timing::StatsMode;
+
+// Note [Sink cycles]: a sink that refers to its profiler (a closure over it, or a function whose
+// module globals hold it) makes a reference cycle through C++, invisible to the garbage
+// collector: the profiler would never be flushed nor freed (also not at exit, where the
+// module's globals then outlive the module). So the profiler shows each sink it holds to the
+// collector (tp_traverse: exactly the one reference its PythonCallable owns); an unreachable
+// profiler is flushed first (tp_finalize, while the cycle is intact), then cleared (tp_clear:
+// the C++ profiler is destroyed, which drops the sinks).
+int profiler_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  for (PyObject* sink : nb::inst_ptr<PyProfiler>(self)->sinks) Py_VISIT(sink);
+  return 0;
+}
+
+// Called on every object of an unreachable cycle before any is cleared (PEP 442): the sinks
+// still see their closures intact.
+void profiler_finalize(PyObject* self) {
+  if (!nb::inst_ready(self)) return;
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  nb::inst_ptr<PyProfiler>(self)->flush_quietly();
+  PyErr_Restore(type, value, traceback);
+}
+
+int profiler_clear(PyObject* self) {
+  nb::inst_ptr<PyProfiler>(self)->destroy();
+  return 0;
+}
+
+PyType_Slot profiler_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(profiler_traverse)},
+                                {Py_tp_clear, reinterpret_cast<void*>(profiler_clear)},
+                                {Py_tp_finalize, reinterpret_cast<void*>(profiler_finalize)},
+                                {0, nullptr}};
+
+// A Profiler method writing what `write(out, profiler)` produces to the file `path` (OSError
+// naming it when it cannot be written; the exporters' own errors otherwise).
+template <class Write>
+auto exporter(Write write) {
+  return [write](PyProfiler& self, nb::handle path) {
+    Profiler& profiler = self.get();
+    write_output(fs_path(path), "the exported data",
+                 [&](std::ostream& out) { write(out, profiler); });
+  };
+}
+
+}  // namespace
+
+Profiler& PyProfiler::get() {
+  if (!profiler)
+    throw Error(ErrorCode::InvalidState,
+                "this Profiler was cleared by the garbage collector (it was part of an "
+                "unreachable reference cycle): create a new Profiler");
+  return *profiler;
+}
+
+void PyProfiler::flush_quietly() noexcept {
+  if (!profiler) return;
+  // Waits for replays and calls sinks, which take the GIL.
+  nb::gil_scoped_release release;
+  try {
+    profiler->flush();
+  } catch (const std::exception& e) {
+    log(LogLevel::Warning, std::string("accgraph.Profiler: flushing it failed: ") + e.what());
+  }
+}
+
+void PyProfiler::destroy() noexcept {
+  if (!profiler) return;
+  flush_quietly();  // the sinks may still use this profiler: flush before it goes
+  {
+    // ~Profiler flushes again and stops its collector thread, which may be calling a sink.
+    nb::gil_scoped_release release;
+    profiler.reset();
+  }
+  sinks.clear();  // their references went with the profiler
+}
+
+Metadata metadata_of(const nb::kwargs& kwargs) {
+  Metadata metadata;
+  for (auto [key, value] : kwargs)
+    metadata.emplace_back(nb::cast<std::string>(key), nb::cast<std::string>(nb::str(value)));
+  return metadata;
+}
+
+namespace {
+
+using ProfilerClass = nb::class_<PyProfiler>;
+
+// The options, and which graphs it times.
+void def_profiler_setup(ProfilerClass& cls) {
+  cls.def(
+          "__init__",
+          [](PyProfiler* self, EnumOrName<Delivery> delivery, size_t ring_depth,
+             std::optional<std::string> marker_strategy, bool background_collector,
+             std::optional<int64_t> keep_reports, EnumOrName<StatsMode> stats_mode,
+             std::optional<double> collector_period, bool collect_stats) {
+            ProfilerOptions options;
+            options.delivery = parse_delivery(delivery);
+            options.ring_depth = ring_depth;
+            options.marker_strategy = marker_strategy.value_or("");
+            options.background_collector = background_collector;
+            options.keep_reports =
+                keep_reports ? timing::KeepReports(*keep_reports) : timing::KeepReports::all();
+            options.stats_mode = parse_stats_mode(stats_mode);
+            options.collect_stats = collect_stats;
+            if (collector_period) {
+              if (!(*collector_period > 0 && *collector_period <= 3600))
+                throw Error(ErrorCode::InvalidArgument,
+                            "Profiler: collector_period must be from 0 to 3600 seconds (got " +
+                                std::to_string(*collector_period) + ")");
+              options.collector_period =
+                  std::chrono::microseconds(static_cast<int64_t>(*collector_period * 1e6));
+            }
+            auto profiler = [&] {
+              nb::gil_scoped_release release;
+              return std::make_unique<Profiler>(options);
+            }();
+            new (self) PyProfiler(std::move(profiler));
+          },
+          nb::arg("delivery") = Delivery::Lazy, nb::arg("ring_depth") = 0,
+          nb::arg("marker_strategy") = nb::none(), nb::arg("background_collector") = false,
+          nb::arg("keep_reports").none() = 1024, nb::arg("stats_mode") = StatsMode::Sketch,
+          nb::arg("collector_period") = nb::none(), nb::arg("collect_stats") = true,
+          "`delivery`: 'lazy' or 'immediate'. `ring_depth`: replays in flight per graph (0: "
+          "the backend's default). `marker_strategy`: one of Capabilities.marker_strategies "
+          "(None: the backend's default). `background_collector`: a thread delivers completed "
+          "replays every `collector_period` seconds. `keep_reports`: how many of the last "
+          "reports reports() keeps (0: none; None: every one, memory grows without bound). "
+          "`stats_mode`: 'sketch' or 'exact'. `collect_stats=False` leaves stats() empty and "
+          "saves its cost per report.")
+      .def(
+          "attach",
+          [](PyProfiler& self, nb::handle graph) {
+            std::atomic<bool>* busy = nullptr;
+            if (nb::isinstance<PyGraph>(graph))
+              busy = &nb::inst_ptr<PyGraph>(graph)->busy;
+            else if (nb::isinstance<PyForeignGraph>(graph))
+              busy = &nb::inst_ptr<PyForeignGraph>(graph)->busy;
+            else
+              throw nb::type_error(
+                  "Profiler.attach: graph must be an accgraph.Graph or an accgraph.ForeignGraph");
+            if (busy->load())
+              throw Error(ErrorCode::InvalidState,
+                          "Profiler.attach: the graph is in use by another call");
+            Profiler& profiler = self.get();
+            nb::gil_scoped_release release;
+            if (nb::isinstance<PyGraph>(graph))
+              profiler.attach(*nb::inst_ptr<PyGraph>(graph)->graph);
+            else
+              profiler.attach(*nb::inst_ptr<PyForeignGraph>(graph)->graph);
+          },
+          nb::arg("graph"), nb::sig("def attach(self, graph: Graph | ForeignGraph) -> None"),
+          "Times `graph` (a Graph or a ForeignGraph) from its next capture on "
+          "(InvalidStateError while it captures).")
+      .def(
+          "attach_all", [](PyProfiler& self) { self.get().attach_all(); },
+          nb::call_guard<nb::gil_scoped_release>(),
+          "Times every graph whose capture begins from now on.")
+      .def(
+          "detach", [](PyProfiler& self) { self.get().detach(); },
+          nb::call_guard<nb::gil_scoped_release>(),
+          "Stops timing new captures; pending reports are still delivered by flush().");
+}
+
+// Regions, sinks and flush.
+void def_profiler_regions(ProfilerClass& cls) {
+  cls.def(
+          "region",
+          [](nb::handle self, nb::handle stream, std::optional<std::string> name,
+             std::string lane, nb::kwargs metadata) {
+            // region(stream, name) or region(name): Note [Default stream].
+            nb::object on;
+            if (nb::isinstance<PyStream>(stream)) {
+              if (!name)
+                throw nb::type_error(
+                    "Profiler.region: give the region's name: region(stream, name, **metadata)");
+              on = nb::borrow(stream);
+            } else if (nb::isinstance<nb::str>(stream) && !name) {
+              name = nb::cast<std::string>(stream);
+            } else {
+              throw nb::type_error(
+                  "Profiler.region: stream must be an accgraph.Stream, or give the name alone "
+                  "(region(name, **metadata)) to time on the default stream");
+            }
+            return PyRegion(nb::borrow(self), std::move(on), std::move(*name),
+                            metadata_of(metadata), std::move(lane));
+          },
+          nb::arg("stream"), nb::arg("name") = nb::none(), nb::kw_only(), nb::arg("lane") = "",
+          nb::arg("metadata"),
+          nb::sig("def region(self, stream: Stream | str, name: str | None = None, *, lane: str "
+                  "= '', **metadata: object) -> Region"),
+          "A region named `name` on `stream`, with `metadata` (values shown with str()) and an "
+          "optional `lane`: use it as a context manager or a decorator. Inside a capture it "
+          "records markers into the graph; outside, it is timed eagerly.\n\n"
+          "`region(name, **metadata)` (no stream) times on the default stream, looked up at "
+          "each entry: PyTorch's current stream while accgraph.torch is instrumented, or what "
+          "accgraph.set_default_stream_provider installed; InvalidStateError when none is.")
+      .def(
+          "begin",
+          [](PyProfiler& self, PyStream& stream, std::string name, std::string lane,
+             nb::kwargs metadata) {
+            std::shared_ptr<Stream> s_owner = stream.share();
+            Stream& s = *s_owner;
+            Metadata md = metadata_of(metadata);
+            nb::gil_scoped_release release;
+            self.get().begin(s, std::move(name), std::move(md), std::move(lane));
+          },
+          nb::arg("stream"), nb::arg("name"), nb::kw_only(), nb::arg("lane") = "",
+          nb::arg("metadata"),
+          nb::sig("def begin(self, stream: Stream, name: str, *, lane: str = '', **metadata: "
+                  "object) -> None"),
+          "Opens a region on `stream` (end it with end(stream)).")
+      .def(
+          "end",
+          [](PyProfiler& self, PyStream& stream) {
+            std::shared_ptr<Stream> s_owner = stream.share();
+            Stream& s = *s_owner;
+            nb::gil_scoped_release release;
+            self.get().end(s);
+          },
+          nb::arg("stream"), "Ends the innermost open region on `stream`.")
+      .def(
+          "add_sink",
+          [](PyProfiler& self, nb::callable sink) {
+            Profiler& profiler = self.get();
+            auto callable = std::make_shared<PythonCallable>(sink, "a report sink");
+            {
+              nb::gil_scoped_release release;
+              profiler.add_sink(
+                  [callable](const ReplayReport& report) { (*callable)(ReplayReport(report)); });
+            }
+            self.sinks.push_back(sink.ptr());  // held by `callable`, now the profiler's
+          },
+          nb::arg("sink"),
+          nb::sig("def add_sink(self, sink: collections.abc.Callable[[ReplayReport], object]) "
+                  "-> None"),
+          "Calls `sink(report)` for every report, in replay order per graph, with the GIL held "
+          "on the collecting thread. The report is the sink's to keep. An exception it raises "
+          "is logged (with its traceback) and delivery goes on.")
+      .def(
+          "flush", [](PyProfiler& self) { self.get().flush(); },
+          nb::call_guard<nb::gil_scoped_release>(),
+          "Waits (without the GIL) for every pending replay and eager region and delivers its "
+          "report.")
+      .def(
+          "reports", [](PyProfiler& self) { return self.get().reports(); },
+          nb::call_guard<nb::gil_scoped_release>(), "The kept reports (keep_reports).");
+}
+
+// What it measured: reports, statistics and the exporters.
+void def_profiler_results(ProfilerClass& cls) {
+  cls.def(
+          "stats", [](PyProfiler& self) { return self.get().stats(); },
+          nb::call_guard<nb::gil_scoped_release>(),
+          "Per-region statistics over every report delivered so far.")
+      .def_prop_ro(
+          "delivered", [](PyProfiler& self) { return self.get().delivered(); },
+          "Reports delivered so far (counted also when not kept).")
+      .def(
+          "write_chrome_trace",
+          exporter([](std::ostream& out, Profiler& profiler) {
+            timing::write_chrome_trace(out, profiler.reports());
+          }),
+          nb::arg("path"),
+          nb::sig("def write_chrome_trace(self, path: str | os.PathLike[str]) -> None"),
+          "Writes the kept reports as Chrome trace JSON (Perfetto, chrome://tracing).")
+      .def(
+          "write_trace",
+          [](PyProfiler& self, nb::handle path, int rank, int world_size, std::string host,
+             uint64_t host_clock_uncertainty_ns, std::vector<timing::DeviceClockOffset> clocks) {
+            std::vector<ReplayReport> reports;
+            {
+              nb::gil_scoped_release release;
+              reports = self.get().reports();
+            }
+            write_trace_file(path, reports, rank, world_size, host, host_clock_uncertainty_ns,
+                             clocks);
+          },
+          nb::arg("path"), nb::kw_only(), nb::arg("rank") = -1, nb::arg("world_size") = 0,
+          nb::arg("host") = "", nb::arg("host_clock_uncertainty_ns") = 0,
+          nb::arg("clocks") = std::vector<timing::DeviceClockOffset>{},
+          nb::sig("def write_trace(self, path: str | os.PathLike[str], *, rank: int = -1, "
+                  "world_size: int = 0, host: str = '', host_clock_uncertainty_ns: int = 0, "
+                  "clocks: collections.abc.Sequence[ClockOffset] = []) -> None"),
+          "Writes the kept reports as accgraph.write_trace() does: *.pftrace a native "
+          "Perfetto trace (with the rank and clock options a merge_traces() needs), any other "
+          "name Chrome trace JSON.")
+      .def(
+          "write_csv",
+          exporter([](std::ostream& out, Profiler& profiler) {
+            timing::write_reports_csv(out, profiler.reports());
+          }),
+          nb::arg("path"), nb::sig("def write_csv(self, path: str | os.PathLike[str]) -> None"),
+          "Writes the kept reports as CSV, one row per region per report.")
+      .def(
+          "write_stats_csv",
+          exporter([](std::ostream& out, Profiler& profiler) {
+            timing::write_stats_csv(out, profiler.stats());
+          }),
+          nb::arg("path"),
+          nb::sig("def write_stats_csv(self, path: str | os.PathLike[str]) -> None"),
+          "Writes the statistics as CSV, one row per region path.")
+      .def(
+          "stats_table",
+          [](PyProfiler& self) {
+            std::ostringstream out;
+            timing::write_stats_table(out, self.get().stats());
+            return out.str();
+          },
+          nb::call_guard<nb::gil_scoped_release>(),
+          "The statistics as a fixed-width text table (microseconds), as `accgraph demo` "
+          "prints it.")
+      .def(
+          "_region_loop_ns",
+          [](PyProfiler& self, PyStream& stream, std::string name, uint64_t count) {
+            std::shared_ptr<Stream> s_owner = stream.share();
+            Stream& s = *s_owner;
+            nb::gil_scoped_release release;
+            auto start = std::chrono::steady_clock::now();
+            for (uint64_t i = 0; i < count; ++i) {
+              Profiler::Region region = self.get().region(s, name);
+            }
+            return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             std::chrono::steady_clock::now() - start)
+                                             .count());
+          },
+          nb::arg("stream"), nb::arg("name"), nb::arg("count"),
+          "For bench/python: opens and ends the region `name` `count` times in a C++ loop (RAII "
+          "Region), returns the nanoseconds it took.");
+}
+
+}  // namespace
+
+void bind_profiler(nb::module_& m) {
+  ProfilerClass cls(m, "Profiler", nb::type_slots(profiler_slots),
+                         "Times regions of captured graphs and of eager work "
+                         "(accgraph::timing::Profiler):\n\n"
+                         "    prof = accgraph.Profiler()\n"
+                         "    prof.attach(g)\n"
+                         "    with g.capture(s):\n"
+                         "        with prof.region(s, 'layer0', bytes=4096):\n"
+                         "            s.fill(buf, 1)\n"
+                         "    g.replay()\n"
+                         "    prof.flush()\n"
+                         "    print(prof.stats_table())\n\n"
+                         "Sinks run with the GIL held on the thread that collects (replay, "
+                         "flush, the background collector); an exception in a sink is logged "
+                         "and does not stop delivery. Dropping the profiler flushes it.");
+  def_profiler_setup(cls);
+  def_profiler_regions(cls);
+  def_profiler_results(cls);
+  cls.def("__repr__", [](PyProfiler& self) {
+        if (!self.profiler) return std::string("<accgraph.Profiler (cleared)>");
+        return "<accgraph.Profiler delivered=" + std::to_string(self.profiler->delivered()) +
+               ">";
+      });
+}
+
+}  // namespace accgraph::python

@@ -1,0 +1,189 @@
+// Reports from Python: RegionTiming, ReplayReport and RegionStats, read-only views with to_dict().
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "timing.hpp"
+
+namespace accgraph::python {
+
+namespace {
+
+using timing::RegionStats;
+using timing::RegionTiming;
+using timing::ReplayReport;
+
+// A RegionTiming refers to its report's layout: the Python object keeps the layout alive.
+struct PyRegionTiming {
+  std::shared_ptr<const timing::ReportLayout> layout;
+  RegionTiming timing;
+};
+
+nb::dict timing_dict(const RegionTiming& r) {
+  nb::dict d;
+  d["name"] = r.name();
+  d["path"] = r.path();
+  d["depth"] = r.depth();
+  d["parent"] = r.parent();
+  d["stream_id"] = r.stream_id();
+  d["lane"] = r.lane();
+  d["start_ns"] = r.start_ns;
+  d["end_ns"] = r.end_ns;
+  d["duration_ns"] = r.duration_ns;
+  d["measurable"] = r.measurable;
+  d["metadata"] = metadata_dict(r.metadata());
+  return d;
+}
+
+PyRegionTiming region_at(const ReplayReport& report, size_t i) {
+  return PyRegionTiming{report.shared_layout(), report.region(i)};
+}
+
+nb::list region_list(const ReplayReport& report) {
+  nb::list out;
+  for (size_t i = 0; i < report.size(); ++i) out.append(nb::cast(region_at(report, i)));
+  return out;
+}
+
+nb::dict report_dict(const ReplayReport& r) {
+  nb::dict d;
+  d["graph_id"] = r.graph_id();
+  d["replay_index"] = r.replay_index();
+  d["backend"] = r.backend();
+  d["device"] = r.device();
+  d["device_name"] = r.device_name();
+  d["marker_strategy"] = r.marker_strategy();
+  d["resolution_ns"] = r.resolution_ns();
+  nb::list regions;
+  for (size_t i = 0; i < r.size(); ++i) regions.append(timing_dict(r.region(i)));
+  d["regions"] = regions;
+  return d;
+}
+
+nb::dict stats_dict(const RegionStats& s) {
+  nb::dict d;
+  d["path"] = s.path;
+  d["depth"] = s.depth;
+  d["count"] = s.count;
+  d["unmeasurable"] = s.unmeasurable;
+  d["min_ns"] = s.min_ns;
+  d["mean_ns"] = s.mean_ns;
+  d["p50_ns"] = s.p50_ns;
+  d["p95_ns"] = s.p95_ns;
+  d["max_ns"] = s.max_ns;
+  return d;
+}
+
+std::string repr_timing(const RegionTiming& r) {
+  return "RegionTiming(path='" + r.path() + "', duration_ns=" + std::to_string(r.duration_ns) +
+         (r.measurable ? "" : ", measurable=False") + ")";
+}
+
+void bind_region_timing(nb::module_& m) {
+  nb::class_<PyRegionTiming>(m, "RegionTiming",
+                             "One region of one report (read-only). Times are on the backend's "
+                             "marker clock, in nanoseconds.")
+      .def_prop_ro("name", [](const PyRegionTiming& r) { return r.timing.name(); },
+                   "The region's name.")
+      .def_prop_ro("path", [](const PyRegionTiming& r) { return r.timing.path(); },
+                   "The names of the enclosing regions and this one, joined by '/'.")
+      .def_prop_ro("depth", [](const PyRegionTiming& r) { return r.timing.depth(); },
+                   "0 for top-level regions.")
+      .def_prop_ro("parent", [](const PyRegionTiming& r) { return r.timing.parent(); },
+                   "Index of the enclosing region in the report, or -1.")
+      .def_prop_ro("stream_id", [](const PyRegionTiming& r) { return r.timing.stream_id(); },
+                   "Stream.id of the stream the region was recorded on.")
+      .def_prop_ro("lane", [](const PyRegionTiming& r) { return r.timing.lane(); },
+                   "The named lane within the stream's track ('' for the stream itself).")
+      .def_prop_ro("metadata",
+                   [](const PyRegionTiming& r) { return metadata_dict(r.timing.metadata()); },
+                   "The region's key/value annotations, as a new dict.")
+      .def_prop_ro("start_ns", [](const PyRegionTiming& r) { return r.timing.start_ns; },
+                   "Start on the marker clock (0 when not measurable).")
+      .def_prop_ro("end_ns", [](const PyRegionTiming& r) { return r.timing.end_ns; },
+                   "End on the marker clock (0 when not measurable).")
+      .def_prop_ro("duration_ns", [](const PyRegionTiming& r) { return r.timing.duration_ns; },
+                   "end_ns - start_ns (0 when not measurable).")
+      .def_prop_ro("measurable", [](const PyRegionTiming& r) { return r.timing.measurable; },
+                   "False when the backend could not place a marker in time; the statistics "
+                   "leave such regions out.")
+      .def("to_dict", [](const PyRegionTiming& r) { return timing_dict(r.timing); },
+           "The attributes as a dict.")
+      .def("__repr__", [](const PyRegionTiming& r) { return repr_timing(r.timing); });
+}
+
+void bind_replay_report(nb::module_& m) {
+  nb::class_<ReplayReport>(m, "ReplayReport",
+                           "The timing of one replay (or one eager region tree), read-only. A "
+                           "sequence of RegionTiming in the order the regions were opened.")
+      .def_prop_ro("graph_id", &ReplayReport::graph_id, "Graph.id; 0 for eager regions.")
+      .def_prop_ro("replay_index", &ReplayReport::replay_index,
+                   "0-based replay number since the capture (eager: a sequence number).")
+      .def_prop_ro("backend", [](const ReplayReport& r) { return r.backend(); },
+                   "The backend's name.")
+      .def_prop_ro("device", &ReplayReport::device, "The device index.")
+      .def_prop_ro("device_name", [](const ReplayReport& r) { return r.device_name(); },
+                   "The device's name.")
+      .def_prop_ro("marker_strategy", [](const ReplayReport& r) { return r.marker_strategy(); },
+                   "The timestamp marker kind used.")
+      .def_prop_ro("resolution_ns", &ReplayReport::resolution_ns,
+                   "The smallest step of the marker clock.")
+      .def_prop_ro("regions", &region_list, "Every region, as a new list of RegionTiming.")
+      .def("__len__", &ReplayReport::size, "The number of regions.")
+      .def(
+          "__getitem__",
+          [](const ReplayReport& r, int64_t i) {
+            const int64_t n = static_cast<int64_t>(r.size());
+            if (i < 0) i += n;
+            if (i < 0 || i >= n) throw nb::index_error("ReplayReport index out of range");
+            return region_at(r, static_cast<size_t>(i));
+          },
+          nb::arg("index"), "The region at `index` (negative counts from the end).")
+      .def(
+          "__iter__", [](const ReplayReport& r) { return region_list(r).attr("__iter__")(); },
+          nb::sig("def __iter__(self) -> collections.abc.Iterator[RegionTiming]"),
+          "Iterates over the regions.")
+      .def("to_dict", &report_dict, "The attributes, regions included, as a dict.")
+      .def("__repr__", [](const ReplayReport& r) {
+        return "<accgraph.ReplayReport graph " + std::to_string(r.graph_id()) + " replay " +
+               std::to_string(r.replay_index()) + " backend='" + r.backend() + "' " +
+               std::to_string(r.size()) + " regions>";
+      });
+}
+
+void bind_region_stats(nb::module_& m) {
+  nb::class_<RegionStats>(m, "RegionStats",
+                          "Statistics of one region path over every report seen (read-only). "
+                          "count, unmeasurable, min_ns and max_ns are exact; see StatsMode for "
+                          "the others.")
+      .def_ro("path", &RegionStats::path, "The region path.")
+      .def_ro("depth", &RegionStats::depth, "The region's depth.")
+      .def_ro("count", &RegionStats::count, "Measured samples.")
+      .def_ro("unmeasurable", &RegionStats::unmeasurable,
+              "Reports in which the region was not measurable.")
+      .def_ro("min_ns", &RegionStats::min_ns, "Shortest duration.")
+      .def_ro("mean_ns", &RegionStats::mean_ns, "Mean duration.")
+      .def_ro("p50_ns", &RegionStats::p50_ns, "Median duration.")
+      .def_ro("p95_ns", &RegionStats::p95_ns, "95th percentile duration.")
+      .def_ro("max_ns", &RegionStats::max_ns, "Longest duration.")
+      .def("to_dict", &stats_dict, "The attributes as a dict.")
+      .def("__repr__", [](const RegionStats& s) {
+        return "RegionStats(path='" + s.path + "', count=" + std::to_string(s.count) +
+               ", mean_ns=" + std::to_string(s.mean_ns) + ")";
+      });
+}
+
+}  // namespace
+
+nb::dict metadata_dict(const timing::Metadata& metadata) {
+  nb::dict out;
+  for (const auto& [key, value] : metadata) out[nb::str(key.c_str())] = value;
+  return out;
+}
+
+void bind_reports(nb::module_& m) {
+  bind_region_timing(m);
+  bind_replay_report(m);
+  bind_region_stats(m);
+}
+
+}  // namespace accgraph::python
