@@ -12,9 +12,9 @@
 
 #include <fmt/format.h>
 
-#include "accgraph/backend.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/registry.hpp"
+#include "accgraph/spi/backend.hpp"
 #include "accgraph/stream.hpp"
 #include "hooks_internal.hpp"
 #include "stream_state.hpp"

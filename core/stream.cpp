@@ -6,10 +6,10 @@
 
 #include <fmt/format.h>
 
-#include "accgraph/backend.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/graph.hpp"
 #include "accgraph/registry.hpp"
+#include "accgraph/spi/backend.hpp"
 #include "hooks_internal.hpp"
 #include "stream_state.hpp"
 

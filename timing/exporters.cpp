@@ -16,7 +16,9 @@
 #include <fmt/format.h>
 
 #include "accgraph/error.hpp"
+#include "accgraph/exporters.hpp"
 #include "accgraph/report.hpp"
+#include "accgraph/stats.hpp"
 #include "export_support.hpp"
 
 namespace accgraph::timing {

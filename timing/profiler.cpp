@@ -16,11 +16,11 @@
 
 #include <fmt/format.h>
 
-#include "accgraph/backend.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/foreign_graph.hpp"
 #include "accgraph/graph.hpp"
 #include "accgraph/hooks.hpp"
+#include "accgraph/spi/backend.hpp"
 #include "accgraph/stream.hpp"
 #include "../core/hooks_internal.hpp"
 #include "../core/stream_state.hpp"

@@ -23,7 +23,7 @@
 #include <fmt/format.h>
 
 #include "accgraph/accgraph.hpp"
-#include "accgraph/backend.hpp"
+#include "accgraph/spi/backend.hpp"
 #include "cuda_test_kernels.hpp"
 #include "../../core/hooks_internal.hpp"
 #include "../../core/stream_state.hpp"
