@@ -1,4 +1,5 @@
-# Install rules: the library, headers (the SPI helpers for backend authors among them), the CMake
+# Install rules: the library, headers (the user API in include/accgraph/, the backend authors'
+# kit in include/accgraph/spi/, and the 0.1 paths that forward to it), the CMake
 # package (find_package(accgraph CONFIG) giving accgraph::accgraph and accgraph_add_plugin()), a
 # version file and a pkg-config file; and the same package exported from the build tree
 # (find_package(accgraph) with accgraph_DIR=<build dir>, as fmt does).
@@ -14,14 +15,14 @@ install(TARGETS accgraph EXPORT accgraphTargets
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/accgraph" DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT accgraphTargets NAMESPACE accgraph:: DESTINATION "${ACCGRAPH_CMAKE_DIR}")
 
-# The plugin ABI major, read from the one place it is set (include/accgraph/plugin.h).
-file(STRINGS "${PROJECT_SOURCE_DIR}/include/accgraph/plugin.h" ACCGRAPH_PLUGIN_ABI_MAJOR
+# The plugin ABI major, read from the one place it is set (include/accgraph/spi/plugin.h).
+file(STRINGS "${PROJECT_SOURCE_DIR}/include/accgraph/spi/plugin.h" ACCGRAPH_PLUGIN_ABI_MAJOR
   REGEX "^#define ACCGRAPH_PLUGIN_ABI_MAJOR [0-9]+u$")
 string(REGEX REPLACE "^#define ACCGRAPH_PLUGIN_ABI_MAJOR ([0-9]+)u$" "\\1" ACCGRAPH_PLUGIN_ABI_MAJOR
   "${ACCGRAPH_PLUGIN_ABI_MAJOR}")
 if(NOT ACCGRAPH_PLUGIN_ABI_MAJOR MATCHES "^[0-9]+$")
   message(FATAL_ERROR "cmake/AccgraphInstall.cmake: no '#define ACCGRAPH_PLUGIN_ABI_MAJOR <n>u' "
-                      "line in include/accgraph/plugin.h; keep that define on one line")
+                      "line in include/accgraph/spi/plugin.h; keep that define on one line")
 endif()
 configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/accgraphConfig.cmake.in"
   "${PROJECT_BINARY_DIR}/accgraphConfig.cmake"

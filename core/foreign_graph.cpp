@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "accgraph/backend.hpp"
 #include "accgraph/error.hpp"
+#include "accgraph/spi/backend.hpp"
 #include "accgraph/stream.hpp"
 
 namespace accgraph {

@@ -12,8 +12,8 @@
 
 #include <fmt/format.h>
 
-#include "accgraph/backend.hpp"
 #include "accgraph/error.hpp"
+#include "accgraph/spi/backend.hpp"
 #include "accgraph/stream.hpp"
 #include "core/internal/backend_lookup.hpp"
 #include "core/internal/observers.hpp"

@@ -1,6 +1,7 @@
 // Out-of-line members of the backend SPI classes (vtable anchors and the optional operations'
 // defaults).
-#include "accgraph/backend.hpp"
+#include "accgraph/spi/backend.hpp"
+#include "accgraph/spi/clock_sampling.hpp"
 
 namespace accgraph {
 

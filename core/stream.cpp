@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
-#include "accgraph/backend.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/graph.hpp"
+#include "accgraph/spi/backend.hpp"
 #include "core/internal/backend_lookup.hpp"
 #include "core/internal/observers.hpp"
 #include "core/internal/stream_state.hpp"

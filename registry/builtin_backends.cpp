@@ -9,8 +9,9 @@
 #include <fmt/format.h>
 
 #include "accgraph/error.hpp"
-#include "accgraph/plugin.hpp"
 #include "accgraph/registry.hpp"
+#include "accgraph/spi/message_escape.hpp"
+#include "accgraph/spi/priority.hpp"
 #include "backends/host/host_entry.hpp"
 #include "registry_internal.hpp"
 

@@ -1,7 +1,7 @@
 // Opening backend plugin libraries and checking their C ABI table before anything is registered.
 //
 // Note [Plugin ABI]: a plugin exports one extern "C" symbol, accgraph_plugin_entry, returning a
-// const AccgraphPluginApi* (include/accgraph/plugin.h). The core accepts the table when
+// const AccgraphPluginApi* (include/accgraph/spi/plugin.h). The core accepts the table when
 //   - struct_size covers at least the 1.0 fields (tables grow only by appending),
 //   - abi_major == ACCGRAPH_PLUGIN_ABI_MAJOR (the C++ SPI objects must match too),
 //   - abi_minor >= ACCGRAPH_PLUGIN_ABI_MINOR_REQUIRED,
@@ -34,8 +34,10 @@
 #include <fmt/format.h>
 
 #include "accgraph/error.hpp"
-#include "accgraph/plugin.h"
-#include "accgraph/plugin.hpp"
+#include "accgraph/spi/clock_sampling.hpp"
+#include "accgraph/spi/library_check.hpp"
+#include "accgraph/spi/message_escape.hpp"
+#include "accgraph/spi/plugin.h"
 #include "accgraph/version.hpp"
 #include "registry_internal.hpp"
 
@@ -330,7 +332,7 @@ LoadedPlugin open_plugin(const std::string& path) {
   void* symbol = dlsym(plugin.library.get(), ACCGRAPH_PLUGIN_ENTRY_SYMBOL);
   if (symbol == nullptr)
     reject(path, fmt::format("it has no entry point '{}'; define one with "
-                              "ACCGRAPH_DEFINE_PLUGIN (accgraph/plugin.hpp)",
+                              "ACCGRAPH_DEFINE_PLUGIN (accgraph/spi/plugin.hpp)",
                               ACCGRAPH_PLUGIN_ENTRY_SYMBOL));
   auto entry = reinterpret_cast<AccgraphPluginEntry>(symbol);
   const AccgraphPluginApi* api = nullptr;

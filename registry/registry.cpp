@@ -7,8 +7,9 @@
 #include <fmt/format.h>
 
 #include "accgraph/error.hpp"
-#include "accgraph/plugin.hpp"
 #include "accgraph/registry.hpp"
+#include "accgraph/spi/message_escape.hpp"
+#include "accgraph/spi/plugin.h"
 #include "registry_internal.hpp"
 
 namespace accgraph {

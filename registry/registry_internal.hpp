@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "accgraph/export.hpp"
-#include "accgraph/plugin.h"
 #include "accgraph/registry.hpp"
+#include "accgraph/spi/plugin.h"
 
 namespace accgraph::detail {
 

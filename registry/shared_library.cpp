@@ -1,5 +1,6 @@
 // Checks on a shared library before the dynamic loader sees it, and the escaping of names and
-// paths for messages (both declared in include/accgraph/plugin.hpp).
+// paths for messages (declared in accgraph/spi/library_check.hpp, registry/shared_library.hpp
+// and accgraph/spi/message_escape.hpp).
 //
 // Note [Library check]: glibc's dlopen reads the ELF header and the program headers with read(),
 // then mmap()s every PT_LOAD segment from the file and touches it (relocations, zeroing the tail
@@ -27,7 +28,9 @@
 
 #include <fmt/format.h>
 
-#include "accgraph/plugin.hpp"
+#include "accgraph/spi/library_check.hpp"
+#include "accgraph/spi/message_escape.hpp"
+#include "shared_library.hpp"
 
 namespace accgraph::plugin {
 

@@ -10,9 +10,10 @@
 
 #include <fmt/format.h>
 
-#include "accgraph/backend.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/registry.hpp"
+#include "accgraph/spi/backend.hpp"
+#include "accgraph/spi/clock_sampling.hpp"
 #include "accgraph/stream.hpp"
 
 namespace accgraph::timing {

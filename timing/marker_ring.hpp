@@ -10,8 +10,8 @@
 #include <optional>
 #include <string>
 
-#include "accgraph/backend.hpp"
 #include "accgraph/report.hpp"
+#include "accgraph/spi/backend.hpp"
 
 namespace accgraph::timing {
 

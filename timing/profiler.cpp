@@ -20,6 +20,7 @@
 #include "accgraph/foreign_graph.hpp"
 #include "accgraph/graph.hpp"
 #include "accgraph/hooks.hpp"
+#include "accgraph/spi/backend.hpp"
 #include "accgraph/stream.hpp"
 #include "graph_timing.hpp"
 #include "profiler_core.hpp"

@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 
-#include "accgraph/backend.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/report.hpp"
+#include "accgraph/spi/backend.hpp"
 
 namespace accgraph::timing {
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "accgraph/report.hpp"
+#include "accgraph/stats.hpp"
 #include "accgraph/timing.hpp"
 
 namespace accgraph::timing {

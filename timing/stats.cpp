@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "accgraph/report.hpp"
+#include "accgraph/stats.hpp"
 #include "stats_internal.hpp"
 
 namespace accgraph::timing {

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "accgraph/accgraph.hpp"
-#include "accgraph/plugin.h"
+#include "accgraph/spi/plugin.h"
 #include "cli.hpp"
 
 namespace accgraph::cli {

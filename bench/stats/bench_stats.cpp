@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "accgraph/report.hpp"
+#include "accgraph/stats.hpp"
 
 using namespace accgraph::timing;
 

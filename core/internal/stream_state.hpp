@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "accgraph/backend.hpp"
+#include "accgraph/spi/backend.hpp"
 #include "accgraph/stream.hpp"
 
 namespace accgraph {

@@ -24,12 +24,12 @@
 #include <thread>
 #include <vector>
 
-#include <accgraph/backend.hpp>
-#include <accgraph/backend_support.hpp>
 #include <accgraph/error.hpp>
-#include <accgraph/pool_table.hpp>
+#include <accgraph/spi/backend.hpp>
+#include <accgraph/spi/pool_table.hpp>
+#include <accgraph/spi/stream_cast.hpp>
+#include <accgraph/spi/worker_queue.hpp>
 #include <accgraph/types.hpp>
-#include <accgraph/worker_queue.hpp>
 
 namespace async_backend {
 

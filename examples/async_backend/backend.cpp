@@ -2,6 +2,10 @@
 // buffers, graphs and markers. Start reading here, then async.hpp (Note [Lanes]).
 #include "async.hpp"
 
+#include <accgraph/spi/device_index.hpp>
+#include <accgraph/spi/handle_table.hpp>
+#include <accgraph/spi/host_memory_buffer.hpp>
+
 namespace async_backend {
 
 namespace {

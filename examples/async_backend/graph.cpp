@@ -7,6 +7,9 @@
 #include <optional>
 #include <thread>
 
+#include <accgraph/spi/debug_dump.hpp>
+#include <accgraph/spi/first_failure.hpp>
+
 #include "async.hpp"
 
 namespace async_backend {
@@ -19,7 +22,7 @@ namespace {
 
 // Runs every node of `executable`, each lane on its own thread (lane 0 on this one), a node
 // after its lane's previous node and the nodes it waits for. Every node runs even after one
-// failed (Note [Replays run every node] in accgraph/backend_support.hpp); the first failure is
+// failed (Note [Replays run every node] in accgraph/spi/run_every_node.hpp); the first failure is
 // thrown as an OperationFailure naming the node.
 void run_lanes(const Executable& executable) {
   const std::vector<Node>& nodes = executable.nodes;

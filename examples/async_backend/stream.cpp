@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <accgraph/spi/host_delay.hpp>
+
 #include "async.hpp"
 
 namespace async_backend {

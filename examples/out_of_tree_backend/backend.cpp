@@ -2,7 +2,11 @@
 // buffers, graphs and markers. Start reading here.
 #include "toy.hpp"
 
-#include <accgraph/steady_clock_markers.hpp>
+#include <accgraph/spi/clock_sampling.hpp>
+#include <accgraph/spi/device_index.hpp>
+#include <accgraph/spi/handle_table.hpp>
+#include <accgraph/spi/host_memory_buffer.hpp>
+#include <accgraph/spi/steady_clock_markers.hpp>
 
 namespace toy {
 
@@ -16,7 +20,7 @@ using accgraph::Capabilities;
 using accgraph::CaptureMode;
 using accgraph::ErrorCode;
 
-// ClockSampling (optional, accgraph/backend.hpp): lets accgraph::timing::calibrate_clock put the
+// ClockSampling (optional, accgraph/spi/clock_sampling.hpp): lets accgraph::timing::calibrate_clock put the
 // toy's marker times on the host's clock when traces of several devices or ranks are merged.
 class ToyBackend final : public accgraph::Backend, public accgraph::ClockSampling {
  public:

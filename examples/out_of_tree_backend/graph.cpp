@@ -6,6 +6,9 @@
 #include <exception>
 #include <fstream>
 
+#include <accgraph/spi/debug_dump.hpp>
+#include <accgraph/spi/run_every_node.hpp>
+
 #include "toy.hpp"
 
 namespace toy {
@@ -80,7 +83,7 @@ void ToyGraph::replay(accgraph::StreamImpl& stream_impl) {
   ToyStream& stream = as_toy_stream(stream_impl, "replay");
   if (!executable_) fail(ErrorCode::InvalidState, "replay: the graph has no executable: instantiate first");
   // Runs every node even after one fails (Note [Replays run every node] in
-  // accgraph/backend_support.hpp); the first failure is reported by the stream's next
+  // accgraph/spi/run_every_node.hpp); the first failure is reported by the stream's next
   // synchronize(). On a capturing stream this records the whole replay as one node of that
   // other graph. Errors name graphs by AcceleratorGraph::id(), which only the core knows, so
   // the replay's name is a constant.

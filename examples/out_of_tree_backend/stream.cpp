@@ -4,6 +4,8 @@
 #include <cstring>
 #include <exception>
 
+#include <accgraph/spi/host_delay.hpp>
+
 #include "toy.hpp"
 
 namespace toy {

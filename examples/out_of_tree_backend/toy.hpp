@@ -25,10 +25,11 @@
 #include <string>
 #include <vector>
 
-#include <accgraph/backend.hpp>
-#include <accgraph/backend_support.hpp>
 #include <accgraph/error.hpp>
-#include <accgraph/pool_table.hpp>
+#include <accgraph/spi/backend.hpp>
+#include <accgraph/spi/first_failure.hpp>
+#include <accgraph/spi/pool_table.hpp>
+#include <accgraph/spi/stream_cast.hpp>
 #include <accgraph/types.hpp>
 
 namespace toy {
@@ -66,7 +67,7 @@ class ToyQueue {
   /// Runs `op` now, or appends it to the capture (Note [Synchronous streams]).
   void submit(Operation op);
   /// Throws the first failure since the last call as Error(BackendError), naming the operation
-  /// (Note [First failure] in accgraph/backend_support.hpp).
+  /// (Note [First failure] in accgraph/spi/first_failure.hpp).
   void synchronize();
 
   bool is_capturing() const;
@@ -109,7 +110,7 @@ inline ToyStream& as_toy_stream(accgraph::StreamImpl& stream, const char* operat
 }
 
 /// A pool is an identity that graphs share by PoolId (the toy allocates nothing during capture);
-/// accgraph's PoolTable keeps them (Note [Pool sharing] in accgraph/pool_table.hpp). Toy ids are
+/// accgraph's PoolTable keeps them (Note [Pool sharing] in accgraph/spi/pool_table.hpp). Toy ids are
 /// {n, kPoolTag}, so they are told apart from other backends' at a glance.
 struct Pool {
   accgraph::PoolId id;

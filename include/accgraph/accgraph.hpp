@@ -1,15 +1,17 @@
-// The umbrella header: the whole public API of accgraph.
+// The umbrella header: the whole user API of accgraph. The backend authors' kit is not in it:
+// it lives in accgraph/spi/ (registry.hpp, which hands out backends, includes spi/backend.hpp).
 #pragma once
 
-#include "accgraph/backend.hpp"
 #include "accgraph/clock.hpp"
 #include "accgraph/error.hpp"
+#include "accgraph/exporters.hpp"
 #include "accgraph/foreign_graph.hpp"
 #include "accgraph/graph.hpp"
 #include "accgraph/hooks.hpp"
 #include "accgraph/output_file.hpp"
 #include "accgraph/registry.hpp"
 #include "accgraph/report.hpp"
+#include "accgraph/stats.hpp"
 #include "accgraph/stream.hpp"
 #include "accgraph/timing.hpp"
 #include "accgraph/types.hpp"

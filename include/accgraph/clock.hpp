@@ -4,7 +4,6 @@
 // merge_perfetto_traces).
 #pragma once
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "accgraph/export.hpp"
+#include "accgraph/spi/clock_sampling.hpp"  // ClockSample, realtime_ns: what a backend samples
 
 namespace accgraph {
 class Stream;
@@ -28,22 +28,6 @@ struct DeviceClockOffset {
   uint64_t uncertainty_ns = 0;
 };
 
-/// The host reference clock of every ClockSample and DeviceClockOffset: CLOCK_REALTIME
-/// (std::chrono::system_clock on Linux) in nanoseconds since the epoch.
-inline uint64_t realtime_ns() noexcept {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
-
-/// One clock sample: the host clock (CLOCK_REALTIME, ns) read before and after the device read
-/// its own marker clock (the clock of TimestampMarkers::read on that device).
-struct ClockSample {
-  uint64_t host_before_ns = 0;
-  uint64_t device_ns = 0;
-  uint64_t host_after_ns = 0;
-};
-
 /// The offset of a device clock from minimum-round-trip sampling: the sample with the shortest
 /// host_after - host_before bounds the device read best; offset = device - midpoint, uncertainty
 /// = half that round trip plus the device timer's resolution. InvalidArgument when `samples` is
@@ -53,7 +37,7 @@ ACCGRAPH_API DeviceClockOffset estimate_clock_offset(const std::vector<ClockSamp
 
 /// Measures the offset of device `device` of `backend` (empty: the default backend) against
 /// CLOCK_REALTIME from `samples` clock samples (1 to 100,000; about 100 is plenty) taken by the
-/// backend's ClockSampling (backend.hpp), with the device's marker resolution as the timer's.
+/// backend's ClockSampling (accgraph/spi/clock_sampling.hpp), with the device's marker resolution as the timer's.
 /// Takes a few hundred microseconds on a GPU (one small kernel on a private stream); call it
 /// when the profiler starts, before the timed work, and again on runs of many minutes (drift is
 /// not modelled). Unsupported when the backend cannot sample its clock (the message says which

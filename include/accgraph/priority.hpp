@@ -1,12 +1,10 @@
-// Backend priorities: the default backend is the available one of highest priority. A plugin
-// states its priority in its entry table (ACCGRAPH_DEFINE_PLUGIN, accgraph/plugin.hpp); an
-// application registering a backend itself passes one to Registry::register_backend.
+// Deprecated path, kept for accgraph 0.2 only: the backend priorities moved to
+// accgraph/spi/priority.hpp; this forwarding header goes in 0.3.
+// See Note [Forwarding headers] in accgraph/backend.hpp.
 #pragma once
 
-namespace accgraph::priority {
+#if defined(ACCGRAPH_WARN_DEPRECATED_HEADERS)
+#pragma message("accgraph/priority.hpp is deprecated and goes in accgraph 0.3: include accgraph/spi/priority.hpp")
+#endif
 
-constexpr int fallback = 0;     ///< host: used only when nothing else is available
-constexpr int normal = 50;      ///< level_zero, and what most plugins use
-constexpr int preferred = 100;  ///< cuda
-
-}  // namespace accgraph::priority
+#include "accgraph/spi/priority.hpp"

@@ -7,9 +7,9 @@
 #include <string_view>
 #include <vector>
 
-#include "accgraph/backend.hpp"
 #include "accgraph/export.hpp"
-#include "accgraph/priority.hpp"  // register_backend's priorities
+#include "accgraph/spi/backend.hpp"   // Backend, BackendFactory, GraphImplInterface
+#include "accgraph/spi/priority.hpp"  // register_backend's priorities
 #include "accgraph/types.hpp"
 
 namespace accgraph {
@@ -26,8 +26,8 @@ struct BackendStatus {
 };
 
 /// A plugin library (or plugin path item) that was rejected: the file and why. The path is
-/// escaped for display (plugin::escape_for_message in accgraph/plugin.hpp), like every path and
-/// plugin name in a message, so it cannot forge lines of `accgraph backends`.
+/// escaped for display (plugin::escape_for_message in accgraph/spi/message_escape.hpp), like
+/// every path and plugin name in a message, so it cannot forge lines of `accgraph backends`.
 struct PluginFailure {
   std::string path;
   std::string reason;

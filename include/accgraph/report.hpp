@@ -1,11 +1,11 @@
-// What the timing layer produces: one ReplayReport per replay (or eager region tree), per-region
-// statistics over replays, and the exporters (text table, CSV, Chrome trace JSON).
+// What the timing layer produces: one ReplayReport per replay (or eager region tree), the regions
+// it times and the layout they share. Statistics over reports: accgraph/stats.hpp; writing them
+// out: accgraph/exporters.hpp.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
-#include <iosfwd>
 #include <memory>
 #include <string>
 #include <utility>
@@ -181,97 +181,12 @@ class ReplayReport::Regions {
 
 inline ReplayReport::Regions ReplayReport::regions() const { return Regions(this); }
 
-/// Statistics of one region path over all reports seen. count, unmeasurable, min_ns and max_ns
-/// are exact in both modes. In StatsMode::Exact, mean_ns is the sum of the samples (as doubles,
-/// in ascending order) over count, and p50_ns/p95_ns are exact nearest-rank percentiles (the
-/// smallest sample with at least p% of the samples <= it). In StatsMode::Sketch, mean_ns is the
-/// exact 128-bit integer sum over count, rounded to double; p50_ns/p95_ns are within 1/128
-/// (0.79%) relative error of the exact nearest-rank values, exact below 128 ns, and always
-/// inside [min_ns, max_ns].
-struct RegionStats {
-  std::string path;
-  int depth = 0;
-  uint64_t count = 0;         ///< measured samples (the other fields are over these)
-  uint64_t unmeasurable = 0;  ///< reports in which the region was not measurable
-  double min_ns = 0, mean_ns = 0, p50_ns = 0, p95_ns = 0, max_ns = 0;
-};
-
-/// How StatsAccumulator keeps the durations of each region.
-enum class StatsMode {
-  /// Bounded memory: exact count/min/max/sum and a log-bucketed histogram for p50/p95 (at most
-  /// 3776 bucket counts, 30 KiB, per region whatever the number of reports; a region whose
-  /// durations stay within a factor of 2^k of each other uses about 64k+1 of them).
-  Sketch,
-  /// Every sample (8 bytes per region per report, without bound): exact percentiles.
-  Exact,
-};
-
-/// Accumulates per-region statistics from reports (keyed by region path, in first-seen order).
-/// See RegionStats for which fields are exact in which StatsMode. Thread-safe; stats() copies
-/// the state under the lock and computes outside it.
-///
-///   StatsAccumulator sketch;                    // bounded memory, p50/p95 within 0.79%
-///   StatsAccumulator exact(StatsMode::Exact);   // keeps every sample
-class ACCGRAPH_API StatsAccumulator {
- public:
-  explicit StatsAccumulator(StatsMode mode = StatsMode::Sketch);
-  ~StatsAccumulator();
-  StatsAccumulator(const StatsAccumulator&) = delete;
-  StatsAccumulator& operator=(const StatsAccumulator&) = delete;
-
-  StatsMode mode() const;
-  /// Adds the measurable regions of `report`. Reports that share a layout (the replays of one
-  /// capture) find their regions' series by that layout, without hashing every path each time.
-  void add(const ReplayReport& report);
-  std::vector<RegionStats> stats() const;
-  void clear();
-  /// Memory diagnostics: the buckets each region's sketch holds now, in first-seen order (all 0
-  /// in StatsMode::Exact; at most 3776 each).
-  std::vector<size_t> sketch_buckets() const;
-
- private:
-  struct State;
-  std::unique_ptr<State> state_;
-};
-
-/// The exporters below write to `out` and flush it. Text from the reports (names, paths,
-/// metadata, backend and device names) is written as valid UTF-8: each byte that is not part of
-/// a well-formed UTF-8 sequence becomes U+FFFD (valid text is written unchanged). They throw
-/// only accgraph::Error: InvalidArgument when `out` is in a failed state after the write (a full
-/// disk, a closed pipe, a stream that had failed before the call; what reached `out` then is
-/// incomplete), or when anything else goes wrong (e.g. out of memory).
-///
-/// A fixed-width text table: region, count, min, mean, p50, p95, max (microseconds). Control
-/// characters in a path are shown as \xNN (C1 controls as \u00NN), so each region is one line.
-ACCGRAPH_API void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats);
-/// CSV with a header row: path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns. A field
-/// holding a comma, a double quote, CR or LF is quoted, with its quotes doubled (RFC 4180).
-ACCGRAPH_API void write_stats_csv(std::ostream& out, const std::vector<RegionStats>& stats);
-/// CSV, one row per region per report: graph_id,replay_index,backend,device,path,depth,
-/// stream_id,lane,start_ns,end_ns,duration_ns,metadata (key=value pairs joined by ';'; the
-/// times are empty for an unmeasurable region). Quoted as in write_stats_csv.
-ACCGRAPH_API void write_reports_csv(std::ostream& out, const std::vector<ReplayReport>& reports);
-/// Chrome trace JSON ({"traceEvents":[...], "displayTimeUnit":"ns"}, ph "X", ts/dur in
-/// microseconds relative to the earliest start in `reports`, cat "graph <id>" or "eager");
-/// loads in Perfetto and chrome://tracing. One process per (backend, device); in it one thread
-/// per stream ("stream <id>", in id order), then one per lane (RegionInfo::lane, named after
-/// it, in the order first seen; a lane collects the regions of every stream of that process
-/// that name it); both named by "M" events. args hold the metadata, path, stream, graph_id and
-/// replay_index. Regions of one track that overlap without nesting (other graphs' replays,
-/// regions ended on another stream, two streams' regions in one lane) move to extra tracks
-/// "<track> (overlap <k>)", so every track nests. Control characters are escaped as JSON
-/// requires. Written to `out` event by event as it goes: besides the reports, the writer holds
-/// about 44 bytes of index per region (to sort each track's events by start) and a 64 KiB
-/// buffer, never the whole trace.
-ACCGRAPH_API void write_chrome_trace(std::ostream& out, const std::vector<ReplayReport>& reports);
-
-/// The trace format a file name asks for: a name ending in ".pftrace" is a native Perfetto trace
-/// (write_perfetto_trace, accgraph/perfetto.hpp), any other Chrome trace JSON. The CLI's
-/// --trace and Python's Profiler.write_trace choose by it.
-inline bool is_perfetto_trace_path(const std::string& path) {
-  const std::string extension = ".pftrace";
-  return path.size() >= extension.size() &&
-         path.compare(path.size() - extension.size(), extension.size(), extension) == 0;
-}
-
 }  // namespace accgraph::timing
+
+// Until 0.2 this header also held the statistics and the exporters, and code that included it
+// for them keeps compiling for one minor version: it still brings in stats.hpp and
+// exporters.hpp, after the model they build on. In 0.3 it holds the model only; include
+// accgraph/stats.hpp or accgraph/exporters.hpp (or accgraph/accgraph.hpp) for them.
+// See Note [Forwarding headers] in accgraph/backend.hpp.
+#include "accgraph/exporters.hpp"
+#include "accgraph/stats.hpp"

@@ -14,6 +14,7 @@
 
 #include "accgraph/export.hpp"
 #include "accgraph/report.hpp"
+#include "accgraph/stats.hpp"
 
 namespace accgraph {
 class AcceleratorGraph;

@@ -1,5 +1,5 @@
 // The conformance harness: cases written once and run per backend, each checking one rule of the
-// SPI contract (include/accgraph/backend.hpp), capability-gated skips, and helpers shared by the
+// SPI contract (include/accgraph/spi/backend.hpp), capability-gated skips, and helpers shared by the
 // case files.
 #pragma once
 
@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "accgraph/accgraph.hpp"
-#include "accgraph/backend.hpp"
+#include "accgraph/spi/backend.hpp"
 #include "check_error.hpp"
 
 namespace accgraph::conformance {

@@ -72,7 +72,7 @@ const char* active_rule() {
 std::string describe_rule(const char* id) {
   if (id == nullptr) return "rule: none recorded";
   const Rule& r = rule(id);
-  return fmt::format("rule {} ({}, accgraph/backend.hpp): {}\n  likely cause: {}", r.id, r.note,
+  return fmt::format("rule {} ({}, accgraph/spi/backend.hpp): {}\n  likely cause: {}", r.id, r.note,
                      r.summary, r.likely_cause);
 }
 
@@ -187,7 +187,7 @@ void print_usage() {
                "  --plugin PATH   load a backend plugin library first (repeatable)\n"
                "  --list-rules    print every rule of the SPI contract with the cases that check "
                "it, and exit\n"
-               "Each case checks one rule of include/accgraph/backend.hpp (named like "
+               "Each case checks one rule of include/accgraph/spi/backend.hpp (named like "
                "'fork-join.leave'); a failure prints the rule and its likely cause.\n"
                "exit code: 0 all passed, 1 a case failed, 2 bad arguments, 77 a requested "
                "backend is unavailable here\n"

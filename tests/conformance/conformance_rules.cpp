@@ -1,4 +1,4 @@
-// The rules of the SPI contract the conformance cases check, as include/accgraph/backend.hpp
+// The rules of the SPI contract the conformance cases check, as include/accgraph/spi/backend.hpp
 // writes them, each with the mistake that most often breaks it (printed with every failure).
 #include <stdexcept>
 

@@ -23,7 +23,7 @@
 #include <fmt/format.h>
 
 #include "accgraph/accgraph.hpp"
-#include "accgraph/backend.hpp"
+#include "accgraph/spi/backend.hpp"
 #include "cuda_test_kernels.hpp"
 #include "../../core/internal/timing_seam.hpp"
 

@@ -26,7 +26,9 @@
 #include <nlohmann/json.hpp>
 
 #include "accgraph/error.hpp"
+#include "accgraph/exporters.hpp"
 #include "accgraph/report.hpp"
+#include "accgraph/stats.hpp"
 
 using namespace accgraph::timing;
 

@@ -8,8 +8,10 @@
 #include <string>
 
 #include "accgraph/error.hpp"
-#include "accgraph/plugin.hpp"
+#include "accgraph/spi/message_escape.hpp"
+#include "accgraph/spi/plugin.h"
 #include "registry/registry_internal.hpp"
+#include "registry/shared_library.hpp"  // shared_library_image_problem
 
 namespace {
 

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "accgraph/report.hpp"
+#include "accgraph/stats.hpp"
 #include "timing/stats_internal.hpp"
 
 namespace {

@@ -1,6 +1,6 @@
 // The mutation check's backend: a copy of examples/out_of_tree_backend (the "toy") in one file,
 // compiled once per mutant with -DACCGRAPH_MUTANT=N. N = 0 is the baseline, which passes the
-// conformance suite; every other N breaks exactly one rule of include/accgraph/backend.hpp (the
+// conformance suite; every other N breaks exactly one rule of include/accgraph/spi/backend.hpp (the
 // table in README.md), and the suite must fail on it naming that rule.
 //
 // Unlike the example, the baseline also forks captures across streams (multi_stream_capture)
@@ -9,11 +9,12 @@
 // reported (failure.destroyed), which the example does not do. Mutants 8, 14 and 27 run each
 // queue on a worker thread (TOY_ASYNC): their rules can only be broken by a queue that runs
 // asynchronously to the thread that enqueues.
-#include <accgraph/backend.hpp>
 #include <accgraph/error.hpp>
-#include <accgraph/plugin.hpp>
-#include <accgraph/pool_table.hpp>
-#include <accgraph/steady_clock_markers.hpp>
+#include <accgraph/spi/backend.hpp>
+#include <accgraph/spi/clock_sampling.hpp>
+#include <accgraph/spi/plugin.hpp>
+#include <accgraph/spi/pool_table.hpp>
+#include <accgraph/spi/steady_clock_markers.hpp>
 #include <accgraph/types.hpp>
 
 #include <algorithm>

@@ -8,8 +8,22 @@ if(NOT code EQUAL 0)
   message(FATAL_ERROR "cmake --install ${BUILD_DIR} --prefix ${PREFIX} failed (${code}):\n${out}")
 endif()
 foreach(file IN ITEMS bin/accgraph bin/accgraph-conformance include/accgraph/accgraph.hpp
-        include/accgraph/backend_support.hpp include/accgraph/steady_clock_markers.hpp
-        include/accgraph/native_call.hpp include/accgraph/priority.hpp
+        include/accgraph/report.hpp include/accgraph/stats.hpp include/accgraph/exporters.hpp
+        include/accgraph/spi/backend.hpp include/accgraph/spi/clock_sampling.hpp
+        include/accgraph/spi/plugin.h include/accgraph/spi/plugin.hpp
+        include/accgraph/spi/priority.hpp include/accgraph/spi/native_call.hpp
+        include/accgraph/spi/pool_table.hpp include/accgraph/spi/steady_clock_markers.hpp
+        include/accgraph/spi/worker_queue.hpp include/accgraph/spi/library_check.hpp
+        include/accgraph/spi/message_escape.hpp include/accgraph/spi/ownership.hpp
+        include/accgraph/spi/stream_cast.hpp include/accgraph/spi/device_index.hpp
+        include/accgraph/spi/handle_table.hpp include/accgraph/spi/first_failure.hpp
+        include/accgraph/spi/run_every_node.hpp include/accgraph/spi/host_delay.hpp
+        include/accgraph/spi/host_memory_buffer.hpp include/accgraph/spi/debug_dump.hpp
+        # the 0.1 paths, forwarding to the ones above until 0.3 (Note [Forwarding headers])
+        include/accgraph/backend.hpp include/accgraph/backend_support.hpp
+        include/accgraph/native_call.hpp include/accgraph/plugin.h include/accgraph/plugin.hpp
+        include/accgraph/pool_table.hpp include/accgraph/priority.hpp
+        include/accgraph/steady_clock_markers.hpp include/accgraph/worker_queue.hpp
         ${LIBDIR}/cmake/accgraph/accgraphConfig.cmake
         ${LIBDIR}/cmake/accgraph/accgraphConfigVersion.cmake
         ${LIBDIR}/cmake/accgraph/accgraphPlugin.cmake

@@ -1,6 +1,6 @@
 // A well-formed plugin that claims the name of the built-in host backend: must be rejected.
-#include "accgraph/plugin.hpp"
 #include "accgraph/registry.hpp"
+#include "accgraph/spi/plugin.hpp"
 
 namespace {
 

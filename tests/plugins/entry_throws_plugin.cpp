@@ -4,7 +4,7 @@
 // and an int. Each must be rejected by name, with the library closed and the process alive.
 #include <stdexcept>
 
-#include "accgraph/plugin.h"
+#include "accgraph/spi/plugin.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // A plugin built for a newer accgraph (audit 2026-11-25 #67): its ABI tag claims a newer minor
 // than the core speaks, and its backend derives from a class only that newer core would define,
 // so the dynamic loader refuses it (undefined typeinfo). The core must say which ABI it needs.
-#include "accgraph/plugin.h"
+#include "accgraph/spi/plugin.h"
 
 namespace accgraph {
 // Declared as a newer accgraph's headers would; this core defines no such class (its key

@@ -5,7 +5,7 @@
 // file names (the second copy must be rejected as a duplicate and unmapped).
 #include <cstring>
 
-#include "accgraph/plugin.h"
+#include "accgraph/spi/plugin.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // A well-formed plugin whose backend cannot run here: it must be listed as unavailable with its
 // reason, never crash the process.
-#include "accgraph/plugin.hpp"
 #include "accgraph/registry.hpp"
+#include "accgraph/spi/plugin.hpp"
 
 namespace {
 

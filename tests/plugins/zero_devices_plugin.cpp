@@ -1,7 +1,7 @@
 // A well-formed plugin whose backend is created but reports no devices, at a priority above
 // every built-in: it must never become the default backend (audit 3.19).
-#include "accgraph/plugin.hpp"
 #include "accgraph/registry.hpp"
+#include "accgraph/spi/plugin.hpp"
 
 namespace {
 

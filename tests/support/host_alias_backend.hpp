@@ -12,6 +12,9 @@
 #include <vector>
 
 #include "accgraph/accgraph.hpp"
+#include "accgraph/spi/backend.hpp"
+#include "accgraph/spi/clock_sampling.hpp"
+#include "accgraph/spi/priority.hpp"
 
 namespace accgraph::test {
 

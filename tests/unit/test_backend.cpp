@@ -1,11 +1,11 @@
-// Tests of the helpers backend.hpp gives backends: MarkerOptions::resolve_strategy and
+// Tests of the helpers accgraph/spi/backend.hpp gives backends: MarkerOptions::resolve_strategy and
 // resolve_ring_depth (the standard errors for an unknown strategy and too deep a ring).
 #include <doctest/doctest.h>
 
 #include <string>
 #include <vector>
 
-#include "accgraph/backend.hpp"
+#include "accgraph/spi/backend.hpp"
 #include "check_error.hpp"
 
 using accgraph::ErrorCode;

@@ -1,6 +1,6 @@
-// Tests of the SPI helpers for backend authors: backend_support.hpp (stream_cast,
-// check_device_index, HandleTable, FirstFailure, run_every_node, delay_on_this_thread),
-// steady_clock_markers.hpp and native_call.hpp.
+// Tests of the SPI helpers for backend authors in accgraph/spi/: stream_cast, check_device_index,
+// HandleTable, FirstFailure, run_every_node, delay_on_this_thread (until 0.2 together in
+// backend_support.hpp), steady_clock_markers.hpp and native_call.hpp.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -10,10 +10,15 @@
 #include <string>
 #include <vector>
 
-#include "accgraph/backend_support.hpp"
-#include "accgraph/native_call.hpp"
-#include "accgraph/priority.hpp"
-#include "accgraph/steady_clock_markers.hpp"
+#include "accgraph/spi/device_index.hpp"
+#include "accgraph/spi/first_failure.hpp"
+#include "accgraph/spi/handle_table.hpp"
+#include "accgraph/spi/host_delay.hpp"
+#include "accgraph/spi/native_call.hpp"
+#include "accgraph/spi/priority.hpp"
+#include "accgraph/spi/run_every_node.hpp"
+#include "accgraph/spi/steady_clock_markers.hpp"
+#include "accgraph/spi/stream_cast.hpp"
 #include "check_error.hpp"
 
 using accgraph::ErrorCode;

@@ -12,7 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "accgraph/exporters.hpp"
 #include "accgraph/report.hpp"
+#include "accgraph/stats.hpp"
 #include "check_error.hpp"
 
 using namespace accgraph::timing;

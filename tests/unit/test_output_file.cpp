@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "accgraph/exporters.hpp"
 #include "accgraph/output_file.hpp"
-#include "accgraph/report.hpp"
 #include "check_error.hpp"
 #include "file_text.hpp"
 

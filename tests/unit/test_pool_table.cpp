@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "accgraph/pool_table.hpp"
+#include "accgraph/spi/pool_table.hpp"
 #include "check_error.hpp"
 
 using accgraph::ErrorCode;

@@ -16,9 +16,13 @@
 #include <vector>
 
 #include "accgraph/accgraph.hpp"
-#include "accgraph/plugin.hpp"
+#include "accgraph/spi/library_check.hpp"
+#include "accgraph/spi/message_escape.hpp"
+#include "accgraph/spi/plugin.h"
+#include "accgraph/spi/priority.hpp"
 #include "check_error.hpp"
 #include "../../registry/registry_internal.hpp"  // detail:: functions exported for tests
+#include "../../registry/shared_library.hpp"    // shared_library_image_problem
 
 using accgraph::Error;
 using accgraph::ErrorCode;

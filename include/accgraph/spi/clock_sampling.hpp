@@ -1,0 +1,85 @@
+// SPI for backends: clock sampling, how a backend lets timing::calibrate_clock put its devices'
+// reports on the host's timeline (the ClockSample a sample is, the optional ClockSampling
+// interface, and sample_steady_clock for backends whose marker clock is steady_clock).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+#include "accgraph/export.hpp"
+
+namespace accgraph::timing {
+
+/// The host reference clock of every ClockSample and DeviceClockOffset: CLOCK_REALTIME
+/// (std::chrono::system_clock on Linux) in nanoseconds since the epoch.
+inline uint64_t realtime_ns() noexcept {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+/// One clock sample: the host clock (CLOCK_REALTIME, ns) read before and after the device read
+/// its own marker clock (the clock of TimestampMarkers::read on that device).
+struct ClockSample {
+  uint64_t host_before_ns = 0;
+  uint64_t device_ns = 0;
+  uint64_t host_after_ns = 0;
+};
+
+}  // namespace accgraph::timing
+
+namespace accgraph {
+
+class Backend;
+
+/// Note [Clock sampling]: optional, for a Backend whose marker clock can be read against the
+/// host's (accgraph/clock.hpp, Note [Clock calibration] in timing/clock.cpp): a backend class
+/// that also derives from ClockSampling lets timing::calibrate_clock (accgraph/clock.hpp) put
+/// its devices' reports on the host's timeline. The core finds it with clock_sampling() below;
+/// a backend without it makes calibrate_clock an Unsupported error, and nothing else changes.
+/// - (clock.sample) sample_clock(device, samples, count) fills samples[0..count), each with
+///   CLOCK_REALTIME read on the host, then the device's marker clock (the clock of
+///   TimestampMarkers::read on that device, every strategy) read by the device itself, then
+///   CLOCK_REALTIME again: host_before_ns <= host_after_ns, and the device read happened between
+///   the two host reads. Samples are taken one after another, so device_ns never decreases. The
+///   closer the device read is to the host reads (a device polling host memory, not a launch),
+///   the smaller the offset's uncertainty. It may run work on the device, never on a user's
+///   stream, and throws Error (BackendError naming the native call) when it cannot.
+///   Preconditions (checked by the core): `device` exists, 1 <= count <= 100,000.
+class ACCGRAPH_API ClockSampling {
+ public:
+  virtual ~ClockSampling();
+  virtual void sample_clock(int device, timing::ClockSample* samples, size_t count) = 0;
+};
+
+/// The ClockSampling of `backend` (a Registry backend, built-in or a plugin's), or nullptr when
+/// it has none. Use it rather than dynamic_cast: the Registry holds a plugin's backend behind a
+/// forwarding owner that is not the plugin's class.
+ACCGRAPH_API ClockSampling* clock_sampling(Backend& backend) noexcept;
+
+/// Nanoseconds since steady_clock's epoch: the clock of SteadyClockMarkers
+/// (accgraph/spi/steady_clock_markers.hpp).
+inline uint64_t steady_clock_ns() noexcept {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+/// ClockSampling::sample_clock for a backend whose marker clock is steady_clock (clock.sample):
+/// each sample reads CLOCK_REALTIME (std::chrono::system_clock), steady_clock, CLOCK_REALTIME.
+///
+///   class MyBackend final : public accgraph::Backend, public accgraph::ClockSampling {
+///     void sample_clock(int, timing::ClockSample* s, size_t n) override {
+///       sample_steady_clock(s, n);
+///     }
+///   };
+inline void sample_steady_clock(timing::ClockSample* samples, size_t count) noexcept {
+  for (size_t i = 0; i < count; ++i) {
+    samples[i].host_before_ns = timing::realtime_ns();
+    samples[i].device_ns = steady_clock_ns();
+    samples[i].host_after_ns = timing::realtime_ns();
+  }
+}
+
+}  // namespace accgraph

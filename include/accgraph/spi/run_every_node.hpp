@@ -1,0 +1,42 @@
+// SPI helper for backends: a replay that runs every node even after one failed and reports the
+// first failure (Note [Replays run every node]).
+#pragma once
+
+#include <cstddef>
+#include <exception>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "accgraph/spi/first_failure.hpp"
+
+namespace accgraph {
+
+/// Note [Replays run every node]: a replay runs every node of the graph even after one failed,
+/// so that a marker set's end_sequence still publishes completion (a profiler waiting for the
+/// replay would hang otherwise), and reports the first failure, as one OperationFailure naming
+/// the node: "<name_of(i)> (node <i> of a <replay>)". `run(i)` runs node i.
+template <class Run, class NameOf>
+void run_every_node(size_t count, Run&& run, NameOf&& name_of, std::string_view replay) {
+  std::optional<OperationFailure> first;
+  for (size_t i = 0; i < count; ++i) {
+    try {
+      run(i);
+    } catch (...) {
+      if (first) continue;
+      std::string what = "an exception that is not a std::exception";
+      try {
+        throw;
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      first.emplace(std::string(name_of(i)) + " (node " + std::to_string(i) + " of a " +
+                        std::string(replay) + ")",
+                    what);
+    }
+  }
+  if (first) throw *first;
+}
+
+}  // namespace accgraph

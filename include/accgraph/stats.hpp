@@ -1,0 +1,72 @@
+// Per-region statistics over replay reports: RegionStats, the StatsMode of an accumulator, and
+// StatsAccumulator.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "accgraph/export.hpp"
+
+namespace accgraph::timing {
+
+// Declared, not included: only add() names it, and report.hpp keeps including this header for
+// one minor version (see the end of report.hpp), so this one must not need it first.
+class ReplayReport;
+
+/// Statistics of one region path over all reports seen. count, unmeasurable, min_ns and max_ns
+/// are exact in both modes. In StatsMode::Exact, mean_ns is the sum of the samples (as doubles,
+/// in ascending order) over count, and p50_ns/p95_ns are exact nearest-rank percentiles (the
+/// smallest sample with at least p% of the samples <= it). In StatsMode::Sketch, mean_ns is the
+/// exact 128-bit integer sum over count, rounded to double; p50_ns/p95_ns are within 1/128
+/// (0.79%) relative error of the exact nearest-rank values, exact below 128 ns, and always
+/// inside [min_ns, max_ns].
+struct RegionStats {
+  std::string path;
+  int depth = 0;
+  uint64_t count = 0;         ///< measured samples (the other fields are over these)
+  uint64_t unmeasurable = 0;  ///< reports in which the region was not measurable
+  double min_ns = 0, mean_ns = 0, p50_ns = 0, p95_ns = 0, max_ns = 0;
+};
+
+/// How StatsAccumulator keeps the durations of each region.
+enum class StatsMode {
+  /// Bounded memory: exact count/min/max/sum and a log-bucketed histogram for p50/p95 (at most
+  /// 3776 bucket counts, 30 KiB, per region whatever the number of reports; a region whose
+  /// durations stay within a factor of 2^k of each other uses about 64k+1 of them).
+  Sketch,
+  /// Every sample (8 bytes per region per report, without bound): exact percentiles.
+  Exact,
+};
+
+/// Accumulates per-region statistics from reports (keyed by region path, in first-seen order).
+/// See RegionStats for which fields are exact in which StatsMode. Thread-safe; stats() copies
+/// the state under the lock and computes outside it.
+///
+///   StatsAccumulator sketch;                    // bounded memory, p50/p95 within 0.79%
+///   StatsAccumulator exact(StatsMode::Exact);   // keeps every sample
+class ACCGRAPH_API StatsAccumulator {
+ public:
+  explicit StatsAccumulator(StatsMode mode = StatsMode::Sketch);
+  ~StatsAccumulator();
+  StatsAccumulator(const StatsAccumulator&) = delete;
+  StatsAccumulator& operator=(const StatsAccumulator&) = delete;
+
+  StatsMode mode() const;
+  /// Adds the measurable regions of `report`. Reports that share a layout (the replays of one
+  /// capture) find their regions' series by that layout, without hashing every path each time.
+  void add(const ReplayReport& report);
+  std::vector<RegionStats> stats() const;
+  void clear();
+  /// Memory diagnostics: the buckets each region's sketch holds now, in first-seen order (all 0
+  /// in StatsMode::Exact; at most 3776 each).
+  std::vector<size_t> sketch_buckets() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace accgraph::timing
