@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <ostream>  // doctest prints a shared_ptr with operator<< (backend_support.hpp brought it in)
 #include <stdexcept>
 #include <string>
 #include <vector>
