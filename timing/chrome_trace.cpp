@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "accgraph/exporters.hpp"
 #include "accgraph/report.hpp"
 #include "export_errors.hpp"
 #include "exported_text.hpp"

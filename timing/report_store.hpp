@@ -11,6 +11,7 @@
 
 #include "accgraph/report.hpp"
 #include "accgraph/stats.hpp"
+#include "accgraph/stats.hpp"
 #include "accgraph/timing.hpp"
 
 namespace accgraph::timing {

@@ -13,6 +13,7 @@
 
 #include "accgraph/report.hpp"
 #include "accgraph/stats.hpp"
+#include "accgraph/stats.hpp"
 #include "stats_internal.hpp"
 
 namespace accgraph::timing {

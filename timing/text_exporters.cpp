@@ -9,7 +9,9 @@
 
 #include <fmt/format.h>
 
+#include "accgraph/exporters.hpp"
 #include "accgraph/report.hpp"
+#include "accgraph/stats.hpp"
 #include "export_errors.hpp"
 #include "exported_text.hpp"
 

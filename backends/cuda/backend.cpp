@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "accgraph/plugin.hpp"  // ACCGRAPH_DEFINE_PLUGIN and accgraph::priority
+#include "accgraph/spi/plugin.hpp"  // ACCGRAPH_DEFINE_PLUGIN and accgraph::priority
 #include "accgraph/version.hpp"
 #include "cuda_backend.hpp"
 #include "cuda_check.hpp"

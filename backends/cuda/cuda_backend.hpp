@@ -15,10 +15,14 @@
 
 #include <cuda_runtime_api.h>
 
-#include "accgraph/backend.hpp"
-#include "accgraph/backend_support.hpp"
+#include "accgraph/spi/backend.hpp"
+#include "accgraph/spi/clock_sampling.hpp"
+#include "accgraph/spi/device_index.hpp"
+#include "accgraph/spi/first_failure.hpp"
+#include "accgraph/spi/ownership.hpp"
+#include "accgraph/spi/stream_cast.hpp"
 #include "accgraph/error.hpp"
-#include "accgraph/pool_table.hpp"
+#include "accgraph/spi/pool_table.hpp"
 #include "accgraph/types.hpp"
 
 namespace accgraph::detail::cuda {

@@ -3,7 +3,8 @@
 #include "host_entry.hpp"
 #include "host_backend.hpp"
 
-#include "accgraph/steady_clock_markers.hpp"
+#include "accgraph/spi/clock_sampling.hpp"
+#include "accgraph/spi/steady_clock_markers.hpp"
 
 namespace accgraph::detail::host {
 

@@ -16,12 +16,19 @@
 #include <thread>
 #include <vector>
 
-#include "accgraph/backend.hpp"
-#include "accgraph/backend_support.hpp"
+#include "accgraph/spi/backend.hpp"
+#include "accgraph/spi/debug_dump.hpp"
+#include "accgraph/spi/device_index.hpp"
+#include "accgraph/spi/handle_table.hpp"
+#include "accgraph/spi/host_delay.hpp"
+#include "accgraph/spi/host_memory_buffer.hpp"
+#include "accgraph/spi/ownership.hpp"
+#include "accgraph/spi/run_every_node.hpp"
+#include "accgraph/spi/stream_cast.hpp"
 #include "accgraph/error.hpp"
-#include "accgraph/pool_table.hpp"
+#include "accgraph/spi/pool_table.hpp"
 #include "accgraph/types.hpp"
-#include "accgraph/worker_queue.hpp"
+#include "accgraph/spi/worker_queue.hpp"
 
 namespace accgraph::detail::host {
 

@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "accgraph/backend.hpp"
+#include "accgraph/spi/backend.hpp"
 
 namespace accgraph::detail {
 

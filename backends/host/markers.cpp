@@ -1,6 +1,6 @@
 // Host timestamp markers: steady_clock nanoseconds written by the stream's worker into a ring of
 // per-sequence slots (accgraph/steady_clock_markers.hpp; Note [Marker ring] in backend.hpp).
-#include "accgraph/steady_clock_markers.hpp"
+#include "accgraph/spi/steady_clock_markers.hpp"
 #include "host_backend.hpp"
 
 namespace accgraph::detail::host {

@@ -7,7 +7,9 @@
 
 #include <fmt/format.h>
 
-#include "accgraph/plugin.hpp"  // ACCGRAPH_DEFINE_PLUGIN and accgraph::priority
+#include "accgraph/spi/library_check.hpp"
+#include "accgraph/spi/message_escape.hpp"
+#include "accgraph/spi/plugin.hpp"  // ACCGRAPH_DEFINE_PLUGIN and accgraph::priority
 #include "accgraph/version.hpp"
 #include "level_zero_backend.hpp"
 

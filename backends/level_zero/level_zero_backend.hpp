@@ -11,8 +11,12 @@
 
 #include <level_zero/ze_api.h>
 
-#include "accgraph/backend.hpp"
-#include "accgraph/backend_support.hpp"
+#include "accgraph/spi/backend.hpp"
+#include "accgraph/spi/debug_dump.hpp"
+#include "accgraph/spi/device_index.hpp"
+#include "accgraph/spi/handle_table.hpp"
+#include "accgraph/spi/ownership.hpp"
+#include "accgraph/spi/stream_cast.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/types.hpp"
 #include "level_zero_capture_path.hpp"

@@ -9,7 +9,7 @@
 #include <level_zero/ze_api.h>
 
 #include "accgraph/error.hpp"
-#include "accgraph/native_call.hpp"
+#include "accgraph/spi/native_call.hpp"
 
 namespace accgraph::detail::level_zero {
 

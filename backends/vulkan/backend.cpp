@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "accgraph/plugin.hpp"  // ACCGRAPH_DEFINE_PLUGIN and accgraph::priority
+#include "accgraph/spi/plugin.hpp"  // ACCGRAPH_DEFINE_PLUGIN and accgraph::priority
 #include "accgraph/version.hpp"
 #include "vulkan_backend.hpp"
 

@@ -10,8 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "accgraph/backend.hpp"
-#include "accgraph/backend_support.hpp"
+#include "accgraph/spi/backend.hpp"
+#include "accgraph/spi/clock_sampling.hpp"
+#include "accgraph/spi/debug_dump.hpp"
+#include "accgraph/spi/device_index.hpp"
+#include "accgraph/spi/ownership.hpp"
+#include "accgraph/spi/stream_cast.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/types.hpp"
 #include "vulkan_addresses.hpp"

@@ -10,7 +10,7 @@
 #include <vulkan/vulkan.h>
 
 #include "accgraph/error.hpp"
-#include "accgraph/native_call.hpp"
+#include "accgraph/spi/native_call.hpp"
 
 namespace accgraph::detail::vulkan {
 
