@@ -178,9 +178,9 @@ class ChromeTraceWriter {
     buffer_ += ",\"cat\":\"";
     buffer_ += detail::slice_category(r);
     buffer_ += "\",\"ph\":\"X\",\"ts\":";
-    append_json_double(buffer_, static_cast<double>(t.start_ns - layout_.origin_ns) / 1000.0);
+    append_json_double(buffer_, static_cast<double>(t.start_ns() - layout_.origin_ns) / 1000.0);
     buffer_ += ",\"dur\":";
-    append_json_double(buffer_, static_cast<double>(t.duration_ns) / 1000.0);
+    append_json_double(buffer_, static_cast<double>(t.duration_ns()) / 1000.0);
     fmt::format_to(std::back_inserter(buffer_), ",\"pid\":{},\"tid\":{},\"args\":{{", pid,
                    first_tid + slice.stack);
     const Metadata& metadata = t.metadata();

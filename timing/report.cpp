@@ -81,20 +81,18 @@ RegionTiming ReplayReport::region(size_t index) const {
   return timing_of(index);
 }
 
+RegionTiming::RegionTiming(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns)
+    : info_(&info) {
+  constexpr uint64_t kUnmeasurable = TimestampMarkers::kUnmeasurable;
+  measurable_ = start_ns != kUnmeasurable && end_ns != kUnmeasurable;
+  if (!measurable_) return;
+  start_ns_ = start_ns;
+  end_ns_ = end_ns;
+}
+
 RegionTiming ReplayReport::timing_of(size_t index) const {
   const RegionInfo& info = layout_->regions()[index];
-  constexpr uint64_t kUnmeasurable = TimestampMarkers::kUnmeasurable;
-  const uint64_t start = times_[info.begin_marker];
-  const uint64_t end = times_[info.end_marker];
-  RegionTiming timing;
-  timing.info = &info;
-  timing.measurable = start != kUnmeasurable && end != kUnmeasurable;
-  if (timing.measurable) {
-    timing.start_ns = start;
-    timing.end_ns = end;
-    timing.duration_ns = end >= start ? end - start : 0;
-  }
-  return timing;
+  return RegionTiming(info, times_[info.begin_marker], times_[info.end_marker]);
 }
 
 }  // namespace accgraph::timing

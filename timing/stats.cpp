@@ -131,11 +131,11 @@ struct StatsAccumulator::State {
     std::string path;
 
     void add(const RegionTiming& region, StatsMode mode) {
-      if (!region.measurable) {
+      if (!region.measurable()) {
         ++unmeasurable;
         return;
       }
-      const uint64_t v = region.duration_ns;
+      const uint64_t v = region.duration_ns();
       if (mode == StatsMode::Exact) {
         samples.push_back(v);
         return;

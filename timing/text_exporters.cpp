@@ -119,7 +119,7 @@ void write_reports_csv(std::ostream& out, const std::vector<ReplayReport>& repor
       for (const RegionTiming& t : r.regions()) {
         // An unmeasurable region (RegionTiming::measurable) has no times: empty fields.
         const std::string times =
-            t.measurable ? fmt::format("{},{},{}", t.start_ns, t.end_ns, t.duration_ns) : ",,";
+            t.measurable() ? fmt::format("{},{},{}", t.start_ns(), t.end_ns(), t.duration_ns()) : ",,";
         out << fmt::format("{},{},{},{},{},{},{},{},{},{}\n", r.graph_id(), r.replay_index(),
                            csv_field(r.backend()), r.device(), csv_field(t.path()), t.depth(),
                            t.stream_id(), csv_field(t.lane()), times,

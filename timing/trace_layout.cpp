@@ -92,12 +92,12 @@ class LayoutBuilder {
       const uint32_t process = process_of(r);
       for (size_t j = 0; j < r.size(); ++j) {
         const RegionTiming t = r.region(j);
-        if (!t.measurable) continue;  // no place in time
+        if (!t.measurable()) continue;  // no place in time
         TraceProcess& p = layout_.processes[process];
         if (p.first_measured == nullptr) p.first_measured = &r;
-        p.first_start_ns = std::min(p.first_start_ns, t.start_ns);
-        layout_.origin_ns = std::min(layout_.origin_ns, t.start_ns);
-        layout_.slices.push_back(TraceSlice{t.start_ns, t.end_ns, static_cast<uint32_t>(i),
+        p.first_start_ns = std::min(p.first_start_ns, t.start_ns());
+        layout_.origin_ns = std::min(layout_.origin_ns, t.start_ns());
+        layout_.slices.push_back(TraceSlice{t.start_ns(), t.end_ns(), static_cast<uint32_t>(i),
                                             static_cast<uint32_t>(j), track_of(process, t), -1});
       }
     }

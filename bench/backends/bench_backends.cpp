@@ -118,8 +118,8 @@ std::vector<Row> bench_backend(const std::string& backend) {
       timing::Profiler profiler(options);
       std::vector<double> durations;
       profiler.add_sink([&](const timing::ReplayReport& r) {
-        if (r.size() == 1 && r.region(0).measurable)
-          durations.push_back(static_cast<double>(r.region(0).duration_ns));
+        if (r.size() == 1 && r.region(0).measurable())
+          durations.push_back(static_cast<double>(r.region(0).duration_ns()));
       });
       AcceleratorGraph graph(backend);
       profiler.attach(graph);

@@ -333,7 +333,7 @@ void bench_accuracy() {
         check(accgraph_test::launch_timed_spin(native(s), us * 1000, truth), "spin");
       }, options);
       double last = 0;
-      t.profiler->add_sink([&](const timing::ReplayReport& r) { last = static_cast<double>(r.region(0).duration_ns); });
+      t.profiler->add_sink([&](const timing::ReplayReport& r) { last = static_cast<double>(r.region(0).duration_ns()); });
       for (int i = 0; i < 51; ++i) {
         t.graph->replay();
         s.synchronize();

@@ -236,15 +236,15 @@ struct TraceEvent {
 
 void assign_lanes(std::vector<TraceEvent*>& events) {
   std::sort(events.begin(), events.end(), [](const TraceEvent* a, const TraceEvent* b) {
-    return std::make_tuple(a->region.start_ns, ~a->region.end_ns, a->region.depth(), a->order) <
-           std::make_tuple(b->region.start_ns, ~b->region.end_ns, b->region.depth(), b->order);
+    return std::make_tuple(a->region.start_ns(), ~a->region.end_ns(), a->region.depth(), a->order) <
+           std::make_tuple(b->region.start_ns(), ~b->region.end_ns(), b->region.depth(), b->order);
   });
   std::vector<std::vector<const RegionTiming*>> lanes;
   auto fits = [&](size_t lane, const RegionTiming& r) {
     auto& open = lanes[lane];
-    while (!open.empty() && open.back()->end_ns <= r.start_ns && r.end_ns > open.back()->end_ns)
+    while (!open.empty() && open.back()->end_ns() <= r.start_ns() && r.end_ns() > open.back()->end_ns())
       open.pop_back();
-    return open.empty() || r.end_ns <= open.back()->end_ns;
+    return open.empty() || r.end_ns() <= open.back()->end_ns();
   };
   for (TraceEvent* event : events) {
     const RegionTiming& r = event->region;
@@ -275,13 +275,13 @@ void write_chrome_trace_document_reference(std::ostream& out,
     const size_t first = events.size();
     for (const RegionTiming& t : r.regions()) {
       events.push_back({&r, t, events.size()});
-      if (t.measurable) origin = std::min(origin, t.start_ns);
+      if (t.measurable()) origin = std::min(origin, t.start_ns());
     }
     for (size_t i = first; i < events.size(); ++i) {
       int parent = events[i].region.parent();
       if (parent >= 0 && static_cast<size_t>(parent) < r.size() &&
           r.region(parent).stream_id() == events[i].region.stream_id() &&
-          r.region(parent).measurable)
+          r.region(parent).measurable())
         events[i].parent = &events[first + static_cast<size_t>(parent)];
     }
   }
@@ -300,7 +300,7 @@ void write_chrome_trace_document_reference(std::ostream& out,
               ? fmt::format("{} device {}", key.first, key.second)
               : fmt::format("{} device {} ({})", key.first, key.second, e.report->device_name()));
     }
-    if (e.region.measurable) by_stream[{it->second, e.region.stream_id()}].push_back(&e);
+    if (e.region.measurable()) by_stream[{it->second, e.region.stream_id()}].push_back(&e);
   }
 
   nlohmann::json trace_events = nlohmann::json::array();
@@ -345,8 +345,8 @@ void write_chrome_trace_document_reference(std::ostream& out,
            {"cat", e->report->graph_id() == 0 ? std::string("eager")
                                             : fmt::format("graph {}", e->report->graph_id())},
            {"ph", "X"},
-           {"ts", static_cast<double>(t.start_ns - origin) / 1000.0},
-           {"dur", static_cast<double>(t.duration_ns) / 1000.0},
+           {"ts", static_cast<double>(t.start_ns() - origin) / 1000.0},
+           {"dur", static_cast<double>(t.duration_ns()) / 1000.0},
            {"pid", pid},
            {"tid", first_tid + e->lane},
            {"args", std::move(args)}});

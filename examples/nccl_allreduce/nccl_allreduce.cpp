@@ -286,9 +286,9 @@ int run_rank(const Options& o) {
       const auto& report = reports[k];
       for (size_t i = 0; i < report.size(); ++i) {
         const auto region = report.region(i);
-        if (region.name() != "all_reduce" || !region.measurable) continue;
-        mine[2 * k] = region.end_ns;
-        mine[2 * k + 1] = region.end_ns - static_cast<uint64_t>(clock.offset_ns);
+        if (region.name() != "all_reduce" || !region.measurable()) continue;
+        mine[2 * k] = region.end_ns();
+        mine[2 * k + 1] = region.end_ns() - static_cast<uint64_t>(clock.offset_ns);
       }
     }
     cuda_check(cudaMemcpy(ends + mine.size() * o.rank, mine.data(), mine.size() * sizeof(uint64_t),

@@ -65,24 +65,37 @@ class ACCGRAPH_API ReportLayout {
 };
 
 /// One region of one replay, made on demand from its report: it refers to the layout's
-/// RegionInfo (valid while the report it came from, or a copy of that report, lives).
-struct RegionTiming {
-  const RegionInfo* info = nullptr;
-  uint64_t start_ns = 0;  ///< on the backend's marker clock
-  uint64_t end_ns = 0;
-  uint64_t duration_ns = 0;
+/// RegionInfo (valid while the report it came from, or a copy of that report, lives). Read
+/// through its accessors, all methods: `t.path()`, `t.depth()`, `t.start_ns()`, `t.duration_ns()`.
+class RegionTiming {
+ public:
+  RegionTiming() = default;
+  /// `start_ns`/`end_ns` on the backend's marker clock; either equal to
+  /// TimestampMarkers::kUnmeasurable (UINT64_MAX) makes the region unmeasurable.
+  RegionTiming(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns);
+
+  const RegionInfo& info() const { return *info_; }
+  const std::string& name() const { return info_->name; }
+  const std::string& path() const { return info_->path; }
+  int depth() const { return info_->depth; }
+  int parent() const { return info_->parent; }
+  uint64_t stream_id() const { return info_->stream_id; }
+  const std::string& lane() const { return info_->lane; }
+  const Metadata& metadata() const { return info_->metadata; }
+
   /// False when the backend could not place one of the region's markers in time (for example
   /// its timestamp counter may have wrapped more than once: TimestampMarkers::kUnmeasurable).
-  /// start_ns, end_ns and duration_ns are then 0 and the statistics leave the region out.
-  bool measurable = true;
+  /// start_ns(), end_ns() and duration_ns() are then 0 and the statistics leave the region out.
+  bool measurable() const { return measurable_; }
+  uint64_t start_ns() const { return start_ns_; }  ///< on the backend's marker clock
+  uint64_t end_ns() const { return end_ns_; }
+  uint64_t duration_ns() const { return end_ns_ >= start_ns_ ? end_ns_ - start_ns_ : 0; }
 
-  const std::string& name() const { return info->name; }
-  const std::string& path() const { return info->path; }
-  int depth() const { return info->depth; }
-  int parent() const { return info->parent; }
-  uint64_t stream_id() const { return info->stream_id; }
-  const std::string& lane() const { return info->lane; }
-  const Metadata& metadata() const { return info->metadata; }
+ private:
+  const RegionInfo* info_ = nullptr;
+  uint64_t start_ns_ = 0;
+  uint64_t end_ns_ = 0;
+  bool measurable_ = false;
 };
 
 /// A region as a report's builder takes it: what was recorded and its two times.
@@ -97,7 +110,7 @@ struct RegionSample {
 /// replay's marker times. Copying a report copies the times and shares the layout.
 ///
 ///   for (const RegionTiming& r : report.regions())
-///     std::cout << r.path() << ": " << r.duration_ns << " ns\n";
+///     std::cout << r.path() << ": " << r.duration_ns() << " ns\n";
 class ACCGRAPH_API ReplayReport {
  public:
   /// An empty report (no regions).
@@ -130,7 +143,7 @@ class ACCGRAPH_API ReplayReport {
   /// The timing of region `index` (< size(); InvalidArgument otherwise).
   RegionTiming region(size_t index) const;
 
-  /// A range over the regions, each made on demand: `for (RegionTiming r : report.regions())`.
+  /// A range over the regions, each made on demand: `for (auto& r : report.regions())`.
   class Regions;
   Regions regions() const;
 
@@ -144,15 +157,22 @@ class ACCGRAPH_API ReplayReport {
 
 class ReplayReport::Regions {
  public:
+  /// Yields a reference to the timing it made for the current region, valid until the
+  /// iterator moves on: `for (auto& t : report.regions())` reads each one in place; copy a
+  /// RegionTiming to keep it.
   class iterator {
    public:
     using value_type = RegionTiming;
     using difference_type = std::ptrdiff_t;
-    using reference = RegionTiming;
-    using pointer = void;
+    using reference = const RegionTiming&;
+    using pointer = const RegionTiming*;
     using iterator_category = std::input_iterator_tag;
     iterator(const ReplayReport* report, size_t index) : report_(report), index_(index) {}
-    RegionTiming operator*() const { return report_->timing_of(index_); }
+    const RegionTiming& operator*() const {
+      current_ = report_->timing_of(index_);
+      return current_;
+    }
+    const RegionTiming* operator->() const { return &**this; }
     iterator& operator++() {
       ++index_;
       return *this;
@@ -168,6 +188,7 @@ class ReplayReport::Regions {
    private:
     const ReplayReport* report_;
     size_t index_;
+    mutable RegionTiming current_;
   };
   explicit Regions(const ReplayReport* report) : report_(report) {}
   iterator begin() const { return {report_, 0}; }

@@ -83,9 +83,9 @@ struct Model {
       const bool measurable = start != kUnmeasurable && end != kUnmeasurable;
       const uint64_t duration = measurable && end >= start ? end - start : 0;
       const RegionTiming timing = report.region(i);
-      if (timing.measurable != measurable || timing.duration_ns != duration ||
-          (measurable && (timing.start_ns != start || timing.end_ns != end)) ||
-          timing.info != &info) {
+      if (timing.measurable() != measurable || timing.duration_ns() != duration ||
+          (measurable && (timing.start_ns() != start || timing.end_ns() != end)) ||
+          &timing.info() != &info) {
         std::fprintf(stderr, "fuzz_stats: region %zu: RegionTiming disagrees with its markers\n",
                      i);
         std::abort();
@@ -231,7 +231,7 @@ ReplayReport consume_samples(Input& in) {
   ReplayReport report = ReplayReport::from_samples(ReportSource{}, 1, 0, std::move(samples));
   for (size_t i = 0; i < report.size(); ++i) {
     const RegionTiming t = report.region(i);
-    if (t.measurable != measurable[i] || t.duration_ns != durations[i]) {
+    if (t.measurable() != measurable[i] || t.duration_ns() != durations[i]) {
       std::fprintf(stderr,
                    "fuzz_stats: from_samples region %zu: duration %llu (measurable %d), "
                    "expected %llu (measurable %d)\n",

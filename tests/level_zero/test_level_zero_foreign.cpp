@@ -362,20 +362,20 @@ TEST_CASE("native capture: a ForeignGraph times the application's graph on a wra
     CHECK(step.metadata()[1].second == (own ? "app" : "accgraph"));
     CHECK(first.metadata().empty());
     for (const timing::RegionTiming& region : {step, first, second}) {
-      CHECK(region.measurable);
-      CHECK(region.end_ns - region.start_ns == region.duration_ns);
+      CHECK(region.measurable());
+      CHECK(region.end_ns() - region.start_ns() == region.duration_ns());
       // No absolute upper bound (a loaded machine stretches any region): only the host window
       // that contained every launch.
-      CHECK(region.duration_ns <= window_ns);
+      CHECK(region.duration_ns() <= window_ns);
     }
-    CHECK(first.duration_ns >= std::chrono::nanoseconds(kFirst).count());
-    CHECK(second.duration_ns >= std::chrono::nanoseconds(kSecond).count());
+    CHECK(first.duration_ns() >= std::chrono::nanoseconds(kFirst).count());
+    CHECK(second.duration_ns() >= std::chrono::nanoseconds(kSecond).count());
     // Nested: the children lie inside the step, one after the other (sharing the boundary).
-    CHECK(step.start_ns <= first.start_ns);
-    CHECK(first.end_ns == second.start_ns);
-    CHECK(second.end_ns <= step.end_ns);
-    CHECK(step.duration_ns >= first.duration_ns + second.duration_ns);
-    if (i > 0) CHECK(step.start_ns >= reports[i - 1].region(0).end_ns);  // launches in order
+    CHECK(step.start_ns() <= first.start_ns());
+    CHECK(first.end_ns() == second.start_ns());
+    CHECK(second.end_ns() <= step.end_ns());
+    CHECK(step.duration_ns() >= first.duration_ns() + second.duration_ns());
+    if (i > 0) CHECK(step.start_ns() >= reports[i - 1].region(0).end_ns());  // launches in order
   }
 
   foreign.reset();  // before the application destroys its graph (~AppGraph)
@@ -411,13 +411,13 @@ TEST_CASE("native capture: a launch that appends nothing is unmeasurable, not th
   foreign.launch(s, launch);
   profiler.flush();
   REQUIRE(reports.size() == 4);
-  CHECK(reports[0].region(0).measurable);
-  CHECK_FALSE(reports[1].region(0).measurable);
+  CHECK(reports[0].region(0).measurable());
+  CHECK_FALSE(reports[1].region(0).measurable());
   for (size_t i : {size_t{0}, size_t{2}, size_t{3}}) {
     INFO("report " << i);
-    CHECK(reports[i].region(0).measurable);
-    CHECK(reports[i].region(0).duration_ns >= 200'000);
-    if (i > 0) CHECK(reports[i].region(0).start_ns > reports[0].region(0).end_ns);
+    CHECK(reports[i].region(0).measurable());
+    CHECK(reports[i].region(0).duration_ns() >= 200'000);
+    if (i > 0) CHECK(reports[i].region(0).start_ns() > reports[0].region(0).end_ns());
   }
   foreign.reset();
 }
@@ -507,7 +507,7 @@ TEST_CASE("native capture: reset and destruction of the ForeignGraph deliver pen
   for (size_t i = 0; i < reports.size(); ++i) {
     CHECK(reports[i].replay_index() == i % kLaunches);  // numbered per capture
     CHECK(reports[i].region(0).path() == "work");
-    CHECK(reports[i].region(0).duration_ns >= 20'000);
+    CHECK(reports[i].region(0).duration_ns() >= 20'000);
   }
 }
 
@@ -549,5 +549,5 @@ TEST_CASE("no graph extension: a wrapped list never captures natively") {
   profiler.flush();
   REQUIRE(reports.size() == 1);
   CHECK(reports[0].graph_id() == 0);
-  CHECK(reports[0].region(0).duration_ns >= 50'000);
+  CHECK(reports[0].region(0).duration_ns() >= 50'000);
 }

@@ -77,8 +77,8 @@ struct Collected {
 // A measurable report of the one region is this launch's own: at least kWork long.
 void check_measured(const ReplayReport& report) {
   REQUIRE(report.size() == 1);
-  CHECK(report.region(0).measurable);
-  CHECK(report.region(0).duration_ns >= 200'000);
+  CHECK(report.region(0).measurable());
+  CHECK(report.region(0).duration_ns() >= 200'000);
 }
 
 struct WarningCounter {
@@ -110,10 +110,10 @@ TEST_CASE("ForeignGraph: a launch that runs nothing is reported unmeasurable; fl
     returns_in_time("flush", [&] { prof->flush(); });
     std::vector<ReplayReport> reports = collected.take();
     REQUIRE(reports.size() == 4);
-    CHECK_FALSE(reports[0].region(0).measurable);
+    CHECK_FALSE(reports[0].region(0).measurable());
     // Never another launch's times: what is measurable is a whole launch of the work.
     for (const ReplayReport& r : reports)
-      if (r.region(0).measurable) CHECK(r.region(0).duration_ns >= 200'000);
+      if (r.region(0).measurable()) CHECK(r.region(0).duration_ns() >= 200'000);
     if (flush_between)
       for (size_t i = 1; i < reports.size(); ++i) check_measured(reports[i]);
     // Later launches are measured again, and reset / destruction return.
@@ -123,7 +123,7 @@ TEST_CASE("ForeignGraph: a launch that runs nothing is reported unmeasurable; fl
     reports = collected.take();
     REQUIRE(reports.size() == 4);
     for (int i = 0; i < 3; ++i) check_measured(reports[static_cast<size_t>(i)]);
-    CHECK_FALSE(reports[3].region(0).measurable);
+    CHECK_FALSE(reports[3].region(0).measurable());
     capture(*prof, foreign, owner);
     foreign.launch(owner.wrapped, [] {});
     returns_in_time("destroying the profiler", [&] { prof.reset(); });
@@ -157,7 +157,7 @@ TEST_CASE("ForeignGraph: a launch that runs the graph twice is reported unmeasur
   std::vector<ReplayReport> reports = collected.take();
   REQUIRE(reports.size() == 7);
   check_measured(reports[0]);
-  CHECK_FALSE(reports[1].region(0).measurable);
+  CHECK_FALSE(reports[1].region(0).measurable());
   for (size_t i = 2; i < reports.size(); ++i) {
     CAPTURE(i);
     check_measured(reports[i]);

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -93,6 +94,25 @@ nlohmann::json trace_of(const std::vector<ReplayReport>& reports) {
 }  // namespace
 
 // StatsMode::Exact: exact percentiles. The default sketch's are checked in test_stats.cpp.
+TEST_CASE("RegionTiming is read through methods; regions() yields references to read in place") {
+  RegionSample broken = region("b", 50, 40);  // end before start: duration 0, times kept
+  RegionSample lost = region("c", 1, 2);
+  lost.measurable = false;
+  const ReplayReport r = report(7, 3, {region("a", 100, 250), broken, lost});
+  std::vector<std::string> seen;
+  for (auto& t : r.regions()) {  // `auto&` binds: the range yields const RegionTiming&
+    static_assert(std::is_same_v<decltype(t), const RegionTiming&>);
+    seen.push_back(t.path() + ":" + std::to_string(t.start_ns()) + "-" +
+                   std::to_string(t.end_ns()) + "=" + std::to_string(t.duration_ns()) +
+                   (t.measurable() ? "" : "?"));
+  }
+  CHECK(seen == std::vector<std::string>{"a:100-250=150", "b:50-40=0", "c:0-0=0?"});
+  const RegionTiming first = r.region(0);  // a copy outlives the iteration
+  CHECK(&first.info() == &r.layout().regions()[0]);
+  CHECK(first.name() == "a");
+  CHECK(first.depth() == 0);
+}
+
 TEST_CASE("stats: count, min, mean and nearest-rank percentiles over known samples") {
   StatsAccumulator acc(StatsMode::Exact);
   for (uint64_t i = 1; i <= 20; ++i)

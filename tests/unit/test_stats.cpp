@@ -239,7 +239,7 @@ TEST_CASE("profiler: stats_mode chooses the statistics' mode (Sketch by default)
     prof.flush();
     std::vector<uint64_t> durations;
     for (const ReplayReport& report : prof.reports())
-      for (const RegionTiming& region : report.regions()) durations.push_back(region.duration_ns);
+      for (const RegionTiming& region : report.regions()) durations.push_back(region.duration_ns());
     REQUIRE(durations.size() == 21);
     const RegionStats want = reference(durations);
     const std::vector<RegionStats> stats = prof.stats();

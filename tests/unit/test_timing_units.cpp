@@ -142,7 +142,7 @@ TEST_CASE("MarkerRing: collect_oldest reads into the report's own storage, oldes
   CHECK(&first->layout() == layout.get());  // shared, not copied
   std::optional<ReplayReport> second = r.ring->collect_oldest();
   REQUIRE(second.has_value());
-  CHECK(second->region(1).start_ns == 1001);
+  CHECK(second->region(1).start_ns() == 1001);
   CHECK_FALSE(r.ring->collect_oldest().has_value());
   CHECK(r.markers->waited == std::vector<uint64_t>{0, 1});
   CHECK(r.markers->violations == 0);
@@ -337,7 +337,7 @@ TEST_CASE("RegionRecorder: ending a region that is not the innermost names both,
   CHECK(report.region(0).path() == "a");
   CHECK(report.region(1).path() == "a/b");
   CHECK(report.region(1).parent() == 0);
-  for (const RegionTiming& t : report.regions()) CHECK(t.start_ns <= t.end_ns);
+  for (const RegionTiming& t : report.regions()) CHECK(t.start_ns() <= t.end_ns());
 }
 
 TEST_CASE("RegionRecorder: adjacent siblings share a marker (N+1); lanes and metadata kept; "
@@ -359,7 +359,7 @@ TEST_CASE("RegionRecorder: adjacent siblings share a marker (N+1); lanes and met
   REQUIRE(store.delivered() == 1);
   const ReplayReport report = store.reports()[0];
   CHECK(report.layout().marker_count() == 6);  // 4 regions, 2 + 3 + 1 markers (not 8)
-  CHECK(report.region(1).end_ns == report.region(2).start_ns);
+  CHECK(report.region(1).end_ns() == report.region(2).start_ns());
   CHECK(report.region(1).lane() == "attention");
   CHECK(report.region(0).lane().empty());
   CHECK(report.region(0).metadata() == Metadata{{"k", "v"}});

@@ -162,14 +162,14 @@ TEST_CASE("driver: capture, replay and timed regions") {
     CHECK(report.backend() == "vulkan");
     CHECK(report.marker_strategy() == "timestamp_queries");
     const timing::RegionTiming& spin = report.region(1);
-    REQUIRE(spin.measurable);
-    if (with_delay) CHECK(spin.duration_ns >= spin_floor_ns);
-    CHECK(spin.duration_ns < 1'000'000'000);
-    CHECK(report.region(0).end_ns == spin.start_ns);
-    CHECK(spin.end_ns == report.region(2).start_ns);
+    REQUIRE(spin.measurable());
+    if (with_delay) CHECK(spin.duration_ns() >= spin_floor_ns);
+    CHECK(spin.duration_ns() < 1'000'000'000);
+    CHECK(report.region(0).end_ns() == spin.start_ns());
+    CHECK(spin.end_ns() == report.region(2).start_ns());
   }
   for (size_t i = 1; i < reports.size(); ++i)
-    CHECK(reports[i].region(0).start_ns >= reports[i - 1].region(2).end_ns);  // in order
+    CHECK(reports[i].region(0).start_ns() >= reports[i - 1].region(2).end_ns());  // in order
   if (!with_delay) MESSAGE("no timed_delay here: the spin region was empty");
 }
 

@@ -26,10 +26,10 @@ nb::dict timing_dict(const RegionTiming& r) {
   d["parent"] = r.parent();
   d["stream_id"] = r.stream_id();
   d["lane"] = r.lane();
-  d["start_ns"] = r.start_ns;
-  d["end_ns"] = r.end_ns;
-  d["duration_ns"] = r.duration_ns;
-  d["measurable"] = r.measurable;
+  d["start_ns"] = r.start_ns();
+  d["end_ns"] = r.end_ns();
+  d["duration_ns"] = r.duration_ns();
+  d["measurable"] = r.measurable();
   d["metadata"] = metadata_dict(r.metadata());
   return d;
 }
@@ -74,8 +74,8 @@ nb::dict stats_dict(const RegionStats& s) {
 }
 
 std::string repr_timing(const RegionTiming& r) {
-  return "RegionTiming(path='" + r.path() + "', duration_ns=" + std::to_string(r.duration_ns) +
-         (r.measurable ? "" : ", measurable=False") + ")";
+  return "RegionTiming(path='" + r.path() + "', duration_ns=" + std::to_string(r.duration_ns()) +
+         (r.measurable() ? "" : ", measurable=False") + ")";
 }
 
 void bind_region_timing(nb::module_& m) {
@@ -97,13 +97,13 @@ void bind_region_timing(nb::module_& m) {
       .def_prop_ro("metadata",
                    [](const PyRegionTiming& r) { return metadata_dict(r.timing.metadata()); },
                    "The region's key/value annotations, as a new dict.")
-      .def_prop_ro("start_ns", [](const PyRegionTiming& r) { return r.timing.start_ns; },
+      .def_prop_ro("start_ns", [](const PyRegionTiming& r) { return r.timing.start_ns(); },
                    "Start on the marker clock (0 when not measurable).")
-      .def_prop_ro("end_ns", [](const PyRegionTiming& r) { return r.timing.end_ns; },
+      .def_prop_ro("end_ns", [](const PyRegionTiming& r) { return r.timing.end_ns(); },
                    "End on the marker clock (0 when not measurable).")
-      .def_prop_ro("duration_ns", [](const PyRegionTiming& r) { return r.timing.duration_ns; },
+      .def_prop_ro("duration_ns", [](const PyRegionTiming& r) { return r.timing.duration_ns(); },
                    "end_ns - start_ns (0 when not measurable).")
-      .def_prop_ro("measurable", [](const PyRegionTiming& r) { return r.timing.measurable; },
+      .def_prop_ro("measurable", [](const PyRegionTiming& r) { return r.timing.measurable(); },
                    "False when the backend could not place a marker in time; the statistics "
                    "leave such regions out.")
       .def("to_dict", [](const PyRegionTiming& r) { return timing_dict(r.timing); },
