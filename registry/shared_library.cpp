@@ -30,6 +30,7 @@
 
 #include "accgraph/spi/library_check.hpp"
 #include "accgraph/spi/message_escape.hpp"
+#include "core/internal/utf8.hpp"
 #include "shared_library.hpp"
 
 namespace accgraph::plugin {
@@ -196,33 +197,6 @@ std::string not_regular() {
   return "it is not a regular file; give the path of a shared library file";
 }
 
-// The length of the well-formed UTF-8 sequence at text[i] (Unicode table 3-7), 0 when there is
-// none.
-size_t utf8_sequence_length(std::string_view text, size_t i) {
-  auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char lead = byte(i);
-  size_t length = 0;
-  unsigned char low = 0x80, high = 0xbf;  // range of the first continuation byte
-  if (lead >= 0xc2 && lead <= 0xdf) {
-    length = 2;
-  } else if (lead >= 0xe0 && lead <= 0xef) {
-    length = 3;
-    if (lead == 0xe0) low = 0xa0;
-    if (lead == 0xed) high = 0x9f;
-  } else if (lead >= 0xf0 && lead <= 0xf4) {
-    length = 4;
-    if (lead == 0xf0) low = 0x90;
-    if (lead == 0xf4) high = 0x8f;
-  } else {
-    return 0;
-  }
-  if (text.size() - i < length) return 0;
-  if (byte(i + 1) < low || byte(i + 1) > high) return 0;
-  for (size_t k = 2; k < length; ++k)
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xbf) return 0;
-  return length;
-}
-
 }  // namespace
 
 std::optional<std::string> shared_library_problem(const std::string& path) {
@@ -271,7 +245,7 @@ std::string escape_for_message(std::string_view text) {
     } else if (c < 0x80) {
       out += static_cast<char>(c);
       ++i;
-    } else if (size_t length = utf8_sequence_length(text, i); length == 0) {
+    } else if (size_t length = detail::utf8_sequence_length(text.substr(i)); length == 0) {
       hex(c);
       ++i;
     } else if (length == 2 && c == 0xc2 && static_cast<unsigned char>(text[i + 1]) < 0xa0) {

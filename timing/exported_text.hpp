@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/internal/utf8.hpp"
+
 namespace accgraph::timing::detail {
 
 // Note [Exported text]: names, paths, metadata, backend and device names come from the caller
@@ -19,31 +21,7 @@ namespace accgraph::timing::detail {
 // escape sequence gets through.
 inline constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 
-// The length of the well-formed UTF-8 sequence at the start of `text`, or 0 if there is none.
-inline size_t utf8_sequence_length(std::string_view text) {
-  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
-  const unsigned char lead = byte(0);
-  if (lead < 0x80) return 1;
-  size_t length = 0;
-  unsigned char low = 0x80, high = 0xBF;  // the allowed range of the second byte
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    if (lead == 0xE0) low = 0xA0;   // overlong
-    if (lead == 0xED) high = 0x9F;  // surrogates
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    if (lead == 0xF0) low = 0x90;   // overlong
-    if (lead == 0xF4) high = 0x8F;  // above U+10FFFF
-  } else {
-    return 0;  // a continuation byte, an overlong lead (C0, C1) or F5..FF
-  }
-  if (text.size() < length || byte(1) < low || byte(1) > high) return 0;
-  for (size_t i = 2; i < length; ++i)
-    if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
-  return length;
-}
+using ::accgraph::detail::utf8_sequence_length;
 
 // `text` as valid UTF-8 (Note [Exported text]).
 inline std::string valid_utf8(std::string_view text) {

@@ -28,6 +28,7 @@
 
 #include "accgraph/accgraph.hpp"
 #include "../common/timing_v2.hpp"
+#include "timing/exported_text.hpp"
 
 #if ACCGRAPH_BENCH_WITH_PERFETTO
 #include "accgraph/perfetto.hpp"
@@ -183,48 +184,8 @@ namespace reference {
 using timing::RegionTiming;
 using timing::ReplayReport;
 
-constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
-
-size_t utf8_sequence_length(std::string_view text) {
-  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
-  const unsigned char lead = byte(0);
-  if (lead < 0x80) return 1;
-  size_t length = 0;
-  unsigned char low = 0x80, high = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    if (lead == 0xE0) low = 0xA0;
-    if (lead == 0xED) high = 0x9F;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    if (lead == 0xF0) low = 0x90;
-    if (lead == 0xF4) high = 0x8F;
-  } else {
-    return 0;
-  }
-  if (text.size() < length || byte(1) < low || byte(1) > high) return 0;
-  for (size_t i = 2; i < length; ++i)
-    if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
-  return length;
-}
-
-std::string valid_utf8(std::string_view text) {
-  std::string result;
-  result.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    const size_t length = utf8_sequence_length(text.substr(i));
-    if (length == 0) {
-      result += kReplacement;
-      ++i;
-    } else {
-      result.append(text, i, length);
-      i += length;
-    }
-  }
-  return result;
-}
+// The baseline writer makes its text valid the way the library does (Note [Exported text]).
+using accgraph::timing::detail::valid_utf8;
 
 struct TraceEvent {
   const ReplayReport* report;
