@@ -11,12 +11,18 @@ namespace accgraph {
 
 const char* to_string(ErrorCode code) noexcept {
   switch (code) {
-    case ErrorCode::InvalidArgument: return "invalid argument";
-    case ErrorCode::InvalidState: return "invalid state";
-    case ErrorCode::Unavailable: return "unavailable";
-    case ErrorCode::Unsupported: return "unsupported";
-    case ErrorCode::BackendError: return "backend error";
-    case ErrorCode::PluginError: return "plugin error";
+    case ErrorCode::InvalidArgument:
+      return "invalid argument";
+    case ErrorCode::InvalidState:
+      return "invalid state";
+    case ErrorCode::Unavailable:
+      return "unavailable";
+    case ErrorCode::Unsupported:
+      return "unsupported";
+    case ErrorCode::BackendError:
+      return "backend error";
+    case ErrorCode::PluginError:
+      return "plugin error";
   }
   return "unknown error";
 }
@@ -62,10 +68,14 @@ LogSink& log_sink() {
 
 const char* level_name(LogLevel level) {
   switch (level) {
-    case LogLevel::Debug: return "debug";
-    case LogLevel::Info: return "info";
-    case LogLevel::Warning: return "warning";
-    case LogLevel::Error: return "error";
+    case LogLevel::Debug:
+      return "debug";
+    case LogLevel::Info:
+      return "info";
+    case LogLevel::Warning:
+      return "warning";
+    case LogLevel::Error:
+      return "error";
   }
   return "log";
 }

@@ -164,13 +164,14 @@ void AcceleratorGraph::check_foreign_capture(Stream& stream) const {
                             id_, stream.id(), other->id()),
                 backend_name_);
   if (!stream.is_capturing())
-    throw Error(ErrorCode::InvalidState,
-                fmt::format("capture_begin: foreign graph {}: stream {} is not capturing: begin "
-                            "the native capture on the queue it wraps first (cudaStreamBeginCapture, "
-                            "torch.cuda.graph, zeCommandListBeginGraphCaptureExt), then call "
-                            "capture_begin",
-                            id_, stream.id()),
-                backend_name_);
+    throw Error(
+        ErrorCode::InvalidState,
+        fmt::format("capture_begin: foreign graph {}: stream {} is not capturing: begin "
+                    "the native capture on the queue it wraps first (cudaStreamBeginCapture, "
+                    "torch.cuda.graph, zeCommandListBeginGraphCaptureExt), then call "
+                    "capture_begin",
+                    id_, stream.id()),
+        backend_name_);
 }
 
 void AcceleratorGraph::capture_end() {
@@ -383,8 +384,7 @@ void AcceleratorGraph::abort_capture_noexcept() noexcept {
   try {
     impl_->reset();
   } catch (const std::exception& e) {
-    log(LogLevel::Warning,
-        fmt::format("graph {}: aborting the capture failed: {}", id_, e.what()));
+    log(LogLevel::Warning, fmt::format("graph {}: aborting the capture failed: {}", id_, e.what()));
   }
   finish_capture_streams();
   instruments_.clear();

@@ -132,7 +132,6 @@ detail::StreamState& Stream::state() const {
   return *state_;
 }
 
-
 void Stream::copy(void* dst, const void* src, size_t bytes) {
   detail::StreamState& s = state();
   if (bytes == 0) return;
@@ -160,8 +159,7 @@ void Stream::fill(void* dst, uint8_t value, size_t bytes) {
   if (bytes == 0) return;
   if (dst == nullptr)
     throw Error(ErrorCode::InvalidArgument,
-                fmt::format("fill of {} bytes with a null destination: pass a valid buffer",
-                            bytes),
+                fmt::format("fill of {} bytes with a null destination: pass a valid buffer", bytes),
                 s.backend_name);
   s.impl->fill(dst, value, bytes);
   s.count_operation();
@@ -216,8 +214,7 @@ void Stream::delay(std::chrono::nanoseconds duration) {
     throw Error(ErrorCode::InvalidArgument,
                 fmt::format("delay of {} ns is longer than the maximum of 24 hours ({} ns): "
                             "enqueue several shorter delays",
-                            duration.count(),
-                            std::chrono::nanoseconds(kMaxDelay).count()),
+                            duration.count(), std::chrono::nanoseconds(kMaxDelay).count()),
                 s.backend_name);
   if (!s.capabilities.timed_delay)
     throw Error(ErrorCode::Unsupported,
@@ -325,8 +322,7 @@ Buffer Buffer::allocate(const Stream& stream, size_t bytes, MemoryKind kind) {
   return allocate(stream.backend_name(), stream.device(), bytes, kind);
 }
 
-Buffer Buffer::allocate(std::string_view backend_name, int device, size_t bytes,
-                        MemoryKind kind) {
+Buffer Buffer::allocate(std::string_view backend_name, int device, size_t bytes, MemoryKind kind) {
   std::string name;
   Backend& backend = resolve_backend(backend_name, name);
   if (bytes == 0)

@@ -57,8 +57,8 @@ std::string module_directory() {
 }
 
 void register_builtin_backends(Registry& registry) {
-  registry.register_backend("host", priority::fallback, [] { return make_host_backend(); },
-                            "built-in");
+  registry.register_backend(
+      "host", priority::fallback, [] { return make_host_backend(); }, "built-in");
   const std::string directory = module_directory();
   for (const BuiltinModule& module : kBuiltinModules) {
     std::string path = fmt::format("{}/libaccgraph_backend_{}.so", directory, module.name);

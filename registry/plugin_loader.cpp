@@ -157,25 +157,25 @@ std::string dlopen_failure(const std::string& path, const std::string& why) {
                                    escape_for_message(symbol));
   const auto tag = abi_tag_of_file(path);
   if (tag && (tag->first != ACCGRAPH_PLUGIN_ABI_MAJOR || tag->second > ACCGRAPH_PLUGIN_ABI_MINOR))
-    return fmt::format("it was built for plugin ABI {}.{} but this accgraph ({}.{}.{}) speaks "
-                       "ABI {}.{}{}: it needs a {} accgraph; install one whose plugin ABI is "
-                       "{}.{} or later, or rebuild the plugin against this accgraph",
-                       tag->first, tag->second, ACCGRAPH_VERSION_MAJOR, ACCGRAPH_VERSION_MINOR,
-                       ACCGRAPH_VERSION_PATCH, ACCGRAPH_PLUGIN_ABI_MAJOR,
-                       ACCGRAPH_PLUGIN_ABI_MINOR, needs,
-                       tag->first != ACCGRAPH_PLUGIN_ABI_MAJOR ? "different" : "newer",
-                       tag->first, tag->second);
+    return fmt::format(
+        "it was built for plugin ABI {}.{} but this accgraph ({}.{}.{}) speaks "
+        "ABI {}.{}{}: it needs a {} accgraph; install one whose plugin ABI is "
+        "{}.{} or later, or rebuild the plugin against this accgraph",
+        tag->first, tag->second, ACCGRAPH_VERSION_MAJOR, ACCGRAPH_VERSION_MINOR,
+        ACCGRAPH_VERSION_PATCH, ACCGRAPH_PLUGIN_ABI_MAJOR, ACCGRAPH_PLUGIN_ABI_MINOR, needs,
+        tag->first != ACCGRAPH_PLUGIN_ABI_MAJOR ? "different" : "newer", tag->first, tag->second);
   if (symbol.rfind("accgraph::", 0) == 0 || symbol.find(" accgraph::") != std::string::npos)
-    return fmt::format("it could not be loaded: it needs '{}', which this accgraph ({}.{}.{}, "
-                       "plugin ABI {}.{}) does not define, so it was probably built against "
-                       "another accgraph version; rebuild it against this accgraph's headers",
-                       escape_for_message(symbol), ACCGRAPH_VERSION_MAJOR,
-                       ACCGRAPH_VERSION_MINOR, ACCGRAPH_VERSION_PATCH, ACCGRAPH_PLUGIN_ABI_MAJOR,
-                       ACCGRAPH_PLUGIN_ABI_MINOR);
-  return fmt::format("it could not be loaded as a shared library ({}); build it as a shared "
-                     "library (add_library(... MODULE)) for this platform and make sure its "
-                     "dependencies can be found",
-                     escape_for_message(why));
+    return fmt::format(
+        "it could not be loaded: it needs '{}', which this accgraph ({}.{}.{}, "
+        "plugin ABI {}.{}) does not define, so it was probably built against "
+        "another accgraph version; rebuild it against this accgraph's headers",
+        escape_for_message(symbol), ACCGRAPH_VERSION_MAJOR, ACCGRAPH_VERSION_MINOR,
+        ACCGRAPH_VERSION_PATCH, ACCGRAPH_PLUGIN_ABI_MAJOR, ACCGRAPH_PLUGIN_ABI_MINOR);
+  return fmt::format(
+      "it could not be loaded as a shared library ({}); build it as a shared "
+      "library (add_library(... MODULE)) for this platform and make sure its "
+      "dependencies can be found",
+      escape_for_message(why));
 }
 
 // The plugin allocated its backend, so the plugin frees it (destroy_backend): the core holds
@@ -235,12 +235,18 @@ bool minor_is_recent_enough(uint32_t minor, uint32_t required) { return minor >=
 
 ErrorCode to_error_code(AccgraphStatus status) {
   switch (status) {
-    case ACCGRAPH_STATUS_INVALID_ARGUMENT: return ErrorCode::InvalidArgument;
-    case ACCGRAPH_STATUS_INVALID_STATE: return ErrorCode::InvalidState;
-    case ACCGRAPH_STATUS_UNAVAILABLE: return ErrorCode::Unavailable;
-    case ACCGRAPH_STATUS_UNSUPPORTED: return ErrorCode::Unsupported;
-    case ACCGRAPH_STATUS_PLUGIN_ERROR: return ErrorCode::PluginError;
-    default: return ErrorCode::BackendError;
+    case ACCGRAPH_STATUS_INVALID_ARGUMENT:
+      return ErrorCode::InvalidArgument;
+    case ACCGRAPH_STATUS_INVALID_STATE:
+      return ErrorCode::InvalidState;
+    case ACCGRAPH_STATUS_UNAVAILABLE:
+      return ErrorCode::Unavailable;
+    case ACCGRAPH_STATUS_UNSUPPORTED:
+      return ErrorCode::Unsupported;
+    case ACCGRAPH_STATUS_PLUGIN_ERROR:
+      return ErrorCode::PluginError;
+    default:
+      return ErrorCode::BackendError;
   }
 }
 
@@ -292,27 +298,28 @@ void check_plugin_table(const AccgraphPluginApi* api, const std::string& path) {
   if (api == nullptr) reject(path, "its entry point returned no table");
   if (api->struct_size < kMinimumTableSize)
     reject(path, fmt::format("its table is {} bytes, smaller than the {} bytes of ABI 1.0; "
-                              "rebuild it against the installed accgraph headers",
-                              api->struct_size, kMinimumTableSize));
+                             "rebuild it against the installed accgraph headers",
+                             api->struct_size, kMinimumTableSize));
   if (api->abi_major != ACCGRAPH_PLUGIN_ABI_MAJOR)
     reject(path, fmt::format("it was built for plugin ABI {}.{} but this accgraph ({}.{}.{}) "
-                              "speaks ABI {}.{} and the major versions must match; rebuild the "
-                              "plugin against this accgraph",
-                              api->abi_major, api->abi_minor, ACCGRAPH_VERSION_MAJOR,
-                              ACCGRAPH_VERSION_MINOR, ACCGRAPH_VERSION_PATCH,
-                              ACCGRAPH_PLUGIN_ABI_MAJOR, ACCGRAPH_PLUGIN_ABI_MINOR));
+                             "speaks ABI {}.{} and the major versions must match; rebuild the "
+                             "plugin against this accgraph",
+                             api->abi_major, api->abi_minor, ACCGRAPH_VERSION_MAJOR,
+                             ACCGRAPH_VERSION_MINOR, ACCGRAPH_VERSION_PATCH,
+                             ACCGRAPH_PLUGIN_ABI_MAJOR, ACCGRAPH_PLUGIN_ABI_MINOR));
   if (!minor_is_recent_enough(api->abi_minor, ACCGRAPH_PLUGIN_ABI_MINOR_REQUIRED))
     reject(path, fmt::format("it was built for plugin ABI {}.{} but this accgraph needs at "
-                              "least {}.{}; rebuild the plugin against this accgraph",
-                              api->abi_major, api->abi_minor, ACCGRAPH_PLUGIN_ABI_MAJOR,
-                              ACCGRAPH_PLUGIN_ABI_MINOR_REQUIRED));
+                             "least {}.{}; rebuild the plugin against this accgraph",
+                             api->abi_major, api->abi_minor, ACCGRAPH_PLUGIN_ABI_MAJOR,
+                             ACCGRAPH_PLUGIN_ABI_MINOR_REQUIRED));
   if (!valid_backend_name(api->backend_name))
     reject(path, fmt::format("its backend name '{}' is not a valid name ([a-z0-9_]+); rename "
-                              "the backend",
-                              shown_name(api->backend_name)));
+                             "the backend",
+                             shown_name(api->backend_name)));
   if (api->create_backend == nullptr || api->destroy_backend == nullptr)
-    reject(path, "its table lacks create_backend or destroy_backend; define both (or use "
-                  "ACCGRAPH_DEFINE_PLUGIN)");
+    reject(path,
+           "its table lacks create_backend or destroy_backend; define both (or use "
+           "ACCGRAPH_DEFINE_PLUGIN)");
 }
 
 LoadedPlugin open_plugin(const std::string& path) {
@@ -332,15 +339,15 @@ LoadedPlugin open_plugin(const std::string& path) {
   void* symbol = dlsym(plugin.library.get(), ACCGRAPH_PLUGIN_ENTRY_SYMBOL);
   if (symbol == nullptr)
     reject(path, fmt::format("it has no entry point '{}'; define one with "
-                              "ACCGRAPH_DEFINE_PLUGIN (accgraph/spi/plugin.hpp)",
-                              ACCGRAPH_PLUGIN_ENTRY_SYMBOL));
+                             "ACCGRAPH_DEFINE_PLUGIN (accgraph/spi/plugin.hpp)",
+                             ACCGRAPH_PLUGIN_ENTRY_SYMBOL));
   auto entry = reinterpret_cast<AccgraphPluginEntry>(symbol);
   const AccgraphPluginApi* api = nullptr;
   std::string thrown = what_it_threw([&] { api = entry(); });
   if (!thrown.empty())
     reject(path, fmt::format("its entry point threw {}; the entry point must return its table "
-                              "(or NULL) and never throw",
-                              thrown));
+                             "(or NULL) and never throw",
+                             thrown));
   check_plugin_table(api, path);
 
   plugin.name = api->backend_name;

@@ -20,9 +20,9 @@ struct Entry {
   std::string name;
   int priority = 0;
   std::string origin;
-  BackendFactory factory;     // empty for names registered as unavailable
-  std::mutex create_mutex;    // serialises the (possibly slow) creation of this backend
-  bool attempted = false;     // guarded by create_mutex
+  BackendFactory factory;   // empty for names registered as unavailable
+  std::mutex create_mutex;  // serialises the (possibly slow) creation of this backend
+  bool attempted = false;   // guarded by create_mutex
   std::shared_ptr<Backend> backend;
   std::string unavailable_reason;
 };
@@ -178,8 +178,8 @@ void Registry::load_plugin_path(const std::string& path_list) noexcept {
       }
     }
   } catch (const std::exception& e) {
-    log(LogLevel::Error, fmt::format("loading the plugins of ACCGRAPH_PLUGIN_PATH failed: {}",
-                                     e.what()));
+    log(LogLevel::Error,
+        fmt::format("loading the plugins of ACCGRAPH_PLUGIN_PATH failed: {}", e.what()));
   } catch (...) {
     log(LogLevel::Error, "loading the plugins of ACCGRAPH_PLUGIN_PATH failed");
   }
@@ -247,8 +247,9 @@ std::vector<BackendStatus> Registry::status() {
         status.unavailable_reason = e.message();
       } catch (...) {
         status.available = false;
-        status.unavailable_reason = "reading the capabilities of device 0 threw an exception "
-                                    "that is not an accgraph::Error";
+        status.unavailable_reason =
+            "reading the capabilities of device 0 threw an exception "
+            "that is not an accgraph::Error";
       }
     } else {
       status.unavailable_reason = entry->unavailable_reason;
@@ -275,10 +276,10 @@ Backend& Registry::backend(std::string_view name) {
   }
   Backend* backend = ensure_created(*entry);
   if (backend == nullptr)
-    throw Error(ErrorCode::Unavailable,
-                fmt::format("backend '{}' is unavailable: {}", entry->name,
-                            entry->unavailable_reason),
-                entry->name);
+    throw Error(
+        ErrorCode::Unavailable,
+        fmt::format("backend '{}' is unavailable: {}", entry->name, entry->unavailable_reason),
+        entry->name);
   return *backend;
 }
 
@@ -315,8 +316,7 @@ std::string Registry::default_backend_name() {
 
 std::unique_ptr<GraphImplInterface> Registry::create_graph_impl(std::string_view name,
                                                                 const GraphArgs& args) {
-  return backend(name.empty() ? std::string_view(default_backend_name()) : name)
-      .create_graph(args);
+  return backend(name.empty() ? std::string_view(default_backend_name()) : name).create_graph(args);
 }
 
 void Registry::load_plugin(const std::string& path) {
@@ -338,15 +338,13 @@ void Registry::load_plugin(const std::string& path) {
   } catch (const Error& e) {
     record_failure(path, e.message());
     if (e.code() == ErrorCode::PluginError) throw;
-    throw Error(ErrorCode::PluginError,
-                fmt::format("plugin '{}' was rejected: {}", plugin::escape_for_message(path),
-                            e.message()));
+    throw Error(ErrorCode::PluginError, fmt::format("plugin '{}' was rejected: {}",
+                                                    plugin::escape_for_message(path), e.message()));
   } catch (const std::exception& e) {
     std::string reason = fmt::format("loading it failed: {}", e.what());
     record_failure(path, reason);
-    throw Error(ErrorCode::PluginError,
-                fmt::format("plugin '{}' was rejected: {}", plugin::escape_for_message(path),
-                            reason));
+    throw Error(ErrorCode::PluginError, fmt::format("plugin '{}' was rejected: {}",
+                                                    plugin::escape_for_message(path), reason));
   }
 }
 

@@ -20,7 +20,9 @@ class PluginLibrary {
  public:
   PluginLibrary() = default;
   explicit PluginLibrary(void* handle) : handle_(handle) {}
-  PluginLibrary(PluginLibrary&& other) noexcept : handle_(other.handle_) { other.handle_ = nullptr; }
+  PluginLibrary(PluginLibrary&& other) noexcept : handle_(other.handle_) {
+    other.handle_ = nullptr;
+  }
   PluginLibrary& operator=(PluginLibrary&& other) noexcept;
   PluginLibrary(const PluginLibrary&) = delete;
   PluginLibrary& operator=(const PluginLibrary&) = delete;
@@ -37,12 +39,12 @@ class PluginLibrary {
 
 /// A plugin library opened and checked, ready to register.
 struct LoadedPlugin {
-  PluginLibrary library;  // first, so it is closed last, after the factory that points into it
-  std::string path;       // as given, for messages use display_path
+  PluginLibrary library;     // first, so it is closed last, after the factory that points into it
+  std::string path;          // as given, for messages use display_path
   std::string display_path;  // escaped (plugin::escape_for_message)
   std::string name;
   int priority = 0;
-  std::string version;    // escaped
+  std::string version;  // escaped
   BackendFactory factory;
 };
 

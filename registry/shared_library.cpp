@@ -65,22 +65,31 @@ uint16_t process_machine() {
 
 std::string machine_name(unsigned machine) {
   switch (machine) {
-    case EM_386: return "i386";
-    case EM_ARM: return "ARM";
-    case EM_X86_64: return "x86-64";
-    case EM_AARCH64: return "AArch64";
-    case EM_PPC64: return "PowerPC64";
-    case EM_S390: return "s390";
-    case EM_RISCV: return "RISC-V";
-    default: return fmt::format("ELF machine {}", machine);
+    case EM_386:
+      return "i386";
+    case EM_ARM:
+      return "ARM";
+    case EM_X86_64:
+      return "x86-64";
+    case EM_AARCH64:
+      return "AArch64";
+    case EM_PPC64:
+      return "PowerPC64";
+    case EM_S390:
+      return "s390";
+    case EM_RISCV:
+      return "RISC-V";
+    default:
+      return fmt::format("ELF machine {}", machine);
   }
 }
 
 std::string truncated(std::string_view what, uint64_t offset, uint64_t bytes, uint64_t file_size) {
   if (offset > UINT64_MAX - bytes)
-    return fmt::format("it is truncated or corrupt: {} starts at byte {} and is {} bytes long, "
-                       "past the end of any file (the file has {}); {}",
-                       what, offset, bytes, file_size, kTruncatedAdvice);
+    return fmt::format(
+        "it is truncated or corrupt: {} starts at byte {} and is {} bytes long, "
+        "past the end of any file (the file has {}); {}",
+        what, offset, bytes, file_size, kTruncatedAdvice);
   return fmt::format("it is truncated: {} needs bytes up to {} but the file has {}; {}", what,
                      offset + bytes, file_size, kTruncatedAdvice);
 }
@@ -98,9 +107,10 @@ std::optional<std::string> check_image(uint64_t file_size, Read read) {
   if (!read(0, &header, static_cast<size_t>(ident_bytes)))
     return std::string("its ELF header could not be read; check the file");
   if (file_size < SELFMAG || std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0)
-    return fmt::format("it is not an ELF shared library (it does not start with the ELF magic "
-                       "bytes \\x7fELF; the file has {} bytes); {}",
-                       file_size, kRebuildAdvice);
+    return fmt::format(
+        "it is not an ELF shared library (it does not start with the ELF magic "
+        "bytes \\x7fELF; the file has {} bytes); {}",
+        file_size, kRebuildAdvice);
   if (file_size < EI_NIDENT) return truncated("the ELF identification", 0, EI_NIDENT, file_size);
   if (header.e_ident[EI_CLASS] != kProcessClass)
     return fmt::format("it is an ELF file of class {} ({}) but this process is {}-bit; {}",
@@ -135,9 +145,10 @@ std::optional<std::string> check_image(uint64_t file_size, Read read) {
     return fmt::format("it is built for {} but this process runs on {}; {}",
                        machine_name(header.e_machine), machine_name(machine), kRebuildAdvice);
   if (header.e_phentsize != sizeof(ProgramHeader))
-    return fmt::format("its program headers are {} bytes each, not the {} bytes of this ELF "
-                       "class; the file is corrupt; {}",
-                       header.e_phentsize, sizeof(ProgramHeader), kTruncatedAdvice);
+    return fmt::format(
+        "its program headers are {} bytes each, not the {} bytes of this ELF "
+        "class; the file is corrupt; {}",
+        header.e_phentsize, sizeof(ProgramHeader), kTruncatedAdvice);
   if (header.e_phnum == 0)
     return fmt::format("it has no program headers, so there is nothing to load; {}",
                        kRebuildAdvice);
@@ -151,8 +162,8 @@ std::optional<std::string> check_image(uint64_t file_size, Read read) {
       return std::string("its program headers could not be read; check the file");
     if (segment.p_type != PT_LOAD) continue;
     if (!inside(segment.p_offset, segment.p_filesz, file_size))
-      return truncated(fmt::format("segment {} (PT_LOAD)", i), segment.p_offset,
-                       segment.p_filesz, file_size);
+      return truncated(fmt::format("segment {} (PT_LOAD)", i), segment.p_offset, segment.p_filesz,
+                       file_size);
   }
   return std::nullopt;
 }

@@ -14,7 +14,6 @@ namespace accgraph::plugin {
 
 /// The checks of shared_library_problem on the bytes of a whole file held in memory (`size` is
 /// the file's size). Exported only so that the tests and the fuzzer reach it.
-ACCGRAPH_API std::optional<std::string> shared_library_image_problem(const void* data,
-                                                                      size_t size);
+ACCGRAPH_API std::optional<std::string> shared_library_image_problem(const void* data, size_t size);
 
 }  // namespace accgraph::plugin

@@ -73,8 +73,8 @@ void check_samples(const std::vector<ClockSample>& samples, const std::string& b
       throw broken(i, fmt::format("has a zero host time (host_before_ns {}, host_after_ns {})",
                                   s.host_before_ns, s.host_after_ns));
     if (s.host_after_ns < s.host_before_ns)
-      throw broken(i, fmt::format("has host_after_ns {} before host_before_ns {}",
-                                  s.host_after_ns, s.host_before_ns));
+      throw broken(i, fmt::format("has host_after_ns {} before host_before_ns {}", s.host_after_ns,
+                                  s.host_before_ns));
     if (i > 0 && s.device_ns < samples[i - 1].device_ns)
       throw broken(i, fmt::format("goes backwards: device_ns {} after {}", s.device_ns,
                                   samples[i - 1].device_ns));

@@ -36,7 +36,8 @@ void Collector::run(std::chrono::microseconds period) {
     } catch (const std::exception& e) {
       log(LogLevel::Warning, fmt::format("timing: the background collector failed: {}", e.what()));
     } catch (...) {
-      log(LogLevel::Warning, "timing: the background collector failed with a non-standard exception");
+      log(LogLevel::Warning,
+          "timing: the background collector failed with a non-standard exception");
     }
     lock.lock();
   }
@@ -105,7 +106,8 @@ void Collector::retire(const std::shared_ptr<MarkerRing>& ring) {
   if (failure) std::rethrow_exception(failure);
 }
 
-void Collector::retire_noexcept(const std::shared_ptr<MarkerRing>& ring, const char* what) noexcept {
+void Collector::retire_noexcept(const std::shared_ptr<MarkerRing>& ring,
+                                const char* what) noexcept {
   try {
     retire(ring);
   } catch (const std::exception& e) {

@@ -44,7 +44,7 @@ class GraphTiming final : public detail::GraphInstrument {
 
   std::weak_ptr<ProfilerCore> core_;
   std::shared_ptr<MarkerRing> ring_;
-  std::shared_ptr<Recording> capture_;         // while capturing
+  std::shared_ptr<Recording> capture_;          // while capturing
   std::shared_ptr<const ReportLayout> layout_;  // after end_capture; null: no region recorded
   bool ended_ = false;
   std::atomic<bool> retired_{false};

@@ -198,8 +198,7 @@ MarkerRing::Collected MarkerRing::collect_next() {
       std::vector<uint64_t> times(pending.layout->marker_count());
       markers_->wait(pending.sequence);
       markers_->read(pending.sequence, times.data(), times.size());
-      report.emplace(std::move(pending.layout), graph_id_, pending.replay_index,
-                     std::move(times));
+      report.emplace(std::move(pending.layout), graph_id_, pending.replay_index, std::move(times));
     }
   } catch (...) {
     failure = std::current_exception();
@@ -215,8 +214,7 @@ bool MarkerRing::within(const std::vector<uint64_t>& times, uint64_t low, uint64
   return true;
 }
 
-std::optional<std::vector<uint64_t>> MarkerRing::read_if_complete(uint64_t sequence,
-                                                                  size_t count) {
+std::optional<std::vector<uint64_t>> MarkerRing::read_if_complete(uint64_t sequence, size_t count) {
   try {
     if (!markers_->is_complete(sequence)) return std::nullopt;
     std::vector<uint64_t> times(count);

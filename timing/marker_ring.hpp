@@ -120,8 +120,8 @@ class MarkerRing {
   };
   std::vector<Fence> fences_;
   const TimestampMarkers* previous_fence_ = nullptr;  // the fence of the last checked launch
-  uint64_t previous_fence_ns_ = 0;                   // and its time (0: unknown)
-  bool out_of_step_ = false;  // the device's numbering may differ: skip a number to realign
+  uint64_t previous_fence_ns_ = 0;                    // and its time (0: unknown)
+  bool out_of_step_ = false;         // the device's numbering may differ: skip a number to realign
   bool last_launch_fenced_ = false;  // the last counted launch has a fence behind it
   bool warned_ = false;
 };

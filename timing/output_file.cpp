@@ -75,10 +75,10 @@ class FdStreamBuf : public std::streambuf {
 
 // Where write_output_file puts the bytes.
 struct Target {
-  std::string file;      // the final target (symbolic links followed)
-  bool direct = false;   // written in place: not a regular file (Note [Atomic output])
-  bool exists = false;   // a regular file that is replaced
-  mode_t mode = 0;       // its permission bits
+  std::string file;     // the final target (symbolic links followed)
+  bool direct = false;  // written in place: not a regular file (Note [Atomic output])
+  bool exists = false;  // a regular file that is replaced
+  mode_t mode = 0;      // its permission bits
 };
 
 [[noreturn]] void fail_open(const std::string& path, int error_number) {
@@ -133,7 +133,8 @@ Target resolve(const std::string& path) {
 // Creates "<file>.tmp.XXXXXX" (mode 0666 less the umask); its name goes to `temp`.
 int create_temp(const std::string& path, const Target& target, std::string& temp) {
   static std::atomic<uint64_t> counter{std::random_device{}()};
-  static constexpr char kDigits[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  static constexpr char kDigits[] =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   for (int attempt = 0; attempt < 100; ++attempt) {
     uint64_t bits = counter.fetch_add(0x9E3779B97F4A7C15ull) ^ static_cast<uint64_t>(::getpid());
     std::string suffix;
@@ -164,13 +165,13 @@ enum class Placement { InPlace, Renamed };
                               "file",
                               what, path, std::strerror(error_number),
                               placement == Placement::InPlace ? "what reached it is incomplete"
-                                     : "the file was left as it was"));
+                                                              : "the file was left as it was"));
 }
 
 // Runs `write` on `fd` and closes it; FileError for a failed write or close, whatever `write`
 // throws otherwise.
-void write_and_close(int fd, const std::string& path, const std::string& what,
-                     Placement placement, const std::function<void(std::ostream&)>& write) {
+void write_and_close(int fd, const std::string& path, const std::string& what, Placement placement,
+                     const std::function<void(std::ostream&)>& write) {
   FdStreamBuf buffer(fd);
   std::ostream out(&buffer);
   try {

@@ -45,7 +45,8 @@ struct Profiler::Impl final : ProfilerCore, GraphObserver {
       throw;
     }
     detail::GraphAccess::add_instrument(
-        graph, std::make_shared<GraphTiming>(shared_from_this(), std::move(ring), std::move(capture)));
+        graph,
+        std::make_shared<GraphTiming>(shared_from_this(), std::move(ring), std::move(capture)));
   }
 
   void on_capture_ending(AcceleratorGraph& graph, Stream& stream) override {

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "accgraph/timing.hpp"
-#include "core/internal/timing_seam.hpp"
 #include "collector.hpp"
+#include "core/internal/timing_seam.hpp"
 #include "marker_ring.hpp"
 #include "region_recorder.hpp"
 #include "report_store.hpp"

@@ -55,8 +55,8 @@ std::shared_ptr<const ReportLayout> RegionRecorder::end_capture(
     for (const auto& [stream_id, entry] : streams_)
       for (const OpenRegion& r : entry.stack)
         if (r.recording == capture)
-          open += fmt::format("{}'{}' on stream {}", open.empty() ? "" : ", ", path_of(r),
-                              stream_id);
+          open +=
+              fmt::format("{}'{}' on stream {}", open.empty() ? "" : ", ", path_of(r), stream_id);
     throw Error(ErrorCode::InvalidState,
                 fmt::format("capture_end: region {} of graph {} is still open: end every region "
                             "before capture_end (the capture was aborted and the graph reset)",
@@ -65,8 +65,7 @@ std::shared_ptr<const ReportLayout> RegionRecorder::end_capture(
   }
   capture->ring->end_sequence(detail::StreamAccess::impl(stream));
   forget(capture);
-  return std::make_shared<const ReportLayout>(capture->ring->source(),
-                                              std::move(capture->regions));
+  return std::make_shared<const ReportLayout>(capture->ring->source(), std::move(capture->regions));
 }
 
 void RegionRecorder::abandon_capture(const std::shared_ptr<Recording>& capture) {
@@ -152,7 +151,8 @@ uint64_t RegionRecorder::begin(Stream& stream, const std::shared_ptr<Recording>&
                 stream.backend_name());
   }
   std::shared_ptr<Recording> recording = capture;
-  if (!recording) recording = entry->eager_tree ? entry->eager_tree : start_eager_tree(stream, *entry);
+  if (!recording)
+    recording = entry->eager_tree ? entry->eager_tree : start_eager_tree(stream, *entry);
 
   RegionInfo info;
   info.name = std::move(name);
@@ -218,22 +218,22 @@ std::shared_ptr<MarkerRing> RegionRecorder::end(Stream& stream,
   StreamEntry& entry = it->second;
   OpenRegion open = entry.stack.back();
   if (serial != 0 && open.serial != serial)
-    throw Error(ErrorCode::InvalidState,
-                fmt::format("Region::end: region '{}' on stream {} is not the innermost open "
-                            "region: '{}' began after it and is still open; end '{}' first "
-                            "(regions end in the reverse order they began)",
-                            *open_region_path(entry, serial), stream.id(), path_of(open),
-                            path_of(open)),
-                stream.backend_name());
+    throw Error(
+        ErrorCode::InvalidState,
+        fmt::format("Region::end: region '{}' on stream {} is not the innermost open "
+                    "region: '{}' began after it and is still open; end '{}' first "
+                    "(regions end in the reverse order they began)",
+                    *open_region_path(entry, serial), stream.id(), path_of(open), path_of(open)),
+        stream.backend_name());
   if ((capture ? capture : entry.eager_tree) != open.recording)
-    throw Error(ErrorCode::InvalidState,
-                fmt::format("end: region '{}' on stream {} was opened {} but the stream is {} "
-                            "now: end a region where it began (before capture_begin or before "
-                            "capture_end)",
-                            path_of(open), stream.id(),
-                            open.recording->eager ? "eagerly" : "in a capture",
-                            capture ? "capturing" : "not capturing"),
-                stream.backend_name());
+    throw Error(
+        ErrorCode::InvalidState,
+        fmt::format("end: region '{}' on stream {} was opened {} but the stream is {} "
+                    "now: end a region where it began (before capture_begin or before "
+                    "capture_end)",
+                    path_of(open), stream.id(), open.recording->eager ? "eagerly" : "in a capture",
+                    capture ? "capturing" : "not capturing"),
+        stream.backend_name());
 
   Recording& recording = *open.recording;
   const uint32_t marker = recording.marker_count++;
@@ -248,8 +248,8 @@ std::shared_ptr<MarkerRing> RegionRecorder::end(Stream& stream,
   // The outermost eager region ended: close the sequence and queue it for collection.
   std::shared_ptr<MarkerRing> ring = recording.ring;
   ring->close_eager_sequence(
-      detail::StreamAccess::impl(stream), std::make_shared<const ReportLayout>(ring->source(),
-                                                          std::move(recording.regions)));
+      detail::StreamAccess::impl(stream),
+      std::make_shared<const ReportLayout>(ring->source(), std::move(recording.regions)));
   entry.eager_tree.reset();
   entry.last_ended.reset();
   return ring;

@@ -22,9 +22,9 @@ ReportLayout::ReportLayout(ReportSource source, std::vector<RegionInfo> regions)
                               "earlier region: a parent is -1 or the index of a region before it",
                               i, r.name, r.parent));
     if (r.path.empty())
-      r.path = r.parent < 0 ? r.name
-                            : regions_[static_cast<size_t>(r.parent)].path + "/" + r.name;
-    markers = std::max<uint64_t>({markers, uint64_t{r.begin_marker} + 1, uint64_t{r.end_marker} + 1});
+      r.path = r.parent < 0 ? r.name : regions_[static_cast<size_t>(r.parent)].path + "/" + r.name;
+    markers =
+        std::max<uint64_t>({markers, uint64_t{r.begin_marker} + 1, uint64_t{r.end_marker} + 1});
   }
   marker_count_ = static_cast<uint32_t>(markers);
 }

@@ -11,7 +11,8 @@
 namespace accgraph::timing {
 
 void ReportStore::add_sink(Sink sink) {
-  if (!sink) throw Error(ErrorCode::InvalidArgument, "add_sink: the sink is empty: pass a callable");
+  if (!sink)
+    throw Error(ErrorCode::InvalidArgument, "add_sink: the sink is empty: pass a callable");
   std::lock_guard<std::mutex> lock(mutex_);
   auto next = std::make_shared<std::vector<Sink>>(*sinks_);
   next->push_back(std::move(sink));
@@ -30,9 +31,8 @@ void ReportStore::deliver(ReplayReport&& report) {
     try {
       sink(report);
     } catch (const std::exception& e) {
-      log(LogLevel::Warning,
-          fmt::format("timing: a report sink threw for graph {} replay {}: {}", report.graph_id(),
-                      report.replay_index(), e.what()));
+      log(LogLevel::Warning, fmt::format("timing: a report sink threw for graph {} replay {}: {}",
+                                         report.graph_id(), report.replay_index(), e.what()));
     } catch (...) {
       log(LogLevel::Warning,
           fmt::format("timing: a report sink threw a non-standard exception for graph {} replay {}",

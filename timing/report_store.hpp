@@ -11,7 +11,6 @@
 
 #include "accgraph/report.hpp"
 #include "accgraph/stats.hpp"
-#include "accgraph/stats.hpp"
 #include "accgraph/timing.hpp"
 
 namespace accgraph::timing {

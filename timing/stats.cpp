@@ -13,7 +13,6 @@
 
 #include "accgraph/report.hpp"
 #include "accgraph/stats.hpp"
-#include "accgraph/stats.hpp"
 #include "stats_internal.hpp"
 
 namespace accgraph::timing {
@@ -30,7 +29,7 @@ namespace {
 // sample itself: p50/p95 are within 1/128 (0.79%) relative error of the exact nearest-rank
 // values. Clamping them to [min, max] only moves them closer (the true value lies in both).
 // The index is a count-leading-zeros and a shift, no logarithm, so add() stays cheap.
-constexpr int kSubBucketBits = 6;                      // 64 buckets per power of two
+constexpr int kSubBucketBits = 6;                       // 64 buckets per power of two
 constexpr uint64_t kExactBelow = 2u << kSubBucketBits;  // 128: one bucket per value below
 
 int highest_bit(uint64_t v) {  // v != 0
@@ -210,7 +209,8 @@ void StatsAccumulator::add(const ReplayReport& report) {
   std::lock_guard<std::mutex> lock(state.mutex);
   const std::vector<size_t>& series = state.series_of(report);
   size_t i = 0;
-  for (const RegionTiming& region : report.regions()) state.series[series[i++]].add(region, state.mode);
+  for (const RegionTiming& region : report.regions())
+    state.series[series[i++]].add(region, state.mode);
 }
 
 std::vector<size_t> StatsAccumulator::sketch_buckets() const {

@@ -106,8 +106,8 @@ void write_stats_csv(std::ostream& out, const std::vector<RegionStats>& stats) {
   export_to(out, "the statistics CSV", [&] {
     out << "path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns\n";
     for (const RegionStats& s : stats)
-      out << fmt::format("{},{},{},{},{},{},{},{}\n", csv_field(s.path), s.depth, s.count,
-                         s.min_ns, s.mean_ns, s.p50_ns, s.p95_ns, s.max_ns);
+      out << fmt::format("{},{},{},{},{},{},{},{}\n", csv_field(s.path), s.depth, s.count, s.min_ns,
+                         s.mean_ns, s.p50_ns, s.p95_ns, s.max_ns);
   });
 }
 
@@ -119,7 +119,8 @@ void write_reports_csv(std::ostream& out, const std::vector<ReplayReport>& repor
       for (const RegionTiming& t : r.regions()) {
         // An unmeasurable region (RegionTiming::measurable) has no times: empty fields.
         const std::string times =
-            t.measurable() ? fmt::format("{},{},{}", t.start_ns(), t.end_ns(), t.duration_ns()) : ",,";
+            t.measurable() ? fmt::format("{},{},{}", t.start_ns(), t.end_ns(), t.duration_ns())
+                           : ",,";
         out << fmt::format("{},{},{},{},{},{},{},{},{},{}\n", r.graph_id(), r.replay_index(),
                            csv_field(r.backend()), r.device(), csv_field(t.path()), t.depth(),
                            t.stream_id(), csv_field(t.lane()), times,

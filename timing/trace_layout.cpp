@@ -208,13 +208,12 @@ class LayoutBuilder {
     const auto depth = [&](const TraceSlice& s) {
       return reports_[s.report].layout().regions()[s.region].depth;
     };
-    std::sort(layout_.slices.begin(), layout_.slices.end(),
-              [&](const TraceSlice& a, const TraceSlice& b) {
-                return std::make_tuple(a.track, a.start_ns, ~a.end_ns, depth(a), a.report,
-                                       a.region) < std::make_tuple(b.track, b.start_ns,
-                                                                   ~b.end_ns, depth(b),
-                                                                   b.report, b.region);
-              });
+    std::sort(
+        layout_.slices.begin(), layout_.slices.end(),
+        [&](const TraceSlice& a, const TraceSlice& b) {
+          return std::make_tuple(a.track, a.start_ns, ~a.end_ns, depth(a), a.report, a.region) <
+                 std::make_tuple(b.track, b.start_ns, ~b.end_ns, depth(b), b.report, b.region);
+        });
   }
 
   const std::vector<ReplayReport>& reports_;
@@ -243,19 +242,16 @@ TraceLayout layout_trace(const std::vector<ReplayReport>& reports, const char* w
 std::string process_name(const TraceProcess& process, const ReplayReport& named_by) {
   if (named_by.device_name().empty())
     return fmt::format("{} device {}", process.backend, process.device);
-  return fmt::format("{} device {} ({})", process.backend, process.device,
-                     named_by.device_name());
+  return fmt::format("{} device {} ({})", process.backend, process.device, named_by.device_name());
 }
 
 std::string slice_category(const ReplayReport& report) {
-  return report.graph_id() == 0 ? std::string("eager")
-                                : fmt::format("graph {}", report.graph_id());
+  return report.graph_id() == 0 ? std::string("eager") : fmt::format("graph {}", report.graph_id());
 }
 
 bool writes_metadata_entry(const Metadata& metadata, size_t k) {
   const std::string& key = metadata[k].first;
-  if (key == "path" || key == "stream" || key == "graph_id" || key == "replay_index")
-    return false;
+  if (key == "path" || key == "stream" || key == "graph_id" || key == "replay_index") return false;
   for (size_t later = k + 1; later < metadata.size(); ++later)
     if (same_valid_utf8(key, metadata[later].first)) return false;
   return true;

@@ -52,11 +52,11 @@ struct TraceProcess {
 
 // One track of a process: a stream's or a lane's.
 struct TraceTrack {
-  uint32_t process = 0;     // index into TraceLayout::processes
+  uint32_t process = 0;  // index into TraceLayout::processes
   bool is_lane = false;
-  uint64_t stream_id = 0;   // !is_lane
-  std::string_view lane;    // is_lane (the report layout's string)
-  int32_t stacks = 0;       // stacks used, at least 1
+  uint64_t stream_id = 0;                   // !is_lane
+  std::string_view lane;                    // is_lane (the report layout's string)
+  int32_t stacks = 0;                       // stacks used, at least 1
   uint32_t first_slice = 0, end_slice = 0;  // its slices: TraceLayout::slices[first, end)
 
   // "stream <id>", or the lane as given (the writers make it valid text).

@@ -140,11 +140,12 @@ int run_backends() {
       fmt::print("  device {}: {}\n", device.index, device.name);
     const Capabilities& caps = status.capabilities;
     fmt::print("  capture modes: {}\n", join_modes(caps));
-    fmt::print("  multi-stream capture: {}, host calls: {}, timed delay: {}, graph update: {}, "
-               "pool sharing: {}\n",
-               caps.multi_stream_capture ? "yes" : "no", caps.host_calls ? "yes" : "no",
-               caps.timed_delay ? "yes" : "no", caps.graph_update ? "yes" : "no",
-               caps.pool_sharing ? "yes" : "no");
+    fmt::print(
+        "  multi-stream capture: {}, host calls: {}, timed delay: {}, graph update: {}, "
+        "pool sharing: {}\n",
+        caps.multi_stream_capture ? "yes" : "no", caps.host_calls ? "yes" : "no",
+        caps.timed_delay ? "yes" : "no", caps.graph_update ? "yes" : "no",
+        caps.pool_sharing ? "yes" : "no");
     fmt::print("  timestamp markers: {} (ring depth {}, resolution {} ns)\n\n",
                join(caps.marker_strategies), caps.marker_ring_depth, caps.timer_resolution_ns);
   }
@@ -203,8 +204,8 @@ int run_program(const std::vector<std::string>& args) {
   errno = 0;  // the first failing flush sets it (std::cout flushes stdout too)
   std::cout.flush();
   if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) {
-    fmt::print(stderr, "accgraph: writing to standard output failed{}{}\n",
-               errno != 0 ? ": " : "", errno != 0 ? std::strerror(errno) : "");
+    fmt::print(stderr, "accgraph: writing to standard output failed{}{}\n", errno != 0 ? ": " : "",
+               errno != 0 ? std::strerror(errno) : "");
     return 1;
   }
   return code;

@@ -79,8 +79,8 @@ enum class Command { Help, Backends, Demo, MergeTraces, Version };
 /// A parsed command line.
 struct CommandLine {
   Command command = Command::Help;
-  bool help = false;  ///< `accgraph <command> --help`
-  DemoOptions demo;   ///< for Command::Demo
+  bool help = false;   ///< `accgraph <command> --help`
+  DemoOptions demo;    ///< for Command::Demo
   MergeOptions merge;  ///< for Command::MergeTraces
 };
 

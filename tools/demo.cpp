@@ -31,9 +31,10 @@ namespace {
 // layers x --delay-us, so 100,000 replays of the default 4 layers x 50 us take at least 20 s
 // (30 s measured on the host backend of an idle 2-core machine, 57 s loaded; --lanes 1.3 to
 // 1.5 ms a replay); the
-// statistics keep 8 bytes per region per replay (up to 4 regions per layer). A trace keeps every report and builds the whole JSON document, about 2 KiB per
-// region, so --trace allows at most 50,000 layer replays (200,000 regions, about 500 MB).
-// A delay of 1 s per layer is longer than any demo needs, and far below Stream::delay's 24 hours.
+// statistics keep 8 bytes per region per replay (up to 4 regions per layer). A trace keeps every
+// report and builds the whole JSON document, about 2 KiB per region, so --trace allows at most
+// 50,000 layer replays (200,000 regions, about 500 MB). A delay of 1 s per layer is longer than any
+// demo needs, and far below Stream::delay's 24 hours.
 const char* const kDemoUsage =
     "usage: accgraph demo [--backend NAME] [--layers N] [--replays R] [--trace FILE]\n"
     "                     [--csv FILE] [--strategy NAME] [--ring K] [--delay-us US] [--lanes]\n"
@@ -106,8 +107,7 @@ DemoOptions parse_demo_options(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size())
-        throw UsageError(fmt::format("{} needs a value", arg), kDemoUsage);
+      if (i + 1 >= args.size()) throw UsageError(fmt::format("{} needs a value", arg), kDemoUsage);
       return args[++i];
     };
     if (arg == "--help" || arg == "-h") {
@@ -181,13 +181,10 @@ void capture_lanes_layer(timing::Profiler& profiler, Stream& stream, Stream& mlp
     auto r = profiler.region(mlp_stream, "mlp", {{"delay_us", std::to_string(delay_us)}}, "mlp");
     delay(mlp_stream, delay_us);
   }
-  const timing::Metadata collective = {{"collective", "all_reduce"},
-                                       {"In msg nelems", elements},
-                                       {"Out msg nelems", elements},
-                                       {"dtype", "float32"},
-                                       {"Group size", "1"},
-                                       {"Process Group Name", "demo"},
-                                       {"Process Group Ranks", "[0]"}};
+  const timing::Metadata collective = {
+      {"collective", "all_reduce"},  {"In msg nelems", elements}, {"Out msg nelems", elements},
+      {"dtype", "float32"},          {"Group size", "1"},         {"Process Group Name", "demo"},
+      {"Process Group Ranks", "[0]"}};
   timing::Metadata scatter = collective;
   scatter[0].second = "reduce_scatter";
   // The two comm regions overlap without nesting on every backend, whatever order it runs the
@@ -315,20 +312,20 @@ void print_results(const DemoOptions& options, const DemoWorkload& w,
                    const timing::Profiler& profiler, const std::vector<timing::RegionStats>& stats,
                    double wall_ms) {
   std::string device_name = w.stream.backend().devices().at(w.stream.device()).name;
-  fmt::print("accgraph demo: backend {} ({}), {} layers, {} replays in {:.2f} ms, marker "
-             "strategy {}, {} reports\n\n",
-             w.backend_name, device_name, options.layers, options.replays, wall_ms,
-             options.strategy.empty() ? (w.caps.marker_strategies.empty()
-                                             ? std::string("-")
-                                             : w.caps.marker_strategies.front())
-                                      : options.strategy,
-             profiler.delivered());
+  fmt::print(
+      "accgraph demo: backend {} ({}), {} layers, {} replays in {:.2f} ms, marker "
+      "strategy {}, {} reports\n\n",
+      w.backend_name, device_name, options.layers, options.replays, wall_ms,
+      options.strategy.empty()
+          ? (w.caps.marker_strategies.empty() ? std::string("-") : w.caps.marker_strategies.front())
+          : options.strategy,
+      profiler.delivered());
   timing::write_stats_table(std::cout, stats);
   if (!w.with_delay)
-    fmt::print(options.lanes ? "\n(no device delays in the mlp and comm regions: {})\n"
-                             : "\n(no compute regions: {})\n",
-               options.delay_us == 0 ? "--delay-us 0"
-                                     : "this backend has no timed delay (capabilities)");
+    fmt::print(
+        options.lanes ? "\n(no device delays in the mlp and comm regions: {})\n"
+                      : "\n(no compute regions: {})\n",
+        options.delay_us == 0 ? "--delay-us 0" : "this backend has no timed delay (capabilities)");
 }
 
 // The --trace and --csv files, opened (checked) before the run.

@@ -27,7 +27,8 @@ DeviceGuard::DeviceGuard(int device) {
 }
 
 DeviceGuard::~DeviceGuard() {
-  if (switched_ && previous_ >= 0) ACCGRAPH_CUDA_LOG(cudaSetDevice(previous_), "restoring the device");
+  if (switched_ && previous_ >= 0)
+    ACCGRAPH_CUDA_LOG(cudaSetDevice(previous_), "restoring the device");
 }
 
 RelaxedCaptureModeGuard::RelaxedCaptureModeGuard() {
@@ -141,16 +142,15 @@ class CudaBackend final : public Backend, public ClockSampling {
       // Note [Graph pools]: during a capture on this thread, device allocations become graph
       // allocation nodes drawn with the capture's pool (stream-ordered, legal in every mode).
       void* data = nullptr;
-      ACCGRAPH_CUDA_CHECK(cudaMallocFromPoolAsync(&data, bytes, capture->pool->pool,
-                                                  capture->stream),
-                          "allocating from the graph pool during capture");
+      ACCGRAPH_CUDA_CHECK(
+          cudaMallocFromPoolAsync(&data, bytes, capture->pool->pool, capture->stream),
+          "allocating from the graph pool during capture");
       {
         std::lock_guard<std::mutex> lock(capture->allocations->mutex);
         capture->allocations->pointers.push_back(data);
       }
-      return std::make_unique<CudaBuffer>(device, data, bytes, kind,
-                                          CudaBuffer::Origin::GraphAllocation,
-                                          capture->allocations);
+      return std::make_unique<CudaBuffer>(
+          device, data, bytes, kind, CudaBuffer::Origin::GraphAllocation, capture->allocations);
     }
     void* data = nullptr;
     if (kind == MemoryKind::Device) {
@@ -170,8 +170,8 @@ class CudaBackend final : public Backend, public ClockSampling {
   std::unique_ptr<TimestampMarkers> create_markers(int device,
                                                    const MarkerOptions& options) override {
     const DeviceEntry& entry = checked(device, "create_markers");
-    const std::string strategy =
-        options.resolve_strategy({kStrategyDeviceTimestamps, kStrategyExternalEvents}, kBackendName);
+    const std::string strategy = options.resolve_strategy(
+        {kStrategyDeviceTimestamps, kStrategyExternalEvents}, kBackendName);
     const size_t depth = options.resolve_ring_depth(kDefaultRingDepth, kMaxRingDepth, kBackendName);
     DeviceGuard guard(device);
     if (strategy == kStrategyExternalEvents)
@@ -206,26 +206,30 @@ std::unique_ptr<Backend> make_cuda_backend() {
   // load the module.
   if (cudaDriverGetVersion(&driver) != cudaSuccess || driver == 0) {
     (void)cudaGetLastError();
-    unavailable("no NVIDIA driver: libcuda.so.1 could not be loaded (install the NVIDIA driver "
-                "to use the cuda backend)");
+    unavailable(
+        "no NVIDIA driver: libcuda.so.1 could not be loaded (install the NVIDIA driver "
+        "to use the cuda backend)");
   }
   if (driver < CUDART_VERSION)
-    unavailable(fmt::format("the NVIDIA driver supports CUDA {} but this backend was built with "
-                            "the CUDA {} runtime: update the driver",
-                            version_text(driver), version_text(CUDART_VERSION)));
+    unavailable(
+        fmt::format("the NVIDIA driver supports CUDA {} but this backend was built with "
+                    "the CUDA {} runtime: update the driver",
+                    version_text(driver), version_text(CUDART_VERSION)));
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err == cudaErrorNoDevice || (err == cudaSuccess && count == 0)) {
     (void)cudaGetLastError();
-    unavailable(fmt::format("no CUDA device: the driver (CUDA {}) found no usable GPU (check "
-                            "CUDA_VISIBLE_DEVICES)",
-                            version_text(driver)));
+    unavailable(
+        fmt::format("no CUDA device: the driver (CUDA {}) found no usable GPU (check "
+                    "CUDA_VISIBLE_DEVICES)",
+                    version_text(driver)));
   }
   if (err == cudaErrorInsufficientDriver) {
     (void)cudaGetLastError();
-    unavailable(fmt::format("the NVIDIA driver (CUDA {}) is older than the CUDA {} runtime: "
-                            "update the driver",
-                            version_text(driver), version_text(CUDART_VERSION)));
+    unavailable(
+        fmt::format("the NVIDIA driver (CUDA {}) is older than the CUDA {} runtime: "
+                    "update the driver",
+                    version_text(driver), version_text(CUDART_VERSION)));
   }
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
@@ -245,12 +249,13 @@ std::unique_ptr<Backend> make_cuda_backend() {
       entry.resolution_ns = measure_globaltimer_resolution_ns();
     } catch (const Error& e) {
       if (e.native_code() == "cudaErrorNoKernelImageForDevice")
-        unavailable(fmt::format("device {} ({}, compute capability {}.{}) has no kernel image in "
-                                "this build: rebuild with ACCGRAPH_CUDA_ARCHITECTURES including "
-                                "{}{}",
-                                d, prop.name, prop.major, prop.minor, prop.major, prop.minor));
-      unavailable(fmt::format("device {} ({}) could not run a kernel: {}", d, prop.name,
-                              e.message()));
+        unavailable(
+            fmt::format("device {} ({}, compute capability {}.{}) has no kernel image in "
+                        "this build: rebuild with ACCGRAPH_CUDA_ARCHITECTURES including "
+                        "{}{}",
+                        d, prop.name, prop.major, prop.minor, prop.major, prop.minor));
+      unavailable(
+          fmt::format("device {} ({}) could not run a kernel: {}", d, prop.name, e.message()));
     }
     devices.push_back(std::move(entry));
   }

@@ -10,7 +10,11 @@ namespace accgraph::detail::cuda {
 
 CudaBuffer::CudaBuffer(int device, void* data, size_t bytes, MemoryKind kind, Origin origin,
                        std::shared_ptr<GraphAllocations> owner)
-    : device_(device), data_(data), bytes_(bytes), kind_(kind), origin_(origin),
+    : device_(device),
+      data_(data),
+      bytes_(bytes),
+      kind_(kind),
+      origin_(origin),
       owner_(std::move(owner)) {}
 
 CudaBuffer::~CudaBuffer() {

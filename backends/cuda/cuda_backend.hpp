@@ -15,14 +15,14 @@
 
 #include <cuda_runtime_api.h>
 
+#include "accgraph/error.hpp"
 #include "accgraph/spi/backend.hpp"
 #include "accgraph/spi/clock_sampling.hpp"
 #include "accgraph/spi/device_index.hpp"
 #include "accgraph/spi/first_failure.hpp"
 #include "accgraph/spi/ownership.hpp"
-#include "accgraph/spi/stream_cast.hpp"
-#include "accgraph/error.hpp"
 #include "accgraph/spi/pool_table.hpp"
+#include "accgraph/spi/stream_cast.hpp"
 #include "accgraph/types.hpp"
 
 namespace accgraph::detail::cuda {
@@ -110,13 +110,13 @@ class CudaGraph;
 /// - a host_call captured into a graph records in the sink of the capture, found through the
 ///   cudaGraph_t being built (capture_sink); each replay of a graph with such nodes then
 ///   enqueues one more host function on the replay stream that moves the replay's failure to
-///   that stream's sink. The next launch of the graph waits for that move (an event), so a failure of replay k is
-///   never reported on the stream of replay k+1.
+///   that stream's sink. The next launch of the graph waits for that move (an event), so a failure
+///   of replay k is never reported on the stream of replay k+1.
 /// A host_call on a stream captured by someone else (not through accgraph) has no sink: its
 /// failure is logged as an Error when it happens.
 struct FailureSink {
   FirstFailure failures;
-  std::atomic<uint64_t> pending{0};       ///< a stream's eager host functions not yet run
+  std::atomic<uint64_t> pending{0};         ///< a stream's eager host functions not yet run
   std::atomic<bool> has_host_nodes{false};  ///< a capture's: a host node records here
 };
 
@@ -153,7 +153,8 @@ class CudaStream final : public StreamImpl {
   /// A capture may now include this stream (capture_begin on it, or a fork into it).
   void note_capture() noexcept {
     uint64_t seen = capture_hint_.load(std::memory_order_relaxed);
-    while (!capture_hint_.compare_exchange_weak(seen, ((seen | 1) + 2), std::memory_order_acq_rel)) {
+    while (
+        !capture_hint_.compare_exchange_weak(seen, ((seen | 1) + 2), std::memory_order_acq_rel)) {
     }
   }
   /// is_capturing() said no after capture_hint() returned `seen`: an owned stream needs no

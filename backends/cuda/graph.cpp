@@ -37,9 +37,9 @@ void pop_capture_context(std::thread::id thread, const CaptureContext* context) 
   auto it = contexts.find(thread);
   if (it == contexts.end()) return;
   auto& stack = it->second;
-  stack.erase(std::remove_if(stack.begin(), stack.end(),
-                             [&](const auto& c) { return c.get() == context; }),
-              stack.end());
+  stack.erase(
+      std::remove_if(stack.begin(), stack.end(), [&](const auto& c) { return c.get() == context; }),
+      stack.end());
   if (stack.empty()) contexts.erase(it);
 }
 
@@ -91,7 +91,8 @@ CudaGraph::~CudaGraph() {
   drop_template();
   destroy_executable(exec_);
   destroy_executable(reusable_exec_);
-  if (forwarded_ != nullptr) ACCGRAPH_CUDA_LOG(cudaEventDestroy(forwarded_), "destroying a graph's event");
+  if (forwarded_ != nullptr)
+    ACCGRAPH_CUDA_LOG(cudaEventDestroy(forwarded_), "destroying a graph's event");
 }
 
 void CudaGraph::capture_begin(StreamImpl& stream_impl, PoolId pool, CaptureMode mode) {
@@ -191,7 +192,8 @@ void CudaGraph::scan_template() {
   ACCGRAPH_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &count), "capture_end: counting nodes");
   std::vector<cudaGraphNode_t> nodes(count);
   if (count > 0)
-    ACCGRAPH_CUDA_CHECK(cudaGraphGetNodes(graph_, nodes.data(), &count), "capture_end: reading nodes");
+    ACCGRAPH_CUDA_CHECK(cudaGraphGetNodes(graph_, nodes.data(), &count),
+                        "capture_end: reading nodes");
   nodes_ = count;
   has_allocations_ = false;
   has_event_records_ = false;
@@ -247,7 +249,9 @@ void CudaGraph::instantiate() {
       reusable_exec_ = nullptr;
       ++updates_;
       ++generation_;
-      if (upload != nullptr) ACCGRAPH_CUDA_CHECK(cudaGraphUpload(exec_, upload), "instantiate: uploading the updated graph");
+      if (upload != nullptr)
+        ACCGRAPH_CUDA_CHECK(cudaGraphUpload(exec_, upload),
+                            "instantiate: uploading the updated graph");
       if (!args_.keep_graph && !debug_) drop_template();
       return;
     }
@@ -291,10 +295,10 @@ void CudaGraph::replay(StreamImpl& stream_impl) {
       stream.note_not_capturing(hint);
     else
       throw Error(ErrorCode::Unsupported,
-                "replay: the stream is capturing: CUDA cannot record a graph's replay into "
-                "another capture (cudaGraphLaunch would invalidate it); replay after that "
-                "capture ends, or capture the graph's work itself into it",
-                kBackendName);
+                  "replay: the stream is capturing: CUDA cannot record a graph's replay into "
+                  "another capture (cudaGraphLaunch would invalidate it); replay after that "
+                  "capture ends, or capture the graph's work itself into it",
+                  kBackendName);
   }
   // Note [CUDA failures]: the previous replay's failure is on its stream before this one runs.
   bool forwards = node_failures_ && node_failures_->has_host_nodes.load(std::memory_order_acquire);

@@ -50,9 +50,7 @@ __global__ void write_globaltimer_kernel(uint64_t* out) {
 //
 // Marker kernels write device memory: a write to host memory would hold each marker kernel's
 // completion on a PCIe round trip (measured ~0.25 us more per marker on H100).
-__global__ void marker_record_kernel(uint64_t* stamp) {
-  *stamp = globaltimer();
-}
+__global__ void marker_record_kernel(uint64_t* stamp) { *stamp = globaltimer(); }
 
 // Note [Programmatic markers]: a marker kernel launched after a kernel K normally starts only
 // once K has completed, so each marker adds a whole launch latency to the critical path. With

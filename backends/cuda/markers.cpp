@@ -38,7 +38,9 @@ class PrivateStream {
     ACCGRAPH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                         "markers: creating a private stream");
   }
-  ~PrivateStream() { ACCGRAPH_CUDA_LOG(cudaStreamDestroy(stream_), "markers: destroying a private stream"); }
+  ~PrivateStream() {
+    ACCGRAPH_CUDA_LOG(cudaStreamDestroy(stream_), "markers: destroying a private stream");
+  }
   PrivateStream(const PrivateStream&) = delete;
   PrivateStream& operator=(const PrivateStream&) = delete;
   cudaStream_t get() const { return stream_; }
@@ -64,8 +66,9 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
                         "device_timestamps markers: allocating the pinned ring");
     std::memset(host_, 0, bytes);
     try {
-      ACCGRAPH_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_ptr_), host_, 0),
-                          "device_timestamps markers: mapping the ring");
+      ACCGRAPH_CUDA_CHECK(
+          cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_ptr_), host_, 0),
+          "device_timestamps markers: mapping the ring");
       // The counter and the staging areas are device memory: marker kernels never touch PCIe.
       // The first capture's staging area comes with the eager ones (one allocation).
       ACCGRAPH_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&counter_), sizeof(uint64_t)),
@@ -105,9 +108,9 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
       } else {
         RelaxedCaptureModeGuard relaxed;
         uint64_t* staging = nullptr;
-        ACCGRAPH_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&staging),
-                                       kMarkerCapacity * sizeof(uint64_t)),
-                            "begin_sequence: allocating a capture's staging area");
+        ACCGRAPH_CUDA_CHECK(
+            cudaMalloc(reinterpret_cast<void**>(&staging), kMarkerCapacity * sizeof(uint64_t)),
+            "begin_sequence: allocating a capture's staging area");
         extra_staging_.push_back(staging);
         current_staging_ = staging;
       }
@@ -140,12 +143,12 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
                   kBackendName);
     CudaStream& stream = as_cuda_stream(stream_impl, "end_sequence");
     DeviceGuard guard(stream.device());
-    ACCGRAPH_CUDA_CHECK(launch_marker_end(stream.handle(), counter_, eager_sequence_value_,
-                                          current_staging_, stamps_device(), done_device(),
-                                          static_cast<uint32_t>(ring_),
-                                          static_cast<uint32_t>(kMarkerCapacity),
-                                          static_cast<uint32_t>(markers_in_sequence_)),
-                        "end_sequence");
+    ACCGRAPH_CUDA_CHECK(
+        launch_marker_end(stream.handle(), counter_, eager_sequence_value_, current_staging_,
+                          stamps_device(), done_device(), static_cast<uint32_t>(ring_),
+                          static_cast<uint32_t>(kMarkerCapacity),
+                          static_cast<uint32_t>(markers_in_sequence_)),
+        "end_sequence");
     current_staging_ = nullptr;
   }
 
@@ -197,10 +200,10 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
                               kMarkerCapacity),
                   kBackendName);
     if (!is_complete(sequence))
-      throw Error(ErrorCode::InvalidState,
-                  fmt::format("read: marker sequence {} has not finished: wait() for it first",
-                              sequence),
-                  kBackendName);
+      throw Error(
+          ErrorCode::InvalidState,
+          fmt::format("read: marker sequence {} has not finished: wait() for it first", sequence),
+          kBackendName);
     const volatile uint64_t* slot = host_ + (sequence % ring_) * kMarkerCapacity;
     for (size_t i = 0; i < count; ++i) times[i] = slot[i];
   }
@@ -211,12 +214,15 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
   volatile uint64_t* done_host() const { return host_ + ring_ * kMarkerCapacity; }
 
   void release() noexcept {
-    if (counter_ != nullptr) ACCGRAPH_CUDA_LOG(cudaFree(counter_), "device_timestamps markers: freeing the counter");
-    if (staging_ != nullptr) ACCGRAPH_CUDA_LOG(cudaFree(staging_), "device_timestamps markers: freeing the staging areas");
+    if (counter_ != nullptr)
+      ACCGRAPH_CUDA_LOG(cudaFree(counter_), "device_timestamps markers: freeing the counter");
+    if (staging_ != nullptr)
+      ACCGRAPH_CUDA_LOG(cudaFree(staging_), "device_timestamps markers: freeing the staging areas");
     for (uint64_t* staging : extra_staging_)
       ACCGRAPH_CUDA_LOG(cudaFree(staging), "device_timestamps markers: freeing a staging area");
     extra_staging_.clear();
-    if (host_ != nullptr) ACCGRAPH_CUDA_LOG(cudaFreeHost(host_), "device_timestamps markers: freeing the ring");
+    if (host_ != nullptr)
+      ACCGRAPH_CUDA_LOG(cudaFreeHost(host_), "device_timestamps markers: freeing the ring");
     counter_ = nullptr;
     staging_ = nullptr;
     host_ = nullptr;
@@ -225,11 +231,11 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
   int device_;
   size_t ring_;
   uint64_t resolution_ns_;
-  bool programmatic_;  // Note [Programmatic markers] in kernels.cu
-  uint64_t* host_ = nullptr;        // pinned, host-mapped ring
-  uint64_t* device_ptr_ = nullptr;  // the same memory as the device sees it
-  uint64_t* counter_ = nullptr;     // device-side count of captured sequences finished
-  uint64_t* staging_ = nullptr;     // device: ring_ eager staging areas + the first capture's
+  bool programmatic_;                     // Note [Programmatic markers] in kernels.cu
+  uint64_t* host_ = nullptr;              // pinned, host-mapped ring
+  uint64_t* device_ptr_ = nullptr;        // the same memory as the device sees it
+  uint64_t* counter_ = nullptr;           // device-side count of captured sequences finished
+  uint64_t* staging_ = nullptr;           // device: ring_ eager staging areas + the first capture's
   std::vector<uint64_t*> extra_staging_;  // device: staging areas of later captures
   size_t captures_ = 0;                   // captured sequences begun on this set
   uint64_t* current_staging_ = nullptr;   // where the sequence being recorded writes
@@ -258,7 +264,8 @@ class ExternalEventMarkers final : public TimestampMarkers {
     try {
       for (cudaEvent_t& e : end_)
         ACCGRAPH_CUDA_CHECK(cudaEventCreate(&e), "external_events markers: creating events");
-      ACCGRAPH_CUDA_CHECK(cudaEventCreate(&ref_before_), "external_events markers: creating events");
+      ACCGRAPH_CUDA_CHECK(cudaEventCreate(&ref_before_),
+                          "external_events markers: creating events");
       ACCGRAPH_CUDA_CHECK(cudaEventCreate(&ref_after_), "external_events markers: creating events");
       ACCGRAPH_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&ref_host_), sizeof(uint64_t),
                                         cudaHostAllocMapped | cudaHostAllocPortable),
@@ -329,7 +336,8 @@ class ExternalEventMarkers final : public TimestampMarkers {
     if (binding.generation != graph->generation()) {
       binding = Binding{};
       binding.generation = graph->generation();
-      for (size_t i = 0; i < count_; ++i) binding.nodes.push_back(graph->event_record_node(events_[0][i]));
+      for (size_t i = 0; i < count_; ++i)
+        binding.nodes.push_back(graph->event_record_node(events_[0][i]));
       binding.end = graph->event_record_node(end_[0]);
     }
     size_t slot = sequence % ring_;
@@ -337,8 +345,9 @@ class ExternalEventMarkers final : public TimestampMarkers {
     cudaGraphExec_t exec = graph->exec();
     for (size_t i = 0; i < binding.nodes.size(); ++i) {
       if (binding.nodes[i] == nullptr) continue;
-      ACCGRAPH_CUDA_CHECK(cudaGraphExecEventRecordNodeSetEvent(exec, binding.nodes[i], events_[slot][i]),
-                          "before_launch: rotating the marker events");
+      ACCGRAPH_CUDA_CHECK(
+          cudaGraphExecEventRecordNodeSetEvent(exec, binding.nodes[i], events_[slot][i]),
+          "before_launch: rotating the marker events");
     }
     ACCGRAPH_CUDA_CHECK(cudaGraphExecEventRecordNodeSetEvent(exec, binding.end, end_[slot]),
                         "before_launch: rotating the marker events");
@@ -352,7 +361,8 @@ class ExternalEventMarkers final : public TimestampMarkers {
       (void)cudaGetLastError();
       return false;
     }
-    throw_cuda_error(err, "cudaEventQuery", fmt::format("is_complete of marker sequence {}", sequence));
+    throw_cuda_error(err, "cudaEventQuery",
+                     fmt::format("is_complete of marker sequence {}", sequence));
   }
 
   void wait(uint64_t sequence) override {
@@ -362,15 +372,17 @@ class ExternalEventMarkers final : public TimestampMarkers {
 
   void read(uint64_t sequence, uint64_t* times, size_t count) override {
     if (count > count_)
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("read: {} markers asked for but only {} were recorded", count, count_),
-                  kBackendName);
+      throw Error(
+          ErrorCode::InvalidArgument,
+          fmt::format("read: {} markers asked for but only {} were recorded", count, count_),
+          kBackendName);
     if (count == 0) return;
     const std::vector<cudaEvent_t>& slot = events_[sequence % ring_];
     float since_ref_ms = 0;
     ACCGRAPH_CUDA_CHECK(cudaEventElapsedTime(&since_ref_ms, ref_before_, slot[0]),
                         "read: placing the sequence on the clock");
-    auto base = static_cast<int64_t>(ref_ns_) + std::llround(static_cast<double>(since_ref_ms) * 1e6);
+    auto base =
+        static_cast<int64_t>(ref_ns_) + std::llround(static_cast<double>(since_ref_ms) * 1e6);
     times[0] = static_cast<uint64_t>(base);
     for (size_t i = 1; i < count; ++i) {
       float ms = 0;
@@ -409,11 +421,15 @@ class ExternalEventMarkers final : public TimestampMarkers {
     DeviceGuard guard(device_);
     PrivateStream stream;
     uint64_t* ref_device = nullptr;
-    ACCGRAPH_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&ref_device), ref_host_, 0),
-                        "external_events markers: mapping the reference");
-    ACCGRAPH_CUDA_CHECK(cudaEventRecord(ref_before_, stream.get()), "external_events markers: reference");
-    ACCGRAPH_CUDA_CHECK(launch_write_globaltimer(stream.get(), ref_device), "external_events markers: reference");
-    ACCGRAPH_CUDA_CHECK(cudaEventRecord(ref_after_, stream.get()), "external_events markers: reference");
+    ACCGRAPH_CUDA_CHECK(
+        cudaHostGetDevicePointer(reinterpret_cast<void**>(&ref_device), ref_host_, 0),
+        "external_events markers: mapping the reference");
+    ACCGRAPH_CUDA_CHECK(cudaEventRecord(ref_before_, stream.get()),
+                        "external_events markers: reference");
+    ACCGRAPH_CUDA_CHECK(launch_write_globaltimer(stream.get(), ref_device),
+                        "external_events markers: reference");
+    ACCGRAPH_CUDA_CHECK(cudaEventRecord(ref_after_, stream.get()),
+                        "external_events markers: reference");
     ACCGRAPH_CUDA_CHECK(cudaStreamSynchronize(stream.get()), "external_events markers: reference");
     float span_ms = 0;
     ACCGRAPH_CUDA_CHECK(cudaEventElapsedTime(&span_ms, ref_before_, ref_after_),
@@ -424,13 +440,17 @@ class ExternalEventMarkers final : public TimestampMarkers {
 
   void release() noexcept {
     for (auto& slot : events_)
-      for (cudaEvent_t e : slot) ACCGRAPH_CUDA_LOG(cudaEventDestroy(e), "external_events markers: destroying events");
+      for (cudaEvent_t e : slot)
+        ACCGRAPH_CUDA_LOG(cudaEventDestroy(e), "external_events markers: destroying events");
     events_.clear();
     for (cudaEvent_t e : end_)
-      if (e != nullptr) ACCGRAPH_CUDA_LOG(cudaEventDestroy(e), "external_events markers: destroying events");
+      if (e != nullptr)
+        ACCGRAPH_CUDA_LOG(cudaEventDestroy(e), "external_events markers: destroying events");
     end_.clear();
-    if (ref_before_ != nullptr) ACCGRAPH_CUDA_LOG(cudaEventDestroy(ref_before_), "external_events markers");
-    if (ref_after_ != nullptr) ACCGRAPH_CUDA_LOG(cudaEventDestroy(ref_after_), "external_events markers");
+    if (ref_before_ != nullptr)
+      ACCGRAPH_CUDA_LOG(cudaEventDestroy(ref_before_), "external_events markers");
+    if (ref_after_ != nullptr)
+      ACCGRAPH_CUDA_LOG(cudaEventDestroy(ref_after_), "external_events markers");
     if (ref_host_ != nullptr) ACCGRAPH_CUDA_LOG(cudaFreeHost(ref_host_), "external_events markers");
     ref_before_ = ref_after_ = nullptr;
     ref_host_ = nullptr;

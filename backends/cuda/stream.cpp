@@ -90,9 +90,11 @@ CudaStream::~CudaStream() {
                       "destroying a stream: waiting for its pending host calls");
   }
   failures_->failures.log_if_any(kBackendName, describe_queue(kBackendName, stream_));
-  if (order_event_ != nullptr) ACCGRAPH_CUDA_LOG(cudaEventDestroy(order_event_), "destroying a stream's event");
+  if (order_event_ != nullptr)
+    ACCGRAPH_CUDA_LOG(cudaEventDestroy(order_event_), "destroying a stream's event");
   // A wrapped stream belongs to its creator (a framework): never destroyed here.
-  if (ownership_ == Ownership::Owned) ACCGRAPH_CUDA_LOG(cudaStreamDestroy(stream_), "destroying a stream");
+  if (ownership_ == Ownership::Owned)
+    ACCGRAPH_CUDA_LOG(cudaStreamDestroy(stream_), "destroying a stream");
 }
 
 bool CudaStream::is_legacy_default() const noexcept {
@@ -134,9 +136,9 @@ void CudaStream::host_call(std::function<void()> fn) {
       HostCall{std::move(fn), std::move(sink), "host_call (a node of a replayed graph)"});
   HostCall* raw = call.get();
   cudaUserObject_t object = nullptr;
-  ACCGRAPH_CUDA_CHECK(cudaUserObjectCreate(&object, raw, &destroy_captured, 1,
-                                           cudaUserObjectNoDestructorSync),
-                      "host_call: keeping the callable alive with the graph");
+  ACCGRAPH_CUDA_CHECK(
+      cudaUserObjectCreate(&object, raw, &destroy_captured, 1, cudaUserObjectNoDestructorSync),
+      "host_call: keeping the callable alive with the graph");
   call.release();  // owned by the user object now
   cudaError_t err = cudaGraphRetainUserObject(graph, object, 1, cudaGraphUserObjectMove);
   if (err != cudaSuccess) {
@@ -192,7 +194,8 @@ bool CudaStream::is_capturing() const {
     (void)cudaGetLastError();
     return false;
   }
-  if (err != cudaSuccess) throw_cuda_error(err, "cudaStreamIsCapturing", "reading the capture state");
+  if (err != cudaSuccess)
+    throw_cuda_error(err, "cudaStreamIsCapturing", "reading the capture state");
   // An invalidated capture still has to be ended: report it as capturing.
   return status != cudaStreamCaptureStatusNone;
 }

@@ -1,7 +1,7 @@
 // The host backend object: one device (the CPU), honest capabilities, and the factories of its
 // streams, buffers, graphs and markers.
-#include "host_entry.hpp"
 #include "host_backend.hpp"
+#include "host_entry.hpp"
 
 #include "accgraph/spi/clock_sampling.hpp"
 #include "accgraph/spi/steady_clock_markers.hpp"

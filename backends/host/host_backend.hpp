@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "accgraph/error.hpp"
 #include "accgraph/spi/backend.hpp"
 #include "accgraph/spi/debug_dump.hpp"
 #include "accgraph/spi/device_index.hpp"
@@ -23,12 +24,11 @@
 #include "accgraph/spi/host_delay.hpp"
 #include "accgraph/spi/host_memory_buffer.hpp"
 #include "accgraph/spi/ownership.hpp"
+#include "accgraph/spi/pool_table.hpp"
 #include "accgraph/spi/run_every_node.hpp"
 #include "accgraph/spi/stream_cast.hpp"
-#include "accgraph/error.hpp"
-#include "accgraph/spi/pool_table.hpp"
-#include "accgraph/types.hpp"
 #include "accgraph/spi/worker_queue.hpp"
+#include "accgraph/types.hpp"
 
 namespace accgraph::detail::host {
 
@@ -40,8 +40,8 @@ inline constexpr size_t kMaxRingDepth = 65536;
 
 /// One unit of queued work, with what errors and debug dumps call it.
 struct Operation {
-  std::string name;   // "copy", "fill", "host_call", "delay", "wait", "marker", "replay ..."
-  size_t bytes = 0;   // copy/fill size, shown in debug dumps
+  std::string name;  // "copy", "fill", "host_call", "delay", "wait", "marker", "replay ..."
+  size_t bytes = 0;  // copy/fill size, shown in debug dumps
   std::function<void()> run;
 };
 
@@ -61,8 +61,8 @@ class Recording;
 
 /// The native queue of the host backend (what native_handle() points to): operations run in
 /// order on one worker thread (a WorkerQueue), asynchronously to the thread that enqueues them.
-/// While a capture is attached, enqueue() appends to the capture's Recording instead. Shared by the owning
-/// stream, wrapping streams and operations of other queues that wait for it.
+/// While a capture is attached, enqueue() appends to the capture's Recording instead. Shared by the
+/// owning stream, wrapping streams and operations of other queues that wait for it.
 class HostQueue {
  public:
   /// A new queue with its worker started, registered in live_queues() (Note [Live handles]).
@@ -119,10 +119,10 @@ class Recording {
  private:
   struct Clock {
     std::weak_ptr<HostQueue> queue;
-    size_t recorded = 0;               // nodes this queue recorded
-    std::map<uint64_t, size_t> seen;   // queue id -> how many of its nodes precede this point
-    long last = -1;                    // this queue's last node
-    std::vector<size_t> pending_after; // joined nodes the next node of this queue depends on
+    size_t recorded = 0;                // nodes this queue recorded
+    std::map<uint64_t, size_t> seen;    // queue id -> how many of its nodes precede this point
+    long last = -1;                     // this queue's last node
+    std::vector<size_t> pending_after;  // joined nodes the next node of this queue depends on
   };
   Clock& clock(const std::shared_ptr<HostQueue>& queue);
 
@@ -198,8 +198,8 @@ class HostGraph final : public GraphImplInterface {
   Pools& pools_;
   GraphArgs args_;
   bool debug_ = false;
-  std::shared_ptr<Recording> recording_;  // while capturing
-  std::vector<Recording::Node> template_; // after capture_end (kept for keep_graph/debug)
+  std::shared_ptr<Recording> recording_;   // while capturing
+  std::vector<Recording::Node> template_;  // after capture_end (kept for keep_graph/debug)
   bool has_template_ = false;
   std::shared_ptr<const std::vector<Operation>> executable_;
   std::shared_ptr<Completion> last_launch_;  // orders each launch behind the previous one

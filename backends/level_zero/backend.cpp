@@ -78,13 +78,13 @@ std::vector<std::string> driver_extensions(ze_driver_handle_t driver) {
 }
 
 /// The device properties, with `extension` chained (may be null). Hz when `use_1_2`.
-ze_device_properties_t device_properties(ze_device_handle_t device, bool use_1_2,
-                                         void* extension) {
+ze_device_properties_t device_properties(ze_device_handle_t device, bool use_1_2, void* extension) {
   ze_device_properties_t properties{};
-  properties.stype = use_1_2 ? ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES_1_2
-                             : ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES;
+  properties.stype =
+      use_1_2 ? ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES_1_2 : ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES;
   properties.pNext = extension;
-  ACCGRAPH_ZE_CHECK(zeDeviceGetProperties(device, &properties), "start-up: reading device properties");
+  ACCGRAPH_ZE_CHECK(zeDeviceGetProperties(device, &properties),
+                    "start-up: reading device properties");
   return properties;
 }
 
@@ -121,7 +121,8 @@ void set_up_delay(const Runtime& runtime, DeviceState& device) {
   module_desc.pInputModule = kSpirvMagic;
   auto fail = [&](ze_result_t result, const char* call) {
     device.delay_problem = fmt::format("{} failed with {}", call, result_name(result));
-    if (device.spin_kernel != nullptr) ACCGRAPH_ZE_LOG(zeKernelDestroy(device.spin_kernel), "start-up");
+    if (device.spin_kernel != nullptr)
+      ACCGRAPH_ZE_LOG(zeKernelDestroy(device.spin_kernel), "start-up");
     if (device.module != nullptr) ACCGRAPH_ZE_LOG(zeModuleDestroy(device.module), "start-up");
     device.spin_kernel = nullptr;
     device.module = nullptr;
@@ -180,10 +181,11 @@ void check_alt_drivers(const std::string& value) {
   for (const std::string& entry : alt_driver_entries(value)) {
     if (!names_existing_file(entry)) continue;
     if (std::optional<std::string> problem = plugin::shared_library_problem(entry))
-      throw_unavailable(fmt::format("ZE_ENABLE_ALT_DRIVERS names '{}', which the Level Zero loader "
-                                    "would load, but {}; fix or remove that entry (zeInit was not "
-                                    "called)",
-                                    plugin::escape_for_message(entry), *problem));
+      throw_unavailable(
+          fmt::format("ZE_ENABLE_ALT_DRIVERS names '{}', which the Level Zero loader "
+                      "would load, but {}; fix or remove that entry (zeInit was not "
+                      "called)",
+                      plugin::escape_for_message(entry), *problem));
   }
 }
 
@@ -207,13 +209,14 @@ std::string no_driver_advice() {
     entries += fmt::format("{}'{}': {}", entries.empty() ? "" : "; ",
                            plugin::escape_for_message(entry), verdict);
   }
-  return fmt::format("ZE_ENABLE_ALT_DRIVERS is set to '{}', so the Level Zero loader loads only "
-                     "these drivers, and none of them is usable ({}); check that each entry is "
-                     "the absolute path of a Level Zero driver library (the CPU test driver is "
-                     "libze_accgraph_cpu.so, built in tests/support/ze_cpu_driver of the accgraph "
-                     "build tree) whose dependencies can be found (ldd), or unset "
-                     "ZE_ENABLE_ALT_DRIVERS to use the installed GPU drivers",
-                     plugin::escape_for_message(alt), entries);
+  return fmt::format(
+      "ZE_ENABLE_ALT_DRIVERS is set to '{}', so the Level Zero loader loads only "
+      "these drivers, and none of them is usable ({}); check that each entry is "
+      "the absolute path of a Level Zero driver library (the CPU test driver is "
+      "libze_accgraph_cpu.so, built in tests/support/ze_cpu_driver of the accgraph "
+      "build tree) whose dependencies can be found (ldd), or unset "
+      "ZE_ENABLE_ALT_DRIVERS to use the installed GPU drivers",
+      plugin::escape_for_message(alt), entries);
 }
 
 /// The Level Zero loader initialised (after the alternative-driver check) and its drivers;
@@ -278,9 +281,10 @@ std::shared_ptr<Runtime> open_first_gpu_driver(const std::vector<ze_driver_handl
     }
   }
   if (runtime->devices.empty())
-    throw_unavailable(fmt::format("the Level Zero loader found {} driver(s) with {} device(s) but "
-                                  "no GPU device; {}",
-                                  drivers.size(), devices_seen, kInstallAdvice));
+    throw_unavailable(
+        fmt::format("the Level Zero loader found {} driver(s) with {} device(s) but "
+                    "no GPU device; {}",
+                    drivers.size(), devices_seen, kInstallAdvice));
   return runtime;
 }
 
@@ -314,7 +318,8 @@ std::shared_ptr<Runtime> discover() {
                     "start-up: creating a context");
 
   ze_api_version_t version{};
-  ACCGRAPH_ZE_CHECK(zeDriverGetApiVersion(runtime->driver, &version), "start-up: reading the API version");
+  ACCGRAPH_ZE_CHECK(zeDriverGetApiVersion(runtime->driver, &version),
+                    "start-up: reading the API version");
   const bool use_1_2 = version >= ZE_MAKE_VERSION(1, 2);
   const std::vector<std::string> extensions = driver_extensions(runtime->driver);
   const bool forced = forced_command_list();
@@ -451,7 +456,8 @@ void EventSet::leak() noexcept {
 }
 
 EventSet::~EventSet() {
-  for (ze_event_handle_t event : events_) ACCGRAPH_ZE_LOG(zeEventDestroy(event), "destroying an event");
+  for (ze_event_handle_t event : events_)
+    ACCGRAPH_ZE_LOG(zeEventDestroy(event), "destroying an event");
   if (pool_ != nullptr) ACCGRAPH_ZE_LOG(zeEventPoolDestroy(pool_), "destroying an event pool");
 }
 

@@ -8,9 +8,7 @@ namespace accgraph::detail::level_zero {
 ZeBuffer::ZeBuffer(std::shared_ptr<Runtime> runtime, void* data, size_t bytes, MemoryKind kind)
     : runtime_(std::move(runtime)), data_(data), bytes_(bytes), kind_(kind) {}
 
-ZeBuffer::~ZeBuffer() {
-  ACCGRAPH_ZE_LOG(zeMemFree(runtime_->context, data_), "freeing a buffer");
-}
+ZeBuffer::~ZeBuffer() { ACCGRAPH_ZE_LOG(zeMemFree(runtime_->context, data_), "freeing a buffer"); }
 
 std::unique_ptr<BufferImpl> allocate_buffer(const std::shared_ptr<Runtime>& runtime,
                                             DeviceState& device, size_t bytes, MemoryKind kind) {

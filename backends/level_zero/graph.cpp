@@ -38,7 +38,8 @@ class ZeGraph final : public GraphImplInterface {
     } catch (const std::exception& e) {
       log(LogLevel::Warning, fmt::format("level_zero: destroying a graph: {}", e.what()));
     }
-    if (queue_ != nullptr) ACCGRAPH_ZE_LOG(zeCommandQueueDestroy(queue_), "destroying a graph's queue");
+    if (queue_ != nullptr)
+      ACCGRAPH_ZE_LOG(zeCommandQueueDestroy(queue_), "destroying a graph's queue");
   }
 
   void capture_begin(StreamImpl& stream_impl, PoolId pool, CaptureMode /*mode*/) override {
@@ -151,7 +152,8 @@ class ZeGraph final : public GraphImplInterface {
       ze_event_handle_t start = (*bracket_)[0];
       ze_event_handle_t done = (*bracket_)[1];
       ACCGRAPH_ZE_CHECK(zeCommandListAppendSignalEvent(core->list, start), "replay");
-      ACCGRAPH_ZE_CHECK(zeCommandQueueExecuteCommandLists(queue_, 1, &recorded_, nullptr), "replay");
+      ACCGRAPH_ZE_CHECK(zeCommandQueueExecuteCommandLists(queue_, 1, &recorded_, nullptr),
+                        "replay");
       ACCGRAPH_ZE_CHECK(zeCommandListAppendWaitOnEvents(core->list, 1, &done), "replay");
       ACCGRAPH_ZE_CHECK(zeCommandListAppendEventReset(core->list, done), "replay");
     }
@@ -166,7 +168,8 @@ class ZeGraph final : public GraphImplInterface {
       previous->synchronize();
     last_replay_.reset();
     if (queue_ != nullptr)
-      ACCGRAPH_ZE_CHECK(zeCommandQueueSynchronize(queue_, UINT64_MAX), "reset: waiting for replays");
+      ACCGRAPH_ZE_CHECK(zeCommandQueueSynchronize(queue_, UINT64_MAX),
+                        "reset: waiting for replays");
     const char* call = "";
     if (exec_ != nullptr) {
       ze_result_t result = device_->graph_api.destroy_executable(exec_, &call);
@@ -218,7 +221,8 @@ class ZeGraph final : public GraphImplInterface {
 
  private:
   void prepare_command_list_path(DeviceState& device) {
-    if (!bracket_) bracket_ = std::make_unique<EventSet>(*runtime_, 2, "capture_begin: creating events");
+    if (!bracket_)
+      bracket_ = std::make_unique<EventSet>(*runtime_, 2, "capture_begin: creating events");
     if (queue_ != nullptr) return;
     const ze_command_queue_desc_t desc = compute_queue_desc(device);
     ACCGRAPH_ZE_CHECK(zeCommandQueueCreate(runtime_->context, device.handle, &desc, &queue_),

@@ -11,13 +11,13 @@
 
 #include <level_zero/ze_api.h>
 
+#include "accgraph/error.hpp"
 #include "accgraph/spi/backend.hpp"
 #include "accgraph/spi/debug_dump.hpp"
 #include "accgraph/spi/device_index.hpp"
 #include "accgraph/spi/handle_table.hpp"
 #include "accgraph/spi/ownership.hpp"
 #include "accgraph/spi/stream_cast.hpp"
-#include "accgraph/error.hpp"
 #include "accgraph/types.hpp"
 #include "level_zero_capture_path.hpp"
 #include "level_zero_check.hpp"
@@ -44,8 +44,8 @@ inline constexpr const char* kSpinKernelName = "accgraph_spin_ns";
 struct DeviceState {
   int index = 0;
   ze_device_handle_t handle = nullptr;
-  std::string name;             ///< driver's name plus the capture path, see Backend::devices()
-  uint32_t compute_ordinal = 0; ///< command queue group with the compute flag
+  std::string name;              ///< driver's name plus the capture path, see Backend::devices()
+  uint32_t compute_ordinal = 0;  ///< command queue group with the compute flag
   TickConverter timer = TickConverter::from_frequency_hz(0, 64);
   PathChoice capture;
   /// The chosen flavour's entry points when capture.path is NativeGraph; on the command-list
@@ -54,7 +54,7 @@ struct DeviceState {
   ze_module_handle_t module = nullptr;
   ze_kernel_handle_t spin_kernel = nullptr;  ///< null: no timed delay on this device
   std::string delay_problem;                 ///< why spin_kernel is null
-  std::mutex kernel_mutex;  ///< set-argument + append must not interleave between threads
+  std::mutex kernel_mutex;     ///< set-argument + append must not interleave between threads
   bool in_order_flags = true;  ///< the driver accepted kCommand*FlagInOrder
 };
 
@@ -137,10 +137,10 @@ struct StreamCore {
   DeviceState& device;
   ze_command_list_handle_t list;  ///< the immediate list (owned or wrapped)
   Ownership ownership;
-  bool wraps_accgraph_list;             ///< list_owner was given
+  bool wraps_accgraph_list;              ///< list_owner was given
   std::weak_ptr<StreamCore> list_owner;  ///< see keep_list_alive
   std::mutex mutex;
-  StreamCapture capture = StreamCapture::None;  ///< accgraph's captures only: see capture_state
+  StreamCapture capture = StreamCapture::None;   ///< accgraph's captures only: see capture_state
   ze_command_list_handle_t recording = nullptr;  ///< StreamCapture::Recording only
   std::vector<std::string> captured_operations;
   EventSet events;  ///< [0] synchronize; then pairs (signal, consumed) for wait_for

@@ -23,9 +23,10 @@ std::string flavor_problem(const char* name, bool advertised, uint32_t flags,
                            const std::vector<std::string>& missing) {
   if (!advertised) return fmt::format("{} is not advertised", name);
   if ((flags & kGraphFlagImmutable) == 0)
-    return fmt::format("{} is advertised but the device does not report the immutable-graph "
-                       "capability (graphFlags {:#x})",
-                       name, flags);
+    return fmt::format(
+        "{} is advertised but the device does not report the immutable-graph "
+        "capability (graphFlags {:#x})",
+        name, flags);
   if (!missing.empty())
     return fmt::format("{} is advertised but the driver resolved no address for {}", name,
                        join(missing));
@@ -45,11 +46,11 @@ PathChoice choose_capture_path(const GraphSupport& support) {
     choice.reason = "ACCGRAPH_LEVEL_ZERO_CAPTURE=command_list";
     return choice;
   }
-  const std::string ext = flavor_problem(kGraphExtName, support.ext_advertised, support.ext_flags,
-                                         support.ext_missing);
+  const std::string ext =
+      flavor_problem(kGraphExtName, support.ext_advertised, support.ext_flags, support.ext_missing);
   if (ext.empty()) return native_graphs(GraphFlavor::Ext);
-  const std::string exp = flavor_problem(kGraphExpName, support.exp_advertised, support.exp_flags,
-                                         support.exp_missing);
+  const std::string exp =
+      flavor_problem(kGraphExpName, support.exp_advertised, support.exp_flags, support.exp_missing);
   if (exp.empty()) return native_graphs(GraphFlavor::Exp);
   if (!support.ext_advertised && !support.exp_advertised)
     choice.reason = "the driver advertises no record-and-replay graph extension";

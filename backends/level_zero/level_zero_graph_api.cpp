@@ -6,9 +6,12 @@ namespace accgraph::detail::level_zero {
 
 const char* to_string(GraphFlavor flavor) noexcept {
   switch (flavor) {
-    case GraphFlavor::Ext: return kGraphExtName;
-    case GraphFlavor::Exp: return kGraphExpName;
-    default: return "none";
+    case GraphFlavor::Ext:
+      return kGraphExtName;
+    case GraphFlavor::Exp:
+      return kGraphExpName;
+    default:
+      return "none";
   }
 }
 
@@ -72,12 +75,12 @@ std::optional<bool> GraphApi::query_answer(ze_result_t result) const noexcept {
 }
 
 // A flavour that was not resolved answers UNSUPPORTED_FEATURE instead of calling a null pointer.
-#define ACCGRAPH_ZE_GRAPH_CALL(EXT_PTR, EXT_NAME, EXT_ARGS, EXP_PTR, EXP_NAME, EXP_ARGS)       \
-  if (flavor_ == GraphFlavor::Ext) {                                                          \
-    *call = EXT_NAME;                                                                         \
-    return EXT_PTR ? EXT_PTR EXT_ARGS : ZE_RESULT_ERROR_UNSUPPORTED_FEATURE;                  \
-  }                                                                                           \
-  *call = EXP_NAME;                                                                           \
+#define ACCGRAPH_ZE_GRAPH_CALL(EXT_PTR, EXT_NAME, EXT_ARGS, EXP_PTR, EXP_NAME, EXP_ARGS) \
+  if (flavor_ == GraphFlavor::Ext) {                                                     \
+    *call = EXT_NAME;                                                                    \
+    return EXT_PTR ? EXT_PTR EXT_ARGS : ZE_RESULT_ERROR_UNSUPPORTED_FEATURE;             \
+  }                                                                                      \
+  *call = EXP_NAME;                                                                      \
   return EXP_PTR ? EXP_PTR EXP_ARGS : ZE_RESULT_ERROR_UNSUPPORTED_FEATURE
 
 ze_result_t GraphApi::begin_capture(ze_command_list_handle_t list, const char** call) const {

@@ -59,7 +59,8 @@ struct GraphProperties {
 };
 
 inline constexpr auto kGraphExpPropertiesStype = static_cast<ze_structure_type_t>(0x00030029);
-inline constexpr auto kGraphExtPropertiesStype = static_cast<ze_structure_type_t>(0x00030030);  // CAUTION
+inline constexpr auto kGraphExtPropertiesStype =
+    static_cast<ze_structure_type_t>(0x00030030);  // CAUTION
 
 // Result codes (CAUTION above for the Ext ones).
 inline constexpr auto kResultQueryTrue = static_cast<ze_result_t>(0x78000022);
@@ -101,8 +102,7 @@ using PfnAppendGraphExp = ze_result_t (*)(ze_command_list_handle_t, ze_executabl
                                           void* pNext, ze_event_handle_t hSignalEvent,
                                           uint32_t numWaitEvents, ze_event_handle_t* phWaitEvents);
 using PfnExecutableGraphDestroyExp = ze_result_t (*)(ze_executable_graph_handle);
-using PfnGraphDumpContentsExp = ze_result_t (*)(ze_graph_handle, const char* filePath,
-                                                void* pNext);
+using PfnGraphDumpContentsExp = ze_result_t (*)(ze_graph_handle, const char* filePath, void* pNext);
 }  // extern "C"
 
 }  // namespace accgraph::detail::level_zero

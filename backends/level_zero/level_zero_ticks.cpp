@@ -47,8 +47,7 @@ uint64_t TickConverter::period_ns() const noexcept {
 
 bool TickConverter::window_is_unambiguous(uint64_t window_ns) const noexcept {
   constexpr uint64_t kFixedMarginNs = 50'000;
-  const Wide needed =
-      static_cast<Wide>(window_ns) + window_ns / 64 + kFixedMarginNs;
+  const Wide needed = static_cast<Wide>(window_ns) + window_ns / 64 + kFixedMarginNs;
   return needed < period_ns();
 }
 

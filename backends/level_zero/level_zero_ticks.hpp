@@ -41,7 +41,7 @@ class TickConverter {
 
  private:
   TickConverter(uint64_t numerator, uint64_t denominator, uint32_t valid_bits) noexcept;
-  uint64_t ns_numerator_;    // ns = ticks * ns_numerator_ / ns_denominator_
+  uint64_t ns_numerator_;  // ns = ticks * ns_numerator_ / ns_denominator_
   uint64_t ns_denominator_;
   uint32_t valid_bits_;
 };

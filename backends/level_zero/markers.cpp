@@ -1,6 +1,7 @@
-// Level Zero timestamp markers (strategy "global_timestamps"): zeCommandListAppendWriteGlobalTimestamp
-// into device staging memory inside the recorded work, copied into a host ring slot after each
-// replay (see Note [Marker ring] in backend.hpp and Note [Staging ring] below).
+// Level Zero timestamp markers (strategy "global_timestamps"):
+// zeCommandListAppendWriteGlobalTimestamp into device staging memory inside the recorded work,
+// copied into a host ring slot after each replay (see Note [Marker ring] in backend.hpp and Note
+// [Staging ring] below).
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -74,12 +75,12 @@ uint64_t steady_ns() {
 struct Slot {
   uint64_t* stamps = nullptr;  // host memory, `capacity` markers
   size_t capacity = 0;
-  bool published = false;      // `sequence` below is meaningful
+  bool published = false;  // `sequence` below is meaningful
   uint64_t sequence = 0;
-  size_t used = 0;             // markers the sequence recorded
-  bool in_flight = false;      // its event's signal is appended and not yet observed
-  uint64_t launch_ns = 0;      // host steady clock, Note [Counter period]
-  uint64_t observed_ns = 0;    // when the host first saw its event signalled
+  size_t used = 0;           // markers the sequence recorded
+  bool in_flight = false;    // its event's signal is appended and not yet observed
+  uint64_t launch_ns = 0;    // host steady clock, Note [Counter period]
+  uint64_t observed_ns = 0;  // when the host first saw its event signalled
 };
 
 class GlobalTimestampMarkers final : public TimestampMarkers {
@@ -167,7 +168,8 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
     const ze_result_t result = zeEventQueryStatus((*events_)[sequence % slots_.size()]);
     if (result == ZE_RESULT_NOT_READY) return false;
     if (result != ZE_RESULT_SUCCESS)
-      throw_error(result, "zeEventQueryStatus", fmt::format("markers: polling sequence {}", sequence));
+      throw_error(result, "zeEventQueryStatus",
+                  fmt::format("markers: polling sequence {}", sequence));
     observed(slot);
     return true;
   }
@@ -223,11 +225,10 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
     const size_t chunk = chunk_of(marker);
     if (staging_[chunk] == nullptr) {
       ze_device_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC, nullptr, 0, 0};
-      ACCGRAPH_ZE_CHECK(zeMemAllocDevice(runtime_->context, &desc,
-                                         chunk_size(chunk) * sizeof(uint64_t), 64, device_.handle,
-                                         reinterpret_cast<void**>(&staging_[chunk])),
-                        fmt::format("record: allocating staging memory for timestamp marker {}",
-                                    marker));
+      ACCGRAPH_ZE_CHECK(
+          zeMemAllocDevice(runtime_->context, &desc, chunk_size(chunk) * sizeof(uint64_t), 64,
+                           device_.handle, reinterpret_cast<void**>(&staging_[chunk])),
+          fmt::format("record: allocating staging memory for timestamp marker {}", marker));
     }
     return staging_[chunk] + (marker - chunk_first(chunk));
   }
@@ -263,10 +264,10 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
       const size_t capacity = chunk_first(chunk_of(used_ - 1) + 1);
       uint64_t* stamps = nullptr;
       ze_host_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC, nullptr, 0};
-      ACCGRAPH_ZE_CHECK(zeMemAllocHost(runtime_->context, &desc, capacity * sizeof(uint64_t), 64,
-                                       reinterpret_cast<void**>(&stamps)),
-                        fmt::format("markers: allocating ring slot {} for {} markers", index,
-                                    used_));
+      ACCGRAPH_ZE_CHECK(
+          zeMemAllocHost(runtime_->context, &desc, capacity * sizeof(uint64_t), 64,
+                         reinterpret_cast<void**>(&stamps)),
+          fmt::format("markers: allocating ring slot {} for {} markers", index, used_));
       if (slot.stamps != nullptr)
         ACCGRAPH_ZE_LOG(zeMemFree(runtime_->context, slot.stamps), "markers: growing a ring slot");
       slot.stamps = stamps;
@@ -287,8 +288,8 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
         const size_t markers = std::min(chunk_size(c), used_ - chunk_first(c));
         ACCGRAPH_ZE_CHECK(
             zeCommandListAppendMemoryCopy(list, slot.stamps + chunk_first(c), staging_[c],
-                                          markers * sizeof(uint64_t),
-                                          c == last ? event : nullptr, 0, nullptr),
+                                          markers * sizeof(uint64_t), c == last ? event : nullptr,
+                                          0, nullptr),
             fmt::format("markers: copying sequence {} into ring slot {}", sequence, index));
         core.order_after_append(list);
       }
@@ -348,9 +349,9 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
         slots_[i].in_flight = false;
         continue;
       }
-      log_failure(result, "zeEventHostSynchronize",
-                  fmt::format("destroying timestamp markers: waiting for sequence {}",
-                              slots_[i].sequence));
+      log_failure(
+          result, "zeEventHostSynchronize",
+          fmt::format("destroying timestamp markers: waiting for sequence {}", slots_[i].sequence));
       finished = false;
     }
     // Eager markers that no publishing copy follows (a region still open, or a failed
@@ -404,10 +405,10 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
   std::shared_ptr<Runtime> runtime_;
   DeviceState& device_;
   std::vector<Slot> slots_;
-  std::unique_ptr<EventSet> events_;      // [slot] per ring slot, [ring] for drain()
-  uint64_t* staging_[kChunkCount] = {};   // device memory, Note [Staging ring]
-  size_t used_ = 0;                       // markers recorded in the current sequence
-  uint64_t launch_ns_ = 0;                // of the sequence being launched
+  std::unique_ptr<EventSet> events_;     // [slot] per ring slot, [ring] for drain()
+  uint64_t* staging_[kChunkCount] = {};  // device memory, Note [Staging ring]
+  size_t used_ = 0;                      // markers recorded in the current sequence
+  uint64_t launch_ns_ = 0;               // of the sequence being launched
   std::vector<std::weak_ptr<StreamCore>> unpublished_;
   bool warned_unmeasurable_ = false;
 };

@@ -155,14 +155,14 @@ bool StreamCore::natively_capturing() const {
   const char* call = "";
   const ze_result_t result = api.is_capture_enabled(list, &call);
   if (std::optional<bool> answer = api.query_answer(result)) return *answer;
-  throw_error(result, call,
-              fmt::format("asking whether wrapped command list {} is capturing natively",
-                          fmt::ptr(list)),
-              fmt::format("the driver answered neither QUERY_TRUE nor QUERY_FALSE of the {} "
-                          "flavour; if it did answer, the result codes in "
-                          "backends/level_zero/level_zero_graph_ext.hpp do not match this "
-                          "driver's ze_api.h (report it)",
-                          to_string(api.flavor())));
+  throw_error(
+      result, call,
+      fmt::format("asking whether wrapped command list {} is capturing natively", fmt::ptr(list)),
+      fmt::format("the driver answered neither QUERY_TRUE nor QUERY_FALSE of the {} "
+                  "flavour; if it did answer, the result codes in "
+                  "backends/level_zero/level_zero_graph_ext.hpp do not match this "
+                  "driver's ze_api.h (report it)",
+                  to_string(api.flavor())));
 }
 
 void StreamCore::wait_for_joins() {
@@ -229,7 +229,8 @@ void StreamCore::wait_for(StreamCore& other) {
   ze_event_handle_t join = events[1 + 2 * slot];
   ze_event_handle_t consumed = events[2 + 2 * slot];
   if (join_used[slot]) {
-    ACCGRAPH_ZE_CHECK(zeEventHostSynchronize(consumed, UINT64_MAX), "wait_for: reusing a join event");
+    ACCGRAPH_ZE_CHECK(zeEventHostSynchronize(consumed, UINT64_MAX),
+                      "wait_for: reusing a join event");
     ACCGRAPH_ZE_CHECK(zeEventHostReset(consumed), "wait_for: reusing a join event");
   }
   join_used[slot] = true;

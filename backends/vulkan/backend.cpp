@@ -64,9 +64,10 @@ std::optional<uint32_t> selected_device() {
   char* end = nullptr;
   const unsigned long index = std::strtoul(value, &end, 10);
   if (*end != '\0' || index > 1024)
-    throw_unavailable(fmt::format("ACCGRAPH_VULKAN_DEVICE='{}' is not a device index: set it to "
-                                  "the index of one Vulkan physical device (0, 1, ...) or unset it",
-                                  value));
+    throw_unavailable(
+        fmt::format("ACCGRAPH_VULKAN_DEVICE='{}' is not a device index: set it to "
+                    "the index of one Vulkan physical device (0, 1, ...) or unset it",
+                    value));
   return static_cast<uint32_t>(index);
 }
 
@@ -88,7 +89,7 @@ struct Candidate {
   uint32_t family = 0;
   uint32_t queue_count = 0;
   uint32_t timestamp_bits = 0;
-  bool shader_clock = false;    // VK_KHR_shader_clock with shaderDeviceClock, and shaderInt64
+  bool shader_clock = false;         // VK_KHR_shader_clock with shaderDeviceClock, and shaderInt64
   const char* calibrated = nullptr;  // the calibrated-timestamps extension's name, or null
   std::string problem;
 };
@@ -99,8 +100,9 @@ Candidate inspect(VkPhysicalDevice physical) {
   candidate.physical = physical;
   api.vkGetPhysicalDeviceProperties(physical, &candidate.properties);
   if (candidate.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && !cpu_devices_wanted()) {
-    candidate.problem = "a CPU implementation, used only when VK_DRIVER_FILES (or "
-                        "VK_ICD_FILENAMES) or ACCGRAPH_VULKAN_DEVICE is set (Note [CPU devices])";
+    candidate.problem =
+        "a CPU implementation, used only when VK_DRIVER_FILES (or "
+        "VK_ICD_FILENAMES) or ACCGRAPH_VULKAN_DEVICE is set (Note [CPU devices])";
     return candidate;
   }
   if (candidate.properties.apiVersion < VK_API_VERSION_1_2) {
@@ -128,12 +130,16 @@ Candidate inspect(VkPhysicalDevice physical) {
     candidate.problem = "it has no queue family with compute";
     return candidate;
   }
-  VkPhysicalDeviceShaderClockFeaturesKHR clock = info_struct<VkPhysicalDeviceShaderClockFeaturesKHR>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR);
-  VkPhysicalDeviceVulkan12Features v12 = info_struct<VkPhysicalDeviceVulkan12Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
+  VkPhysicalDeviceShaderClockFeaturesKHR clock =
+      info_struct<VkPhysicalDeviceShaderClockFeaturesKHR>(
+          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR);
+  VkPhysicalDeviceVulkan12Features v12 = info_struct<VkPhysicalDeviceVulkan12Features>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
   const std::vector<VkExtensionProperties> extensions = device_extensions(physical);
   const bool clock_extension = has_extension(extensions, VK_KHR_SHADER_CLOCK_EXTENSION_NAME);
   v12.pNext = clock_extension ? &clock : nullptr;
-  VkPhysicalDeviceFeatures2 features = info_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
+  VkPhysicalDeviceFeatures2 features =
+      info_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
   features.pNext = &v12;
   api.vkGetPhysicalDeviceFeatures2(physical, &features);
   if (!v12.timelineSemaphore || !v12.hostQueryReset) {
@@ -168,7 +174,8 @@ bool offers_device_domain(VkPhysicalDevice physical) {
 void create_device(DeviceState& state, const Candidate& candidate) {
   const Api& api = vk();
   std::vector<float> priorities(candidate.queue_count, 1.0f);
-  VkDeviceQueueCreateInfo queue_info = info_struct<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);
+  VkDeviceQueueCreateInfo queue_info =
+      info_struct<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);
   queue_info.queueFamilyIndex = candidate.family;
   queue_info.queueCount = candidate.queue_count;
   queue_info.pQueuePriorities = priorities.data();
@@ -178,13 +185,17 @@ void create_device(DeviceState& state, const Candidate& candidate) {
 #else
   const bool spin = false;
 #endif
-  VkPhysicalDeviceShaderClockFeaturesKHR clock = info_struct<VkPhysicalDeviceShaderClockFeaturesKHR>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR);
+  VkPhysicalDeviceShaderClockFeaturesKHR clock =
+      info_struct<VkPhysicalDeviceShaderClockFeaturesKHR>(
+          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR);
   clock.shaderDeviceClock = VK_TRUE;
-  VkPhysicalDeviceVulkan12Features v12 = info_struct<VkPhysicalDeviceVulkan12Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
+  VkPhysicalDeviceVulkan12Features v12 = info_struct<VkPhysicalDeviceVulkan12Features>(
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
   v12.timelineSemaphore = VK_TRUE;
   v12.hostQueryReset = VK_TRUE;
   v12.pNext = spin ? &clock : nullptr;
-  VkPhysicalDeviceFeatures2 features = info_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
+  VkPhysicalDeviceFeatures2 features =
+      info_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
   features.pNext = &v12;
   features.features.shaderInt64 = spin ? VK_TRUE : VK_FALSE;
   std::vector<const char*> extensions;
@@ -204,10 +215,12 @@ void create_device(DeviceState& state, const Candidate& candidate) {
     auto queue = std::make_unique<QueueState>();
     queue->index = i;
     api.vkGetDeviceQueue(state.device, candidate.family, i, &queue->queue);
-    VkSemaphoreTypeCreateInfo type = info_struct<VkSemaphoreTypeCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO);
+    VkSemaphoreTypeCreateInfo type =
+        info_struct<VkSemaphoreTypeCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO);
     type.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
     type.initialValue = 0;
-    VkSemaphoreCreateInfo semaphore = info_struct<VkSemaphoreCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO);
+    VkSemaphoreCreateInfo semaphore =
+        info_struct<VkSemaphoreCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO);
     semaphore.pNext = &type;
     ACCGRAPH_VK_CHECK(api.vkCreateSemaphore(state.device, &semaphore, nullptr, &queue->timeline),
                       "start-up: creating a queue's timeline semaphore");
@@ -216,9 +229,9 @@ void create_device(DeviceState& state, const Candidate& candidate) {
 
   if (candidate.calibrated != nullptr && offers_device_domain(candidate.physical)) {
     const bool ext = std::strcmp(candidate.calibrated, "VK_EXT_calibrated_timestamps") == 0;
-    state.get_calibrated = reinterpret_cast<PFN_vkGetCalibratedTimestampsEXT>(
-        api.vkGetDeviceProcAddr(state.device, ext ? "vkGetCalibratedTimestampsEXT"
-                                                  : "vkGetCalibratedTimestampsKHR"));
+    state.get_calibrated =
+        reinterpret_cast<PFN_vkGetCalibratedTimestampsEXT>(api.vkGetDeviceProcAddr(
+            state.device, ext ? "vkGetCalibratedTimestampsEXT" : "vkGetCalibratedTimestampsKHR"));
   }
 
   // Note [Unaligned fills]: the pattern buffer.
@@ -256,17 +269,20 @@ class Calibration {
  public:
   explicit Calibration(DeviceState& device) : device_(device) {
     const Api& api = vk();
-    VkQueryPoolCreateInfo query_info = info_struct<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
+    VkQueryPoolCreateInfo query_info =
+        info_struct<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
     query_info.queryType = VK_QUERY_TYPE_TIMESTAMP;
     query_info.queryCount = 2;
     ACCGRAPH_VK_CHECK(api.vkCreateQueryPool(device.device, &query_info, nullptr, &queries_),
                       "start-up: calibrating the spin shader");
-    VkCommandPoolCreateInfo pool_info = info_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
+    VkCommandPoolCreateInfo pool_info =
+        info_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
     pool_info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
     pool_info.queueFamilyIndex = device.family;
     ACCGRAPH_VK_CHECK(api.vkCreateCommandPool(device.device, &pool_info, nullptr, &pool_),
                       "start-up: calibrating the spin shader");
-    VkCommandBufferAllocateInfo info = info_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
+    VkCommandBufferAllocateInfo info =
+        info_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
     info.commandPool = pool_;
     info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     info.commandBufferCount = 1;
@@ -285,7 +301,8 @@ class Calibration {
     const Api& api = vk();
     api.vkResetQueryPool(device_.device, queries_, 0, 2);
     ACCGRAPH_VK_CHECK(api.vkResetCommandBuffer(buffer_, 0), "start-up: calibrating");
-    VkCommandBufferBeginInfo begin = info_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
+    VkCommandBufferBeginInfo begin =
+        info_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
     ACCGRAPH_VK_CHECK(api.vkBeginCommandBuffer(buffer_, &begin), "start-up: calibrating");
     Operation operations[3];
     Command stamp;
@@ -347,8 +364,8 @@ std::string calibrate_spin(DeviceState& device, Calibration& calibration) {
     const std::optional<uint64_t> twice = calibration.measure(2 * amount);
     if (!once || !twice) return "a calibration spin did not end within 10 s";
     if (*twice > *once)
-      rate = std::max(rate, static_cast<long double>(amount) /
-                                static_cast<long double>(*twice - *once));
+      rate = std::max(rate,
+                      static_cast<long double>(amount) / static_cast<long double>(*twice - *once));
   }
   if (rate <= 0) return "spins twice as long did not take longer";
   // The clock mode measures wall time, so 10% covers the rate's own error. A work spin's rate is
@@ -381,18 +398,18 @@ void create_spin_descriptors(DeviceState& device) {
       VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO);
   set_layout_info.bindingCount = 1;
   set_layout_info.pBindings = &binding;
-  ACCGRAPH_VK_CHECK(api.vkCreateDescriptorSetLayout(handle, &set_layout_info, nullptr,
-                                                    &device.spin_set_layout),
-                    "start-up: the spin shader's descriptor set layout");
+  ACCGRAPH_VK_CHECK(
+      api.vkCreateDescriptorSetLayout(handle, &set_layout_info, nullptr, &device.spin_set_layout),
+      "start-up: the spin shader's descriptor set layout");
   const VkDescriptorPoolSize pool_size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1};
   auto pool_info =
       info_struct<VkDescriptorPoolCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO);
   pool_info.maxSets = 1;
   pool_info.poolSizeCount = 1;
   pool_info.pPoolSizes = &pool_size;
-  ACCGRAPH_VK_CHECK(api.vkCreateDescriptorPool(handle, &pool_info, nullptr,
-                                               &device.spin_descriptor_pool),
-                    "start-up: the spin shader's descriptor pool");
+  ACCGRAPH_VK_CHECK(
+      api.vkCreateDescriptorPool(handle, &pool_info, nullptr, &device.spin_descriptor_pool),
+      "start-up: the spin shader's descriptor pool");
   auto set_info =
       info_struct<VkDescriptorSetAllocateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO);
   set_info.descriptorPool = device.spin_descriptor_pool;
@@ -437,8 +454,8 @@ void create_spin_pipeline(DeviceState& device) {
   pipeline_info.stage.module = device.spin_module;
   pipeline_info.stage.pName = "main";
   pipeline_info.layout = device.spin_layout;
-  ACCGRAPH_VK_CHECK(api.vkCreateComputePipelines(handle, VK_NULL_HANDLE, 1, &pipeline_info,
-                                                 nullptr, &device.spin_pipeline),
+  ACCGRAPH_VK_CHECK(api.vkCreateComputePipelines(handle, VK_NULL_HANDLE, 1, &pipeline_info, nullptr,
+                                                 &device.spin_pipeline),
                     "start-up: creating the spin shader's pipeline");
 }
 
@@ -466,9 +483,10 @@ std::string choose_spin_mode(DeviceState& device, const Candidate& candidate) {
   }
   vk().vkDestroyPipeline(device.device, device.spin_pipeline, nullptr);
   device.spin_pipeline = VK_NULL_HANDLE;
-  return fmt::format("the spin shader could not be calibrated: with the shader clock, {}; "
-                     "counting iterations, {}",
-                     clock_problem, work_problem);
+  return fmt::format(
+      "the spin shader could not be calibrated: with the shader clock, {}; "
+      "counting iterations, {}",
+      clock_problem, work_problem);
 }
 #endif
 
@@ -496,14 +514,16 @@ std::shared_ptr<Runtime> create_instance() {
   uint32_t loader_version = 0;
   ACCGRAPH_VK_CHECK(api.vkEnumerateInstanceVersion(&loader_version), "start-up");
   if (loader_version < VK_API_VERSION_1_2)
-    throw_unavailable(fmt::format("the Vulkan loader supports Vulkan {} only; accgraph needs 1.2 "
-                                  "(timeline semaphores): install a newer loader (libvulkan1)",
-                                  version_string(loader_version)));
+    throw_unavailable(
+        fmt::format("the Vulkan loader supports Vulkan {} only; accgraph needs 1.2 "
+                    "(timeline semaphores): install a newer loader (libvulkan1)",
+                    version_string(loader_version)));
   VkApplicationInfo app = info_struct<VkApplicationInfo>(VK_STRUCTURE_TYPE_APPLICATION_INFO);
   app.pApplicationName = "accgraph";
   app.pEngineName = "accgraph";
   app.apiVersion = VK_API_VERSION_1_2;
-  VkInstanceCreateInfo instance_info = info_struct<VkInstanceCreateInfo>(VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO);
+  VkInstanceCreateInfo instance_info =
+      info_struct<VkInstanceCreateInfo>(VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO);
   instance_info.pApplicationInfo = &app;
   auto runtime = std::make_shared<Runtime>();
   const VkResult created = api.vkCreateInstance(&instance_info, nullptr, &runtime->instance);
@@ -542,9 +562,10 @@ void add_device(Runtime& runtime, VkPhysicalDevice physical, const Candidate& ca
   state->name = candidate.properties.deviceName;
   state->family = candidate.family;
   state->timestamps = candidate.timestamp_bits > 0;
-  if (!state->timestamps) state->timestamp_problem = "its compute queue family writes no timestamps";
-  state->timer = TickConverter(candidate.properties.limits.timestampPeriod,
-                               candidate.timestamp_bits);
+  if (!state->timestamps)
+    state->timestamp_problem = "its compute queue family writes no timestamps";
+  state->timer =
+      TickConverter(candidate.properties.limits.timestampPeriod, candidate.timestamp_bits);
   api.vkGetPhysicalDeviceMemoryProperties(physical, &state->memory);
   DeviceState& device = *state;
   runtime.devices.push_back(std::move(state));
@@ -585,15 +606,17 @@ std::shared_ptr<Runtime> discover() {
   const std::vector<VkPhysicalDevice> physical = physical_devices(runtime->instance);
   const std::optional<uint32_t> only = selected_device();
   if (only && *only >= physical.size())
-    throw_unavailable(fmt::format("ACCGRAPH_VULKAN_DEVICE={} but the driver lists {} physical "
-                                  "device(s), numbered from 0",
-                                  *only, physical.size()));
+    throw_unavailable(
+        fmt::format("ACCGRAPH_VULKAN_DEVICE={} but the driver lists {} physical "
+                    "device(s), numbered from 0",
+                    *only, physical.size()));
   std::vector<std::string> problems;
   for (uint32_t i = 0; i < physical.size(); ++i) {
     if (only && i != *only) continue;
     const Candidate candidate = inspect(physical[i]);
     if (!candidate.problem.empty()) {
-      problems.push_back(fmt::format("'{}': {}", candidate.properties.deviceName, candidate.problem));
+      problems.push_back(
+          fmt::format("'{}': {}", candidate.properties.deviceName, candidate.problem));
       continue;
     }
     add_device(*runtime, physical[i], candidate);

@@ -81,13 +81,14 @@ RawBuffer DeviceState::allocate(uint64_t bytes, MemoryKind kind, const char* wha
                 fmt::format("{}: device {} has no {} memory type for a buffer", what, index,
                             host ? "host-visible, coherent" : "suitable"),
                 kBackendName);
-  VkMemoryAllocateInfo allocate_info = info_struct<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
+  VkMemoryAllocateInfo allocate_info =
+      info_struct<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
   allocate_info.allocationSize = requirements.size;
   allocate_info.memoryTypeIndex = type;
   VkDeviceMemory memory_handle = VK_NULL_HANDLE;
-  ACCGRAPH_VK_CHECK(api.vkAllocateMemory(device, &allocate_info, nullptr, &memory_handle),
-                    fmt::format("{}: allocating {} bytes of {} memory", what, bytes,
-                                to_string(kind)));
+  ACCGRAPH_VK_CHECK(
+      api.vkAllocateMemory(device, &allocate_info, nullptr, &memory_handle),
+      fmt::format("{}: allocating {} bytes of {} memory", what, bytes, to_string(kind)));
   void* mapped = nullptr;
   raw.leak();  // the same buffer, now owned with its memory
   raw = RawBuffer(device, buffer, memory_handle, nullptr, bytes);
@@ -109,8 +110,7 @@ size_t page_rounded(size_t bytes) {
 
 class VkBufferImpl final : public BufferImpl {
  public:
-  VkBufferImpl(std::shared_ptr<Runtime> runtime, DeviceState& device, size_t bytes,
-               MemoryKind kind)
+  VkBufferImpl(std::shared_ptr<Runtime> runtime, DeviceState& device, size_t bytes, MemoryKind kind)
       : runtime_(std::move(runtime)), bytes_(bytes), kind_(kind) {
     raw_ = device.allocate(bytes, kind, "allocate");
     if (kind == MemoryKind::Host) {
@@ -119,8 +119,8 @@ class VkBufferImpl final : public BufferImpl {
     } else {
       // Note [Buffer addresses]: a reserved, inaccessible range as the buffer's address.
       reserved_ = page_rounded(bytes);
-      void* range = ::mmap(nullptr, reserved_, PROT_NONE,
-                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      void* range =
+          ::mmap(nullptr, reserved_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (range == MAP_FAILED)
         throw Error(ErrorCode::BackendError,
                     fmt::format("allocate: reserving {} bytes of address space for a device "
@@ -129,8 +129,8 @@ class VkBufferImpl final : public BufferImpl {
                     kBackendName, "mmap");
       address_ = range;
     }
-    runtime_->addresses.insert({reinterpret_cast<uintptr_t>(address_), bytes, raw_.get(),
-                                device.index});
+    runtime_->addresses.insert(
+        {reinterpret_cast<uintptr_t>(address_), bytes, raw_.get(), device.index});
   }
 
   ~VkBufferImpl() override {

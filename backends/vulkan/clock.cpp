@@ -24,7 +24,8 @@ void sample_calibrated(const DeviceState& device, timing::ClockSample* samples, 
                             "the host's",
                             device.index, device.name),
                 kBackendName);
-  VkCalibratedTimestampInfoEXT info = info_struct<VkCalibratedTimestampInfoEXT>(VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT);
+  VkCalibratedTimestampInfoEXT info =
+      info_struct<VkCalibratedTimestampInfoEXT>(VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT);
   info.timeDomain = VK_TIME_DOMAIN_DEVICE_EXT;
   for (size_t i = 0; i < count; ++i) {
     uint64_t ticks = 0;

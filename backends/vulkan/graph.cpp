@@ -65,12 +65,14 @@ class VkGraph final : public GraphImplInterface {
   void instantiate() override {
     const Api& api = vk();
     if (pool_ == VK_NULL_HANDLE) {
-      VkCommandPoolCreateInfo info = info_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
+      VkCommandPoolCreateInfo info =
+          info_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
       info.queueFamilyIndex = device_->family;
       ACCGRAPH_VK_CHECK(api.vkCreateCommandPool(device_->device, &info, nullptr, &pool_),
                         "instantiate: creating a command pool");
     }
-    VkCommandBufferAllocateInfo info = info_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
+    VkCommandBufferAllocateInfo info =
+        info_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
     info.commandPool = pool_;
     info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     info.commandBufferCount = 1;
@@ -78,7 +80,8 @@ class VkGraph final : public GraphImplInterface {
     ACCGRAPH_VK_CHECK(api.vkAllocateCommandBuffers(device_->device, &info, &buffer),
                       "instantiate: allocating the command buffer");
     try {
-      VkCommandBufferBeginInfo begin = info_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
+      VkCommandBufferBeginInfo begin =
+          info_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
       begin.flags = VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT;
       ACCGRAPH_VK_CHECK(api.vkBeginCommandBuffer(buffer, &begin), "instantiate");
       record_operations(*device_, buffer, operations_.data(), operations_.size());
@@ -146,9 +149,10 @@ class VkGraph final : public GraphImplInterface {
 
   void debug_dump(const std::string& path) override {
     write_debug_dump(path, kBackendName, [&](std::ostream& out) {
-      out << fmt::format("# vulkan graph on device {} ('{}'): {} operations, recorded into one "
-                         "primary command buffer with a full memory barrier between operations\n",
-                         device_->index, device_->name, operations_.size());
+      out << fmt::format(
+          "# vulkan graph on device {} ('{}'): {} operations, recorded into one "
+          "primary command buffer with a full memory barrier between operations\n",
+          device_->index, device_->name, operations_.size());
       for (size_t i = 0; i < operations_.size(); ++i) {
         out << fmt::format("{}: {}\n", i, operations_[i].description);
         for (const Command& command : operations_[i].commands)
@@ -174,8 +178,8 @@ class VkGraph final : public GraphImplInterface {
                            command.bytes);
       case Command::Kind::Fill:
         return fmt::format("vkCmdFillBuffer dst {}+{} {} bytes data 0x{:08x}",
-                           static_cast<const void*>(command.dst), command.dst_offset,
-                           command.bytes, command.word);
+                           static_cast<const void*>(command.dst), command.dst_offset, command.bytes,
+                           command.word);
       case Command::Kind::Timestamp:
         return fmt::format("vkCmdWriteTimestamp query pool {} query {}",
                            static_cast<const void*>(command.pool), command.query);

@@ -49,8 +49,8 @@ uint64_t steady_ns() {
 }
 
 struct Slot {
-  RawBuffer stamps;       // host-visible: a time per marker, all-ones when not written
-  size_t capacity = 0;    // markers
+  RawBuffer stamps;     // host-visible: a time per marker, all-ones when not written
+  size_t capacity = 0;  // markers
   bool published = false;
   uint64_t sequence = 0;
   size_t used = 0;
@@ -112,9 +112,8 @@ class QueryMarkers final : public TimestampMarkers {
     command.query = marker % kQueriesPerChunk;
     Operation operation;
     operation.commands.push_back(command);
-    const uint64_t value = core.enqueue(std::move(operation), [&] {
-      return fmt::format("timestamp marker {}", marker);
-    });
+    const uint64_t value = core.enqueue(std::move(operation),
+                                        [&] { return fmt::format("timestamp marker {}", marker); });
     if (value != 0) touch(core.queue, value);
     used_ = std::max<size_t>(used_, size_t{marker} + 1);
   }
@@ -152,8 +151,7 @@ class QueryMarkers final : public TimestampMarkers {
                                              : std::string("none")),
                   kBackendName);
     if (slot.sequence > sequence || slot.observed) return;
-    slot.queue->wait(device_.device, slot.value, UINT64_MAX,
-                     "markers: waiting for a sequence");
+    slot.queue->wait(device_.device, slot.value, UINT64_MAX, "markers: waiting for a sequence");
     observe(slot);
   }
 
@@ -197,13 +195,14 @@ class QueryMarkers final : public TimestampMarkers {
   VkQueryPool pool_for(uint32_t marker) {
     const size_t chunk = marker / kQueriesPerChunk;
     while (pools_.size() <= chunk) {
-      VkQueryPoolCreateInfo info = info_struct<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
+      VkQueryPoolCreateInfo info =
+          info_struct<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
       info.queryType = VK_QUERY_TYPE_TIMESTAMP;
       info.queryCount = static_cast<uint32_t>(kQueriesPerChunk);
       VkQueryPool pool = VK_NULL_HANDLE;
-      ACCGRAPH_VK_CHECK(vk().vkCreateQueryPool(device_.device, &info, nullptr, &pool),
-                        fmt::format("record: creating a query pool for timestamp marker {}",
-                                    marker));
+      ACCGRAPH_VK_CHECK(
+          vk().vkCreateQueryPool(device_.device, &info, nullptr, &pool),
+          fmt::format("record: creating a query pool for timestamp marker {}", marker));
       vk().vkResetQueryPool(device_.device, pool, 0, info.queryCount);
       pools_.push_back(pool);
     }
@@ -237,8 +236,8 @@ class QueryMarkers final : public TimestampMarkers {
     }
     if (slot.capacity < used_) {  // free: nothing writes the slot now
       const size_t capacity = (used_ + kQueriesPerChunk - 1) / kQueriesPerChunk * kQueriesPerChunk;
-      slot.stamps = device_.allocate(capacity * kStride, MemoryKind::Host,
-                                     "markers: allocating a ring slot");
+      slot.stamps =
+          device_.allocate(capacity * kStride, MemoryKind::Host, "markers: allocating a ring slot");
       slot.capacity = capacity;
     }
     Operation fill;
@@ -251,8 +250,8 @@ class QueryMarkers final : public TimestampMarkers {
     sentinel.word = UINT32_MAX;
     fill.commands.push_back(sentinel);
     for (size_t chunk = 0; chunk * kQueriesPerChunk < used_; ++chunk) {
-      const auto count = static_cast<uint32_t>(
-          std::min(kQueriesPerChunk, used_ - chunk * kQueriesPerChunk));
+      const auto count =
+          static_cast<uint32_t>(std::min(kQueriesPerChunk, used_ - chunk * kQueriesPerChunk));
       Command command;
       command.kind = Command::Kind::CopyQueries;
       command.pool = pools_[chunk];

@@ -60,12 +60,12 @@ void record_command(const DeviceState& device, VkCommandBuffer buffer, const Com
       if (command.barrier_before) {
         const VkMemoryBarrier between = full_barrier();
         api.vkCmdPipelineBarrier(buffer, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                 VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &between, 0,
-                                 nullptr, 0, nullptr);
+                                 VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &between, 0, nullptr,
+                                 0, nullptr);
       }
       api.vkCmdBindPipeline(buffer, VK_PIPELINE_BIND_POINT_COMPUTE, device.spin_pipeline);
-      api.vkCmdBindDescriptorSets(buffer, VK_PIPELINE_BIND_POINT_COMPUTE, device.spin_layout, 0,
-                                  1, &device.spin_set, 0, nullptr);
+      api.vkCmdBindDescriptorSets(buffer, VK_PIPELINE_BIND_POINT_COMPUTE, device.spin_layout, 0, 1,
+                                  &device.spin_set, 0, nullptr);
       // spin.comp's push constants: uint64_t amount, uint mode.
       const uint32_t words[4] = {static_cast<uint32_t>(command.ticks),
                                  static_cast<uint32_t>(command.ticks >> 32), device.spin_mode, 0};
@@ -75,9 +75,8 @@ void record_command(const DeviceState& device, VkCommandBuffer buffer, const Com
       break;
     }
     case Command::Kind::CopyQueries:
-      api.vkCmdCopyQueryPoolResults(buffer, command.pool, command.query, command.count,
-                                    command.dst, command.dst_offset, sizeof(uint64_t),
-                                    VK_QUERY_RESULT_64_BIT);
+      api.vkCmdCopyQueryPoolResults(buffer, command.pool, command.query, command.count, command.dst,
+                                    command.dst_offset, sizeof(uint64_t), VK_QUERY_RESULT_64_BIT);
       break;
     case Command::Kind::ResetQueries:
       api.vkCmdResetQueryPool(buffer, command.pool, command.query, command.count);
@@ -151,7 +150,8 @@ uint64_t QueueState::submit(const VkCommandBuffer* buffers, uint32_t count, cons
   }
   const uint32_t waits_total = static_cast<uint32_t>(wait_count + 1);
   std::fill(wait_stages, wait_stages + waits_total, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
-  VkTimelineSemaphoreSubmitInfo timeline_info = info_struct<VkTimelineSemaphoreSubmitInfo>(VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO);
+  VkTimelineSemaphoreSubmitInfo timeline_info =
+      info_struct<VkTimelineSemaphoreSubmitInfo>(VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO);
   timeline_info.waitSemaphoreValueCount = waits_total;
   timeline_info.pWaitSemaphoreValues = wait_values;
   timeline_info.signalSemaphoreValueCount = 1;
@@ -182,8 +182,10 @@ uint64_t QueueState::completed(VkDevice device) const {
   return value;
 }
 
-bool QueueState::wait(VkDevice device, uint64_t value, uint64_t timeout_ns, const char* what) const {
-  VkSemaphoreWaitInfo info = info_struct<VkSemaphoreWaitInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO);
+bool QueueState::wait(VkDevice device, uint64_t value, uint64_t timeout_ns,
+                      const char* what) const {
+  VkSemaphoreWaitInfo info =
+      info_struct<VkSemaphoreWaitInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO);
   info.semaphoreCount = 1;
   info.pSemaphores = &timeline;
   info.pValues = &value;
@@ -198,9 +200,10 @@ bool QueueState::wait(VkDevice device, uint64_t value, uint64_t timeout_ns, cons
 StreamCore::StreamCore(std::shared_ptr<Runtime> runtime_in, DeviceState& device_in,
                        QueueState& queue_in, Ownership ownership_in)
     : runtime(std::move(runtime_in)), device(device_in), queue(queue_in), ownership(ownership_in) {
-  VkCommandPoolCreateInfo info = info_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
-  info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT |
-               VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
+  VkCommandPoolCreateInfo info =
+      info_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
+  info.flags =
+      VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT | VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
   info.queueFamilyIndex = device.family;
   ACCGRAPH_VK_CHECK(vk().vkCreateCommandPool(device.device, &info, nullptr, &pool_),
                     "create_stream: creating a command pool");
@@ -239,7 +242,8 @@ VkCommandBuffer StreamCore::take_command_buffer() {
     ACCGRAPH_VK_CHECK(vk().vkResetCommandBuffer(buffer, 0), "reusing a command buffer");
     return buffer;
   }
-  VkCommandBufferAllocateInfo info = info_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
+  VkCommandBufferAllocateInfo info =
+      info_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
   info.commandPool = pool_;
   info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   info.commandBufferCount = 1;
@@ -254,7 +258,8 @@ uint64_t StreamCore::submit_locked(const Operation* operations, size_t count,
                                    const char* what) {
   VkCommandBuffer buffer = take_command_buffer();
   try {
-    VkCommandBufferBeginInfo begin = info_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
+    VkCommandBufferBeginInfo begin =
+        info_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
     begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
     ACCGRAPH_VK_CHECK(vk().vkBeginCommandBuffer(buffer, &begin), what);
     record_operations(device, buffer, operations, count);

@@ -16,7 +16,8 @@ void AddressTable::erase(uintptr_t base) noexcept {
   entries_.erase(base);
 }
 
-std::optional<AddressTable::Resolved> AddressTable::find(const void* address, uint64_t bytes) const {
+std::optional<AddressTable::Resolved> AddressTable::find(const void* address,
+                                                         uint64_t bytes) const {
   const auto where = reinterpret_cast<uintptr_t>(address);
   std::shared_lock<std::shared_mutex> lock(mutex_);
   auto it = entries_.upper_bound(where);

@@ -24,10 +24,10 @@ namespace {
 template <class Pfn>
 Pfn required(PFN_vkVoidFunction function, const char* name) {
   if (function == nullptr)
-    throw Error(ErrorCode::Unavailable,
-                fmt::format("the Vulkan loader has no {}: install a Vulkan 1.2 or newer loader",
-                            name),
-                kBackendName, "vkGetInstanceProcAddr");
+    throw Error(
+        ErrorCode::Unavailable,
+        fmt::format("the Vulkan loader has no {}: install a Vulkan 1.2 or newer loader", name),
+        kBackendName, "vkGetInstanceProcAddr");
   return reinterpret_cast<Pfn>(function);
 }
 

@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "accgraph/error.hpp"
 #include "accgraph/spi/backend.hpp"
 #include "accgraph/spi/clock_sampling.hpp"
 #include "accgraph/spi/debug_dump.hpp"
 #include "accgraph/spi/device_index.hpp"
 #include "accgraph/spi/ownership.hpp"
 #include "accgraph/spi/stream_cast.hpp"
-#include "accgraph/error.hpp"
 #include "accgraph/types.hpp"
 #include "vulkan_addresses.hpp"
 #include "vulkan_api.hpp"
@@ -60,7 +60,11 @@ class RawBuffer {
   void* mapped() const noexcept { return mapped_; }
   uint64_t size() const noexcept { return size_; }
   /// Forgets the handles without destroying them (for memory a device may still write).
-  void leak() noexcept { device_ = VK_NULL_HANDLE; buffer_ = VK_NULL_HANDLE; memory_ = VK_NULL_HANDLE; }
+  void leak() noexcept {
+    device_ = VK_NULL_HANDLE;
+    buffer_ = VK_NULL_HANDLE;
+    memory_ = VK_NULL_HANDLE;
+  }
 
  private:
   void release() noexcept;
@@ -122,9 +126,9 @@ struct DeviceState {
   VkDescriptorSetLayout spin_set_layout = VK_NULL_HANDLE;
   VkDescriptorPool spin_descriptor_pool = VK_NULL_HANDLE;
   VkDescriptorSet spin_set = VK_NULL_HANDLE;
-  RawBuffer spin_sink;          ///< what the shader's work mode may write
-  uint32_t spin_mode = 0;       ///< 0: shader clock ticks, 1: loop iterations (spin.comp)
-  double spin_units_per_ns = 0; ///< ticks or iterations per ns, with the safety margin
+  RawBuffer spin_sink;           ///< what the shader's work mode may write
+  uint32_t spin_mode = 0;        ///< 0: shader clock ticks, 1: loop iterations (spin.comp)
+  double spin_units_per_ns = 0;  ///< ticks or iterations per ns, with the safety margin
   std::string delay_problem;
 
   /// The queue for a new stream.
@@ -154,12 +158,12 @@ struct Command {
   uint64_t src_offset = 0;
   uint64_t dst_offset = 0;
   uint64_t bytes = 0;
-  uint32_t word = 0;             ///< Fill
+  uint32_t word = 0;  ///< Fill
   VkQueryPool pool = VK_NULL_HANDLE;
-  uint32_t query = 0;            ///< Timestamp, CopyQueries, ResetQueries: the first query
-  uint32_t count = 0;            ///< CopyQueries, ResetQueries
-  uint64_t ticks = 0;            ///< Spin: shader clock ticks or loop iterations
-  bool barrier_before = false;   ///< Spin: after the previous spin of the same operation
+  uint32_t query = 0;           ///< Timestamp, CopyQueries, ResetQueries: the first query
+  uint32_t count = 0;           ///< CopyQueries, ResetQueries
+  uint64_t ticks = 0;           ///< Spin: shader clock ticks or loop iterations
+  bool barrier_before = false;  ///< Spin: after the previous spin of the same operation
 };
 
 /// What one stream operation (copy, fill, marker, delay) does on the device: its commands run

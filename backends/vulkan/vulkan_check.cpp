@@ -41,16 +41,26 @@ std::string result_name(VkResult result) {
 
 std::string result_meaning(VkResult result) {
   switch (result) {
-    case VK_ERROR_OUT_OF_HOST_MEMORY: return "the driver ran out of host memory";
-    case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "the device is out of memory";
-    case VK_ERROR_INITIALIZATION_FAILED: return "the driver could not initialise an object";
-    case VK_ERROR_DEVICE_LOST: return "the device was lost (a hang, a reset or a driver fault)";
-    case VK_ERROR_INCOMPATIBLE_DRIVER: return "no compatible Vulkan driver (ICD) was found";
-    case VK_ERROR_EXTENSION_NOT_PRESENT: return "a requested extension is not supported";
-    case VK_ERROR_FEATURE_NOT_PRESENT: return "a requested feature is not supported";
-    case VK_ERROR_TOO_MANY_OBJECTS: return "the driver's limit on objects of this type is reached";
-    case VK_TIMEOUT: return "the wait timed out";
-    default: return "";
+    case VK_ERROR_OUT_OF_HOST_MEMORY:
+      return "the driver ran out of host memory";
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+      return "the device is out of memory";
+    case VK_ERROR_INITIALIZATION_FAILED:
+      return "the driver could not initialise an object";
+    case VK_ERROR_DEVICE_LOST:
+      return "the device was lost (a hang, a reset or a driver fault)";
+    case VK_ERROR_INCOMPATIBLE_DRIVER:
+      return "no compatible Vulkan driver (ICD) was found";
+    case VK_ERROR_EXTENSION_NOT_PRESENT:
+      return "a requested extension is not supported";
+    case VK_ERROR_FEATURE_NOT_PRESENT:
+      return "a requested feature is not supported";
+    case VK_ERROR_TOO_MANY_OBJECTS:
+      return "the driver's limit on objects of this type is reached";
+    case VK_TIMEOUT:
+      return "the wait timed out";
+    default:
+      return "";
   }
 }
 

@@ -15,7 +15,8 @@ std::vector<FillPiece> plan_fill(uint64_t offset, uint64_t bytes) {
   if (aligned_start > offset)
     pieces.push_back({FillPiece::Kind::CopyPattern, offset, aligned_start - offset});
   pieces.push_back({FillPiece::Kind::Fill, aligned_start, aligned_end - aligned_start});
-  if (end > aligned_end) pieces.push_back({FillPiece::Kind::CopyPattern, aligned_end, end - aligned_end});
+  if (end > aligned_end)
+    pieces.push_back({FillPiece::Kind::CopyPattern, aligned_end, end - aligned_end});
   return pieces;
 }
 

@@ -11,7 +11,8 @@ TickConverter::TickConverter(double period_ns, uint32_t valid_bits) noexcept
     : period_(period_ns > 0 && std::isfinite(period_ns) ? period_ns : 1.0),
       integer_period_(0),
       valid_bits_(valid_bits >= 1 && valid_bits <= 64 ? valid_bits : 64) {
-  if (period_ == std::floor(period_) && period_ < 1e9) integer_period_ = static_cast<uint64_t>(period_);
+  if (period_ == std::floor(period_) && period_ < 1e9)
+    integer_period_ = static_cast<uint64_t>(period_);
 }
 
 uint64_t TickConverter::mask() const noexcept {
@@ -33,7 +34,8 @@ uint64_t TickConverter::resolution_ns() const noexcept {
 
 uint64_t TickConverter::counter_period_ns() const noexcept {
   if (valid_bits_ == 64) return UINT64_MAX;
-  const long double ns = std::ldexp(static_cast<long double>(period_), static_cast<int>(valid_bits_));
+  const long double ns =
+      std::ldexp(static_cast<long double>(period_), static_cast<int>(valid_bits_));
   return ns >= 18446744073709551615.0L ? UINT64_MAX : static_cast<uint64_t>(ns);
 }
 

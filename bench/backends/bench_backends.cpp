@@ -14,8 +14,8 @@
 
 #include <fmt/format.h>
 
-#include "accgraph/accgraph.hpp"
 #include "../common/timing_v2.hpp"
+#include "accgraph/accgraph.hpp"
 
 using namespace accgraph;
 using accgraph_bench::BenchClock;
@@ -37,8 +37,8 @@ std::unique_ptr<AcceleratorGraph> fills_graph(Stream& s, Buffer& buffer, int ops
   for (int i = 0; i < ops; ++i) {
     std::unique_ptr<timing::Profiler::Region> region;
     if (profiler)
-      region = std::make_unique<timing::Profiler::Region>(
-          profiler->region(s, "op" + std::to_string(i)));
+      region =
+          std::make_unique<timing::Profiler::Region>(profiler->region(s, "op" + std::to_string(i)));
     s.fill(buffer, static_cast<uint8_t>(i));
   }
   graph->capture_end();

@@ -17,8 +17,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "accgraph/accgraph.hpp"
 #include "../../core/internal/timing_seam.hpp"
+#include "accgraph/accgraph.hpp"
 
 namespace accgraph_bench {
 
@@ -116,9 +116,10 @@ inline TimingV2Results bench_timing_v2(const std::string& backend, const std::st
       }
     out.collect_stats_on_us = v2_median(on_us);
     out.collect_stats_off_us = v2_median(off_us);
-    print(fmt::format("(v2-1) collection+delivery per replay, 1000 regions: stats on {:.2f} us  "
-                      "[target <= 5], stats off {:.2f} us  [target <= 2]",
-                      out.collect_stats_on_us, out.collect_stats_off_us));
+    print(
+        fmt::format("(v2-1) collection+delivery per replay, 1000 regions: stats on {:.2f} us  "
+                    "[target <= 5], stats off {:.2f} us  [target <= 2]",
+                    out.collect_stats_on_us, out.collect_stats_off_us));
   }
 
   // (v2-2) the profiler's host overhead per timed replay (100 regions) beyond the launch of the
@@ -168,10 +169,11 @@ inline TimingV2Results bench_timing_v2(const std::string& backend, const std::st
       }
     out.raw_markers_host_ns = v2_median(raw_ns);
     out.profiler_host_ns = v2_median(prof_ns);
-    print(fmt::format("(v2-2) host per timed replay, 100 regions: markers raw {:.0f} ns, through "
-                      "the profiler {:.0f} ns: +{:.0f} ns  [target <= 100 ns]",
-                      out.raw_markers_host_ns, out.profiler_host_ns,
-                      out.profiler_host_ns - out.raw_markers_host_ns));
+    print(
+        fmt::format("(v2-2) host per timed replay, 100 regions: markers raw {:.0f} ns, through "
+                    "the profiler {:.0f} ns: +{:.0f} ns  [target <= 100 ns]",
+                    out.raw_markers_host_ns, out.profiler_host_ns,
+                    out.profiler_host_ns - out.raw_markers_host_ns));
   }
 
   // (v2-3) a graph that is not timed, replayed with and without a profiler in the process (one
@@ -205,10 +207,11 @@ inline TimingV2Results bench_timing_v2(const std::string& backend, const std::st
       }
     out.untimed_host_ns = v2_median(without);
     out.untimed_with_profiler_host_ns = v2_median(with);
-    print(fmt::format("(v2-3) untimed graph (10 kernels) host per replay: no profiler {:.0f} ns, "
-                      "a profiler in the process {:.0f} ns: {:.3f}x  [target <= 1.01x]",
-                      out.untimed_host_ns, out.untimed_with_profiler_host_ns,
-                      out.untimed_with_profiler_host_ns / out.untimed_host_ns));
+    print(
+        fmt::format("(v2-3) untimed graph (10 kernels) host per replay: no profiler {:.0f} ns, "
+                    "a profiler in the process {:.0f} ns: {:.3f}x  [target <= 1.01x]",
+                    out.untimed_host_ns, out.untimed_with_profiler_host_ns,
+                    out.untimed_with_profiler_host_ns / out.untimed_host_ns));
   }
 
   // (v2-4) memory: timed replays of 100 regions with keep_reports = 0, RSS after a warm-up of
@@ -224,10 +227,11 @@ inline TimingV2Results bench_timing_v2(const std::string& backend, const std::st
     const double seconds = v2_ns_since(t0) / 1e9;
     out.rss_growth_mib = rss_mib() - before;
     out.memory_replays = memory_replays;
-    print(fmt::format("(v2-4) {} timed replays of 100 regions, keep_reports=0: RSS {:.2f} MiB -> "
-                      "{:.2f} MiB, growth {:.3f} MiB  [target < 1 MB] ({:.1f} s, {} reports)",
-                      memory_replays, before, before + out.rss_growth_mib, out.rss_growth_mib,
-                      seconds, t.profiler->delivered()));
+    print(
+        fmt::format("(v2-4) {} timed replays of 100 regions, keep_reports=0: RSS {:.2f} MiB -> "
+                    "{:.2f} MiB, growth {:.3f} MiB  [target < 1 MB] ({:.1f} s, {} reports)",
+                    memory_replays, before, before + out.rss_growth_mib, out.rss_growth_mib,
+                    seconds, t.profiler->delivered()));
   }
   return out;
 }

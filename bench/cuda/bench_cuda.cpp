@@ -15,10 +15,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "accgraph/accgraph.hpp"
-#include "../common/timing_v2.hpp"
-#include "cuda_test_kernels.hpp"
 #include "../../core/internal/timing_seam.hpp"
+#include "../common/timing_v2.hpp"
+#include "accgraph/accgraph.hpp"
+#include "cuda_test_kernels.hpp"
 
 using namespace accgraph;
 using Clock = std::chrono::steady_clock;
@@ -63,8 +63,10 @@ void empty_kernels(Stream& s, int kernels) {
 // (a) AcceleratorGraph::replay vs raw cudaGraphLaunch of the same captured work.
 void bench_replay_overhead() {
   row("");
-  row("(a) replay host time per call: AcceleratorGraph::replay vs raw cudaGraphLaunch  [target <= 1.05x]");
-  row(fmt::format("{:>8} {:>12} {:>12} {:>8} {:>8}", "kernels", "accgraph us", "raw us", "ratio", "target"));
+  row("(a) replay host time per call: AcceleratorGraph::replay vs raw cudaGraphLaunch  [target <= "
+      "1.05x]");
+  row(fmt::format("{:>8} {:>12} {:>12} {:>8} {:>8}", "kernels", "accgraph us", "raw us", "ratio",
+                  "target"));
   Stream s = Stream::create("cuda");
   for (int kernels : {1, 10, 100, 1000}) {
     AcceleratorGraph g("cuda");
@@ -97,8 +99,11 @@ void bench_replay_overhead() {
     double a = median(ours), r = median(raw), ratio = a / r;
     row(fmt::format("{:>8} {:>12.3f} {:>12.3f} {:>7.3f}x {:>8}", kernels, a, r, ratio,
                     verdict(ratio <= 1.05)));
-    results["a_replay_overhead"].push_back(
-        {{"kernels", kernels}, {"accgraph_us", a}, {"raw_us", r}, {"ratio", ratio}, {"target", 1.05}});
+    results["a_replay_overhead"].push_back({{"kernels", kernels},
+                                            {"accgraph_us", a},
+                                            {"raw_us", r},
+                                            {"ratio", ratio},
+                                            {"target", 1.05}});
     check(cudaGraphExecDestroy(raw_exec), "raw destroy");
     check(cudaGraphDestroy(raw_graph), "raw destroy");
   }
@@ -147,9 +152,10 @@ std::string variant_name(const std::string& v) { return v.empty() ? "untimed" : 
 // the median over rounds of (event span of a 16-launch batch) / 16.
 void bench_timed_replay() {
   row("");
-  row("(b) timed replay: host launch time and device time per replay  [target device_timestamps @100: host <= 1.3x untimed, <= 0.8 us device per region]");
-  row(fmt::format("{:>8} {:>18} {:>12} {:>8} {:>14} {:>14} {:>10}", "regions", "variant",
-                  "host us", "x untimed", "device us", "dev us/region", "target"));
+  row("(b) timed replay: host launch time and device time per replay  [target device_timestamps "
+      "@100: host <= 1.3x untimed, <= 0.8 us device per region]");
+  row(fmt::format("{:>8} {:>18} {:>12} {:>8} {:>14} {:>14} {:>10}", "regions", "variant", "host us",
+                  "x untimed", "device us", "dev us/region", "target"));
   Stream s = Stream::create("cuda");
   std::vector<json> collection_rows;
   cudaEvent_t e0, e1;
@@ -161,9 +167,9 @@ void bench_timed_replay() {
     for (const std::string& variant : kVariants) {
       timing::ProfilerOptions options;
       options.keep_reports = 0;
-      graphs.push_back(make_graph(s, regions, variant,
-                                  [&] { check(accgraph_test::launch_empty(native(s)), "empty"); },
-                                  options));
+      graphs.push_back(make_graph(
+          s, regions, variant, [&] { check(accgraph_test::launch_empty(native(s)), "empty"); },
+          options));
     }
     const int batch = 16;  // = the default ring depth: no collection inside the timed launches
     const int warmup = 3;
@@ -216,17 +222,20 @@ void bench_timed_replay() {
                                            {"device_us_per_replay", d},
                                            {"device_us_added_per_region", per_region}});
       if (!variant.empty())
-        collection_rows.push_back({{"regions", regions}, {"variant", variant}, {"us_per_replay", median(collect[v])}});
+        collection_rows.push_back(
+            {{"regions", regions}, {"variant", variant}, {"us_per_replay", median(collect[v])}});
     }
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   row("");
-  row("(c) report collection per replay (replay complete -> report delivered)  [target <= 20 us @1000 regions]");
+  row("(c) report collection per replay (replay complete -> report delivered)  [target <= 20 us "
+      "@1000 regions]");
   row(fmt::format("{:>8} {:>18} {:>14} {:>10}", "regions", "variant", "us per replay", "target"));
   {
     // The backend's share: TimestampMarkers::read of one finished 1001-marker replay, alone.
-    for (const std::string& strategy : {std::string("device_timestamps"), std::string("external_events")}) {
+    for (const std::string& strategy :
+         {std::string("device_timestamps"), std::string("external_events")}) {
       auto markers = backend("cuda").create_markers(0, MarkerOptions{strategy, 2});
       AcceleratorGraph g("cuda");
       g.capture_begin(s);
@@ -248,7 +257,8 @@ void bench_timed_replay() {
         reads.push_back(us_since(t0));
       }
       double us = median(reads);
-      row(fmt::format("{:>8} {:>18} {:>14.2f} {:>10}", 1000, strategy + " read()", us, "(backend)"));
+      row(fmt::format("{:>8} {:>18} {:>14.2f} {:>10}", 1000, strategy + " read()", us,
+                      "(backend)"));
       results["c_backend_read"].push_back({{"markers", 1001}, {"variant", strategy}, {"us", us}});
     }
   }
@@ -256,7 +266,8 @@ void bench_timed_replay() {
     int regions = c["regions"];
     double us = c["us_per_replay"];
     std::string target = regions == 1000 ? verdict(us <= 20.0) : "";
-    row(fmt::format("{:>8} {:>18} {:>14.2f} {:>10}", regions, c["variant"].get<std::string>(), us, target));
+    row(fmt::format("{:>8} {:>18} {:>14.2f} {:>10}", regions, c["variant"].get<std::string>(), us,
+                    target));
     results["c_collection"].push_back(c);
   }
 }
@@ -265,8 +276,10 @@ void bench_timed_replay() {
 // interleaved rounds (the order rotating), after one warm-up round; the median of each.
 void bench_pipelined() {
   row("");
-  row("(d) pipelined: 1000 back-to-back replays of 10 regions x ~10 us kernels, every report kept  [target >= 0.9x untimed throughput]");
-  row(fmt::format("{:>18} {:>12} {:>14} {:>10} {:>10}", "variant", "total ms", "replays/s", "x untimed", "target"));
+  row("(d) pipelined: 1000 back-to-back replays of 10 regions x ~10 us kernels, every report kept  "
+      "[target >= 0.9x untimed throughput]");
+  row(fmt::format("{:>18} {:>12} {:>14} {:>10} {:>10}", "variant", "total ms", "replays/s",
+                  "x untimed", "target"));
   Stream s = Stream::create("cuda");
   uint64_t* scratch = nullptr;
   check(cudaMalloc(&scratch, 2 * sizeof(uint64_t)), "scratch");
@@ -275,9 +288,10 @@ void bench_pipelined() {
   for (const std::string& variant : kVariants) {
     timing::ProfilerOptions options;
     options.keep_reports = timing::KeepReports::all();
-    graphs.push_back(make_graph(s, 10, variant, [&] {
-      check(accgraph_test::launch_timed_spin(native(s), 10000, scratch), "spin");
-    }, options));
+    graphs.push_back(make_graph(
+        s, 10, variant,
+        [&] { check(accgraph_test::launch_timed_spin(native(s), 10000, scratch), "spin"); },
+        options));
   }
   std::vector<std::vector<double>> total_ms(n);
   for (int round = 0; round < 4; ++round) {
@@ -303,12 +317,14 @@ void bench_pipelined() {
     if (variant.empty()) untimed_rate = rate;
     size_t kept = t.profiler ? t.profiler->reports().size() : 0;
     double ratio = rate / untimed_rate;
-    row(fmt::format("{:>18} {:>12.2f} {:>14.0f} {:>9.3f}x {:>10}{}", variant_name(variant), ms, rate, ratio,
-                    variant.empty() ? "" : verdict(ratio >= 0.9),
+    row(fmt::format("{:>18} {:>12.2f} {:>14.0f} {:>9.3f}x {:>10}{}", variant_name(variant), ms,
+                    rate, ratio, variant.empty() ? "" : verdict(ratio >= 0.9),
                     t.profiler ? fmt::format("  ({} reports)", kept) : ""));
-    results["d_pipelined"].push_back({{"variant", variant_name(variant)}, {"total_ms", ms},
+    results["d_pipelined"].push_back({{"variant", variant_name(variant)},
+                                      {"total_ms", ms},
                                       {"rounds_ms", total_ms[v]},
-                                      {"replays_per_s", rate}, {"ratio_vs_untimed", ratio},
+                                      {"replays_per_s", rate},
+                                      {"ratio_vs_untimed", ratio},
                                       {"reports", kept}});
   }
   cudaFree(scratch);
@@ -317,23 +333,28 @@ void bench_pipelined() {
 // (e) measured vs true for spin kernels that time themselves with %globaltimer.
 void bench_accuracy() {
   row("");
-  row("(e) accuracy: region around a spin kernel vs the kernel's own %globaltimer  [target error <= 1.6 us]");
+  row("(e) accuracy: region around a spin kernel vs the kernel's own %globaltimer  [target error "
+      "<= 1.6 us]");
   row(fmt::format("{:>18} {:>8} {:>12} {:>12} {:>12} {:>10}", "variant", "true us", "measured us",
                   "median err", "max err", "target"));
   Stream s = Stream::create("cuda");
   uint64_t* truth = nullptr;
   check(cudaMallocHost(&truth, 2 * sizeof(uint64_t)), "truth");
-  for (const std::string& variant : {std::string("device_timestamps"), std::string("external_events")}) {
+  for (const std::string& variant :
+       {std::string("device_timestamps"), std::string("external_events")}) {
     for (uint64_t us : {2, 10, 100}) {
       timing::ProfilerOptions options;
       options.delivery = timing::Delivery::Immediate;  // each report is read before the next replay
       options.keep_reports = 0;
       std::vector<double> errors, measured, real;
-      TimedGraph t = make_graph(s, 1, variant, [&] {
-        check(accgraph_test::launch_timed_spin(native(s), us * 1000, truth), "spin");
-      }, options);
+      TimedGraph t = make_graph(
+          s, 1, variant,
+          [&] { check(accgraph_test::launch_timed_spin(native(s), us * 1000, truth), "spin"); },
+          options);
       double last = 0;
-      t.profiler->add_sink([&](const timing::ReplayReport& r) { last = static_cast<double>(r.region(0).duration_ns()); });
+      t.profiler->add_sink([&](const timing::ReplayReport& r) {
+        last = static_cast<double>(r.region(0).duration_ns());
+      });
       for (int i = 0; i < 51; ++i) {
         t.graph->replay();
         s.synchronize();
@@ -344,13 +365,17 @@ void bench_accuracy() {
         errors.push_back(last - truth_ns);
       }
       double med = median(errors);
-      double worst = *std::max_element(errors.begin(), errors.end(),
-                                       [](double a, double b) { return std::abs(a) < std::abs(b); });
-      row(fmt::format("{:>18} {:>8.2f} {:>12.3f} {:>12.3f} {:>12.3f} {:>10}", variant, median(real) / 1000,
-                      median(measured) / 1000, med / 1000, worst / 1000, verdict(std::abs(med) <= 1600)));
-      results["e_accuracy"].push_back({{"variant", variant}, {"true_us", median(real) / 1000},
+      double worst = *std::max_element(errors.begin(), errors.end(), [](double a, double b) {
+        return std::abs(a) < std::abs(b);
+      });
+      row(fmt::format("{:>18} {:>8.2f} {:>12.3f} {:>12.3f} {:>12.3f} {:>10}", variant,
+                      median(real) / 1000, median(measured) / 1000, med / 1000, worst / 1000,
+                      verdict(std::abs(med) <= 1600)));
+      results["e_accuracy"].push_back({{"variant", variant},
+                                       {"true_us", median(real) / 1000},
                                        {"measured_us", median(measured) / 1000},
-                                       {"median_error_us", med / 1000}, {"max_abs_error_us", worst / 1000}});
+                                       {"median_error_us", med / 1000},
+                                       {"max_abs_error_us", worst / 1000}});
     }
   }
   cudaFreeHost(truth);
@@ -372,9 +397,10 @@ int main(int argc, char** argv) {
     cudaDriverGetVersion(&driver);
     cudaRuntimeGetVersion(&runtime);
     std::string device = b.devices().at(0).name;
-    row(fmt::format("accgraph-bench-cuda: {} | driver CUDA {}.{} | runtime {}.{} | timer resolution {} ns",
-                    device, driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10,
-                    b.capabilities(0).timer_resolution_ns));
+    row(fmt::format(
+        "accgraph-bench-cuda: {} | driver CUDA {}.{} | runtime {}.{} | timer resolution {} ns",
+        device, driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10,
+        b.capabilities(0).timer_resolution_ns));
     results["device"] = device;
     results["driver_cuda"] = driver;
     results["runtime_cuda"] = runtime;
@@ -384,7 +410,8 @@ int main(int argc, char** argv) {
     bench_pipelined();
     bench_accuracy();
     row("");
-    row("(v2) timing layer v2 (issue 8), device_timestamps, each figure against its baseline in this run");
+    row("(v2) timing layer v2 (issue 8), device_timestamps, each figure against its baseline in "
+        "this run");
     const auto v2 = accgraph_bench::bench_timing_v2(
         "cuda", "device_timestamps",
         [](Stream& s) { check(accgraph_test::launch_empty(native(s)), "empty"); }, memory_replays,

@@ -26,8 +26,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "accgraph/accgraph.hpp"
 #include "../common/timing_v2.hpp"
+#include "accgraph/accgraph.hpp"
 #include "timing/exported_text.hpp"
 
 #if ACCGRAPH_BENCH_WITH_PERFETTO
@@ -56,8 +56,9 @@ nlohmann::json results = nlohmann::json::object();
 // (a) One replay (enqueue + wait) of a graph of `nodes` 64-byte fills, against enqueueing the same
 // fills eagerly and waiting: what the graph costs or saves per node on this backend.
 void bench_replay_overhead() {
-  fmt::print("(a) replay overhead per node: replay+synchronize vs the same ops eagerly "
-             "(median us per run)\n");
+  fmt::print(
+      "(a) replay overhead per node: replay+synchronize vs the same ops eagerly "
+      "(median us per run)\n");
   fmt::print("{:>7} {:>12} {:>12} {:>10} {:>14} {:>14}\n", "nodes", "replay us", "eager us",
              "ratio", "replay us/node", "eager us/node");
   Stream s = Stream::create("host");
@@ -102,10 +103,8 @@ void bench_replay_overhead() {
     double r = median(replay_us), e = median(eager_us);
     fmt::print("{:>7} {:>12.2f} {:>12.2f} {:>9.2f}x {:>14.3f} {:>14.3f}\n", nodes, r, e, r / e,
                r / nodes, e / nodes);
-    results["a_replay_overhead"].push_back({{"nodes", nodes},
-                                            {"replay_us", r},
-                                            {"eager_us", e},
-                                            {"ratio_replay_vs_eager", r / e}});
+    results["a_replay_overhead"].push_back(
+        {{"nodes", nodes}, {"replay_us", r}, {"eager_us", e}, {"ratio_replay_vs_eager", r / e}});
   }
 }
 
@@ -163,14 +162,14 @@ void bench_timed_replay() {
     double u = median(us[0]), lazy = median(us[1]), immediate = median(us[2]);
     fmt::print("{:>8} {:>12.2f} {:>12.2f} {:>12.2f} {:>9.2f}x {:>9.2f}x\n", regions, u, lazy,
                immediate, lazy / u, immediate / u);
-    results["b_timed_replay"].push_back({{"regions", regions},
-                                         {"untimed_us", u},
-                                         {"timed_lazy_us", lazy},
-                                         {"timed_immediate_us", immediate},
-                                         {"lazy_ratio", lazy / u},
-                                         {"immediate_ratio", immediate / u},
-                                         {"reports_per_variant",
-                                          variants[1].profiler->delivered()}});
+    results["b_timed_replay"].push_back(
+        {{"regions", regions},
+         {"untimed_us", u},
+         {"timed_lazy_us", lazy},
+         {"timed_immediate_us", immediate},
+         {"lazy_ratio", lazy / u},
+         {"immediate_ratio", immediate / u},
+         {"reports_per_variant", variants[1].profiler->delivered()}});
   }
 }
 
@@ -203,7 +202,8 @@ void assign_lanes(std::vector<TraceEvent*>& events) {
   std::vector<std::vector<const RegionTiming*>> lanes;
   auto fits = [&](size_t lane, const RegionTiming& r) {
     auto& open = lanes[lane];
-    while (!open.empty() && open.back()->end_ns() <= r.start_ns() && r.end_ns() > open.back()->end_ns())
+    while (!open.empty() && open.back()->end_ns() <= r.start_ns() &&
+           r.end_ns() > open.back()->end_ns())
       open.pop_back();
     return open.empty() || r.end_ns() <= open.back()->end_ns();
   };
@@ -304,7 +304,7 @@ void write_chrome_trace_document_reference(std::ostream& out,
       trace_events.push_back(
           {{"name", valid_utf8(t.name())},
            {"cat", e->report->graph_id() == 0 ? std::string("eager")
-                                            : fmt::format("graph {}", e->report->graph_id())},
+                                              : fmt::format("graph {}", e->report->graph_id())},
            {"ph", "X"},
            {"ts", static_cast<double>(t.start_ns() - origin) / 1000.0},
            {"dur", static_cast<double>(t.duration_ns()) / 1000.0},
@@ -414,7 +414,8 @@ int run_trace_child(const std::string& writer, size_t reports) {
   out.flush();
   const double ms = us_since(t0) / 1000.0;
   const long after = max_rss_kib();
-  std::printf("%.1f %ld %llu\n", ms, after - before, static_cast<unsigned long long>(counting.bytes));
+  std::printf("%.1f %ld %llu\n", ms, after - before,
+              static_cast<unsigned long long>(counting.bytes));
   return out ? 0 : 1;
 }
 
@@ -422,10 +423,11 @@ int run_trace_child(const std::string& writer, size_t reports) {
 // nlohmann::json document) and by the streaming one, each in a fresh child process per round
 // (rounds alternate which goes first), so each peak RSS is that one write's.
 void bench_trace_export(const std::string& self, size_t reports, int rounds) {
-  fmt::print("\n(c) trace export of {} region events ({} reports x 100): Chrome JSON (old and "
-             "new writer) and .pftrace, into a discarding stream; median of {} rounds, each "
-             "write in a fresh process\n",
-             reports * 100, reports, rounds);
+  fmt::print(
+      "\n(c) trace export of {} region events ({} reports x 100): Chrome JSON (old and "
+      "new writer) and .pftrace, into a discarding stream; median of {} rounds, each "
+      "write in a fresh process\n",
+      reports * 100, reports, rounds);
   struct Sample {
     std::vector<double> ms;
     std::vector<double> growth_mib;
@@ -439,8 +441,7 @@ void bench_trace_export(const std::string& self, size_t reports, int rounds) {
   for (int round = 0; round < rounds; ++round) {
     for (size_t k = 0; k < count; ++k) {
       const std::string writer = writers[(k + static_cast<size_t>(round)) % count];
-      const std::string command =
-          fmt::format("'{}' --trace-child {} {}", self, writer, reports);
+      const std::string command = fmt::format("'{}' --trace-child {} {}", self, writer, reports);
       FILE* pipe = popen(command.c_str(), "r");
       if (pipe == nullptr) throw std::runtime_error("cannot start " + command);
       double ms = 0;
@@ -518,8 +519,7 @@ int main(int argc, char** argv) {
       std::puts(usage);
       return 0;
     } else {
-      std::fprintf(stderr, "accgraph-bench-host: unknown argument '%s'\n%s\n", arg.c_str(),
-                   usage);
+      std::fprintf(stderr, "accgraph-bench-host: unknown argument '%s'\n%s\n", arg.c_str(), usage);
       return 2;
     }
   }
@@ -529,8 +529,9 @@ int main(int argc, char** argv) {
                  accgraph::backend("host").devices().at(0).name);
       bench_replay_overhead();
       bench_timed_replay();
-      fmt::print("\n(v2) timing layer v2 (issue 8), steady_clock markers, each figure against its "
-                 "baseline in this run\n");
+      fmt::print(
+          "\n(v2) timing layer v2 (issue 8), steady_clock markers, each figure against its "
+          "baseline in this run\n");
       const auto v2 = accgraph_bench::bench_timing_v2(
           "host", "", [](Stream& s) { s.host_call([] {}); }, memory_replays,
           [](const std::string& line) { fmt::print("{}\n", line); });
@@ -539,8 +540,7 @@ int main(int argc, char** argv) {
     char self[4096];
     const ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (length <= 0) throw std::runtime_error("cannot read /proc/self/exe to start (c)'s children");
-    bench_trace_export(std::string(self, static_cast<size_t>(length)), trace_reports,
-                       trace_rounds);
+    bench_trace_export(std::string(self, static_cast<size_t>(length)), trace_reports, trace_rounds);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "accgraph-bench-host: %s\n", e.what());
     return 1;

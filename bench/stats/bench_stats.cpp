@@ -78,18 +78,21 @@ int main() {
       stats.add(reports[0]);  // builds the layout's cache and the series
       const auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < 1000; ++i) stats.add(reports[i % 16]);
-      const auto ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() -
-                                                               start).count();
+      const auto ns =
+          std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start)
+              .count();
       per_add[m].push_back(ns / 1000);
     }
   }
   for (auto& v : per_add) std::sort(v.begin(), v.end());
   const double sketch_ns = per_add[0][12], exact_ns = per_add[1][12];
-  std::printf("(1) StatsAccumulator::add, 1000-region report, layout shared by the replays"
-              " (median of 25 rounds of 1000 adds)\n");
-  std::printf("    sketch %.0f ns/report (%.2f ns/region), exact %.0f ns/report (%.2f ns/region),"
-              " sketch/exact %.2fx\n",
-              sketch_ns, sketch_ns / 1000, exact_ns, exact_ns / 1000, sketch_ns / exact_ns);
+  std::printf(
+      "(1) StatsAccumulator::add, 1000-region report, layout shared by the replays"
+      " (median of 25 rounds of 1000 adds)\n");
+  std::printf(
+      "    sketch %.0f ns/report (%.2f ns/region), exact %.0f ns/report (%.2f ns/region),"
+      " sketch/exact %.2fx\n",
+      sketch_ns, sketch_ns / 1000, exact_ns, exact_ns / 1000, sketch_ns / exact_ns);
 
   // (2) heap held after 10^6 reports of 10 regions (64 replays of one layout, built before the
   // count starts), and the time stats() then takes.
@@ -105,14 +108,14 @@ int main() {
     const auto start = std::chrono::steady_clock::now();
     const std::vector<RegionStats> out = stats.stats();
     const double stats_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count();
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     size_t buckets = 0;
     for (size_t b : stats.sketch_buckets()) buckets += b;
-    std::printf("    %-6s heap %10zu bytes (%.1f MiB), %zu sketch buckets, stats() %.2f ms,"
-                " p50 of region 0 %.1f ns\n",
-                mode == StatsMode::Sketch ? "sketch" : "exact", held,
-                static_cast<double>(held) / (1 << 20), buckets, stats_ms, out[0].p50_ns);
+    std::printf(
+        "    %-6s heap %10zu bytes (%.1f MiB), %zu sketch buckets, stats() %.2f ms,"
+        " p50 of region 0 %.1f ns\n",
+        mode == StatsMode::Sketch ? "sketch" : "exact", held, static_cast<double>(held) / (1 << 20),
+        buckets, stats_ms, out[0].p50_ns);
   }
   return 0;
 }

@@ -57,7 +57,7 @@ struct StreamAccess {
   /// The state of `stream` (InvalidArgument naming `operation` when the Stream is empty).
   /// Exported (not installed) so that the timing units' own tests can link it.
   ACCGRAPH_API static const std::shared_ptr<StreamState>& shared(const Stream& stream,
-                                                               const char* operation);
+                                                                 const char* operation);
   /// The backend's queue behind `stream` (InvalidArgument when the Stream is empty).
   static StreamImpl& impl(const Stream& stream) { return *stream.state().impl; }
   /// Operations enqueued through `stream` so far: two regions are adjacent when none came

@@ -92,9 +92,9 @@ class Capture {
   struct Lane {
     std::weak_ptr<WorkQueue> queue;
     const WorkQueue* key = nullptr;
-    std::vector<size_t> seen;          // the lane's vector clock
-    long last = -1;                    // its last node
-    std::vector<size_t> next_waits;    // edges into its next node
+    std::vector<size_t> seen;        // the lane's vector clock
+    long last = -1;                  // its last node
+    std::vector<size_t> next_waits;  // edges into its next node
   };
   Lane& lane_of(const WorkQueue* key);
 
@@ -163,10 +163,10 @@ class AsyncGraph final : public accgraph::GraphImplInterface {
   Pools& pools_;
   accgraph::GraphArgs args_;
   bool debug_ = false;
-  std::shared_ptr<Capture> capture_;             // while capturing
-  std::shared_ptr<Executable> captured_;         // after capture_end
-  std::shared_ptr<const Executable> executable_; // after instantiate
-  std::shared_future<void> last_launch_;         // orders launches of this graph
+  std::shared_ptr<Capture> capture_;              // while capturing
+  std::shared_ptr<Executable> captured_;          // after capture_end
+  std::shared_ptr<const Executable> executable_;  // after instantiate
+  std::shared_future<void> last_launch_;          // orders launches of this graph
   std::shared_ptr<Pool> pool_;
   accgraph::PoolId last_pool_;
   uint64_t nodes_ = 0;

@@ -29,7 +29,7 @@ class AsyncBackend final : public accgraph::Backend {
     caps.capture_modes = {CaptureMode::Global};
     caps.multi_stream_capture = true;  // fork/join through wait_for (Note [Lanes])
     caps.host_calls = true;
-    caps.timed_delay = true;           // a sleep, then a spin, on the worker
+    caps.timed_delay = true;  // a sleep, then a spin, on the worker
     caps.graph_update = false;
     caps.pool_sharing = true;
     caps.marker_strategies = {kMarkerStrategy};

@@ -1,6 +1,6 @@
 // Async timestamp markers: steady_clock read by the task that runs the marker (accgraph's
-// SteadyClockMarkers, Note [Marker ring] in accgraph/spi/backend.hpp). In a capture the marker tasks
-// are nodes of their lanes: a region timed on a forked stream measures that branch.
+// SteadyClockMarkers, Note [Marker ring] in accgraph/spi/backend.hpp). In a capture the marker
+// tasks are nodes of their lanes: a region timed on a forked stream measures that branch.
 #include <accgraph/spi/steady_clock_markers.hpp>
 
 #include "async.hpp"

@@ -1,4 +1,5 @@
-// The async plugin's entry point: the one symbol accgraph's loader resolves (accgraph/spi/plugin.h).
+// The async plugin's entry point: the one symbol accgraph's loader resolves
+// (accgraph/spi/plugin.h).
 #include <accgraph/spi/plugin.hpp>  // ACCGRAPH_DEFINE_PLUGIN and accgraph::priority
 
 #include "async.hpp"

@@ -306,8 +306,8 @@ int run_rank(const Options& o) {
         "rank %d: GPU %d, clock offset %lld ns +- %llu ns (%zu samples), %zu reports, "
         "%zu wrong elements, trace %s\n",
         o.rank, device, static_cast<long long>(clock.offset_ns),
-        static_cast<unsigned long long>(clock.uncertainty_ns), kClockSamples, reports.size(),
-        wrong, trace_path.c_str());
+        static_cast<unsigned long long>(clock.uncertainty_ns), kClockSamples, reports.size(), wrong,
+        trace_path.c_str());
     std::printf(
         "rank %d: per replay: untimed host %.2f us, device %.2f us; timed host %.2f us, "
         "device %.2f us\n",

@@ -20,8 +20,9 @@ using accgraph::Capabilities;
 using accgraph::CaptureMode;
 using accgraph::ErrorCode;
 
-// ClockSampling (optional, accgraph/spi/clock_sampling.hpp): lets accgraph::timing::calibrate_clock put the
-// toy's marker times on the host's clock when traces of several devices or ranks are merged.
+// ClockSampling (optional, accgraph/spi/clock_sampling.hpp): lets accgraph::timing::calibrate_clock
+// put the toy's marker times on the host's clock when traces of several devices or ranks are
+// merged.
 class ToyBackend final : public accgraph::Backend, public accgraph::ClockSampling {
  public:
   std::string name() const override { return kBackendName; }
@@ -39,12 +40,12 @@ class ToyBackend final : public accgraph::Backend, public accgraph::ClockSamplin
     caps.capture_modes = {CaptureMode::Global};
     caps.multi_stream_capture = false;  // a capture lives on one stream (see ToyStream::wait_for)
     caps.host_calls = true;
-    caps.timed_delay = true;            // sleep, then busy-wait to the deadline (stream.cpp)
+    caps.timed_delay = true;  // sleep, then busy-wait to the deadline (stream.cpp)
     caps.graph_update = false;
     caps.pool_sharing = true;
     caps.marker_strategies = {kMarkerStrategy};
     caps.marker_ring_depth = kDefaultRingDepth;
-    caps.timer_resolution_ns = 1;       // steady_clock counts nanoseconds (markers.cpp)
+    caps.timer_resolution_ns = 1;  // steady_clock counts nanoseconds (markers.cpp)
     return caps;
   }
 
@@ -81,8 +82,7 @@ class ToyBackend final : public accgraph::Backend, public accgraph::ClockSamplin
   }
 
   // The markers read steady_clock on the host (markers.cpp): the SPI helper samples it.
-  void sample_clock(int /*device*/, accgraph::timing::ClockSample* samples,
-                    size_t count) override {
+  void sample_clock(int /*device*/, accgraph::timing::ClockSample* samples, size_t count) override {
     accgraph::sample_steady_clock(samples, count);
   }
 

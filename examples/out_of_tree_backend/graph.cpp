@@ -33,7 +33,8 @@ ToyGraph::ToyGraph(Pools& pools, const accgraph::GraphArgs& args) : pools_(pools
 ToyGraph::~ToyGraph() { detach_capture(); }
 
 void ToyGraph::detach_capture() noexcept {
-  if (capture_queue_ && capture_queue_->capture() == recording_) capture_queue_->set_capture(nullptr);
+  if (capture_queue_ && capture_queue_->capture() == recording_)
+    capture_queue_->set_capture(nullptr);
   capture_queue_.reset();
 }
 
@@ -81,7 +82,8 @@ void ToyGraph::instantiate() {
 
 void ToyGraph::replay(accgraph::StreamImpl& stream_impl) {
   ToyStream& stream = as_toy_stream(stream_impl, "replay");
-  if (!executable_) fail(ErrorCode::InvalidState, "replay: the graph has no executable: instantiate first");
+  if (!executable_)
+    fail(ErrorCode::InvalidState, "replay: the graph has no executable: instantiate first");
   // Runs every node even after one fails (Note [Replays run every node] in
   // accgraph/spi/run_every_node.hpp); the first failure is reported by the stream's next
   // synchronize(). On a capturing stream this records the whole replay as one node of that
@@ -113,8 +115,7 @@ void ToyGraph::debug_dump(const std::string& path) {
          "debug_dump: the toy graph kept no operation names: call enable_debug_mode() before "
          "capture_begin");
   accgraph::write_debug_dump(path, kBackendName, [&](std::ostream& out) {
-    out << "toy graph: " << dump_names_.size() << " operations, pool " << to_text(pool())
-        << "\n";
+    out << "toy graph: " << dump_names_.size() << " operations, pool " << to_text(pool()) << "\n";
     for (size_t i = 0; i < dump_names_.size(); ++i)
       out << "  " << i << ": " << dump_names_[i] << "\n";
   });

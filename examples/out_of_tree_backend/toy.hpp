@@ -110,8 +110,8 @@ inline ToyStream& as_toy_stream(accgraph::StreamImpl& stream, const char* operat
 }
 
 /// A pool is an identity that graphs share by PoolId (the toy allocates nothing during capture);
-/// accgraph's PoolTable keeps them (Note [Pool sharing] in accgraph/spi/pool_table.hpp). Toy ids are
-/// {n, kPoolTag}, so they are told apart from other backends' at a glance.
+/// accgraph's PoolTable keeps them (Note [Pool sharing] in accgraph/spi/pool_table.hpp). Toy ids
+/// are {n, kPoolTag}, so they are told apart from other backends' at a glance.
 struct Pool {
   accgraph::PoolId id;
 };
@@ -144,7 +144,7 @@ class ToyGraph final : public accgraph::GraphImplInterface {
   std::shared_ptr<ToyQueue> capture_queue_;  // while capturing
   std::shared_ptr<Recording> recording_;     // while capturing, then until instantiate()
   std::shared_ptr<const std::vector<Operation>> executable_;
-  std::vector<std::string> dump_names_;      // kept only in debug mode
+  std::vector<std::string> dump_names_;  // kept only in debug mode
   std::shared_ptr<Pool> pool_;
   accgraph::PoolId last_pool_id_;
   uint64_t nodes_ = 0;

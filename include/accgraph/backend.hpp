@@ -14,7 +14,8 @@
 #pragma once
 
 #if defined(ACCGRAPH_WARN_DEPRECATED_HEADERS)
-#pragma message("accgraph/backend.hpp is deprecated and goes in accgraph 0.3: include accgraph/spi/backend.hpp (and accgraph/spi/clock_sampling.hpp for ClockSampling)")
+#pragma message( \
+    "accgraph/backend.hpp is deprecated and goes in accgraph 0.3: include accgraph/spi/backend.hpp (and accgraph/spi/clock_sampling.hpp for ClockSampling)")
 #endif
 
 #include "accgraph/clock.hpp"

@@ -5,7 +5,8 @@
 #pragma once
 
 #if defined(ACCGRAPH_WARN_DEPRECATED_HEADERS)
-#pragma message("accgraph/backend_support.hpp is deprecated and goes in accgraph 0.3: include the accgraph/spi/ header of each helper (ownership.hpp, stream_cast.hpp, device_index.hpp, handle_table.hpp, first_failure.hpp, run_every_node.hpp, host_delay.hpp, host_memory_buffer.hpp, debug_dump.hpp)")
+#pragma message( \
+    "accgraph/backend_support.hpp is deprecated and goes in accgraph 0.3: include the accgraph/spi/ header of each helper (ownership.hpp, stream_cast.hpp, device_index.hpp, handle_table.hpp, first_failure.hpp, run_every_node.hpp, host_delay.hpp, host_memory_buffer.hpp, debug_dump.hpp)")
 #endif
 
 #include "accgraph/clock.hpp"

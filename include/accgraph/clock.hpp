@@ -37,11 +37,11 @@ ACCGRAPH_API DeviceClockOffset estimate_clock_offset(const std::vector<ClockSamp
 
 /// Measures the offset of device `device` of `backend` (empty: the default backend) against
 /// CLOCK_REALTIME from `samples` clock samples (1 to 100,000; about 100 is plenty) taken by the
-/// backend's ClockSampling (accgraph/spi/clock_sampling.hpp), with the device's marker resolution as the timer's.
-/// Takes a few hundred microseconds on a GPU (one small kernel on a private stream); call it
-/// when the profiler starts, before the timed work, and again on runs of many minutes (drift is
-/// not modelled). Unsupported when the backend cannot sample its clock (the message says which
-/// backends can); InvalidArgument for a bad device or sample count.
+/// backend's ClockSampling (accgraph/spi/clock_sampling.hpp), with the device's marker resolution
+/// as the timer's. Takes a few hundred microseconds on a GPU (one small kernel on a private
+/// stream); call it when the profiler starts, before the timed work, and again on runs of many
+/// minutes (drift is not modelled). Unsupported when the backend cannot sample its clock (the
+/// message says which backends can); InvalidArgument for a bad device or sample count.
 ///
 ///   accgraph::timing::DeviceClockOffset clock = accgraph::timing::calibrate_clock(stream);
 ///   options.clocks.push_back(clock);  // PerfettoOptions of this rank's trace

@@ -2,11 +2,11 @@
 #pragma once
 
 #if defined(_WIN32)
-#  if defined(ACCGRAPH_BUILDING_LIBRARY)
-#    define ACCGRAPH_API __declspec(dllexport)
-#  else
-#    define ACCGRAPH_API __declspec(dllimport)
-#  endif
+#if defined(ACCGRAPH_BUILDING_LIBRARY)
+#define ACCGRAPH_API __declspec(dllexport)
 #else
-#  define ACCGRAPH_API __attribute__((visibility("default")))
+#define ACCGRAPH_API __declspec(dllimport)
+#endif
+#else
+#define ACCGRAPH_API __attribute__((visibility("default")))
 #endif

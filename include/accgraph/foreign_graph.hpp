@@ -80,8 +80,9 @@ class ACCGRAPH_API ForeignGraph {
   template <class Launch>
   void launch(Stream& stream, Launch&& launch, LaunchCheck check = LaunchCheck::Fenced) {
     using Fn = std::remove_reference_t<Launch>;
-    launch_with(stream, [](void* fn) { (*static_cast<Fn*>(fn))(); },
-                const_cast<void*>(static_cast<const void*>(&launch)), check);
+    launch_with(
+        stream, [](void* fn) { (*static_cast<Fn*>(fn))(); },
+        const_cast<void*>(static_cast<const void*>(&launch)), check);
   }
   /// The owner drops its graph, or its capture failed: the graph may capture again.
   void reset();

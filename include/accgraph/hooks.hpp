@@ -66,7 +66,7 @@ enum class ObserverEvents {
 /// observer must outlive the handle. Thread-safe. Replays call only the observers installed
 /// with ObserverEvents::All (and the profilers timing that graph), so an observer that does not
 /// need replays should ask for ObserverEvents::Lifecycle.
-[[nodiscard]] ACCGRAPH_API ObserverHandle add_graph_observer(
-    GraphObserver& observer, ObserverEvents events = ObserverEvents::All);
+[[nodiscard]] ACCGRAPH_API ObserverHandle
+add_graph_observer(GraphObserver& observer, ObserverEvents events = ObserverEvents::All);
 
 }  // namespace accgraph

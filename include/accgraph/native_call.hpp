@@ -4,7 +4,8 @@
 #pragma once
 
 #if defined(ACCGRAPH_WARN_DEPRECATED_HEADERS)
-#pragma message("accgraph/native_call.hpp is deprecated and goes in accgraph 0.3: include accgraph/spi/native_call.hpp")
+#pragma message( \
+    "accgraph/native_call.hpp is deprecated and goes in accgraph 0.3: include accgraph/spi/native_call.hpp")
 #endif
 
 #include "accgraph/spi/native_call.hpp"

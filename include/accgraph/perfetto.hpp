@@ -117,7 +117,7 @@ ACCGRAPH_PERFETTO_API MergeSummary merge_perfetto_traces(std::ostream& out,
 /// (another spelling, a symbolic or hard link: the same device and inode, or the same canonical
 /// path) is refused with InvalidArgument naming both before anything is read. What the CLI's
 /// merge-traces and Python's merge_traces call.
-ACCGRAPH_PERFETTO_API MergeSummary merge_perfetto_trace_files(
-    const std::string& output, const std::vector<std::string>& paths);
+ACCGRAPH_PERFETTO_API MergeSummary
+merge_perfetto_trace_files(const std::string& output, const std::vector<std::string>& paths);
 
 }  // namespace accgraph::timing

@@ -4,7 +4,8 @@
 #define ACCGRAPH_DEPRECATED_PLUGIN_H
 
 #if defined(ACCGRAPH_WARN_DEPRECATED_HEADERS)
-#pragma message("accgraph/plugin.h is deprecated and goes in accgraph 0.3: include accgraph/spi/plugin.h")
+#pragma message( \
+    "accgraph/plugin.h is deprecated and goes in accgraph 0.3: include accgraph/spi/plugin.h")
 #endif
 
 #include "accgraph/spi/plugin.h"

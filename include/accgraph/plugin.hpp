@@ -5,7 +5,8 @@
 #pragma once
 
 #if defined(ACCGRAPH_WARN_DEPRECATED_HEADERS)
-#pragma message("accgraph/plugin.hpp is deprecated and goes in accgraph 0.3: include accgraph/spi/plugin.hpp (and accgraph/spi/library_check.hpp, accgraph/spi/message_escape.hpp for the library check and message escaping)")
+#pragma message( \
+    "accgraph/plugin.hpp is deprecated and goes in accgraph 0.3: include accgraph/spi/plugin.hpp (and accgraph/spi/library_check.hpp, accgraph/spi/message_escape.hpp for the library check and message escaping)")
 #endif
 
 #include <cstddef>
@@ -24,7 +25,6 @@ namespace accgraph::plugin {
 
 /// The checks of shared_library_problem on the bytes of a whole file held in memory. No longer
 /// installed from 0.3 on (it is the loader's, declared in registry/shared_library.hpp).
-ACCGRAPH_API std::optional<std::string> shared_library_image_problem(const void* data,
-                                                                      size_t size);
+ACCGRAPH_API std::optional<std::string> shared_library_image_problem(const void* data, size_t size);
 
 }  // namespace accgraph::plugin

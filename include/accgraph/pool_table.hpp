@@ -3,7 +3,8 @@
 #pragma once
 
 #if defined(ACCGRAPH_WARN_DEPRECATED_HEADERS)
-#pragma message("accgraph/pool_table.hpp is deprecated and goes in accgraph 0.3: include accgraph/spi/pool_table.hpp")
+#pragma message( \
+    "accgraph/pool_table.hpp is deprecated and goes in accgraph 0.3: include accgraph/spi/pool_table.hpp")
 #endif
 
 #include "accgraph/spi/pool_table.hpp"

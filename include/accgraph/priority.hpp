@@ -4,7 +4,8 @@
 #pragma once
 
 #if defined(ACCGRAPH_WARN_DEPRECATED_HEADERS)
-#pragma message("accgraph/priority.hpp is deprecated and goes in accgraph 0.3: include accgraph/spi/priority.hpp")
+#pragma message( \
+    "accgraph/priority.hpp is deprecated and goes in accgraph 0.3: include accgraph/spi/priority.hpp")
 #endif
 
 #include "accgraph/spi/priority.hpp"

@@ -18,11 +18,11 @@ namespace accgraph {
 struct BackendStatus {
   std::string name;
   int priority = 0;
-  std::string origin;            ///< "built-in", "built-in module <path>", "plugin <path>"
+  std::string origin;  ///< "built-in", "built-in module <path>", "plugin <path>"
   bool available = false;
   std::string unavailable_reason;
   std::vector<DeviceInfo> devices;
-  Capabilities capabilities;     ///< of device 0 when available
+  Capabilities capabilities;  ///< of device 0 when available
 };
 
 /// A plugin library (or plugin path item) that was rejected: the file and why. The path is

@@ -118,8 +118,8 @@ class ACCGRAPH_API ReplayReport {
   /// InvalidArgument when `layout` is null or `marker_times` does not hold exactly
   /// layout->marker_count() values. A time equal to TimestampMarkers::kUnmeasurable (UINT64_MAX)
   /// makes the regions that use it unmeasurable.
-  ReplayReport(std::shared_ptr<const ReportLayout> layout, uint64_t graph_id,
-               uint64_t replay_index, std::vector<uint64_t> marker_times);
+  ReplayReport(std::shared_ptr<const ReportLayout> layout, uint64_t graph_id, uint64_t replay_index,
+               std::vector<uint64_t> marker_times);
   /// Builds a layout from `samples` (each region gets markers 2i and 2i+1) and its report:
   /// for tests, tools that import timings and exporters' callers. Validated as above.
   static ReplayReport from_samples(ReportSource source, uint64_t graph_id, uint64_t replay_index,

@@ -5,7 +5,8 @@
 #pragma once
 
 #if defined(ACCGRAPH_WARN_DEPRECATED_HEADERS)
-#pragma message("accgraph/steady_clock_markers.hpp is deprecated and goes in accgraph 0.3: include accgraph/spi/steady_clock_markers.hpp (and accgraph/spi/clock_sampling.hpp for sample_steady_clock)")
+#pragma message( \
+    "accgraph/steady_clock_markers.hpp is deprecated and goes in accgraph 0.3: include accgraph/spi/steady_clock_markers.hpp (and accgraph/spi/clock_sampling.hpp for sample_steady_clock)")
 #endif
 
 #include "accgraph/clock.hpp"

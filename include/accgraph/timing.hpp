@@ -120,9 +120,10 @@ using Sink = std::function<void(const ReplayReport&)>;
 /// its reports could not be attributed to executions); replay it outside the capture. A graph
 /// that still holds a timed capture when the profiler is destroyed keeps that capture's marker
 /// storage (a later replay still writes into it) until it is reset or destroyed; its later
-/// replays are not reported. Sinks run on the thread that collects (replay, flush, the collector thread), one report at a time, in
-/// replay order per graph; an exception from a sink is logged and does not stop delivery.
-/// Thread-safe; destroy the profiler while no other thread is driving a graph.
+/// replays are not reported. Sinks run on the thread that collects (replay, flush, the collector
+/// thread), one report at a time, in replay order per graph; an exception from a sink is logged and
+/// does not stop delivery. Thread-safe; destroy the profiler while no other thread is driving a
+/// graph.
 class ACCGRAPH_API Profiler {
   struct Impl;  // private: the units behind the facade (timing/profiler.cpp)
 
@@ -163,9 +164,10 @@ class ACCGRAPH_API Profiler {
 
    private:
     friend class Profiler;
-    Region(std::weak_ptr<Impl> profiler, std::weak_ptr<detail::StreamState> stream,
-           uint64_t serial)
-        : profiler_(std::move(profiler)), stream_(std::move(stream)), serial_(serial),
+    Region(std::weak_ptr<Impl> profiler, std::weak_ptr<detail::StreamState> stream, uint64_t serial)
+        : profiler_(std::move(profiler)),
+          stream_(std::move(stream)),
+          serial_(serial),
           open_(true) {}
     std::weak_ptr<Impl> profiler_;
     std::weak_ptr<detail::StreamState> stream_;

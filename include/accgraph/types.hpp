@@ -51,15 +51,15 @@ struct DeviceInfo {
 /// What a backend can do on a device. Queried, never guessed: features not listed are
 /// Unsupported errors when used.
 struct Capabilities {
-  std::vector<CaptureMode> capture_modes;  ///< modes honoured besides Default
-  bool multi_stream_capture = false;       ///< fork/join during capture through Stream::wait
-  bool host_calls = false;                 ///< Stream::host_call, eagerly and in graphs
-  bool timed_delay = false;                ///< Stream::delay (device work of a given duration)
-  bool graph_update = false;               ///< re-capture updates the executable in place
-  bool pool_sharing = false;               ///< graphs share a pool through PoolId
+  std::vector<CaptureMode> capture_modes;      ///< modes honoured besides Default
+  bool multi_stream_capture = false;           ///< fork/join during capture through Stream::wait
+  bool host_calls = false;                     ///< Stream::host_call, eagerly and in graphs
+  bool timed_delay = false;                    ///< Stream::delay (device work of a given duration)
+  bool graph_update = false;                   ///< re-capture updates the executable in place
+  bool pool_sharing = false;                   ///< graphs share a pool through PoolId
   std::vector<std::string> marker_strategies;  ///< timestamp marker kinds, default first
-  size_t marker_ring_depth = 0;            ///< replays in flight with distinct marker storage
-  uint64_t timer_resolution_ns = 0;        ///< smallest step of the marker clock
+  size_t marker_ring_depth = 0;                ///< replays in flight with distinct marker storage
+  uint64_t timer_resolution_ns = 0;            ///< smallest step of the marker clock
 
   bool supports(CaptureMode mode) const noexcept {
     if (mode == CaptureMode::Default) return true;

@@ -13,9 +13,10 @@
 #define ACCGRAPH_DETAIL_STRINGIFY(x) #x
 #define ACCGRAPH_DETAIL_TEXT(x) ACCGRAPH_DETAIL_STRINGIFY(x)
 /// "0.2.0": the headers' version as text (the built-in modules' plugin version, for one).
-#define ACCGRAPH_VERSION_STRING                                          \
-  ACCGRAPH_DETAIL_TEXT(ACCGRAPH_VERSION_MAJOR) "."                       \
-  ACCGRAPH_DETAIL_TEXT(ACCGRAPH_VERSION_MINOR) "." ACCGRAPH_DETAIL_TEXT(ACCGRAPH_VERSION_PATCH)
+#define ACCGRAPH_VERSION_STRING                                              \
+  ACCGRAPH_DETAIL_TEXT(ACCGRAPH_VERSION_MAJOR)                               \
+  "." ACCGRAPH_DETAIL_TEXT(ACCGRAPH_VERSION_MINOR) "." ACCGRAPH_DETAIL_TEXT( \
+      ACCGRAPH_VERSION_PATCH)
 
 namespace accgraph {
 

@@ -3,7 +3,8 @@
 #pragma once
 
 #if defined(ACCGRAPH_WARN_DEPRECATED_HEADERS)
-#pragma message("accgraph/worker_queue.hpp is deprecated and goes in accgraph 0.3: include accgraph/spi/worker_queue.hpp")
+#pragma message( \
+    "accgraph/worker_queue.hpp is deprecated and goes in accgraph 0.3: include accgraph/spi/worker_queue.hpp")
 #endif
 
 // The old header brought in all of backend_support.hpp.

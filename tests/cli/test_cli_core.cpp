@@ -69,9 +69,8 @@ TEST_CASE("demo: every count has a documented range and the error names it") {
                     "--ring expects a whole number from 1 to 65536, got '65537'");
   check_usage_error(demo({"--layers"}), "--layers needs a value");
 
-  const DemoOptions at_bounds =
-      parse_demo_options({"--layers", "64", "--replays", "100000", "--delay-us", "1000000",
-                          "--ring", "65536"});
+  const DemoOptions at_bounds = parse_demo_options(
+      {"--layers", "64", "--replays", "100000", "--delay-us", "1000000", "--ring", "65536"});
   CHECK(at_bounds.layers == kMaxDemoLayers);
   CHECK(at_bounds.replays == kMaxDemoReplays);
   CHECK(at_bounds.delay_us == kMaxDemoDelayUs);
@@ -107,7 +106,8 @@ TEST_CASE("demo: --trace picks the format by the file name, --lanes the lanes wo
   CHECK(trace_format_for("pftrace") == TraceFormat::Chrome);
   CHECK(trace_format_for("/dev/full") == TraceFormat::Chrome);
   const DemoOptions perfetto = parse_demo_options({"--trace", "t.pftrace", "--lanes"});
-  CHECK(perfetto.trace_format == (perfetto_supported() ? TraceFormat::Perfetto : TraceFormat::Chrome));
+  CHECK(perfetto.trace_format ==
+        (perfetto_supported() ? TraceFormat::Perfetto : TraceFormat::Chrome));
   CHECK(perfetto.lanes);
   CHECK_FALSE(parse_demo_options({}).lanes);
   if (!perfetto_supported())
@@ -115,8 +115,8 @@ TEST_CASE("demo: --trace picks the format by the file name, --lanes the lanes wo
 }
 
 TEST_CASE("merge-traces: inputs, one -o, no input as output") {
-  const CommandLine line = parse_command_line({"merge-traces", "r0.pftrace", "-o", "all.pftrace",
-                                               "r1.pftrace"});
+  const CommandLine line =
+      parse_command_line({"merge-traces", "r0.pftrace", "-o", "all.pftrace", "r1.pftrace"});
   CHECK(line.command == Command::MergeTraces);
   CHECK(line.merge.inputs == Args{"r0.pftrace", "r1.pftrace"});
   CHECK(line.merge.output_path == "all.pftrace");

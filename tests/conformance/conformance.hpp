@@ -1,6 +1,6 @@
 // The conformance harness: cases written once and run per backend, each checking one rule of the
-// SPI contract (include/accgraph/spi/backend.hpp), capability-gated skips, and helpers shared by the
-// case files.
+// SPI contract (include/accgraph/spi/backend.hpp), capability-gated skips, and helpers shared by
+// the case files.
 #pragma once
 
 #include <cstdint>
@@ -108,10 +108,10 @@ class ReportCollector {
 
 #define ACCGRAPH_CONFORMANCE_CAT2(a, b) a##b
 #define ACCGRAPH_CONFORMANCE_CAT(a, b) ACCGRAPH_CONFORMANCE_CAT2(a, b)
-#define ACCGRAPH_CONFORMANCE_CASE_IMPL(fn, name, rule)                                    \
-  static void fn();                                                                        \
-  [[maybe_unused]] static const bool ACCGRAPH_CONFORMANCE_CAT(fn, _registered) =           \
-      ::accgraph::conformance::add_case(name, rule, &fn, __FILE__, __LINE__);              \
+#define ACCGRAPH_CONFORMANCE_CASE_IMPL(fn, name, rule)                           \
+  static void fn();                                                              \
+  [[maybe_unused]] static const bool ACCGRAPH_CONFORMANCE_CAT(fn, _registered) = \
+      ::accgraph::conformance::add_case(name, rule, &fn, __FILE__, __LINE__);    \
   static void fn()
 
 /// ACCGRAPH_CONFORMANCE_CASE("replay executes recorded work", "stream.capture") { ... }

@@ -185,7 +185,8 @@ ACCGRAPH_CONFORMANCE_CASE("pools: ids kept after reset, shared by PoolId, a bogu
   CHECK(first.pool() == again);
 }
 
-ACCGRAPH_CONFORMANCE_CASE("fork/join: work after a join runs after the joined stream's work", "fork-join.join") {
+ACCGRAPH_CONFORMANCE_CASE("fork/join: work after a join runs after the joined stream's work",
+                          "fork-join.join") {
   if (!capabilities().multi_stream_capture) {
     skip("lacks multi_stream_capture");
     return;
@@ -216,7 +217,8 @@ ACCGRAPH_CONFORMANCE_CASE("fork/join: work after a join runs after the joined st
   CHECK(all_equal(read_back(origin, c), 5));
 }
 
-ACCGRAPH_CONFORMANCE_CASE("fork without join: capture_end fails, graph reset and reusable", "fork-join.unjoined") {
+ACCGRAPH_CONFORMANCE_CASE("fork without join: capture_end fails, graph reset and reusable",
+                          "fork-join.unjoined") {
   if (!capabilities().multi_stream_capture) {
     skip("lacks multi_stream_capture");
     return;
@@ -244,7 +246,8 @@ ACCGRAPH_CONFORMANCE_CASE("fork without join: capture_end fails, graph reset and
   CHECK(all_equal(read_back(origin, data), 4));
 }
 
-ACCGRAPH_CONFORMANCE_CASE("keep_graph: explicit instantiate, or replay instantiates lazily", "graph.keep-graph") {
+ACCGRAPH_CONFORMANCE_CASE("keep_graph: explicit instantiate, or replay instantiates lazily",
+                          "graph.keep-graph") {
   Stream stream = make_stream();
   Buffer data = device_buffer(stream);
   fill_and_wait(stream, data, 0);
@@ -332,7 +335,8 @@ ACCGRAPH_CONFORMANCE_CASE("illegal: capture_begin twice", "core.order") {
                        "already holds a capture (instantiated): call reset()");
 }
 
-ACCGRAPH_CONFORMANCE_CASE("illegal: a second graph capturing on a stream that is capturing", "core.order") {
+ACCGRAPH_CONFORMANCE_CASE("illegal: a second graph capturing on a stream that is capturing",
+                          "core.order") {
   Stream stream = make_stream();
   AcceleratorGraph first(backend());
   AcceleratorGraph second(backend());
@@ -403,7 +407,8 @@ ACCGRAPH_CONFORMANCE_CASE("illegal: a device that does not exist, or another dev
                           "core.arguments") {
   const size_t devices = backend_object().devices().size();
   CHECK_ACCGRAPH_ERROR(Stream::create(backend(), static_cast<int>(devices)),
-                       ErrorCode::InvalidArgument, fmt::format("device {} does not exist", devices));
+                       ErrorCode::InvalidArgument,
+                       fmt::format("device {} does not exist", devices));
   CHECK_ACCGRAPH_ERROR(Stream::create(backend(), -1), ErrorCode::InvalidArgument,
                        "device -1 does not exist");
   CHECK_ACCGRAPH_ERROR(Buffer::allocate(backend(), static_cast<int>(devices), 64),
@@ -425,8 +430,7 @@ ACCGRAPH_CONFORMANCE_CASE("illegal: null pointers and zero sizes", "core.argumen
                        "null destination pointer");
   CHECK_ACCGRAPH_ERROR(stream.copy(data.data(), nullptr, 8), ErrorCode::InvalidArgument,
                        "null source pointer");
-  CHECK_ACCGRAPH_ERROR(stream.fill(nullptr, 1, 8), ErrorCode::InvalidArgument,
-                       "null destination");
+  CHECK_ACCGRAPH_ERROR(stream.fill(nullptr, 1, 8), ErrorCode::InvalidArgument, "null destination");
   CHECK_ACCGRAPH_ERROR(Buffer::allocate(stream, 0), ErrorCode::InvalidArgument, "0 bytes");
   CHECK_ACCGRAPH_ERROR(stream.host_call({}), ErrorCode::InvalidArgument, "empty function");
   CHECK_ACCGRAPH_ERROR(stream.delay(std::chrono::nanoseconds(-1)), ErrorCode::InvalidArgument,

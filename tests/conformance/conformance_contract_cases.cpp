@@ -78,9 +78,8 @@ ACCGRAPH_CONFORMANCE_CASE("failures: a throwing host_call is reported by the nex
     return;
   }
   Stream stream = make_stream();
-  CHECK_NOTHROW(stream.host_call([] {
-    throw std::runtime_error("conformance: a deliberate host_call failure");
-  }));
+  CHECK_NOTHROW(stream.host_call(
+      [] { throw std::runtime_error("conformance: a deliberate host_call failure"); }));
   CHECK_ACCGRAPH_ERROR(stream.synchronize(), ErrorCode::BackendError,
                        "conformance: a deliberate host_call failure");
 }
@@ -105,15 +104,16 @@ ACCGRAPH_CONFORMANCE_CASE("failures: reported once; later work still runs", "fai
     ACCGRAPH_RULE("failure.synchronize");
     CHECK(reported);
   }
-  CHECK_NOTHROW(stream.synchronize());  // reported already
+  CHECK_NOTHROW(stream.synchronize());           // reported already
   CHECK(all_equal(read_back(stream, data), 5));  // the fill after the failure ran
   stream.fill(data, 6);
   CHECK(all_equal(read_back(stream, data), 6));  // and the stream is still usable
 }
 
-ACCGRAPH_CONFORMANCE_CASE("failures: a failed node is reported on the replay stream; the other "
-                          "nodes run",
-                          "failure.replay") {
+ACCGRAPH_CONFORMANCE_CASE(
+    "failures: a failed node is reported on the replay stream; the other "
+    "nodes run",
+    "failure.replay") {
   if (!capabilities().host_calls) {
     skip("lacks host_calls: no graph node that fails on demand");
     return;
@@ -223,9 +223,10 @@ ACCGRAPH_CONFORMANCE_CASE("fork/join: a stream waiting on a capturing one joins 
   CHECK(all_equal(read_back(origin, data), 6));
 }
 
-ACCGRAPH_CONFORMANCE_CASE("fork/join: forked streams leave capture mode at capture_end, at a "
-                          "failed capture_end, at reset and with the graph",
-                          "fork-join.leave") {
+ACCGRAPH_CONFORMANCE_CASE(
+    "fork/join: forked streams leave capture mode at capture_end, at a "
+    "failed capture_end, at reset and with the graph",
+    "fork-join.leave") {
   if (!capabilities().multi_stream_capture) {
     skip("lacks multi_stream_capture");
     return;
@@ -382,9 +383,10 @@ ACCGRAPH_CONFORMANCE_CASE("graph launches run one after another, alternating two
 
 // --- Note [Capture modes] ----------------------------------------------------------------------
 
-ACCGRAPH_CONFORMANCE_CASE("capture modes: under ThreadLocal, other threads allocate and run "
-                          "eager work",
-                          "mode.thread-local") {
+ACCGRAPH_CONFORMANCE_CASE(
+    "capture modes: under ThreadLocal, other threads allocate and run "
+    "eager work",
+    "mode.thread-local") {
   if (!capabilities().supports(CaptureMode::ThreadLocal)) {
     skip("does not list CaptureMode::ThreadLocal");
     return;
@@ -417,9 +419,10 @@ ACCGRAPH_CONFORMANCE_CASE("capture modes: under ThreadLocal, other threads alloc
   CHECK(all_equal(read_back(stream, data), 2));
 }
 
-ACCGRAPH_CONFORMANCE_CASE("capture modes: under Relaxed, the capturing thread allocates and "
-                          "synchronises other streams",
-                          "mode.relaxed") {
+ACCGRAPH_CONFORMANCE_CASE(
+    "capture modes: under Relaxed, the capturing thread allocates and "
+    "synchronises other streams",
+    "mode.relaxed") {
   if (!capabilities().supports(CaptureMode::Relaxed)) {
     skip("does not list CaptureMode::Relaxed");
     return;
@@ -502,13 +505,15 @@ ACCGRAPH_CONFORMANCE_CASE("lifetimes: a replay enqueued just before reset or des
 
 // --- Note [Core preconditions]: capability gates and honest capabilities -----------------------
 
-ACCGRAPH_CONFORMANCE_CASE("capability gates: what capabilities() lacks is Unsupported from the "
-                          "core",
-                          "core.gates") {
+ACCGRAPH_CONFORMANCE_CASE(
+    "capability gates: what capabilities() lacks is Unsupported from the "
+    "core",
+    "core.gates") {
   const Capabilities& caps = capabilities();
   if (caps.host_calls && caps.timed_delay && caps.multi_stream_capture && caps.pool_sharing) {
-    skip("claims host_calls, timed_delay, multi_stream_capture and pool_sharing: no gate to "
-         "show");
+    skip(
+        "claims host_calls, timed_delay, multi_stream_capture and pool_sharing: no gate to "
+        "show");
     return;
   }
   Stream stream = make_stream();
@@ -516,8 +521,7 @@ ACCGRAPH_CONFORMANCE_CASE("capability gates: what capabilities() lacks is Unsupp
     CHECK_ACCGRAPH_ERROR(stream.host_call([] {}), ErrorCode::Unsupported,
                          "capabilities().host_calls");
   if (!caps.timed_delay)
-    CHECK_ACCGRAPH_ERROR(stream.delay(1ms), ErrorCode::Unsupported,
-                         "capabilities().timed_delay");
+    CHECK_ACCGRAPH_ERROR(stream.delay(1ms), ErrorCode::Unsupported, "capabilities().timed_delay");
   if (!caps.multi_stream_capture) {
     Stream other = make_stream();
     AcceleratorGraph graph(backend());
@@ -539,9 +543,10 @@ ACCGRAPH_CONFORMANCE_CASE("capability gates: what capabilities() lacks is Unsupp
   }
 }
 
-ACCGRAPH_CONFORMANCE_CASE("capabilities: host_call and delay do what they claim, eagerly and "
-                          "captured",
-                          "caps.honest") {
+ACCGRAPH_CONFORMANCE_CASE(
+    "capabilities: host_call and delay do what they claim, eagerly and "
+    "captured",
+    "caps.honest") {
   const Capabilities& caps = capabilities();
   if (!caps.host_calls && !caps.timed_delay) {
     skip("claims neither host_calls nor timed_delay");

@@ -65,9 +65,7 @@ std::deque<std::string> name_storage;
 // Case name -> rule, for the reporter (doctest hands it the name only).
 std::map<std::string, const char*> rule_of_case;
 
-const char* active_rule() {
-  return rule_stack.empty() ? current_case_rule : rule_stack.back();
-}
+const char* active_rule() { return rule_stack.empty() ? current_case_rule : rule_stack.back(); }
 
 std::string describe_rule(const char* id) {
   if (id == nullptr) return "rule: none recorded";
@@ -203,16 +201,16 @@ void print_rules() {
 }
 
 std::string count_line(const Counts& c) {
-  return fmt::format("test cases: {} | {} passed | {} failed | {} skipped\n"
-                     "        assertions: {} | {} passed | {} failed",
-                     c.cases, c.passed, c.failed, c.skipped, c.asserts,
-                     c.asserts - c.asserts_failed, c.asserts_failed);
+  return fmt::format(
+      "test cases: {} | {} passed | {} failed | {} skipped\n"
+      "        assertions: {} | {} passed | {} failed",
+      c.cases, c.passed, c.failed, c.skipped, c.asserts, c.asserts - c.asserts_failed,
+      c.asserts_failed);
 }
 
 }  // namespace
 
-bool add_case(const char* name, const char* rule_id, CaseFunction function, const char*,
-              unsigned) {
+bool add_case(const char* name, const char* rule_id, CaseFunction function, const char*, unsigned) {
   rule(rule_id);  // an unknown rule is a bug in the case: fail at start-up
   cases().push_back({name, rule_id, function});
   return true;
@@ -285,10 +283,9 @@ ReportCollector::ReportCollector(timing::Profiler& profiler)
     copy.backend = report.backend();
     copy.resolution_ns = report.resolution_ns();
     for (timing::RegionTiming region : report.regions())
-      copy.regions.push_back(TimedRegion{region.path(), region.depth(), region.parent(),
-                                         region.stream_id(), region.start_ns(), region.end_ns(),
-                                         region.duration_ns(), region.measurable(),
-                                         region.metadata()});
+      copy.regions.push_back(TimedRegion{
+          region.path(), region.depth(), region.parent(), region.stream_id(), region.start_ns(),
+          region.end_ns(), region.duration_ns(), region.measurable(), region.metadata()});
     replays->push_back(std::move(copy));
   });
 }
@@ -333,7 +330,8 @@ int main(int argc, char** argv) {
     std::vector<accgraph::BackendStatus> statuses = accgraph::Registry::instance().status();
     if (requested.empty()) {
       for (const accgraph::BackendStatus& status : statuses)
-        if (status.available) requested.push_back(status.name);
+        if (status.available)
+          requested.push_back(status.name);
         else
           std::cout << fmt::format("accgraph-conformance: not testing '{}': {}\n", status.name,
                                    status.unavailable_reason);
@@ -344,17 +342,19 @@ int main(int argc, char** argv) {
       if (it == statuses.end()) {
         std::string known;
         for (const auto& s : statuses) known += (known.empty() ? "" : ", ") + s.name;
-        std::cerr << fmt::format("accgraph-conformance: unknown backend '{}': registered "
-                                 "backends are {} (load a plugin with --plugin PATH)\n",
-                                 name, known);
+        std::cerr << fmt::format(
+            "accgraph-conformance: unknown backend '{}': registered "
+            "backends are {} (load a plugin with --plugin PATH)\n",
+            name, known);
         return 2;
       }
       if (!it->available) {
         // 77: ctest's conventional "skipped" (SKIP_RETURN_CODE), so a run registered for a
         // vendor backend reports a skip, not a failure, on a machine without that vendor.
-        std::cout << fmt::format("accgraph-conformance: backend '{}' is unavailable here, "
-                                 "skipping: {}\n",
-                                 name, it->unavailable_reason);
+        std::cout << fmt::format(
+            "accgraph-conformance: backend '{}' is unavailable here, "
+            "skipping: {}\n",
+            name, it->unavailable_reason);
         return 77;
       }
       cf::results[name].capabilities = it->capabilities;
@@ -378,9 +378,9 @@ int main(int argc, char** argv) {
       doctest::detail::TestSuite suite;
       suite* suite_name;
       // No source location: failures name the rule, not a file users do not have.
-      doctest::detail::regTest(doctest::detail::TestCase(c.function, "accgraph-conformance",
-                                                         ++index, suite) *
-                               cf::name_storage.back().c_str());
+      doctest::detail::regTest(
+          doctest::detail::TestCase(c.function, "accgraph-conformance", ++index, suite) *
+          cf::name_storage.back().c_str());
     }
   }
 

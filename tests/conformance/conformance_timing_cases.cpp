@@ -22,9 +22,9 @@ const TimedRegion* find_region(const TimedReplay& report, const std::string& pat
 }
 
 uint64_t elapsed_ns(std::chrono::steady_clock::time_point since) {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now() - since)
-                                   .count());
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - since)
+          .count());
 }
 
 /// Work for a region to bracket: a short delay where the backend has one (so regions have a
@@ -45,8 +45,8 @@ void check_replays_apart(const std::vector<TimedReplay>& replays, const std::str
       previous = nullptr;
       continue;
     }
-    INFO("replay " << report.replay_index << ": region '" << path << "' from "
-                   << region->start_ns << " to " << region->end_ns << " ns");
+    INFO("replay " << report.replay_index << ": region '" << path << "' from " << region->start_ns
+                   << " to " << region->end_ns << " ns");
     CHECK(region->end_ns >= region->start_ns);
     if (previous != nullptr) {
       INFO("the previous replay's region: " << previous->start_ns << " to " << previous->end_ns
@@ -99,8 +99,8 @@ ACCGRAPH_CONFORMANCE_CASE("timing: a region around work of known duration measur
       ++unmeasurable;
       continue;
     }
-    INFO("replay " << report.replay_index << ": " << region.duration_ns << " ns for "
-                   << work_ns << " ns of work (resolution " << report.resolution_ns << " ns)");
+    INFO("replay " << report.replay_index << ": " << region.duration_ns << " ns for " << work_ns
+                   << " ns of work (resolution " << report.resolution_ns << " ns)");
     CHECK(region.end_ns >= region.start_ns);
     // Lower bound, every replay: the work lasts at least kWork and both markers bracket it;
     // each stamp may be quantised by one clock step.
@@ -461,8 +461,10 @@ ACCGRAPH_CONFORMANCE_CASE("clocks: sample_clock reads the marker clock between t
     highest_error = std::min(highest_error, static_cast<int64_t>(after) - end_host);
   }
   const int64_t slack = static_cast<int64_t>(clock.uncertainty_ns + 2 * resolution);
-  INFO("offset " << clock.offset_ns << " ns +- " << clock.uncertainty_ns << " ns; the host reads "
-                 "bound its error to [" << lowest_error << ", " << highest_error << "] ns");
+  INFO("offset " << clock.offset_ns << " ns +- " << clock.uncertainty_ns
+                 << " ns; the host reads "
+                    "bound its error to ["
+                 << lowest_error << ", " << highest_error << "] ns");
   CHECK_MESSAGE(lowest_error <= slack,
                 "the offset is too large: markers moved by it begin before the host read taken "
                 "before the region");

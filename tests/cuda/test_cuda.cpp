@@ -22,10 +22,10 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include "../../core/internal/timing_seam.hpp"
 #include "accgraph/accgraph.hpp"
 #include "accgraph/spi/backend.hpp"
 #include "cuda_test_kernels.hpp"
-#include "../../core/internal/timing_seam.hpp"
 
 using namespace accgraph;
 using namespace std::chrono_literals;
@@ -146,7 +146,7 @@ void check_median_upper_bound(const std::vector<uint64_t>& samples,
   CAPTURE(requested.count());
   CAPTURE(empty_ns);
   CHECK_MESSAGE(median <= bound, "median " << median << " ns over " << samples.size()
-                                            << " samples, bound " << bound << " ns");
+                                           << " samples, bound " << bound << " ns");
 }
 
 }  // namespace
@@ -245,8 +245,8 @@ TEST_CASE("cuda: capture modes differ in which calls they refuse") {
 
     AcceleratorGraph global("cuda");
     global.capture_begin(s, {}, CaptureMode::Global);
-    Error e = expect_error([&] { Buffer::allocate(s, 64, MemoryKind::Host); },
-                           ErrorCode::InvalidState);
+    Error e =
+        expect_error([&] { Buffer::allocate(s, 64, MemoryKind::Host); }, ErrorCode::InvalidState);
     CHECK(e.native_code() == "cudaErrorStreamCaptureUnsupported");
     CHECK(e.backend() == "cuda");
     global.reset();
@@ -325,7 +325,8 @@ TEST_CASE("cuda: synchronize inside a capture invalidates it, with hints") {
   // The core refuses Stream::synchronize during capture; the backend's own call must fail too.
   Error core = expect_error([&] { s.synchronize(); }, ErrorCode::InvalidState);
   CHECK(contains(core.message(), "end the capture first"));
-  Error sync = expect_error([&] { detail::StreamAccess::impl(s).synchronize(); }, ErrorCode::InvalidState);
+  Error sync =
+      expect_error([&] { detail::StreamAccess::impl(s).synchronize(); }, ErrorCode::InvalidState);
   CHECK(sync.native_call() == "cudaStreamSynchronize");
   CHECK(sync.native_code() == "cudaErrorStreamCaptureUnsupported");
   CHECK(contains(sync.message(), "end the capture first"));
@@ -408,7 +409,11 @@ TEST_CASE("cuda: graph pools are shared by PoolId") {
   CHECK(all_equal(read_back(s, out2), 22));
 
   AcceleratorGraph g3("cuda");
-  Error e = expect_error([&] { g3.capture_begin(s, PoolId{987654, 3}); }, ErrorCode::InvalidArgument);
+  Error e = expect_error(
+      [&] {
+        g3.capture_begin(s, PoolId{987654, 3});
+      },
+      ErrorCode::InvalidArgument);
   CHECK(contains(e.message(), "no live graph pool"));
   CHECK(!s.is_capturing());
 
@@ -473,7 +478,6 @@ TEST_CASE("cuda: a wrapped cudaStream_t is used, not owned") {
   CHECK(value == 5);
   require_cuda(cudaFree(counter));
   CHECK(cudaStreamDestroy(raw) == cudaSuccess);
-
 }
 
 TEST_CASE("cuda: host calls run eagerly and on every replay, and live as long as the graph") {
@@ -526,13 +530,22 @@ TEST_CASE("cuda: debug_dump writes DOT only when the graph was kept") {
 
 TEST_CASE("cuda: marker options are checked") {
   Backend& b = backend("cuda");
-  Error e = expect_error([&] { b.create_markers(0, MarkerOptions{"bogus", 0}); }, ErrorCode::Unsupported);
+  Error e = expect_error(
+      [&] {
+        b.create_markers(0, MarkerOptions{"bogus", 0});
+      },
+      ErrorCode::Unsupported);
   CHECK(contains(e.message(), "device_timestamps"));
-  expect_error([&] { b.create_markers(0, MarkerOptions{"", 1u << 20}); }, ErrorCode::InvalidArgument);
+  expect_error(
+      [&] {
+        b.create_markers(0, MarkerOptions{"", 1u << 20});
+      },
+      ErrorCode::InvalidArgument);
   auto m = b.create_markers(0, MarkerOptions{});
   CHECK(m->strategy() == "device_timestamps");
   Stream s = Stream::create("cuda");
-  Error big = expect_error([&] { m->record(detail::StreamAccess::impl(s), 1u << 20); }, ErrorCode::InvalidArgument);
+  Error big = expect_error([&] { m->record(detail::StreamAccess::impl(s), 1u << 20); },
+                           ErrorCode::InvalidArgument);
   CHECK(contains(big.message(), "markers a cuda sequence can hold"));
 }
 
@@ -634,7 +647,8 @@ TEST_CASE("cuda: concurrent eager sequences on two streams keep their own stamps
       markers->end_sequence(detail::StreamAccess::impl(a));
       markers->after_eager_sequence(detail::StreamAccess::impl(a), seq_a);
       b.delay(10us);
-      markers->begin_sequence(detail::StreamAccess::impl(b));  // on b: ~10 us, starting ~10 us into a's
+      markers->begin_sequence(
+          detail::StreamAccess::impl(b));  // on b: ~10 us, starting ~10 us into a's
       markers->record(detail::StreamAccess::impl(b), 0);
       b.delay(10us);
       markers->record(detail::StreamAccess::impl(b), 1);
@@ -880,8 +894,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (cuda.available || cuda.unavailable_reason.empty()) {
-      std::printf("FAIL: cuda is %s with reason '%s'\n", cuda.available ? "available" : "unavailable",
-                  cuda.unavailable_reason.c_str());
+      std::printf("FAIL: cuda is %s with reason '%s'\n",
+                  cuda.available ? "available" : "unavailable", cuda.unavailable_reason.c_str());
       return 1;
     }
     std::printf("cuda unavailable as expected: %s\n", cuda.unavailable_reason.c_str());
@@ -889,7 +903,8 @@ int main(int argc, char** argv) {
       Stream host = Stream::create("host");  // everything else keeps working
       host.synchronize();
     } catch (const Error& e) {
-      std::printf("FAIL: the host backend does not work beside an unavailable cuda: %s\n", e.what());
+      std::printf("FAIL: the host backend does not work beside an unavailable cuda: %s\n",
+                  e.what());
       return 1;
     }
     return 0;
@@ -917,7 +932,7 @@ TEST_CASE("cuda: calibrate_clock measures %globaltimer against CLOCK_REALTIME co
   CHECK(static_cast<uint64_t>(difference < 0 ? -difference : difference) <=
         first.uncertainty_ns + second.uncertainty_ns);
   MESSAGE("cuda device 0: %globaltimer - CLOCK_REALTIME = " << first.offset_ns << " ns +- "
-                                                              << first.uncertainty_ns << " ns");
+                                                            << first.uncertainty_ns << " ns");
   // From a stream: the same device's clock.
   Stream s = Stream::create("cuda", 0);
   const timing::DeviceClockOffset from_stream = timing::calibrate_clock(s, 50);

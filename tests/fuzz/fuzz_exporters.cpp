@@ -59,10 +59,13 @@ void require_invalid_argument(const char* what, const char* fragment, Build&& bu
 
 uint64_t consume_time(FuzzedDataProvider& in) {
   switch (in.ConsumeIntegralInRange<int>(0, 2)) {
-    case 0: return in.ConsumeIntegralInRange<uint64_t>(0, 1000);  // small: overlaps and nesting
-    case 1: return in.ConsumeIntegral<uint64_t>();                  // anything, up to 2^64 - 1
+    case 0:
+      return in.ConsumeIntegralInRange<uint64_t>(0, 1000);  // small: overlaps and nesting
+    case 1:
+      return in.ConsumeIntegral<uint64_t>();  // anything, up to 2^64 - 1
     // Near the top; UINT64_MAX (TimestampMarkers::kUnmeasurable) makes the region unmeasurable.
-    default: return UINT64_MAX - in.ConsumeIntegralInRange<uint64_t>(0, 1000);
+    default:
+      return UINT64_MAX - in.ConsumeIntegralInRange<uint64_t>(0, 1000);
   }
 }
 
@@ -96,9 +99,14 @@ void consume_fresh_report(FuzzedDataProvider& in, Fuzzed& out, size_t& layouts) 
     RegionInfo& r = s.info;
     r.name = consume_text(in);
     switch (in.ConsumeIntegralInRange<int>(0, 2)) {
-      case 0: r.path = r.name; break;
-      case 1: r.path = consume_text(in); break;
-      default: break;  // empty: the layout makes it from the parent's path and the name
+      case 0:
+        r.path = r.name;
+        break;
+      case 1:
+        r.path = consume_text(in);
+        break;
+      default:
+        break;  // empty: the layout makes it from the parent's path and the name
     }
     r.depth = in.ConsumeIntegralInRange<int>(-2, 5);  // taken as given, consistent or not
     r.parent = in.ConsumeIntegralInRange<int>(-1, static_cast<int>(i) - 1);
@@ -122,15 +130,14 @@ void consume_fresh_report(FuzzedDataProvider& in, Fuzzed& out, size_t& layouts) 
     samples.push_back(std::move(s));
   }
   if (!valid_parents) {
-    require_invalid_argument("a layout with a parent that is not an earlier region",
-                             "is not an earlier region", [&] {
-                               ReplayReport::from_samples(std::move(source), graph_id,
-                                                          replay_index, std::move(samples));
-                             });
+    require_invalid_argument(
+        "a layout with a parent that is not an earlier region", "is not an earlier region", [&] {
+          ReplayReport::from_samples(std::move(source), graph_id, replay_index, std::move(samples));
+        });
     return;
   }
-  out.reports.push_back(ReplayReport::from_samples(std::move(source), graph_id, replay_index,
-                                                   std::move(samples)));
+  out.reports.push_back(
+      ReplayReport::from_samples(std::move(source), graph_id, replay_index, std::move(samples)));
   out.layout_number.push_back(layouts++);
 }
 
@@ -284,18 +291,18 @@ void check_trace(const Fuzzed& fuzzed) {
             "an X event lacks ts or dur");
     require(event.contains("args") && event["args"].is_object(), "an X event lacks args");
     const nlohmann::json& args = event["args"];
-    require(args.contains(kRegionKey) && args[kRegionKey].is_string() &&
-                args.contains("replay_index") && args["replay_index"].is_number_unsigned() &&
-                args.contains("stream") && args["stream"].is_number_integer() &&
-                args.contains("path") && args["path"].is_string(),
-            "an X event lacks the region key, replay_index, stream or path in args: " +
-                args.dump());
+    require(
+        args.contains(kRegionKey) && args[kRegionKey].is_string() &&
+            args.contains("replay_index") && args["replay_index"].is_number_unsigned() &&
+            args.contains("stream") && args["stream"].is_number_integer() &&
+            args.contains("path") && args["path"].is_string(),
+        "an X event lacks the region key, replay_index, stream or path in args: " + args.dump());
     const std::string key = args[kRegionKey].get<std::string>();
     const size_t slash = key.find('/');
     require(slash != std::string::npos, "an X event's region key is not mine: " + key);
-    const auto found = where.find({std::stoull(key.substr(0, slash)),
-                                   std::stoull(key.substr(slash + 1)),
-                                   args["replay_index"].get<uint64_t>()});
+    const auto found =
+        where.find({std::stoull(key.substr(0, slash)), std::stoull(key.substr(slash + 1)),
+                    args["replay_index"].get<uint64_t>()});
     require(found != where.end(), "an X event names no region: " + key);
     const auto [report, region] = found->second;
     require(++events_of[found->second] == 1, "a region has two X events: " + key);
@@ -319,9 +326,8 @@ void check_trace(const Fuzzed& fuzzed) {
     placed.push_back({track, report, region});
   }
   require(events_of.size() == measurable, "the trace has X events for " +
-                                               std::to_string(events_of.size()) + " of " +
-                                               std::to_string(measurable) +
-                                               " measurable regions");
+                                              std::to_string(events_of.size()) + " of " +
+                                              std::to_string(measurable) + " measurable regions");
 
   // Tracks: named after the stream or the lane; every track nests.
   const auto span = [&](const Placed& p) {
@@ -339,29 +345,28 @@ void check_trace(const Fuzzed& fuzzed) {
       const std::string overlap = base + " (overlap ";
       const bool overlap_track = n.size() > overlap.size() + 1 &&
                                  n.compare(0, overlap.size(), overlap) == 0 && n.back() == ')';
-      require(n == base || overlap_track,
-              "a region of stream " + std::to_string(t.stream_id()) + ", lane '" + t.lane() +
-                  "' is on the track '" + n + "'");
+      require(n == base || overlap_track, "a region of stream " + std::to_string(t.stream_id()) +
+                                              ", lane '" + t.lane() + "' is on the track '" + n +
+                                              "'");
     }
     const auto [a_start, a_end] = span(placed[a]);
     for (size_t b = a + 1; b < placed.size(); ++b) {
       if (placed[b].track != placed[a].track) continue;
       const auto [b_start, b_end] = span(placed[b]);
       const bool disjoint = a_end <= b_start || b_end <= a_start;
-      const bool nested = (a_start <= b_start && b_end <= a_end) ||
-                          (b_start <= a_start && a_end <= b_end);
-      require(disjoint || nested,
-              "two X events on the track '" + name->second + "' overlap without nesting: [" +
-                  std::to_string(a_start) + ", " + std::to_string(a_end) + "] and [" +
-                  std::to_string(b_start) + ", " + std::to_string(b_end) + "]");
+      const bool nested =
+          (a_start <= b_start && b_end <= a_end) || (b_start <= a_start && a_end <= b_end);
+      require(disjoint || nested, "two X events on the track '" + name->second +
+                                      "' overlap without nesting: [" + std::to_string(a_start) +
+                                      ", " + std::to_string(a_end) + "] and [" +
+                                      std::to_string(b_start) + ", " + std::to_string(b_end) + "]");
     }
   }
 }
 
 void check_csv(const std::string& text, size_t rows, size_t fields, const char* what) {
   const std::vector<size_t> records = csv_record_sizes(text);
-  require(records.size() == rows + 1, std::string(what) + ": " +
-                                          std::to_string(records.size()) +
+  require(records.size() == rows + 1, std::string(what) + ": " + std::to_string(records.size()) +
                                           " records for a header and " + std::to_string(rows) +
                                           " rows");
   for (size_t n : records) require(n == fields, std::string(what) + ": a record's field count");
@@ -400,16 +405,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   const std::vector<RegionStats> stats = accumulator.stats();
-  check_csv(write_to_memory("write_stats_csv",
-                            [&](std::ostream& out) { write_stats_csv(out, stats); }),
-            stats.size(), 8, "the statistics CSV");
+  check_csv(
+      write_to_memory("write_stats_csv", [&](std::ostream& out) { write_stats_csv(out, stats); }),
+      stats.size(), 8, "the statistics CSV");
   const std::string table = write_to_memory(
       "write_stats_table", [&](std::ostream& out) { write_stats_table(out, stats); });
   size_t lines = 0;
   for (char c : table) lines += c == '\n';
   require(lines == stats.size() + 1, "the table has " + std::to_string(lines) +
-                                         " lines for a header and " +
-                                         std::to_string(stats.size()) + " rows");
+                                         " lines for a header and " + std::to_string(stats.size()) +
+                                         " rows");
   require(is_valid_utf8(table), "the table is not valid UTF-8");
   return 0;
 }

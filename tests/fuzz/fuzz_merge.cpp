@@ -47,8 +47,8 @@ struct Scratch {
   std::string dir, input, rank1;
   Scratch() {
     const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                          "/accgraph_fuzz_merge_XXXXXX";
+    std::string pattern =
+        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/accgraph_fuzz_merge_XXXXXX";
     if (::mkdtemp(pattern.data()) == nullptr) {
       std::perror("fuzz_merge: mkdtemp");
       std::abort();

@@ -214,12 +214,12 @@ ReplayReport consume_samples(Input& in) {
     sample.info.depth = static_cast<int8_t>(in.byte());
     const uint64_t duration = consume_duration(in);
     // Any start that leaves end = start + duration below UINT64_MAX.
-    sample.start_ns = std::min<uint64_t>(in.byte() % 2 ? in.u64() : in.byte(),
-                                         UINT64_MAX - 1 - duration);
+    sample.start_ns =
+        std::min<uint64_t>(in.byte() % 2 ? in.u64() : in.byte(), UINT64_MAX - 1 - duration);
     sample.end_ns = sample.start_ns + duration;
     const uint8_t kind = in.byte();
     if (kind >= 240) {
-      sample.measurable = false;  // 1 in 16
+      sample.measurable = false;                      // 1 in 16
     } else if (kind >= 224 && sample.start_ns > 0) {  // end < start: duration 0
       sample.end_ns = sample.start_ns - 1 - (in.u64() % sample.start_ns);
     }

@@ -18,9 +18,9 @@
 
 #include <unistd.h>
 
+#include "../../core/internal/timing_seam.hpp"
 #include "accgraph/accgraph.hpp"
 #include "check_error.hpp"
-#include "../../core/internal/timing_seam.hpp"
 
 using namespace accgraph;
 
@@ -123,8 +123,9 @@ TEST_CASE("no driver: level_zero is unavailable with a reason, host still works"
 
 TEST_CASE("driver: the capture path is the expected one") {
   const std::string expected = env("ACCGRAPH_TEST_EXPECT_CAPTURE");
-  REQUIRE_MESSAGE(!expected.empty(), "set ACCGRAPH_TEST_EXPECT_CAPTURE to 'native graphs' or "
-                                     "'regular command lists'");
+  REQUIRE_MESSAGE(!expected.empty(),
+                  "set ACCGRAPH_TEST_EXPECT_CAPTURE to 'native graphs' or "
+                  "'regular command lists'");
   BackendStatus status = level_zero_status();
   REQUIRE_MESSAGE(status.available, status.unavailable_reason);
   REQUIRE(status.devices.size() >= 1);
@@ -203,9 +204,8 @@ TEST_CASE("driver: capture, replay and timed regions") {
     dumped.capture_end();
     // One file per process: ctest runs the command_list and forced_command_list entries (same
     // capture path, same directory) at once, and they would overwrite each other's dump.
-    const std::string path = "level_zero_dump_" +
-                             env("ACCGRAPH_TEST_EXPECT_CAPTURE").substr(0, 3) + "_" +
-                             std::to_string(::getpid()) + ".dot";
+    const std::string path = "level_zero_dump_" + env("ACCGRAPH_TEST_EXPECT_CAPTURE").substr(0, 3) +
+                             "_" + std::to_string(::getpid()) + ".dot";
     dumped.debug_dump(path);
     FILE* file = std::fopen(path.c_str(), "r");
     REQUIRE(file != nullptr);
@@ -359,11 +359,10 @@ TEST_CASE("driver: a wrapped stream must not outlive the stream it wraps") {
   timing::Profiler profiler;
   CHECK_ACCGRAPH_ERROR(profiler.begin(wrapped, "region"), ErrorCode::InvalidState, kOutlive);
   CHECK(buffer.as<uint8_t>()[0] == 6);  // nothing ran
-  live.fill(buffer, 8);  // other streams are unaffected
+  live.fill(buffer, 8);                 // other streams are unaffected
   live.synchronize();
   CHECK(buffer.as<uint8_t>()[0] == 8);
 }  // destroying the wrappers does not touch the dead list
-
 
 TEST_CASE("driver: timestamps that wrap around still give durations") {
   // The CPU driver's counter is steady_clock's ns masked to the valid bits (device_ticks in
@@ -386,8 +385,8 @@ TEST_CASE("driver: timestamps that wrap around still give durations") {
       const uint64_t phase = steady_ns() & (period - 1);
       if (phase >= period - kLeadNs - 500'000 && phase < period - kLeadNs) break;
       const uint64_t until = period - kLeadNs - 400'000;
-      std::this_thread::sleep_for(std::chrono::nanoseconds(
-          phase < until ? until - phase : period - phase + until));
+      std::this_thread::sleep_for(
+          std::chrono::nanoseconds(phase < until ? until - phase : period - phase + until));
     }
     const uint64_t host_begin = steady_ns();
     std::vector<uint64_t> ns =
@@ -458,9 +457,10 @@ TEST_CASE("driver: errors name the call and the ze_result_t") {
     CHECK(e.backend() == "level_zero");
     CHECK(e.native_call() == "zeMemAllocDevice");
     CHECK(e.native_code() == "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY");
-    CHECK(e.message() == "allocating 4611686018427387904 bytes of device memory on device 0: "
-                         "zeMemAllocDevice failed with ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY (out "
-                         "of device memory)");
+    CHECK(e.message() ==
+          "allocating 4611686018427387904 bytes of device memory on device 0: "
+          "zeMemAllocDevice failed with ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY (out "
+          "of device memory)");
   }
   try {
     backend.wrap_stream(0, nullptr);
@@ -474,7 +474,8 @@ TEST_CASE("driver: errors name the call and the ze_result_t") {
     FAIL("an unknown strategy was accepted");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::Unsupported);
-    CHECK(e.message() == "create_markers: unknown marker strategy 'external_events': the "
-                         "level_zero backend offers 'global_timestamps'");
+    CHECK(e.message() ==
+          "create_markers: unknown marker strategy 'external_events': the "
+          "level_zero backend offers 'global_timestamps'");
   }
 }

@@ -36,11 +36,11 @@ std::string hex(ze_result_t result) {
 }
 
 /// Requires `expr`, a Level Zero call of the application, to return `expected`.
-#define REQUIRE_ZE_RESULT(expr, expected)                                                 \
-  do {                                                                                    \
-    const ze_result_t ze_result_ = (expr);                                                \
-    REQUIRE_MESSAGE(ze_result_ == (expected),                                             \
-                    #expr " returned " << hex(ze_result_) << ", not " << hex(expected));  \
+#define REQUIRE_ZE_RESULT(expr, expected)                                                \
+  do {                                                                                   \
+    const ze_result_t ze_result_ = (expr);                                               \
+    REQUIRE_MESSAGE(ze_result_ == (expected),                                            \
+                    #expr " returned " << hex(ze_result_) << ", not " << hex(expected)); \
   } while (false)
 #define REQUIRE_ZE(expr) REQUIRE_ZE_RESULT(expr, ZE_RESULT_SUCCESS)
 
@@ -104,7 +104,8 @@ struct NativeApp {
         driver = candidate;
         device = handle;
         // accgraph names its device 0 after the driver's device name.
-        const std::string accgraph_name = Registry::instance().backend("level_zero").devices()[0].name;
+        const std::string accgraph_name =
+            Registry::instance().backend("level_zero").devices()[0].name;
         REQUIRE_MESSAGE(accgraph_name.rfind(properties.name, 0) == 0,
                         "accgraph's device 0 is '" << accgraph_name << "', the application's '"
                                                    << properties.name << "'");
@@ -195,7 +196,8 @@ class AppList {
   }
   ~AppList() {
     wrapped_.reset();  // synchronises the list before it goes
-    if (owner_ == nullptr && list_ != nullptr) CHECK(zeCommandListDestroy(list_) == ZE_RESULT_SUCCESS);
+    if (owner_ == nullptr && list_ != nullptr)
+      CHECK(zeCommandListDestroy(list_) == ZE_RESULT_SUCCESS);
   }
   AppList(const AppList&) = delete;
   AppList& operator=(const AppList&) = delete;
@@ -205,9 +207,9 @@ class AppList {
   /// The driver's own answer, asked as the application would.
   bool driver_says_capturing() const {
     const ze_result_t result = app_.is_capturing(list_);
-    REQUIRE_MESSAGE((result == ACCGRAPH_ZE_RESULT_QUERY_TRUE ||
-                     result == ACCGRAPH_ZE_RESULT_QUERY_FALSE),
-                    "zeCommandListIsGraphCaptureEnabledExt returned " << hex(result));
+    REQUIRE_MESSAGE(
+        (result == ACCGRAPH_ZE_RESULT_QUERY_TRUE || result == ACCGRAPH_ZE_RESULT_QUERY_FALSE),
+        "zeCommandListIsGraphCaptureEnabledExt returned " << hex(result));
     return result == ACCGRAPH_ZE_RESULT_QUERY_TRUE;
   }
 
@@ -273,9 +275,9 @@ timing::ProfilerOptions ring_of(size_t depth) {
 }  // namespace
 
 // Both lists are Borrowed by their wrapper, so the backend asks the driver about each.
-#define WHOSE_LIST(own)                                                          \
-  bool own = true;                                                               \
-  SUBCASE("a list the application created") { own = true; }                      \
+#define WHOSE_LIST(own)                                     \
+  bool own = true;                                          \
+  SUBCASE("a list the application created") { own = true; } \
   SUBCASE("an accgraph stream's list, wrapped") { own = false; }
 
 TEST_CASE("native capture: a ForeignGraph times the application's graph on a wrapped list") {
@@ -305,7 +307,8 @@ TEST_CASE("native capture: a ForeignGraph times the application's graph on a wra
     CHECK(foreign.state() == GraphState::Capturing);
     CHECK(s.capturing_graph() == &foreign.graph());
     {
-      auto step = profiler.region(s, "step", {{"kind", "foreign"}, {"list", own ? "app" : "accgraph"}});
+      auto step =
+          profiler.region(s, "step", {{"kind", "foreign"}, {"list", own ? "app" : "accgraph"}});
       {
         auto first = profiler.region(s, "first");
         s.delay(kFirst);
@@ -454,8 +457,7 @@ TEST_CASE("native capture: capture_begin needs the application's capture, which 
     CHECK_ACCGRAPH_ERROR((void)profiler.region(s, "untold"), ErrorCode::InvalidState,
                          "ForeignGraph");
     AcceleratorGraph own_graph("level_zero");
-    CHECK_ACCGRAPH_ERROR(own_graph.capture_begin(s), ErrorCode::InvalidState,
-                         "already capturing");
+    CHECK_ACCGRAPH_ERROR(own_graph.capture_begin(s), ErrorCode::InvalidState, "already capturing");
   });
   CHECK_FALSE(s.is_capturing());
   // The refused calls recorded nothing into the application's graph.
@@ -502,7 +504,7 @@ TEST_CASE("native capture: reset and destruction of the ForeignGraph deliver pen
     for (int i = 0; i < kLaunches; ++i) foreign.launch(s, [&] { graph.launch(list.list()); });
     CHECK(reports.size() < 2 * kLaunches);
     s.synchronize();  // the launches have run; the handle still has reports to deliver
-  }  // ~ForeignGraph delivers them, before ~AppGraph destroys the native graph
+  }                   // ~ForeignGraph delivers them, before ~AppGraph destroys the native graph
   REQUIRE(reports.size() == 2 * kLaunches);
   for (size_t i = 0; i < reports.size(); ++i) {
     CHECK(reports[i].replay_index() == i % kLaunches);  // numbered per capture
@@ -532,7 +534,8 @@ TEST_CASE("native capture: a wrapper destroyed during the application's capture 
 TEST_CASE("no graph extension: a wrapped list never captures natively") {
   NativeApp app;
   const bool no_extension = app.is_capturing == nullptr;
-  REQUIRE_MESSAGE(no_extension, "run this case with ZE_ACCGRAPH_CPU_NO_GRAPH=1 (no graph extension)");
+  REQUIRE_MESSAGE(no_extension,
+                  "run this case with ZE_ACCGRAPH_CPU_NO_GRAPH=1 (no graph extension)");
   AppList list(app, /*own=*/true);
   Stream& s = list.stream();
   CHECK_FALSE(s.is_capturing());

@@ -15,7 +15,7 @@ TEST_CASE("ticks -> ns: 1_2 properties report Hz, the old ones truncated ns per 
   // A 19.2 MHz timer: 52.083 ns per tick. The 1.0 properties can only say 52.
   auto exact = lz::TickConverter::from_frequency_hz(19'200'000, 64);
   auto truncated = lz::TickConverter::from_ns_per_tick(52, 64);
-  CHECK(exact.ticks_to_ns(19'200'000) == 1'000'000'000);  // one second is one second
+  CHECK(exact.ticks_to_ns(19'200'000) == 1'000'000'000);    // one second is one second
   CHECK(truncated.ticks_to_ns(19'200'000) == 998'400'000);  // 0.16% short, as the driver says
   CHECK(exact.ticks_to_ns(1) == 52);
   CHECK(exact.resolution_ns() == 53);  // rounded up
@@ -52,7 +52,7 @@ TEST_CASE("ticks -> ns: differences are masked to the valid bits, across a wrapa
 
   SUBCASE("a sequence stays monotonic across wraparounds") {
     auto small = lz::TickConverter::from_ns_per_tick(10, 8);  // period 256 ticks = 2560 ns
-    const uint64_t ticks[] = {250, 10, 200, 5, 6};  // wraps after the 1st and the 3rd
+    const uint64_t ticks[] = {250, 10, 200, 5, 6};            // wraps after the 1st and the 3rd
     uint64_t ns[5] = {};
     small.to_ns(ticks, 5, ns);
     CHECK(ns[0] == 2500);
@@ -92,7 +92,8 @@ TEST_CASE("ticks -> ns: the counter's period, and which windows it places exactl
   CHECK(wide.window_is_unambiguous(uint64_t{1} << 62));
 }
 
-TEST_CASE("capture path: native graphs only with the extension, the capability and every entry point") {
+TEST_CASE(
+    "capture path: native graphs only with the extension, the capability and every entry point") {
   lz::GraphSupport none;
   lz::PathChoice c = lz::choose_capture_path(none);
   CHECK(c.path == lz::CapturePath::CommandList);
@@ -132,7 +133,8 @@ TEST_CASE("capture path: native graphs only with the extension, the capability a
     CHECK(c.path == lz::CapturePath::CommandList);
     CHECK(c.reason.find("does not report the immutable-graph capability (graphFlags 0x2)") !=
           std::string::npos);
-    CHECK(c.reason.find("ZE_experimental_record_replay_graph is not advertised") != std::string::npos);
+    CHECK(c.reason.find("ZE_experimental_record_replay_graph is not advertised") !=
+          std::string::npos);
   }
   SUBCASE("advertised but an entry point did not resolve") {
     lz::GraphSupport broken = ext;
@@ -172,8 +174,9 @@ TEST_CASE("ze_result_t -> name, meaning, accgraph code and message") {
   CHECK(lz::error_code_for(ZE_RESULT_ERROR_DEVICE_LOST) == ErrorCode::BackendError);
   CHECK(lz::error_code_for(ZE_RESULT_ERROR_INVALID_ARGUMENT) == ErrorCode::BackendError);
 
-  CHECK(lz::call_name("zeCommandListAppendMemoryCopy(list, dst, src, bytes, nullptr, 0, nullptr)") ==
-        "zeCommandListAppendMemoryCopy");
+  CHECK(
+      lz::call_name("zeCommandListAppendMemoryCopy(list, dst, src, bytes, nullptr, 0, nullptr)") ==
+      "zeCommandListAppendMemoryCopy");
   CHECK(lz::call_name("device.graph_api.begin_capture(core->list, &call)") == "begin_capture");
   CHECK(lz::call_name("::zeInit (0)") == "zeInit");
 
@@ -188,8 +191,8 @@ TEST_CASE("ze_result_t -> name, meaning, accgraph code and message") {
         "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY (out of device memory)");
   CHECK(std::string(e.what()).find("level_zero") != std::string::npos);
 
-  accgraph::Error odd = lz::make_error(static_cast<ze_result_t>(0x7abcdef0), "zeFoo", "doing x",
-                                       "try y");
+  accgraph::Error odd =
+      lz::make_error(static_cast<ze_result_t>(0x7abcdef0), "zeFoo", "doing x", "try y");
   CHECK(odd.message() == "doing x: zeFoo failed with ze_result_t 0x7abcdef0: try y");
 
   // The check macro names the call from the expression and builds the message on failure only.

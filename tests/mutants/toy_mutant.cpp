@@ -227,9 +227,10 @@ class ToyQueue {
 #endif
 #if !MUTANT(FAILURE_DESTROYED)
     if (!failed_operation_.empty())
-      accgraph::log(accgraph::LogLevel::Warning,
-                    std::string("toy_mutant: a stream was destroyed with an unreported failure of '") +
-                        failed_operation_ + "': " + failure_message_);
+      accgraph::log(
+          accgraph::LogLevel::Warning,
+          std::string("toy_mutant: a stream was destroyed with an unreported failure of '") +
+              failed_operation_ + "': " + failure_message_);
 #endif
   }
 
@@ -287,9 +288,8 @@ class ToyQueue {
 #endif
     }
     if (!operation.empty())
-      fail(ErrorCode::BackendError, "synchronize: the operation '" + operation +
-                                        "' failed: " + message +
-                                        " (the stream has run everything else enqueued)");
+      fail(ErrorCode::BackendError, "synchronize: the operation '" + operation + "' failed: " +
+                                        message + " (the stream has run everything else enqueued)");
   }
 
 #if TOY_ASYNC
@@ -389,7 +389,9 @@ class ToyStream final : public accgraph::StreamImpl {
     queue_->submit({"fill " + std::to_string(bytes) + " bytes",
                     [dst, value, bytes] { std::memset(dst, value, bytes); }, true});
   }
-  void host_call(std::function<void()> fn) override { queue_->submit({"host_call", std::move(fn)}); }
+  void host_call(std::function<void()> fn) override {
+    queue_->submit({"host_call", std::move(fn)});
+  }
   void delay(std::chrono::nanoseconds duration) override {
     queue_->submit({"delay " + std::to_string(duration.count()) + " ns", [duration] {
 #if !MUTANT(CAPS_HONEST)
@@ -604,8 +606,8 @@ class ToyGraph final : public accgraph::GraphImplInterface {
           (*ops)[i].run();
         } catch (const std::exception& e) {
           if (first_failure.empty())
-            first_failure = (*ops)[i].name + " (node " + std::to_string(i) + " of a " + name +
-                            "): " + e.what();
+            first_failure =
+                (*ops)[i].name + " (node " + std::to_string(i) + " of a " + name + "): " + e.what();
 #if MUTANT(FAILURE_REPLAY)
           break;  // the nodes after it never run
 #endif
@@ -673,10 +675,10 @@ class ToyGraph final : public accgraph::GraphImplInterface {
            "capture_begin");
     std::ofstream out(path);
     if (!out)
-      throw accgraph::Error(ErrorCode::BackendError,
-                            "debug_dump: cannot open '" + path + "' for writing: " +
-                                std::strerror(errno),
-                            kBackendName, "std::ofstream");
+      throw accgraph::Error(
+          ErrorCode::BackendError,
+          "debug_dump: cannot open '" + path + "' for writing: " + std::strerror(errno),
+          kBackendName, "std::ofstream");
 #if !MUTANT(GRAPH_DEBUG_DUMP)
     out << "toy graph " << number_ << ": " << dump_names_.size() << " operations\n";
     for (size_t i = 0; i < dump_names_.size(); ++i)
@@ -786,13 +788,13 @@ class SteadyClockSyncMarkers final : public accgraph::TimestampMarkers {
       slot_now = ring_->started % ring_->depth;
     }
     (void)slot_now;
-    queue.submit({"marker " + std::to_string(marker),
-                  [ring = ring_, marker, slot_now, id = queue.id()] {
-                    const uint64_t time = now_ns();
-                    std::lock_guard<std::mutex> lock(ring->mutex);
+    queue.submit(
+        {"marker " + std::to_string(marker), [ring = ring_, marker, slot_now, id = queue.id()] {
+           const uint64_t time = now_ns();
+           std::lock_guard<std::mutex> lock(ring->mutex);
 #if MUTANT(MARKER_SLOT)
-                    const uint64_t slot = slot_now;  // chosen at record(), i.e. at capture time
-                    (void)id;
+           const uint64_t slot = slot_now;  // chosen at record(), i.e. at capture time
+           (void)id;
 #elif MUTANT(MARKER_BRANCHES)
                     const uint64_t slot = ring->current_by_queue[id] % ring->depth;
                     (void)slot_now;
@@ -801,20 +803,19 @@ class SteadyClockSyncMarkers final : public accgraph::TimestampMarkers {
                     (void)slot_now;
                     (void)id;
 #endif
-                    ring->slots[slot][marker] = time;
-                  }});
+           ring->slots[slot][marker] = time;
+         }});
   }
 
   void end_sequence(accgraph::StreamImpl& stream) override {
-    as_toy_stream(stream, "end_sequence")
-        .queue()
-        .submit({"marker end_sequence", [ring = ring_] {
-                   {
-                     std::lock_guard<std::mutex> lock(ring->mutex);
-                     ring->finished = ring->current + 1;
-                   }
-                   ring->finished_cv.notify_all();
-                 }});
+    as_toy_stream(stream, "end_sequence").queue().submit({"marker end_sequence", [ring = ring_] {
+                                                            {
+                                                              std::lock_guard<std::mutex> lock(
+                                                                  ring->mutex);
+                                                              ring->finished = ring->current + 1;
+                                                            }
+                                                            ring->finished_cv.notify_all();
+                                                          }});
   }
 
   bool is_complete(uint64_t sequence) override {
@@ -919,8 +920,10 @@ class ToyBackend final : public accgraph::Backend, public accgraph::ClockSamplin
   void sample_clock(int, accgraph::timing::ClockSample* samples, size_t count) override {
 #if MUTANT(CLOCK_SAMPLE)
     for (size_t i = 0; i < count; ++i) {  // the host's wall clock, not steady_clock
-      const auto now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::system_clock::now().time_since_epoch()).count());
+      const auto now =
+          static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count());
       samples[i] = {now, now, now};
     }
 #else

@@ -304,21 +304,19 @@ void merge_case(const std::string& dir) {
 
 // Valid but odd traces (the 2026-11-25 audit, #49 and #55).
 void odd_cases(const std::string& dir) {
-  const std::vector<ReplayReport> reports = {ReplayReport::from_samples(
-      source("cuda", 0, "gpu"), 1, 0,
-      {[] {
-        RegionSample s;
-        s.info.name = "step";
-        s.start_ns = 5000;
-        s.end_ns = 6000;
-        return s;
-      }()})};
+  const std::vector<ReplayReport> reports = {
+      ReplayReport::from_samples(source("cuda", 0, "gpu"), 1, 0, {[] {
+                                   RegionSample s;
+                                   s.info.name = "step";
+                                   s.start_ns = 5000;
+                                   s.end_ns = 6000;
+                                   return s;
+                                 }()})};
   for (int rank = 0; rank < 2; ++rank) {
     PerfettoOptions options;
     options.rank = rank;
     options.world_size = 100'000'000;
-    write_file(dir + "/huge_world" + std::to_string(rank) + ".pftrace",
-               perfetto(reports, options));
+    write_file(dir + "/huge_world" + std::to_string(rank) + ".pftrace", perfetto(reports, options));
   }
   PerfettoOptions saturated;
   saturated.rank = 0;

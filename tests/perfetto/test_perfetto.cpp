@@ -128,7 +128,8 @@ TEST_CASE("estimate_clock_offset: no samples or a sample running backwards is an
 
 TEST_CASE("write_perfetto_trace: a rank outside the world is an error") {
   const std::vector<ReplayReport> none;
-  for (const auto& rank_world : std::vector<std::pair<int, int>>{{2, 2}, {-1, 3}, {-2, 0}, {0, 0}}) {
+  for (const auto& rank_world :
+       std::vector<std::pair<int, int>>{{2, 2}, {-1, 3}, {-2, 0}, {0, 0}}) {
     // Not a structured binding: clang 14 (the fuzz preset) cannot capture one in a lambda.
     const int rank = rank_world.first, world = rank_world.second;
     PerfettoOptions options;
@@ -348,25 +349,29 @@ std::string chain_trace(int tracks) {
 TEST_CASE("merge_perfetto_traces: a rank at or above the world size is refused (audit #47)") {
   TempDir dir;
   std::ostringstream out;
-  const std::string r5 = dir.file("r5of2.pftrace", crafted_rank(1, 2, [](pb::DebugAnnotation& a) {
-    a.set_int_value(5);
-  }, keep));
+  const std::string r5 = dir.file(
+      "r5of2.pftrace", crafted_rank(
+                           1, 2, [](pb::DebugAnnotation& a) { a.set_int_value(5); }, keep));
   CHECK_ACCGRAPH_ERROR(merge_perfetto_traces(out, {r5}), ErrorCode::InvalidArgument,
-                       "'" + r5 + "': its \"accgraph trace info\" has rank 5 with world_size 2, "
-                       "which do not fit: a rank lies in 0 to world_size - 1 (or is -1 with "
-                       "world_size 0)");
-  const std::string r2 = dir.file("r2of2.pftrace", crafted_rank(1, 2, [](pb::DebugAnnotation& a) {
-    a.set_int_value(2);
-  }, keep));
+                       "'" + r5 +
+                           "': its \"accgraph trace info\" has rank 5 with world_size 2, "
+                           "which do not fit: a rank lies in 0 to world_size - 1 (or is -1 with "
+                           "world_size 0)");
+  const std::string r2 = dir.file(
+      "r2of2.pftrace", crafted_rank(
+                           1, 2, [](pb::DebugAnnotation& a) { a.set_int_value(2); }, keep));
   CHECK_ACCGRAPH_ERROR(merge_perfetto_traces(out, {r2}), ErrorCode::InvalidArgument,
                        "has rank 2 with world_size 2, which do not fit");
 }
 
-TEST_CASE("merge_perfetto_traces: ranks and world sizes beyond int, negative or not integers "
-          "are refused naming the field (audit #48)") {
+TEST_CASE(
+    "merge_perfetto_traces: ranks and world sizes beyond int, negative or not integers "
+    "are refused naming the field (audit #48)") {
   TempDir dir;
   std::ostringstream out;
-  const auto set = [](int64_t value) { return [value](pb::DebugAnnotation& a) { a.set_int_value(value); }; };
+  const auto set = [](int64_t value) {
+    return [value](pb::DebugAnnotation& a) { a.set_int_value(value); };
+  };
   struct Case {
     std::string name, expected;
     std::string trace;
@@ -380,7 +385,8 @@ TEST_CASE("merge_perfetto_traces: ranks and world sizes beyond int, negative or 
       {"world_neg", "has world_size -3, outside 0 to 2147483647",
        crafted_rank(1, 2, keep, set(-3))},
       {"rank_text", "has a rank that is not an integer",
-       crafted_rank(1, 2, [](pb::DebugAnnotation& a) { a.set_string_value("1"); }, keep)},
+       crafted_rank(
+           1, 2, [](pb::DebugAnnotation& a) { a.set_string_value("1"); }, keep)},
       {"world_huge_uint", "has world_size 18446744073709551615, outside 0 to 2147483647",
        crafted_rank(1, 2, keep, [](pb::DebugAnnotation& a) { a.set_uint_value(UINT64_MAX); })},
       {"rankless_world", "has rank -1 with world_size 4, which do not fit",
@@ -399,8 +405,9 @@ TEST_CASE("merge_perfetto_traces: ranks and world sizes beyond int, negative or 
                        "has rank 4294967296");
 }
 
-TEST_CASE("merge_perfetto_traces: a huge world size gives a bounded warning of rank ranges "
-          "(audit #49)") {
+TEST_CASE(
+    "merge_perfetto_traces: a huge world size gives a bounded warning of rank ranges "
+    "(audit #49)") {
   TempDir dir;
   std::ostringstream out;
   const auto world = [](int64_t w) { return [w](pb::DebugAnnotation& a) { a.set_int_value(w); }; };
@@ -435,14 +442,14 @@ TEST_CASE("merge_perfetto_traces: uncertainties saturate instead of wrapping (au
   TempDir dir;
   std::ostringstream out;
   // clock_uncertainty_ns -1 reads as 2^64-1; rank 1's host clock adds 700 ns.
-  const std::string r0 = dir.file("r0.pftrace", edit_info(rank_trace(0, 2, 0, 5000),
-                                                          [](pb::TrackEvent& e) {
-    annotation_of(e, "clock_uncertainty_ns").set_int_value(-1);
-  }));
-  const std::string r1 = dir.file("r1.pftrace", edit_info(rank_trace(1, 2, 0, 5000),
-                                                          [](pb::TrackEvent& e) {
-    annotation_of(e, "host_clock_uncertainty_ns").set_int_value(700);
-  }));
+  const std::string r0 =
+      dir.file("r0.pftrace", edit_info(rank_trace(0, 2, 0, 5000), [](pb::TrackEvent& e) {
+                 annotation_of(e, "clock_uncertainty_ns").set_int_value(-1);
+               }));
+  const std::string r1 =
+      dir.file("r1.pftrace", edit_info(rank_trace(1, 2, 0, 5000), [](pb::TrackEvent& e) {
+                 annotation_of(e, "host_clock_uncertainty_ns").set_int_value(700);
+               }));
   const MergeSummary summary = merge_perfetto_traces(out, {r0, r1});
   CHECK(summary.alignment_uncertainty_ns == UINT64_MAX);
   REQUIRE(summary.warnings.size() == 1);
@@ -455,10 +462,10 @@ TEST_CASE("merge_perfetto_traces: uncertainties saturate instead of wrapping (au
       unknown += annotation(p.track_event(), "alignment_uncertainty_ns")->int_value() == -1;
   CHECK(unknown == 1);  // rank 0's; rank 1's is 800
   // A host clock bound near 2^64 saturates the per-device sum too.
-  const std::string r1_huge = dir.file("r1h.pftrace", edit_info(rank_trace(1, 2, 0, 5000),
-                                                                [](pb::TrackEvent& e) {
-    annotation_of(e, "host_clock_uncertainty_ns").set_int_value(-100);
-  }));
+  const std::string r1_huge =
+      dir.file("r1h.pftrace", edit_info(rank_trace(1, 2, 0, 5000), [](pb::TrackEvent& e) {
+                 annotation_of(e, "host_clock_uncertainty_ns").set_int_value(-100);
+               }));
   const std::string r0_plain = dir.file("r0p.pftrace", rank_trace(0, 2, 0, 5000));
   CHECK(merge_perfetto_traces(out, {r0_plain, r1_huge}).alignment_uncertainty_ns == UINT64_MAX);
   CHECK(add_uncertainties(UINT64_MAX - 5, 5) == UINT64_MAX);
@@ -466,8 +473,9 @@ TEST_CASE("merge_perfetto_traces: uncertainties saturate instead of wrapping (au
   CHECK(add_uncertainties(100, 200) == 300);
 }
 
-TEST_CASE("merge_perfetto_traces: a long parent chain of tracks merges in linear time "
-          "(audit #56)") {
+TEST_CASE(
+    "merge_perfetto_traces: a long parent chain of tracks merges in linear time "
+    "(audit #56)") {
   TempDir dir;
   const std::string small = dir.file("small.pftrace", chain_trace(2'000));
   const std::string large = dir.file("large.pftrace", chain_trace(20'000));
@@ -489,8 +497,8 @@ TEST_CASE("merge_perfetto_traces: a long parent chain of tracks merges in linear
   // 10 times the tracks: about 10 times the time when linear, 100 when quadratic (before the
   // fix, measured in one run on a busy machine: 2,000 tracks 0.12 s, 20,000 tracks 11.2 s; after
   // it 0.011 s and 0.105 s). 40 leaves room for noise and still tells the two apart.
-  CHECK_MESSAGE(t_large < 40 * t_small, "2,000 tracks: " << t_small << " s, 20,000 tracks: "
-                                                          << t_large << " s");
+  CHECK_MESSAGE(t_large < 40 * t_small,
+                "2,000 tracks: " << t_small << " s, 20,000 tracks: " << t_large << " s");
 }
 
 TEST_CASE("merge_perfetto_traces: running out of descriptors says so and what to do (audit #51)") {
@@ -524,8 +532,9 @@ TEST_CASE("merge_perfetto_traces: running out of descriptors says so and what to
                 message);
 }
 
-TEST_CASE("merge_perfetto_trace_files: an output that is an input by another name is refused "
-          "and the input kept (audit #52)") {
+TEST_CASE(
+    "merge_perfetto_trace_files: an output that is an input by another name is refused "
+    "and the input kept (audit #52)") {
   TempDir dir;
   const std::string r0 = dir.file("r0.pftrace", rank_trace(0, 2, 0, 5000));
   const std::string r1 = dir.file("r1.pftrace", rank_trace(1, 2, 0, 5000));
@@ -543,8 +552,9 @@ TEST_CASE("merge_perfetto_trace_files: an output that is an input by another nam
   for (const std::string& output : aliases) {
     CAPTURE(output);
     CHECK_ACCGRAPH_ERROR(merge_perfetto_trace_files(output, {r0, r1}), ErrorCode::InvalidArgument,
-                         "merge_perfetto_traces: '" + output + "' is both an input and the "
-                         "output: it is the same file as the input '");
+                         "merge_perfetto_traces: '" + output +
+                             "' is both an input and the "
+                             "output: it is the same file as the input '");
     CHECK(file_text(r0) == r0_bytes);
     CHECK(file_text(r1) == r1_bytes);
   }
@@ -567,18 +577,18 @@ TEST_CASE("merge_perfetto_trace_files: an output that is an input by another nam
   CHECK(file_text(kept) == "old");
 }
 
-TEST_CASE("write_output_file + write_perfetto_trace: refused options leave the file as it was "
-          "(audit #24)") {
+TEST_CASE(
+    "write_output_file + write_perfetto_trace: refused options leave the file as it was "
+    "(audit #24)") {
   TempDir dir;
   const std::string existing = dir.file("existing.pftrace", std::string(800, 'k'));
   PerfettoOptions options;
   options.rank = 5;
   options.world_size = 2;
-  CHECK_ACCGRAPH_ERROR(write_output_file(existing, "the Perfetto trace",
-                                         [&](std::ostream& out) {
-                                           write_perfetto_trace(out, {}, options);
-                                         }),
-                       ErrorCode::InvalidArgument, "rank 5 with world_size 2");
+  CHECK_ACCGRAPH_ERROR(
+      write_output_file(existing, "the Perfetto trace",
+                        [&](std::ostream& out) { write_perfetto_trace(out, {}, options); }),
+      ErrorCode::InvalidArgument, "rank 5 with world_size 2");
   CHECK(file_text(existing) == std::string(800, 'k'));
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(dir.path))

@@ -33,7 +33,13 @@ void destroy(void* backend) { delete static_cast<FutureBackend*>(backend); }
 }  // namespace
 
 extern "C" ACCGRAPH_PLUGIN_EXPORT const AccgraphPluginApi* accgraph_plugin_entry(void) {
-  static AccgraphPluginApi api = {sizeof(AccgraphPluginApi), ACCGRAPH_PLUGIN_ABI_MAJOR, 9,
-                                  "test_future", 50, "9.9-test", &create, &destroy};
+  static AccgraphPluginApi api = {sizeof(AccgraphPluginApi),
+                                  ACCGRAPH_PLUGIN_ABI_MAJOR,
+                                  9,
+                                  "test_future",
+                                  50,
+                                  "9.9-test",
+                                  &create,
+                                  &destroy};
   return &api;
 }

@@ -37,9 +37,14 @@ void destroy(void*) {}
 }  // namespace
 
 extern "C" ACCGRAPH_PLUGIN_EXPORT const AccgraphPluginApi* accgraph_plugin_entry(void) {
-  static AccgraphPluginApi api = {sizeof(AccgraphPluginApi), ACCGRAPH_PLUGIN_ABI_MAJOR,
-                                  ACCGRAPH_PLUGIN_ABI_MINOR, "test_table",
-                                  50, "0.0-test", &create, &destroy};
+  static AccgraphPluginApi api = {sizeof(AccgraphPluginApi),
+                                  ACCGRAPH_PLUGIN_ABI_MAJOR,
+                                  ACCGRAPH_PLUGIN_ABI_MINOR,
+                                  "test_table",
+                                  50,
+                                  "0.0-test",
+                                  &create,
+                                  &destroy};
 #if defined(TABLE_BAD_MAJOR)
   api.abi_major = ACCGRAPH_PLUGIN_ABI_MAJOR + 1;
 #elif defined(TABLE_TOO_SMALL)

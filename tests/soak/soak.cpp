@@ -93,21 +93,23 @@ class RssWatch {
     uint64_t now = resident_bytes();
     uint64_t growth = now > baseline_ ? now - baseline_ : 0;
     if (growth > bound(iteration))
-      fail(fmt::format("{}: the resident set grew by {:.1f} MiB between iteration {} and "
-                       "iteration {} ({:.0f} bytes per iteration; {} -> {} KiB), more than the "
-                       "bound of {:.1f} MiB (Note [Soak RSS bound] in tests/soak/soak.cpp): "
-                       "something is kept per iteration",
-                       what_, growth / 1048576.0, start_iteration_, iteration,
-                       static_cast<double>(growth) / static_cast<double>(iteration - start_iteration_),
-                       baseline_ / 1024, now / 1024, bound(iteration) / 1048576.0));
+      fail(fmt::format(
+          "{}: the resident set grew by {:.1f} MiB between iteration {} and "
+          "iteration {} ({:.0f} bytes per iteration; {} -> {} KiB), more than the "
+          "bound of {:.1f} MiB (Note [Soak RSS bound] in tests/soak/soak.cpp): "
+          "something is kept per iteration",
+          what_, growth / 1048576.0, start_iteration_, iteration,
+          static_cast<double>(growth) / static_cast<double>(iteration - start_iteration_),
+          baseline_ / 1024, now / 1024, bound(iteration) / 1048576.0));
   }
   void report(uint64_t iteration) const {
     uint64_t now = resident_bytes();
-    fmt::print("{}: resident set {} KiB after the warm-up (iteration {}), {} KiB at iteration {}: "
-               "{:+.2f} MiB, bound {:.2f} MiB\n",
-               what_, baseline_ / 1024, start_iteration_, now / 1024, iteration,
-               (static_cast<double>(now) - static_cast<double>(baseline_)) / 1048576.0,
-               bound(iteration) / 1048576.0);
+    fmt::print(
+        "{}: resident set {} KiB after the warm-up (iteration {}), {} KiB at iteration {}: "
+        "{:+.2f} MiB, bound {:.2f} MiB\n",
+        what_, baseline_ / 1024, start_iteration_, now / 1024, iteration,
+        (static_cast<double>(now) - static_cast<double>(baseline_)) / 1048576.0,
+        bound(iteration) / 1048576.0);
   }
 
  private:
@@ -158,9 +160,10 @@ void replay_cycles(const std::string& backend, uint64_t cycles) {
     replays += kReplays;
     graph.reset();
     if (profiler.delivered() != replays)
-      fail(fmt::format("{}: after cycle {} (capture, {} replays, reset) the profiler delivered {} "
-                       "reports for {} replays; reset must collect every pending replay",
-                       what, cycle, kReplays, profiler.delivered(), replays));
+      fail(
+          fmt::format("{}: after cycle {} (capture, {} replays, reset) the profiler delivered {} "
+                      "reports for {} replays; reset must collect every pending replay",
+                      what, cycle, kReplays, profiler.delivered(), replays));
     if (rss.started() && cycle % 500 == 0) rss.check(cycle);
   }
   profiler.flush();
@@ -195,17 +198,19 @@ void short_streams(const std::string& backend, uint64_t streams) {
     if (rss.started() && i % 250 == 0) {
       profiler.flush();
       if (profiler.delivered() != i + 1)
-        fail(fmt::format("{}: after {} streams the profiler delivered {} reports; every eager "
-                         "region must be delivered",
-                         what, i + 1, profiler.delivered()));
+        fail(
+            fmt::format("{}: after {} streams the profiler delivered {} reports; every eager "
+                        "region must be delivered",
+                        what, i + 1, profiler.delivered()));
       rss.check(i);
     }
   }
   profiler.flush();
   if (profiler.delivered() != streams)
-    fail(fmt::format("{}: {} streams with one eager region each, but the profiler delivered {} "
-                     "reports",
-                     what, streams, profiler.delivered()));
+    fail(
+        fmt::format("{}: {} streams with one eager region each, but the profiler delivered {} "
+                    "reports",
+                    what, streams, profiler.delivered()));
   rss.check(streams);
   rss.report(streams);
   fmt::print("{}: {} streams, {} reports delivered\n", what, streams, profiler.delivered());

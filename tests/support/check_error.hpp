@@ -10,19 +10,19 @@
 #include "accgraph/error.hpp"
 
 /// Checks that `expr` throws accgraph::Error with `code` and a message containing `text`.
-#define CHECK_ACCGRAPH_ERROR(expr, expected_code, text)                                       \
-  do {                                                                                        \
-    bool accgraph_thrown_ = false;                                                            \
-    try {                                                                                     \
-      expr;                                                                                   \
-    } catch (const ::accgraph::Error& accgraph_error_) {                                      \
-      accgraph_thrown_ = true;                                                                \
-      CHECK_MESSAGE(accgraph_error_.code() == (expected_code),                                \
-                    std::string(accgraph_error_.what()));                                     \
-      CHECK_MESSAGE(std::string(accgraph_error_.what()).find(text) != std::string::npos,      \
-                    "expected '" << (text) << "' in: " << std::string(accgraph_error_.what()));            \
-    }                                                                                         \
-    CHECK_MESSAGE(accgraph_thrown_, "expected an accgraph::Error from: " #expr);              \
+#define CHECK_ACCGRAPH_ERROR(expr, expected_code, text)                                         \
+  do {                                                                                          \
+    bool accgraph_thrown_ = false;                                                              \
+    try {                                                                                       \
+      expr;                                                                                     \
+    } catch (const ::accgraph::Error& accgraph_error_) {                                        \
+      accgraph_thrown_ = true;                                                                  \
+      CHECK_MESSAGE(accgraph_error_.code() == (expected_code),                                  \
+                    std::string(accgraph_error_.what()));                                       \
+      CHECK_MESSAGE(std::string(accgraph_error_.what()).find(text) != std::string::npos,        \
+                    "expected '" << (text) << "' in: " << std::string(accgraph_error_.what())); \
+    }                                                                                           \
+    CHECK_MESSAGE(accgraph_thrown_, "expected an accgraph::Error from: " #expr);                \
   } while (false)
 
 namespace accgraph::testing {

@@ -56,8 +56,8 @@ void register_host_alias(const std::string& name, const char* origin) {
   static std::set<std::string> registered;
   std::lock_guard<std::mutex> lock(mutex);
   if (!registered.insert(name).second) return;
-  Registry::instance().register_backend(name, priority::fallback - 1,
-                                        [name] { return std::make_unique<Alias>(name); }, origin);
+  Registry::instance().register_backend(
+      name, priority::fallback - 1, [name] { return std::make_unique<Alias>(name); }, origin);
 }
 
 }  // namespace accgraph::test

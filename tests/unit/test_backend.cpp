@@ -43,8 +43,7 @@ TEST_CASE("resolve_ring_depth: 0 is the default, up to the maximum is kept, abov
   CHECK(MarkerOptions{"", 1}.resolve_ring_depth(16, 1024, "b") == 1);
   CHECK(MarkerOptions{"", 1024}.resolve_ring_depth(16, 1024, "b") == 1024);
   const MarkerOptions too_deep{"", 1025};
-  CHECK_ACCGRAPH_ERROR(too_deep.resolve_ring_depth(16, 1024, "b"),
-                       ErrorCode::InvalidArgument,
+  CHECK_ACCGRAPH_ERROR(too_deep.resolve_ring_depth(16, 1024, "b"), ErrorCode::InvalidArgument,
                        "create_markers: ring depth 1025 is larger than the b backend's maximum "
                        "of 1024: ask for fewer replays in flight");
   // A default above the maximum is the backend's own bug, reported the same way.

@@ -88,8 +88,8 @@ class BadClockBackend final : public test::HostAliasBackend, public ClockSamplin
     if (Mode == BadClock::FillsNothing) return;
     for (size_t i = 0; i < count; ++i) {
       samples[i] = {1000 + 10 * i, 1005 + 10 * i, 1010 + 10 * i};
-      if (Mode == BadClock::SwapsHostReads) std::swap(samples[i].host_before_ns,
-                                                      samples[i].host_after_ns);
+      if (Mode == BadClock::SwapsHostReads)
+        std::swap(samples[i].host_before_ns, samples[i].host_after_ns);
       if (Mode == BadClock::GoesBackwards && i == 3) samples[i].device_ns = 7;
     }
   }

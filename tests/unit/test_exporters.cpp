@@ -34,10 +34,10 @@ const std::vector<NameCase>& name_cases() {
   static const std::vector<NameCase> cases = {
       {"plain", "plain"},
       {"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80", "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"},
-      {"truncated\xC3", "truncated" + kFFFD},                    // audit 2.24's byte
-      {"\xFF\xFE", kFFFD + kFFFD},                               // never valid
-      {"stray\x80", "stray" + kFFFD},                            // a lone continuation byte
-      {"overlong\xC0\xAF", "overlong" + kFFFD + kFFFD},          // '/' as two bytes
+      {"truncated\xC3", "truncated" + kFFFD},            // audit 2.24's byte
+      {"\xFF\xFE", kFFFD + kFFFD},                       // never valid
+      {"stray\x80", "stray" + kFFFD},                    // a lone continuation byte
+      {"overlong\xC0\xAF", "overlong" + kFFFD + kFFFD},  // '/' as two bytes
       {"surrogate\xED\xA0\x80", "surrogate" + kFFFD + kFFFD + kFFFD},
       {"too big\xF4\x90\x80\x80", "too big" + kFFFD + kFFFD + kFFFD + kFFFD},
       {"cut\xE2\x82", "cut" + kFFFD + kFFFD},
@@ -249,8 +249,9 @@ TEST_CASE("exporters: a stream that refuses the bytes is an InvalidArgument erro
     RefusingBuffer refusing;
     std::ostream out(&refusing);
     CHECK_ACCGRAPH_ERROR(exporter.write(out, r), ErrorCode::InvalidArgument,
-                         std::string("writing ") + exporter.what + " failed: the output stream "
-                                                                   "reported an error (badbit)");
+                         std::string("writing ") + exporter.what +
+                             " failed: the output stream "
+                             "reported an error (badbit)");
 
     // With exceptions enabled the stream throws std::ios_base::failure; still an Error.
     std::ostream throwing(&refusing);
@@ -350,11 +351,11 @@ std::vector<ReplayReport> golden_trace_reports() {
   // graph 1 on device 1: nesting, a region that ends on another stream
   reports.push_back(ReplayReport::from_samples(
       source("host", 1, "second \"cpu\"\xC3"), 1, 0,
-                 {at("step", 1, t0, t0 + 9000, 0, -1, {{"batch", "7"}}),
-                  at("forward", 1, t0 + 100, t0 + 4000, 1, 0),
-                  at("crossing", 1, t0 + 3500, t0 + 6000, 1, 0),  // overlaps forward
-                  at("copy", 2, t0 + 3600, t0 + 5000, 2, 2),       // its child on stream 2
-                  at("tail", 1, t0 + 9000, t0 + 9000, 1, 0)}));    // zero length, at the end
+      {at("step", 1, t0, t0 + 9000, 0, -1, {{"batch", "7"}}),
+       at("forward", 1, t0 + 100, t0 + 4000, 1, 0),
+       at("crossing", 1, t0 + 3500, t0 + 6000, 1, 0),  // overlaps forward
+       at("copy", 2, t0 + 3600, t0 + 5000, 2, 2),      // its child on stream 2
+       at("tail", 1, t0 + 9000, t0 + 9000, 1, 0)}));   // zero length, at the end
 
   for (uint64_t replay = 0; replay < 2; ++replay) {  // graphs 2 and 3 overlap on stream 5
     for (uint64_t graph = 2; graph <= 3; ++graph) {
@@ -372,8 +373,8 @@ std::vector<ReplayReport> golden_trace_reports() {
   RegionSample odd = at("odd", 7, t0 + 123'456'789'012'345, t0 + 123'456'789'012'346, 0, -1);
   RegionSample backwards = at("backwards", 7, t0 + 60, t0 + 55, 0, -1);  // end before start: 0
   std::vector<RegionSample> eager = {
-      at("say \"hi\"\\ \x01\t\n\x1f\x7f caf\xC3\xA9 \xF0\x9F\x98\x80 bad\xC3", 7, t0 + 50,
-         t0 + 51, 0, -1,
+      at("say \"hi\"\\ \x01\t\n\x1f\x7f caf\xC3\xA9 \xF0\x9F\x98\x80 bad\xC3", 7, t0 + 50, t0 + 51,
+         0, -1,
          {{"quote\"", "back\\slash"},
           {"ctrl", "\x01\x02\x1b[31m\r\n"},
           {"dup", "first"},
@@ -484,8 +485,8 @@ std::vector<ReplayReport> many_regions() {
     for (uint64_t i = 0; i < 100; ++i)
       regions.push_back(region("region " + std::to_string(i), replay * 10'000 + i * 100,
                                replay * 10'000 + i * 100 + 50, {{"index", std::to_string(i)}}));
-    reports.push_back(ReplayReport::from_samples({"host", 0, "cpu", "", 0}, 1, replay,
-                                                 std::move(regions)));
+    reports.push_back(
+        ReplayReport::from_samples({"host", 0, "cpu", "", 0}, 1, replay, std::move(regions)));
   }
   return reports;
 }
@@ -500,8 +501,7 @@ TEST_CASE("chrome trace: written to the stream piece by piece, not as one docume
   write_chrome_trace(out, many_regions());
   REQUIRE(recording.taken > 2'000'000);
   CHECK(recording.writes.size() > 10);
-  CHECK(*std::max_element(recording.writes.begin(), recording.writes.end()) <
-        recording.taken / 10);
+  CHECK(*std::max_element(recording.writes.begin(), recording.writes.end()) < recording.taken / 10);
 }
 
 TEST_CASE("chrome trace: a stream that fails part way is an InvalidArgument error") {

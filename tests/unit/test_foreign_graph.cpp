@@ -84,8 +84,8 @@ void check_measured(const ReplayReport& report) {
 struct WarningCounter {
   static inline std::atomic<int> warnings{0};
   static void handler(LogLevel level, const char* message, void*) {
-    if (level == LogLevel::Warning && std::string(message).find("exactly one execution") !=
-                                          std::string::npos)
+    if (level == LogLevel::Warning &&
+        std::string(message).find("exactly one execution") != std::string::npos)
       ++warnings;
   }
 };
@@ -202,8 +202,9 @@ TEST_CASE("ForeignGraph: trusted launches (no fence) are reported like checked o
   prof.attach(foreign);
   capture(prof, foreign, owner);
   for (int i = 0; i < 5; ++i)
-    foreign.launch(owner.wrapped, [&] { owner.launch(); },
-                   i % 2 == 0 ? LaunchCheck::Trusted : LaunchCheck::Fenced);
+    foreign.launch(
+        owner.wrapped, [&] { owner.launch(); },
+        i % 2 == 0 ? LaunchCheck::Trusted : LaunchCheck::Fenced);
   returns_in_time("flush", [&] { prof.flush(); });
   std::vector<ReplayReport> reports = collected.take();
   REQUIRE(reports.size() == 5);

@@ -1,8 +1,8 @@
 // Unit tests of graph.hpp on the host backend: AcceleratorGraph states and misuse errors,
 // current(), CaptureGuard, pools, fork/join, replay order, debug dumps and stats.
 #include <atomic>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <mutex>
@@ -19,7 +19,6 @@
 #include "host_alias_backend.hpp"
 
 using namespace accgraph;
-
 
 namespace {
 
@@ -89,8 +88,7 @@ TEST_CASE("every call-order misuse has its code and message") {
                        fmt::format("replay: graph {} has nothing captured", id));
   CHECK_ACCGRAPH_ERROR(graph.instantiate(), ErrorCode::InvalidState,
                        fmt::format("instantiate: graph {} has no finished capture (empty)", id));
-  CHECK_ACCGRAPH_ERROR(graph.debug_dump("x.dot"), ErrorCode::InvalidState,
-                       "debug_dump: graph");
+  CHECK_ACCGRAPH_ERROR(graph.debug_dump("x.dot"), ErrorCode::InvalidState, "debug_dump: graph");
 
   graph.capture_begin(stream);
   CHECK_ACCGRAPH_ERROR(graph.capture_begin(stream), ErrorCode::InvalidState,
@@ -363,9 +361,9 @@ TEST_CASE("pools: private by default, shared by PoolId, refused when unknown or 
   second.reset();
   bogus.reset();
   AcceleratorGraph late("host");
-  CHECK_ACCGRAPH_ERROR(late.capture_begin(stream, pool), ErrorCode::InvalidArgument,
-                       fmt::format("no live graph pool has id {{{}, {}}}", pool.first,
-                                   pool.second));
+  CHECK_ACCGRAPH_ERROR(
+      late.capture_begin(stream, pool), ErrorCode::InvalidArgument,
+      fmt::format("no live graph pool has id {{{}, {}}}", pool.first, pool.second));
 }
 
 TEST_CASE("every capture mode is honoured") {

@@ -56,10 +56,9 @@ TEST_CASE("an observer sees every lifecycle event of a graph, in order") {
     graph.replay();
     graph.reset();
   }
-  std::vector<std::string> expected = {"capture_begin", "capture_ending", "capture_end",
-                                       "instantiate",   "replay_begin",   "replay_end 1",
-                                       "replay_begin",  "replay_end 2",   "reset",
-                                       "destroy"};
+  std::vector<std::string> expected = {
+      "capture_begin", "capture_ending", "capture_end",  "instantiate", "replay_begin",
+      "replay_end 1",  "replay_begin",   "replay_end 2", "reset",       "destroy"};
   CHECK(observer.events == expected);
   stream.synchronize();
 }

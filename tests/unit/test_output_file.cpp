@@ -108,8 +108,8 @@ TEST_CASE("write_output_file: a write error names the file and errno, the old fi
   REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
   const FileError e = file_error([&] {
     write_output_file(target, "the Chrome trace", [](std::ostream& out) {
-      write_chrome_trace(out, {});                  // a small valid start
-      out << std::string(1'000'000, ' ');           // then more than the limit
+      write_chrome_trace(out, {});         // a small valid start
+      out << std::string(1'000'000, ' ');  // then more than the limit
     });
   });
   ::setrlimit(RLIMIT_FSIZE, &old_limit);
@@ -146,8 +146,7 @@ TEST_CASE("write_output_file: a path that cannot be created is an Open error wit
   CHECK(dir.names() == std::vector<std::string>{"keep.json"});
   if (::geteuid() != 0) {  // root may write anything
     ::chmod(existing.c_str(), 0444);
-    CHECK(file_error([&] { write_output_file(existing, "x", nothing); }).error_number() ==
-          EACCES);
+    CHECK(file_error([&] { write_output_file(existing, "x", nothing); }).error_number() == EACCES);
     CHECK(file_text(existing) == kOld);
   }
 }

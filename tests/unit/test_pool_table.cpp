@@ -89,9 +89,8 @@ TEST_CASE("a factory that throws registers nothing and uses up no id") {
 
 TEST_CASE("a factory that returns no pool, or one with another id, is a backend bug") {
   PoolTable<TestPool> table("test");
-  CHECK_ACCGRAPH_ERROR(
-      table.acquire(PoolId{}, [](PoolId) { return std::shared_ptr<TestPool>(); }),
-      ErrorCode::BackendError, "pool factory returned no pool");
+  CHECK_ACCGRAPH_ERROR(table.acquire(PoolId{}, [](PoolId) { return std::shared_ptr<TestPool>(); }),
+                       ErrorCode::BackendError, "pool factory returned no pool");
   CHECK_ACCGRAPH_ERROR(table.acquire(PoolId{},
                                      [](PoolId) {
                                        auto pool = std::make_shared<TestPool>();

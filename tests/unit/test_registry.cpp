@@ -1,8 +1,8 @@
 // Tests of registry.hpp and the plugin loader: built-ins, unknown names, duplicates, and every
 // way a plugin library is rejected (each with its exact code and message); the library check and
 // the escaping of plugin.hpp.
-#include <doctest/doctest.h>
 #include <dlfcn.h>
+#include <doctest/doctest.h>
 #include <link.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,14 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "../../registry/registry_internal.hpp"  // detail:: functions exported for tests
+#include "../../registry/shared_library.hpp"     // shared_library_image_problem
 #include "accgraph/accgraph.hpp"
 #include "accgraph/spi/library_check.hpp"
 #include "accgraph/spi/message_escape.hpp"
 #include "accgraph/spi/plugin.h"
 #include "accgraph/spi/priority.hpp"
 #include "check_error.hpp"
-#include "../../registry/registry_internal.hpp"  // detail:: functions exported for tests
-#include "../../registry/shared_library.hpp"    // shared_library_image_problem
 
 using accgraph::Error;
 using accgraph::ErrorCode;
@@ -47,8 +47,8 @@ TEST_CASE("the built-in list registers host, cuda and level_zero") {
 
 TEST_CASE("an unknown backend name lists what is registered") {
   require_error([] { Registry::instance().backend("nosuch"); }, ErrorCode::InvalidArgument,
-                {"unknown backend 'nosuch'", "registered backends are:", "host (priority 0",
-                 "cuda", "level_zero"});
+                {"unknown backend 'nosuch'", "registered backends are:", "host (priority 0", "cuda",
+                 "level_zero"});
   require_error([] { accgraph::AcceleratorGraph graph("nosuch"); }, ErrorCode::InvalidArgument,
                 {"unknown backend 'nosuch'"});
 }
@@ -61,9 +61,8 @@ TEST_CASE("registering a name twice is an error, not an exit") {
             "a test");
       },
       ErrorCode::InvalidArgument, {"backend 'host' is already registered (built-in)", "a test"});
-  require_error(
-      [] { Registry::instance().register_backend("x_empty_factory", 1, {}, "a test"); },
-      ErrorCode::InvalidArgument, {"empty factory"});
+  require_error([] { Registry::instance().register_backend("x_empty_factory", 1, {}, "a test"); },
+                ErrorCode::InvalidArgument, {"empty factory"});
 }
 
 TEST_CASE("a backend whose factory fails is listed unavailable with the reason") {
@@ -109,8 +108,9 @@ TEST_CASE("malformed plugins are rejected with the file and the reason") {
       {BAD_NAME_PLUGIN, "'Not A Name!' is not a valid name"},
       {DUPLICATE_PLUGIN, "registers backend 'host', which is already registered (built-in)"},
       {NO_ENTRY_PLUGIN, "it has no entry point 'accgraph_plugin_entry'"},
-      {NOT_A_LIBRARY_PLUGIN, "it is not an ELF shared library (it does not start with the ELF "
-                             "magic bytes \\x7fELF; the file has 42 bytes)"},
+      {NOT_A_LIBRARY_PLUGIN,
+       "it is not an ELF shared library (it does not start with the ELF "
+       "magic bytes \\x7fELF; the file has 42 bytes)"},
       {PLUGIN_DIRECTORY "/does_not_exist.so", "the file does not exist"},
       {PLUGIN_DIRECTORY, "it is not a regular file"},
   };
@@ -156,8 +156,7 @@ bool still_mapped(const std::string& path) {
 class TempDirectory {
  public:
   explicit TempDirectory(const std::string& name)
-      : path_(fs::temp_directory_path() /
-              (name + "_" + std::to_string(::getpid()))) {
+      : path_(fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -186,8 +185,9 @@ TEST_CASE("a truncated plugin is rejected before the dynamic loader sees it") {
     const char* reason;
   };
   const Case cases[] = {
-      {"/libtruncated_40.so", "it is truncated: the ELF header needs bytes up to 64 but the file "
-                              "has 40; rebuild or copy it again"},
+      {"/libtruncated_40.so",
+       "it is truncated: the ELF header needs bytes up to 64 but the file "
+       "has 40; rebuild or copy it again"},
       {"/libtruncated_100.so", "it is truncated: its program-header table needs bytes up to "},
       {"/libtruncated_1000.so", "PT_LOAD) needs bytes up to "},
       {"/libtruncated_4000.so", "PT_LOAD) needs bytes up to "},
@@ -226,28 +226,36 @@ TEST_CASE("the library check names what is wrong with an ELF header") {
     return accgraph::plugin::shared_library_image_problem(bytes.data(), bytes.size())
         .value_or("(no problem found)");
   };
-  CHECK(problem_with([](ElfW(Ehdr)& h) { h.e_ident[EI_MAG1] = 'X'; })
-            .find("it is not an ELF shared library") != std::string::npos);
-  CHECK(problem_with([](ElfW(Ehdr)& h) { h.e_ident[EI_CLASS] = ELFCLASS32; })
-            .find("it is an ELF file of class 1 (32-bit) but this process is 64-bit") !=
+  CHECK(problem_with([](ElfW(Ehdr) & h) {
+          h.e_ident[EI_MAG1] = 'X';
+        }).find("it is not an ELF shared library") != std::string::npos);
+  CHECK(problem_with([](ElfW(Ehdr) & h) {
+          h.e_ident[EI_CLASS] = ELFCLASS32;
+        }).find("it is an ELF file of class 1 (32-bit) but this process is 64-bit") !=
         std::string::npos);
-  CHECK(problem_with([](ElfW(Ehdr)& h) { h.e_ident[EI_DATA] = ELFDATA2MSB; })
-            .find("its ELF data encoding is big-endian but this process is little-endian") !=
+  CHECK(problem_with([](ElfW(Ehdr) & h) {
+          h.e_ident[EI_DATA] = ELFDATA2MSB;
+        }).find("its ELF data encoding is big-endian but this process is little-endian") !=
         std::string::npos);
-  CHECK(problem_with([](ElfW(Ehdr)& h) { h.e_type = ET_EXEC; })
-            .find("it is an executable (ET_EXEC), not a shared library (ET_DYN)") !=
+  CHECK(problem_with([](ElfW(Ehdr) & h) {
+          h.e_type = ET_EXEC;
+        }).find("it is an executable (ET_EXEC), not a shared library (ET_DYN)") !=
         std::string::npos);
-  CHECK(problem_with([](ElfW(Ehdr)& h) { h.e_machine = EM_S390; })
-            .find("it is built for s390 but this process runs on") != std::string::npos);
-  CHECK(problem_with([](ElfW(Ehdr)& h) { h.e_phentsize = 8; })
-            .find("its program headers are 8 bytes each, not the 56 bytes") != std::string::npos);
-  CHECK(problem_with([](ElfW(Ehdr)& h) { h.e_phnum = 0; })
-            .find("it has no program headers") != std::string::npos);
-  CHECK(problem_with([](ElfW(Ehdr)& h) { h.e_phoff = ~uint64_t{0} - 8; })
-            .find("it is truncated or corrupt: its program-header table starts at byte") !=
+  CHECK(problem_with([](ElfW(Ehdr) & h) {
+          h.e_machine = EM_S390;
+        }).find("it is built for s390 but this process runs on") != std::string::npos);
+  CHECK(problem_with([](ElfW(Ehdr) & h) {
+          h.e_phentsize = 8;
+        }).find("its program headers are 8 bytes each, not the 56 bytes") != std::string::npos);
+  CHECK(problem_with([](ElfW(Ehdr) & h) { h.e_phnum = 0; }).find("it has no program headers") !=
         std::string::npos);
-  CHECK(accgraph::plugin::shared_library_image_problem(nullptr, 0).value_or("").find(
-            "the file has 0 bytes") != std::string::npos);
+  CHECK(problem_with([](ElfW(Ehdr) & h) {
+          h.e_phoff = ~uint64_t{0} - 8;
+        }).find("it is truncated or corrupt: its program-header table starts at byte") !=
+        std::string::npos);
+  CHECK(accgraph::plugin::shared_library_image_problem(nullptr, 0)
+            .value_or("")
+            .find("the file has 0 bytes") != std::string::npos);
 }
 
 // Audit 3.12 and 3.13: a std exception, a type defined in the plugin (its type information goes
@@ -346,9 +354,10 @@ TEST_CASE("a plugin path item that cannot be read as a directory is reported") {
   CHECK(candidates[0].problem.empty());
   CHECK(candidates[1].path == fifo);
   CHECK(candidates[1].problem ==
-        "'" + fifo + "' on the plugin path is not a plugin library and cannot be read as a "
-                     "directory (opendir: Not a directory); fix its permissions or remove it from "
-                     "ACCGRAPH_PLUGIN_PATH");
+        "'" + fifo +
+            "' on the plugin path is not a plugin library and cannot be read as a "
+            "directory (opendir: Not a directory); fix its permissions or remove it from "
+            "ACCGRAPH_PLUGIN_PATH");
   // Loading it as a file is a plain rejection (it is not a regular file), without blocking.
   require_error([&] { accgraph::load_plugin(fifo); }, ErrorCode::PluginError,
                 {"it is not a regular file"});
@@ -379,11 +388,11 @@ TEST_CASE("plugin names and paths are escaped in every message") {
   CHECK(escape_for_message("back\\slash") == "back\\\\slash");
   CHECK(escape_for_message(std::string("nul\0tab\tdel\x7f", 12)) == "nul\\x00tab\\x09del\\x7f");
   CHECK(escape_for_message("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82") ==
-        "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82");  // valid UTF-8 stays
+        "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82");              // valid UTF-8 stays
   CHECK(escape_for_message("\xff\xc0\xaf") == "\\xff\\xc0\\xaf");  // invalid, overlong
   CHECK(escape_for_message("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // a surrogate
-  CHECK(escape_for_message("\xc2\x9b[2J") == "\\xc2\\x9b[2J");      // C1 CSI
-  CHECK(escape_for_message("cut \xe2\x82") == "cut \\xe2\\x82");    // sequence cut short
+  CHECK(escape_for_message("\xc2\x9b[2J") == "\\xc2\\x9b[2J");     // C1 CSI
+  CHECK(escape_for_message("cut \xe2\x82") == "cut \\xe2\\x82");   // sequence cut short
 
   // A backend name made to forge a line.
   require_error([] { accgraph::load_plugin(NAME_NEWLINE_PLUGIN); }, ErrorCode::PluginError,
@@ -433,8 +442,14 @@ TEST_CASE("check_plugin_table accepts a good table and rejects each bad field") 
   using accgraph::detail::check_plugin_table;
   auto create = [](void**, char*, size_t) { return ACCGRAPH_STATUS_UNAVAILABLE; };
   auto destroy = [](void*) {};
-  AccgraphPluginApi good = {sizeof(AccgraphPluginApi), ACCGRAPH_PLUGIN_ABI_MAJOR,
-                            ACCGRAPH_PLUGIN_ABI_MINOR,  "good_name", 1, "1.0", create, destroy};
+  AccgraphPluginApi good = {sizeof(AccgraphPluginApi),
+                            ACCGRAPH_PLUGIN_ABI_MAJOR,
+                            ACCGRAPH_PLUGIN_ABI_MINOR,
+                            "good_name",
+                            1,
+                            "1.0",
+                            create,
+                            destroy};
   check_plugin_table(&good, "/p.so");  // returns
   require_error([] { check_plugin_table(nullptr, "/p.so"); }, ErrorCode::PluginError,
                 {"plugin '/p.so' was rejected: its entry point returned no table"});
@@ -458,6 +473,7 @@ TEST_CASE("check_plugin_table accepts a good table and rejects each bad field") 
   check_plugin_table(&bad, "/p.so");
   long_name.back() = '!';
   require_error([&] { check_plugin_table(&bad, "/p.so"); }, ErrorCode::PluginError,
-                {"its backend name '" + std::string(200, 'a') + "... (100000 bytes)' is not a "
+                {"its backend name '" + std::string(200, 'a') +
+                 "... (100000 bytes)' is not a "
                  "valid name"});
 }

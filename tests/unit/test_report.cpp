@@ -191,9 +191,10 @@ TEST_CASE("reports csv: one row per region, metadata as k=v;k=v, fields escaped"
   write_reports_csv(out, reports);
   std::vector<std::string> lines = lines_of(out.str());
   REQUIRE(lines.size() == 3);
-  CHECK(lines[0] ==
-        "graph_id,replay_index,backend,device,path,depth,stream_id,lane,start_ns,end_ns,duration_ns,"
-        "metadata");
+  CHECK(
+      lines[0] ==
+      "graph_id,replay_index,backend,device,path,depth,stream_id,lane,start_ns,end_ns,duration_ns,"
+      "metadata");
   CHECK(lines[1] == "7,3,host,0,outer,0,5,,1000,2000,1000,\"bytes=4096;note=a,b\"");
   CHECK(lines[2] == "7,3,host,0,\"outer/in\"\"ner\",1,5,,1100,1200,100,\"q=say \"\"hi\"\"\"");
 
@@ -266,9 +267,9 @@ TEST_CASE("chrome trace: overlapping regions of one stream are split onto nestin
   // On stream 1: A [0,100) and B [50,150) overlap without nesting; C lies in both; D follows A
   // inside B. A replay of another graph on the same stream overlaps both.
   std::vector<ReplayReport> reports = {
-      report(1, 0,
-             {region("A", 0, 100), region("B", 50, 150), region("C", 60, 70),
-              region("D", 100, 120)}),
+      report(
+          1, 0,
+          {region("A", 0, 100), region("B", 50, 150), region("C", 60, 70), region("D", 100, 120)}),
       report(2, 0, {region("E", 90, 200), child_of(region("E/F", 95, 130, 1, 1), 0)})};
   nlohmann::json trace = trace_of(reports);
   auto tracks = tracks_of(trace);
@@ -293,10 +294,10 @@ TEST_CASE("chrome trace: overlapping regions of one stream are split onto nestin
   CHECK(overlap_named);
 
   // Properly nested regions and back-to-back siblings need no extra track.
-  nlohmann::json simple = trace_of({report(1, 0,
-                                           {region("a", 0, 100), region("a/b", 0, 40, 1, 1),
-                                            region("a/c", 40, 100, 1, 1), region("d", 100, 100),
-                                            region("e", 100, 180)})});
+  nlohmann::json simple = trace_of(
+      {report(1, 0,
+              {region("a", 0, 100), region("a/b", 0, 40, 1, 1), region("a/c", 40, 100, 1, 1),
+               region("d", 100, 100), region("e", 100, 180)})});
   CHECK(tracks_of(simple).size() == 1);
 }
 

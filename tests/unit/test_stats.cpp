@@ -93,8 +93,7 @@ const std::vector<Distribution>& distributions() {
       {"small 0 .. 200 (exact region and first octave)",
        [](std::mt19937_64& rng) { return rng() % 201; }},
       // 2^64-1 itself is not a duration: a marker time of UINT64_MAX means "unmeasurable".
-      {"huge: within 2^60 of 2^64-2",
-       [](std::mt19937_64& rng) { return kMax - 1 - (rng() >> 4); }},
+      {"huge: within 2^60 of 2^64-2", [](std::mt19937_64& rng) { return kMax - 1 - (rng() >> 4); }},
       {"the whole range, 0 and 2^64-2 included",
        [](std::mt19937_64& rng) {
          const uint64_t pick = rng() % 70;

@@ -10,17 +10,16 @@
 
 #include <doctest/doctest.h>
 
+#include <fmt/format.h>
 #include <type_traits>
 #include <utility>
-#include <fmt/format.h>
 
+#include "../../core/internal/timing_seam.hpp"
 #include "accgraph/accgraph.hpp"
 #include "check_error.hpp"
-#include "../../core/internal/timing_seam.hpp"
 
 using namespace accgraph;
 using namespace std::chrono_literals;
-
 
 namespace {
 
@@ -346,8 +345,8 @@ struct has_operation_count<T, std::void_t<decltype(std::declval<T&>().operation_
 static_assert(!has_impl<accgraph::Stream>::value, "Stream::impl() must not be public");
 static_assert(!has_state<accgraph::Stream>::value, "Stream::state() must not be public");
 static_assert(!has_operation_count<accgraph::Stream>::value,
-                "Stream::operation_count() must not be public");
+              "Stream::operation_count() must not be public");
 static_assert(!has_impl<accgraph::AcceleratorGraph>::value,
-                "AcceleratorGraph::impl() must not be public");
+              "AcceleratorGraph::impl() must not be public");
 static_assert(has_state<accgraph::AcceleratorGraph>::value,  // GraphState: public, harmless
-                "the check itself must see public members");
+              "the check itself must see public members");

@@ -4,9 +4,9 @@
 
 #include <doctest/doctest.h>
 
+#include "../../core/internal/timing_seam.hpp"
 #include "accgraph/accgraph.hpp"
 #include "check_error.hpp"
-#include "../../core/internal/timing_seam.hpp"
 
 using namespace accgraph;
 using namespace std::chrono_literals;

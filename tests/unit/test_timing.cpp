@@ -81,15 +81,15 @@ FakeDevice& fake_device() {
 
 // What the fake markers saw, reset by each test.
 struct FakeCounters {
-  std::atomic<int> records{0};          // record() calls
-  std::atomic<int> violations{0};       // a slot reused or read while holding another sequence
+  std::atomic<int> records{0};     // record() calls
+  std::atomic<int> violations{0};  // a slot reused or read while holding another sequence
   std::atomic<int> markers_created{0};
-  std::atomic<size_t> max_unread{0};    // most sequences launched and not yet read
-  std::atomic<int> markers_alive{0};    // marker sets not yet destroyed (not reset per test)
+  std::atomic<size_t> max_unread{0};         // most sequences launched and not yet read
+  std::atomic<int> markers_alive{0};         // marker sets not yet destroyed (not reset per test)
   std::atomic<int> unmeasurable_marker{-1};  // read() reports this marker as kUnmeasurable
-  std::atomic<int> read_buffers{0};  // reads into a buffer other than the previous read's
+  std::atomic<int> read_buffers{0};          // reads into a buffer other than the previous read's
   std::atomic<const uint64_t*> last_read{nullptr};  // where the last read() wrote
-  std::atomic<int> capture_queries{0};  // is_capturing() calls
+  std::atomic<int> capture_queries{0};              // is_capturing() calls
   void reset() {
     capture_queries = 0;
     unmeasurable_marker = -1;
@@ -137,7 +137,8 @@ class FakeStream final : public accgraph::StreamImpl {
 
 class FakeGraph final : public accgraph::GraphImplInterface {
  public:
-  void capture_begin(accgraph::StreamImpl& stream, accgraph::PoolId, accgraph::CaptureMode) override {
+  void capture_begin(accgraph::StreamImpl& stream, accgraph::PoolId,
+                     accgraph::CaptureMode) override {
     join(static_cast<FakeStream&>(stream));
   }
   void join(FakeStream& s) {
@@ -661,10 +662,10 @@ TEST_CASE("zero-copy reports: read() writes into the report's own times, sinks g
       stream.delay(step);
     }
   };
-  tree(1, 5ns);     // 2 markers
+  tree(1, 5ns);  // 2 markers
   prof.flush();
   tree(1, 6ns);
-  tree(100, 2ns);   // 101 markers
+  tree(100, 2ns);  // 101 markers
   tree(1, 7ns);
   tree(3, 1ns);
   prof.flush();
@@ -700,7 +701,8 @@ TEST_CASE("eager regions respect the ring too, and immediate delivery") {
   for (int i = 0; i < 7; ++i) {
     const int before = sink_calls;
     auto r = prof.region(stream, "e");
-    CHECK(sink_calls == before);  // opening a region never delivers (Note [Recording never delivers])
+    CHECK(sink_calls ==
+          before);  // opening a region never delivers (Note [Recording never delivers])
     stream.delay(1ns);
   }
   // Each tree that fills the ring makes room as it closes, for the next one: one slot stays free.
@@ -730,8 +732,8 @@ TEST_CASE("a region in the capture of a graph the profiler is not attached to is
   Stream stream = Stream::create(kFake);
   graph.capture_begin(stream);
   require_error([&] { prof.begin(stream, "layer"); }, ErrorCode::InvalidState,
-                {"begin('layer')", "graph " + std::to_string(graph.id()),
-                 "not attached", "call attach(graph) or attach_all() before capture_begin"});
+                {"begin('layer')", "graph " + std::to_string(graph.id()), "not attached",
+                 "call attach(graph) or attach_all() before capture_begin"});
   graph.capture_end();
   graph.replay();
   prof.flush();
@@ -794,8 +796,7 @@ TEST_CASE("misuse of begin and end is reported with what to do") {
   ProfilerOptions bad;
   bad.marker_strategy = "no_such_strategy";
   Profiler bad_prof(bad);
-  require_error([&] { bad_prof.begin(stream, "x"); }, ErrorCode::Unsupported,
-                {"no_such_strategy"});
+  require_error([&] { bad_prof.begin(stream, "x"); }, ErrorCode::Unsupported, {"no_such_strategy"});
 }
 
 // --- lifecycle -----------------------------------------------------------------------------------
@@ -1076,7 +1077,7 @@ TEST_CASE("a graph that outlives its profiler keeps the marker storage until res
   CHECK(counters.markers_alive.load() == alive_before + 1);  // destroyed with its graph
   graph.reset();
   CHECK(counters.markers_alive.load() == alive_before);  // released with the capture
-  graph.capture_begin(stream);  // the graph is reusable
+  graph.capture_begin(stream);                           // the graph is reusable
   graph.capture_end();
   graph.replay();
   stream.synchronize();
@@ -1172,8 +1173,10 @@ TEST_CASE("host backend: captured regions, ring, eager and collector") {
   Stream stream = Stream::create("host");
   const bool timed_delay = stream.capabilities().timed_delay;
   auto work = [&](std::chrono::nanoseconds d) {
-    if (timed_delay) stream.delay(d);
-    else stream.host_call([d] { std::this_thread::sleep_for(d); });
+    if (timed_delay)
+      stream.delay(d);
+    else
+      stream.host_call([d] { std::this_thread::sleep_for(d); });
   };
 
   ProfilerOptions options;
@@ -1283,8 +1286,14 @@ TEST_CASE("a foreign graph: regions recorded into the owner's capture, one repor
   CHECK(stream.capturing_graph() == &foreign.graph());
   {
     auto outer = prof.region(stream, "step", {{"kind", "foreign"}});
-    { auto r = prof.region(stream, "a"); stream.delay(300ns); }
-    { auto r = prof.region(stream, "b"); stream.delay(500ns); }
+    {
+      auto r = prof.region(stream, "a");
+      stream.delay(300ns);
+    }
+    {
+      auto r = prof.region(stream, "b");
+      stream.delay(500ns);
+    }
   }
   foreign.capture_end();
   owner.end_capture();
@@ -1316,7 +1325,10 @@ TEST_CASE("regions and timed replays ask the backend about captures only where o
   AcceleratorGraph graph(kFake);
   prof.attach(graph);
   graph.capture_begin(stream);
-  { auto r = prof.region(stream, "captured"); stream.delay(100ns); }
+  {
+    auto r = prof.region(stream, "captured");
+    stream.delay(100ns);
+  }
   graph.capture_end();
   // An accgraph-owned stream whose native handle nobody asked for captures only through
   // accgraph: eager regions and timed replays on it make no is_capturing() call
@@ -1331,7 +1343,10 @@ TEST_CASE("regions and timed replays ask the backend about captures only where o
   prof.flush();
   // Once its handle is out, the owner may capture it natively: each boundary asks.
   NativeOwner owner(stream);
-  { auto r = prof.region(stream, "exposed"); stream.delay(100ns); }
+  {
+    auto r = prof.region(stream, "exposed");
+    stream.delay(100ns);
+  }
   CHECK(counters.capture_queries >= 2);
   owner.begin_capture();
   require_error([&] { auto r = prof.region(stream, "lost"); }, ErrorCode::InvalidState,
@@ -1365,15 +1380,17 @@ TEST_CASE("a foreign graph: misuse is refused with what to do") {
     require_error([&] { second.capture_begin(stream); }, ErrorCode::InvalidState,
                   {"already capturing into graph"});
   }
-  { auto r = prof.region(stream, "a"); stream.delay(100ns); }
+  {
+    auto r = prof.region(stream, "a");
+    stream.delay(100ns);
+  }
   foreign.capture_end();
   owner.end_capture();
 
   // The graph the hooks see cannot be replayed around the owner.
   require_error([&] { foreign.graph().replay(stream); }, ErrorCode::InvalidState,
                 {"foreign graph", "ForeignGraph::launch"});
-  require_error([&] { foreign.graph().debug_dump("x.dot"); }, ErrorCode::Unsupported,
-                {"owner"});
+  require_error([&] { foreign.graph().debug_dump("x.dot"); }, ErrorCode::Unsupported, {"owner"});
 
   // A launch that throws counts no execution; the next one is reported as replay 0.
   std::vector<ReplayReport> sunk;
@@ -1403,7 +1420,10 @@ TEST_CASE("a foreign graph: attach_all, reset and destruction deliver every laun
       owner.ops.clear();
       owner.begin_capture();
       foreign.capture_begin(stream);
-      { auto r = prof.region(stream, "work"); stream.delay(10ns); }
+      {
+        auto r = prof.region(stream, "work");
+        stream.delay(10ns);
+      }
       foreign.capture_end();
       owner.end_capture();
     };
@@ -1428,11 +1448,20 @@ TEST_CASE("asking for a stream's native handle ends the sharing of region bounda
   Stream stream = Stream::create(kFake);
   {
     auto outer = prof.region(stream, "outer");
-    { auto a = prof.region(stream, "a"); stream.delay(10ns); }
-    { auto b = prof.region(stream, "b"); stream.delay(10ns); }
+    {
+      auto a = prof.region(stream, "a");
+      stream.delay(10ns);
+    }
+    {
+      auto b = prof.region(stream, "b");
+      stream.delay(10ns);
+    }
     CHECK(counters.records == 4);  // outer, a, a.end == b.begin (N+1), b.end
     (void)stream.native_handle();  // native work may follow: it is neither b's nor c's
-    { auto c = prof.region(stream, "c"); stream.delay(10ns); }
+    {
+      auto c = prof.region(stream, "c");
+      stream.delay(10ns);
+    }
     CHECK(counters.records == 6);
   }
   prof.flush();

@@ -14,13 +14,13 @@
 #include <thread>
 #include <vector>
 
-#include "accgraph/accgraph.hpp"
-#include "../support/check_error.hpp"
 #include "../../core/internal/timing_seam.hpp"
 #include "../../timing/collector.hpp"
 #include "../../timing/marker_ring.hpp"
 #include "../../timing/region_recorder.hpp"
 #include "../../timing/report_store.hpp"
+#include "../support/check_error.hpp"
+#include "accgraph/accgraph.hpp"
 
 using namespace accgraph;
 using namespace accgraph::timing;
@@ -96,15 +96,16 @@ struct Ring {
 Ring make_ring(size_t depth, uint64_t graph_id = 7) {
   auto owned = std::make_unique<ScriptedMarkers>(depth);
   ScriptedMarkers* markers = owned.get();
-  auto ring = std::make_shared<MarkerRing>(std::move(owned),
-                                           ReportSource{"scripted", 0, "", "scripted", 1},
-                                           graph_id);
+  auto ring = std::make_shared<MarkerRing>(
+      std::move(owned), ReportSource{"scripted", 0, "", "scripted", 1}, graph_id);
   return {markers, ring};
 }
 
 void launch(MarkerRing& ring, HostObjects& host, std::shared_ptr<const ReportLayout> layout) {
-  ring.before_launch(detail::GraphAccess::impl(host.graph), detail::StreamAccess::impl(host.stream));
-  ring.after_launch(detail::GraphAccess::impl(host.graph), detail::StreamAccess::impl(host.stream), std::move(layout));
+  ring.before_launch(detail::GraphAccess::impl(host.graph),
+                     detail::StreamAccess::impl(host.stream));
+  ring.after_launch(detail::GraphAccess::impl(host.graph), detail::StreamAccess::impl(host.stream),
+                    std::move(layout));
 }
 
 }  // namespace
@@ -189,8 +190,7 @@ TEST_CASE("ReportStore: keeps the last N reports, oldest first; 0 keeps none") {
     for (uint64_t i = 0; i < 5; ++i) store.deliver(numbered(i));
     const std::vector<ReplayReport> kept = store.reports();
     CHECK(kept.size() == std::min<uint64_t>(keep, 5));
-    for (size_t k = 0; k < kept.size(); ++k)
-      CHECK(kept[k].replay_index() == 5 - kept.size() + k);
+    for (size_t k = 0; k < kept.size(); ++k) CHECK(kept[k].replay_index() == 5 - kept.size() + k);
     CHECK(store.delivered() == 5);
     REQUIRE(store.stats().size() == 1);
     CHECK(store.stats()[0].count == 5);  // statistics see every report, kept or not
@@ -225,7 +225,8 @@ TEST_CASE("ReportStore: sinks see every report in order; one that throws stops n
 TEST_CASE("ReportStore: a sink may read the store (it runs outside the store's lock)") {
   ReportStore store(2, StatsMode::Sketch);
   size_t seen = 0;
-  store.add_sink([&](const ReplayReport&) { seen = store.reports().size() + store.stats().size(); });
+  store.add_sink(
+      [&](const ReplayReport&) { seen = store.reports().size() + store.stats().size(); });
   store.deliver(numbered(0));
   store.deliver(numbered(1));
   CHECK(seen == 2);  // one kept report (the current one is kept after the sinks) + one series
@@ -340,8 +341,9 @@ TEST_CASE("RegionRecorder: ending a region that is not the innermost names both,
   for (const RegionTiming& t : report.regions()) CHECK(t.start_ns() <= t.end_ns());
 }
 
-TEST_CASE("RegionRecorder: adjacent siblings share a marker (N+1); lanes and metadata kept; "
-          "recording never delivers") {
+TEST_CASE(
+    "RegionRecorder: adjacent siblings share a marker (N+1); lanes and metadata kept; "
+    "recording never delivers") {
   Stream stream = Stream::create("host");
   ReportStore store(KeepReports::all().count(), StatsMode::Sketch);
   Collector collector(store);
@@ -365,8 +367,9 @@ TEST_CASE("RegionRecorder: adjacent siblings share a marker (N+1); lanes and met
   CHECK(report.region(0).metadata() == Metadata{{"k", "v"}});
 }
 
-TEST_CASE("RegionRecorder: a capture with a region still open cannot end; a closed one refuses "
-          "regions") {
+TEST_CASE(
+    "RegionRecorder: a capture with a region still open cannot end; a closed one refuses "
+    "regions") {
   Stream stream = Stream::create("host");
   ReportStore store(0, StatsMode::Sketch);
   Collector collector(store);

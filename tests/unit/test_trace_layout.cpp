@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "accgraph/report.hpp"
 #include "../../timing/trace_layout.hpp"
+#include "accgraph/report.hpp"
 
 using namespace accgraph::timing;
 using namespace accgraph::timing::detail;
@@ -127,7 +127,7 @@ TEST_CASE("trace layout: overlapping regions go to further stacks, children stay
 }
 
 TEST_CASE("trace layout: which metadata a slice shows, and its category") {
-  const Metadata metadata = {{"dup", "first"}, {"path", "x"},   {"bad\xFF", "1"},
+  const Metadata metadata = {{"dup", "first"}, {"path", "x"},    {"bad\xFF", "1"},
                              {"dup", "last"},  {"bad\xFE", "2"}, {"stream", "y"}};
   std::vector<size_t> written;
   for (size_t k = 0; k < metadata.size(); ++k)

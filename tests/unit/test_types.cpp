@@ -38,9 +38,9 @@ TEST_CASE("enumerations have names") {
   CHECK(std::string(to_string(accgraph::GraphState::Instantiated)) == "instantiated");
 }
 
-// ACCGRAPH_TEST_PROJECT_VERSION is project(accgraph VERSION ...) from CMake (tests/unit/CMakeLists.txt):
-// the one place the version is set must agree with the header the users compile against and
-// with the library they run against.
+// ACCGRAPH_TEST_PROJECT_VERSION is project(accgraph VERSION ...) from CMake
+// (tests/unit/CMakeLists.txt): the one place the version is set must agree with the header the
+// users compile against and with the library they run against.
 TEST_CASE("the headers and the library report the version CMake's project() declares") {
   const std::string project_version = ACCGRAPH_TEST_PROJECT_VERSION;
   const std::string header_version = fmt::format("{}.{}.{}", ACCGRAPH_VERSION_MAJOR,

@@ -125,9 +125,8 @@ TEST_CASE("driver: capture, replay and timed regions") {
   // any calibration margin: the queries, not the spin's length, are off by a few percent there.
   // The conformance suite keeps the exact bound (caps.honest); this test allows 5% on a CPU
   // device, never on a GPU.
-  const bool cpu_device =
-      Registry::instance().backend("vulkan").devices().at(0).name.find("llvmpipe") !=
-      std::string::npos;
+  const bool cpu_device = Registry::instance().backend("vulkan").devices().at(0).name.find(
+                              "llvmpipe") != std::string::npos;
   const uint64_t spin_floor_ns = cpu_device ? 285'000 : 300'000;
 
   stream.fill(destination, 0);
@@ -177,8 +176,7 @@ TEST_CASE("driver: fills and copies at any offset and size, eagerly and captured
   Stream stream = Stream::create("vulkan");
   Buffer data = Buffer::allocate(stream, 64, MemoryKind::Device);
   Buffer host = Buffer::allocate(stream, 64, MemoryKind::Host);
-  auto expect = [&](const std::vector<uint8_t>& bytes, size_t offset, size_t count,
-                    uint8_t value) {
+  auto expect = [&](const std::vector<uint8_t>& bytes, size_t offset, size_t count, uint8_t value) {
     for (size_t i = 0; i < bytes.size(); ++i) {
       const uint8_t want = i >= offset && i < offset + count ? value : 0;
       if (bytes[i] != want) {

@@ -93,8 +93,8 @@ TEST_CASE("the address table resolves pointers inside one buffer only") {
   CHECK(table.find(at(0x1010), 0x10)->entry.buffer == buffer_a);
   CHECK(table.find(at(0x1100), 1)->entry.device == 1);
   CHECK_FALSE(table.find(at(0x10f0), 0x20));  // crosses into the next buffer
-  CHECK_FALSE(table.find(at(0x0fff), 1));      // before every buffer
-  CHECK_FALSE(table.find(at(0x1140), 1));      // just past the last one
+  CHECK_FALSE(table.find(at(0x0fff), 1));     // before every buffer
+  CHECK_FALSE(table.find(at(0x1140), 1));     // just past the last one
   table.erase(0x1000);
   CHECK_FALSE(table.find(at(0x1000), 1));
   CHECK(table.size() == 1);

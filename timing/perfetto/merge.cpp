@@ -21,10 +21,10 @@
 
 #include <fmt/format.h>
 
+#include "../export_errors.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/output_file.hpp"
 #include "accgraph/perfetto.hpp"
-#include "../export_errors.hpp"
 #include "packet_io.hpp"
 #include "trace_info.hpp"
 
@@ -256,10 +256,10 @@ std::vector<Input> scan_inputs(const std::vector<std::string>& paths) {
                                    "once",
                                    input.rank, inputs[i - 1].path));
     if (input.world_size != inputs.front().world_size)
-      fail(input.path, fmt::format("its world size is {}, but '{}' has {}: merge the traces of "
-                                   "one job",
-                                   input.world_size, inputs.front().path,
-                                   inputs.front().world_size));
+      fail(input.path,
+           fmt::format("its world size is {}, but '{}' has {}: merge the traces of "
+                       "one job",
+                       input.world_size, inputs.front().path, inputs.front().world_size));
     if (input.host_clock != inputs.front().host_clock)
       fail(input.path,
            fmt::format("its offsets are against {}, those of '{}' against {}: the "
@@ -293,9 +293,10 @@ std::string missing_ranks_warning(const std::vector<Input>& inputs, int world_si
   std::string list = fmt::format("{}", fmt::join(shown, ", "));
   if (ranges > shown.size()) list += fmt::format(" and {} more ranges", ranges - shown.size());
   if (missing > 1) list += fmt::format(" ({} ranks)", missing);
-  return fmt::format("no trace of rank(s) {} of the job's {} among the inputs: the merged trace "
-                     "lacks their events",
-                     list, world_size);
+  return fmt::format(
+      "no trace of rank(s) {} of the job's {} among the inputs: the merged trace "
+      "lacks their events",
+      list, world_size);
 }
 
 std::string uncertainty_text(uint64_t ns) {
@@ -338,7 +339,8 @@ MergeSummary summarise(std::vector<Input>& inputs) {
       if (p.calibrated) {
         merged.clocks.push_back(
             DeviceClockOffset{p.backend, p.device, p.offset_ns, p.uncertainty_ns});
-        uncertainties.push_back(add_uncertainties(p.uncertainty_ns, input.host_clock_uncertainty_ns));
+        uncertainties.push_back(
+            add_uncertainties(p.uncertainty_ns, input.host_clock_uncertainty_ns));
       } else {
         merged.uncalibrated.push_back(fmt::format("{} device {}", p.backend, p.device));
         summary.warnings.push_back(fmt::format(
@@ -418,7 +420,8 @@ class Interleaver {
       if (added) ++next_sequence_;
       packet.set_trusted_packet_sequence_id(it->second);
     }
-    if (packet.has_track_descriptor()) rewrite_descriptor(input, *packet.mutable_track_descriptor());
+    if (packet.has_track_descriptor())
+      rewrite_descriptor(input, *packet.mutable_track_descriptor());
     if (packet.has_track_event()) rewrite_event(input, packet);
     if (packet.has_timestamp()) c.time_ns = packet.timestamp();
     queue_.emplace(c.time_ns, i);
@@ -464,9 +467,9 @@ class Interleaver {
       add_int(e, "merged_offset_ns", p->calibrated ? p->offset_ns : 0);
       // -1: unknown (uncalibrated, or too large for int64: saturated).
       const uint64_t u = add_uncertainties(p->uncertainty_ns, input.host_clock_uncertainty_ns);
-      add_int(e, "alignment_uncertainty_ns",
-              p->calibrated && u <= static_cast<uint64_t>(INT64_MAX) ? static_cast<int64_t>(u)
-                                                                     : -1);
+      add_int(
+          e, "alignment_uncertainty_ns",
+          p->calibrated && u <= static_cast<uint64_t>(INT64_MAX) ? static_cast<int64_t>(u) : -1);
     }
   }
 

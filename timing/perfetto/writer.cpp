@@ -10,12 +10,12 @@
 
 #include <fmt/format.h>
 
-#include "accgraph/error.hpp"
-#include "accgraph/perfetto.hpp"
-#include "annotations.hpp"
 #include "../export_errors.hpp"
 #include "../exported_text.hpp"
 #include "../trace_layout.hpp"
+#include "accgraph/error.hpp"
+#include "accgraph/perfetto.hpp"
+#include "annotations.hpp"
 #include "packet_io.hpp"
 #include "trace_info.hpp"
 
@@ -88,10 +88,10 @@ void validate(const PerfettoOptions& options) {
 // are in the trace, numbered 1.. in listing order; uuids are unique in the trace and distinct
 // per rank (a merge renumbers them anyway): the processes', then each track's backing tracks.
 struct PerfettoIds {
-  std::vector<int> pid;                 // per process; 0: not in the trace
-  std::vector<uint64_t> process_uuid;   // per process
-  std::vector<uint64_t> track_uuid;     // per track: its first backing track's; the rest follow
-  std::vector<int64_t> offset_ns;       // per process; 0 for an uncalibrated device
+  std::vector<int> pid;                // per process; 0: not in the trace
+  std::vector<uint64_t> process_uuid;  // per process
+  std::vector<uint64_t> track_uuid;    // per track: its first backing track's; the rest follow
+  std::vector<int64_t> offset_ns;      // per process; 0 for an uncalibrated device
 
   PerfettoIds(const TraceLayout& layout, const PerfettoOptions& options)
       : pid(layout.processes.size(), 0),
@@ -199,8 +199,8 @@ class PerfettoTraceWriter {
                         std::vector<Event>& events) const {
     const auto close = [&](std::vector<uint32_t>& stack) {
       const TraceSlice& closed = layout_.slices[stack.back()];
-      events.push_back(Event{ids_.host_time(closed.end_ns, track.process), stack.back(),
-                             Event::End});
+      events.push_back(
+          Event{ids_.host_time(closed.end_ns, track.process), stack.back(), Event::End});
       stack.pop_back();
     };
     open.assign(static_cast<size_t>(track.stacks), {});

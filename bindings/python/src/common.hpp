@@ -52,7 +52,8 @@ class ActivePythonCall {
 /// thread (or leaks it once the interpreter is gone).
 class PythonCallable {
  public:
-  PythonCallable(nb::handle fn, std::string what) : fn_(fn.inc_ref().ptr()), what_(std::move(what)) {}
+  PythonCallable(nb::handle fn, std::string what)
+      : fn_(fn.inc_ref().ptr()), what_(std::move(what)) {}
   ~PythonCallable();
   PythonCallable(const PythonCallable&) = delete;
   PythonCallable& operator=(const PythonCallable&) = delete;
@@ -230,9 +231,8 @@ void write_output(const std::string& file, const char* what,
 /// Writes `reports` to `path` in the format its name asks for (timing::is_perfetto_trace_path):
 /// a Perfetto trace with the given rank, host and clock options, or Chrome JSON (which refuses
 /// those options). Defined in perfetto.cpp; called with the GIL held (released while writing).
-void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& reports,
-                      int rank, int world_size, const std::string& host,
-                      uint64_t host_clock_uncertainty_ns,
+void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& reports, int rank,
+                      int world_size, const std::string& host, uint64_t host_clock_uncertainty_ns,
                       const std::vector<timing::DeviceClockOffset>& clocks);
 
 }  // namespace accgraph::python

@@ -2,8 +2,8 @@
 // shared by every binding file, and the parsing of their names.
 #include <atomic>
 #include <chrono>
-#include <thread>
 #include <cmath>
+#include <thread>
 
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
@@ -23,12 +23,18 @@ std::atomic<std::thread::id> exiting_thread{};
 
 const char* error_class_name(ErrorCode code) {
   switch (code) {
-    case ErrorCode::InvalidArgument: return "InvalidArgumentError";
-    case ErrorCode::InvalidState: return "InvalidStateError";
-    case ErrorCode::Unavailable: return "UnavailableError";
-    case ErrorCode::Unsupported: return "UnsupportedError";
-    case ErrorCode::BackendError: return "BackendError";
-    case ErrorCode::PluginError: return "PluginError";
+    case ErrorCode::InvalidArgument:
+      return "InvalidArgumentError";
+    case ErrorCode::InvalidState:
+      return "InvalidStateError";
+    case ErrorCode::Unavailable:
+      return "UnavailableError";
+    case ErrorCode::Unsupported:
+      return "UnsupportedError";
+    case ErrorCode::BackendError:
+      return "BackendError";
+    case ErrorCode::PluginError:
+      return "PluginError";
   }
   return "Error";
 }
@@ -37,10 +43,10 @@ const char* error_class_name(ErrorCode code) {
 void raise_error(const Error& e) {
   nb::object errors = nb::module_::import_("accgraph._errors");
   nb::object cls = errors.attr(error_class_name(e.code()));
-  nb::object instance = cls(e.what(), nb::arg("code") = e.code(),
-                            nb::arg("message") = e.message(), nb::arg("backend") = e.backend(),
-                            nb::arg("native_call") = e.native_call(),
-                            nb::arg("native_code") = e.native_code());
+  nb::object instance =
+      cls(e.what(), nb::arg("code") = e.code(), nb::arg("message") = e.message(),
+          nb::arg("backend") = e.backend(), nb::arg("native_call") = e.native_call(),
+          nb::arg("native_code") = e.native_code());
   PyErr_SetObject(cls.ptr(), instance.ptr());
 }
 
@@ -94,9 +100,9 @@ bool interpreter_alive() noexcept {
 // is stopped inside PyGILState_Ensure/PyEval_RestoreThread (CPython < 3.14 exits the thread),
 // which aborts the process from a C++ worker. So at exit (atexit, before finalisation) no new
 // Python call starts on another thread than the finalising one (which still flushes profilers
-// collected at exit, calling their sinks), and the ones running finish first; their threads may still hold or wait
-// for the GIL (a host call that sleeps), so the wait releases it. A call that has not returned
-// after 10 s is left to its fate, with a warning.
+// collected at exit, calling their sinks), and the ones running finish first; their threads may
+// still hold or wait for the GIL (a host call that sleeps), so the wait releases it. A call that
+// has not returned after 10 s is left to its fate, with a warning.
 void mark_interpreter_exiting() noexcept {
   exiting_thread.store(std::this_thread::get_id());
   exiting.store(true, std::memory_order_seq_cst);
@@ -146,8 +152,8 @@ MemoryKind parse_memory_kind(const EnumOrName<MemoryKind>& value) {
 }
 
 timing::Delivery parse_delivery(const EnumOrName<timing::Delivery>& value) {
-  static constexpr EnumName<timing::Delivery> names[] = {{timing::Delivery::Lazy, "lazy"},
-                                                         {timing::Delivery::Immediate, "immediate"}};
+  static constexpr EnumName<timing::Delivery> names[] = {
+      {timing::Delivery::Lazy, "lazy"}, {timing::Delivery::Immediate, "immediate"}};
   return parse_name(value, names, "delivery");
 }
 
@@ -174,8 +180,7 @@ void bind_errors(nb::module_& m) {
       .value("INVALID_STATE", ErrorCode::InvalidState, "A call in the wrong order.")
       .value("UNAVAILABLE", ErrorCode::Unavailable,
              "A backend or device that exists but cannot be used here.")
-      .value("UNSUPPORTED", ErrorCode::Unsupported,
-             "A request the backend does not implement.")
+      .value("UNSUPPORTED", ErrorCode::Unsupported, "A request the backend does not implement.")
       .value("BACKEND_ERROR", ErrorCode::BackendError, "A native call failed.")
       .value("PLUGIN_ERROR", ErrorCode::PluginError, "A plugin library was rejected.");
   nb::register_exception_translator(translate);

@@ -32,15 +32,18 @@ void launch(PyForeignGraph& self, PyStream& py_stream, nb::callable fn, bool tru
   std::optional<nb::python_error> raised;  // set and dropped with the GIL held
   try {
     nb::gil_scoped_release release;
-    self.graph->launch(stream, [&] {
-      nb::gil_scoped_acquire gil;
-      try {
-        fn();
-      } catch (nb::python_error& e) {
-        raised.emplace(std::move(e));
-        throw LaunchCallableRaised();
-      }
-    }, trusted ? LaunchCheck::Trusted : LaunchCheck::Fenced);
+    self.graph->launch(
+        stream,
+        [&] {
+          nb::gil_scoped_acquire gil;
+          try {
+            fn();
+          } catch (nb::python_error& e) {
+            raised.emplace(std::move(e));
+            throw LaunchCallableRaised();
+          }
+        },
+        trusted ? LaunchCheck::Trusted : LaunchCheck::Fenced);
   } catch (const LaunchCallableRaised&) {
     nb::python_error error = std::move(*raised);
     raised.reset();
@@ -51,8 +54,7 @@ void launch(PyForeignGraph& self, PyStream& py_stream, nb::callable fn, bool tru
 std::string foreign_repr(const PyForeignGraph& self) {
   const AcceleratorGraph& g = self.graph->graph();
   return "<accgraph.ForeignGraph " + std::to_string(g.id()) + " backend='" + g.backend_name() +
-         "' state=" + to_string(g.state()) + " launches=" + std::to_string(g.replay_count()) +
-         ">";
+         "' state=" + to_string(g.state()) + " launches=" + std::to_string(g.replay_count()) + ">";
 }
 
 // A method that runs `method` of the graph without the GIL, one call on the graph at a time
@@ -116,12 +118,10 @@ void bind_foreign_graph(nb::module_& m) {
           "`stream` record into that capture from now on. InvalidStateError when `stream` is "
           "not capturing, or captures into another accgraph graph; InvalidArgumentError for a "
           "stream of another backend.")
-      .def(
-          "capture_end",
-          unlocked_call(&ForeignGraph::capture_end, "capture_end"),
-          "The owner is about to end its native capture: call it while the capture is still "
-          "open (the last markers go into it). A failure (a region left open) leaves the "
-          "graph empty, untimed; the owner still ends its capture.")
+      .def("capture_end", unlocked_call(&ForeignGraph::capture_end, "capture_end"),
+           "The owner is about to end its native capture: call it while the capture is still "
+           "open (the last markers go into it). A failure (a region left open) leaves the "
+           "graph empty, untimed; the owner still ends its capture.")
       .def("launch", &launch, nb::arg("stream"), nb::arg("fn"), nb::kw_only(),
            nb::arg("trusted") = false,
            nb::sig("def launch(self, stream: Stream, fn: collections.abc.Callable[[], object], "
@@ -135,12 +135,10 @@ void bind_foreign_graph(nb::module_& m) {
            "sequence); `trusted=True` skips the fence for an owner whose launch runs the graph "
            "exactly once by construction (accgraph.torch: CUDAGraph.replay). "
            "InvalidStateError before a finished capture.")
-      .def(
-          "reset",
-          unlocked_call(&ForeignGraph::reset, "reset"),
-          "The owner drops its graph, or its capture failed: delivers the reports of the "
-          "launches still pending (which needs their markers to run: call it before the native "
-          "graph is reset or destroyed). The graph may capture again.")
+      .def("reset", unlocked_call(&ForeignGraph::reset, "reset"),
+           "The owner drops its graph, or its capture failed: delivers the reports of the "
+           "launches still pending (which needs their markers to run: call it before the native "
+           "graph is reset or destroyed). The graph may capture again.")
       .def_prop_ro(
           "id", [](PyForeignGraph& self) { return self.graph->id(); },
           "A stable process-unique id, shared with Graph ids.")

@@ -37,7 +37,7 @@ void capture_begin(PyGraph& self, PyStream& py_stream, PoolId pool, CaptureMode 
     nb::gil_scoped_release release;
     graph.capture_begin(stream, pool, mode);
   }
-  self.release_captured_buffers();  // the previous capture's, dropped with it
+  self.release_captured_buffers();         // the previous capture's, dropped with it
   self.replayed_on.add(py_stream.stream);  // replay() without a stream replays on it
 }
 
@@ -146,25 +146,24 @@ using GraphClass = nb::class_<PyGraph>;
 // Capturing, instantiating, replaying and resetting: the C++ life cycle.
 void def_graph_capture_and_replay(GraphClass& cls) {
   cls.def(
-          "__init__",
-          [](PyGraph* self, std::optional<std::string> backend, bool keep_graph) {
-            GraphArgs args;
-            args.keep_graph = keep_graph;
-            auto graph = [&] {
-              nb::gil_scoped_release release;
-              return backend ? std::make_unique<AcceleratorGraph>(*backend, args)
-                             : std::make_unique<AcceleratorGraph>(args);
-            }();
-            new (self) PyGraph(std::move(graph));
-          },
-          nb::arg("backend") = nb::none(), nb::arg("keep_graph") = false,
-          "A graph on `backend` (None: the default backend). With keep_graph=True, "
-          "capture_end keeps the captured graph and instantiation happens on instantiate() or "
-          "the first replay().")
+         "__init__",
+         [](PyGraph* self, std::optional<std::string> backend, bool keep_graph) {
+           GraphArgs args;
+           args.keep_graph = keep_graph;
+           auto graph = [&] {
+             nb::gil_scoped_release release;
+             return backend ? std::make_unique<AcceleratorGraph>(*backend, args)
+                            : std::make_unique<AcceleratorGraph>(args);
+           }();
+           new (self) PyGraph(std::move(graph));
+         },
+         nb::arg("backend") = nb::none(), nb::arg("keep_graph") = false,
+         "A graph on `backend` (None: the default backend). With keep_graph=True, "
+         "capture_end keeps the captured graph and instantiation happens on instantiate() or "
+         "the first replay().")
       .def(
           "capture_begin",
-          [](PyGraph& self, PyStream& stream,
-             std::optional<std::pair<uint64_t, uint64_t>> pool,
+          [](PyGraph& self, PyStream& stream, std::optional<std::pair<uint64_t, uint64_t>> pool,
              std::optional<EnumOrName<CaptureMode>> mode) {
             capture_begin(self, stream, parse_pool(pool), parse_capture_mode(mode));
           },
@@ -210,12 +209,12 @@ void def_graph_capture_and_replay(GraphClass& cls) {
 // PyTorch's idioms (pool ids, debug dumps) and the capture context manager.
 void def_graph_extras(GraphClass& cls) {
   cls.def(
-          "pool",
-          [](PyGraph& self) {
-            PoolId pool = self.graph->pool();
-            return std::pair<uint64_t, uint64_t>(pool.first, pool.second);
-          },
-          "The memory pool id as a (first, second) tuple; pass it as `pool` to share it.")
+         "pool",
+         [](PyGraph& self) {
+           PoolId pool = self.graph->pool();
+           return std::pair<uint64_t, uint64_t>(pool.first, pool.second);
+         },
+         "The memory pool id as a (first, second) tuple; pass it as `pool` to share it.")
       .def(
           "enable_debug_mode",
           [](PyGraph& self) {
@@ -231,8 +230,7 @@ void def_graph_extras(GraphClass& cls) {
             nb::gil_scoped_release release;
             self.graph->debug_dump(file);
           },
-          nb::arg("path"),
-          nb::sig("def debug_dump(self, path: str | os.PathLike[str]) -> None"),
+          nb::arg("path"), nb::sig("def debug_dump(self, path: str | os.PathLike[str]) -> None"),
           "Writes the backend's description of the captured graph to `path` (DOT on cuda).")
       .def(
           "capture",
@@ -257,8 +255,8 @@ void def_graph_extras(GraphClass& cls) {
 // Its id, state and counters, and the C++ replay loop of bench/python.
 void def_graph_properties(GraphClass& cls) {
   cls.def_prop_ro(
-          "capture_stream", [](PyGraph& self) { return side_stream(self); },
-          "The stream capture(None) and accgraph.graph() capture on (created on first use).")
+         "capture_stream", [](PyGraph& self) { return side_stream(self); },
+         "The stream capture(None) and accgraph.graph() capture on (created on first use).")
       .def_prop_ro(
           "id", [](PyGraph& self) { return self.graph->id(); },
           "A stable process-unique id (ReplayReport.graph_id).")
@@ -303,8 +301,8 @@ void def_graph_properties(GraphClass& cls) {
       .def("__repr__", [](PyGraph& self) {
         const AcceleratorGraph& g = *self.graph;
         return "<accgraph.Graph " + std::to_string(g.id()) + " backend='" + g.backend_name() +
-               "' state=" + to_string(g.state()) +
-               " replays=" + std::to_string(g.replay_count()) + ">";
+               "' state=" + to_string(g.state()) + " replays=" + std::to_string(g.replay_count()) +
+               ">";
       });
 }
 
@@ -346,15 +344,13 @@ void bind_graph(nb::module_& m) {
   nb::enum_<GraphState>(m, "GraphState", "Where a Graph is in its life cycle.")
       .value("EMPTY", GraphState::Empty, "Nothing captured (new, or after reset()).")
       .value("CAPTURING", GraphState::Capturing, "Between capture_begin and capture_end.")
-      .value("CAPTURED", GraphState::Captured,
-             "Captured, not yet instantiated (keep_graph=True).")
+      .value("CAPTURED", GraphState::Captured, "Captured, not yet instantiated (keep_graph=True).")
       .value("INSTANTIATED", GraphState::Instantiated, "Ready to replay.");
 
   nb::class_<GraphStats>(m, "GraphStats", "Counters a backend's graph may expose.")
       .def_ro("nodes", &GraphStats::nodes, "Operations in the captured graph, when known.")
       .def_ro("instantiations", &GraphStats::instantiations, "Executables built from scratch.")
-      .def_ro("updates", &GraphStats::updates,
-              "Executables updated in place after a re-capture.")
+      .def_ro("updates", &GraphStats::updates, "Executables updated in place after a re-capture.")
       .def("__repr__", [](const GraphStats& s) {
         return "GraphStats(nodes=" + std::to_string(s.nodes) +
                ", instantiations=" + std::to_string(s.instantiations) +
@@ -364,13 +360,13 @@ void bind_graph(nb::module_& m) {
   bind_capture_scope(m);
 
   GraphClass cls(m, "Graph", nb::type_slots(graph_slots),
-                      "A graph captured once on a stream and replayed many times, on any "
-                      "backend (accgraph::AcceleratorGraph; like torch.cuda.CUDAGraph).\n\n"
-                      "    g = accgraph.Graph('host')\n"
-                      "    with g.capture(stream):\n"
-                      "        stream.fill(buf, 1)   # recorded, not run\n"
-                      "    g.replay()\n\n"
-                      "Use a graph from one thread at a time.");
+                 "A graph captured once on a stream and replayed many times, on any "
+                 "backend (accgraph::AcceleratorGraph; like torch.cuda.CUDAGraph).\n\n"
+                 "    g = accgraph.Graph('host')\n"
+                 "    with g.capture(stream):\n"
+                 "        stream.fill(buf, 1)   # recorded, not run\n"
+                 "    g.replay()\n\n"
+                 "Use a graph from one thread at a time.");
   def_graph_capture_and_replay(cls);
   def_graph_extras(cls);
   def_graph_properties(cls);

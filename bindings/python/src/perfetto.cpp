@@ -31,10 +31,11 @@ constexpr bool kWithPerfetto = ACCGRAPH_PYTHON_WITH_PERFETTO != 0;
 void require_perfetto(const std::string& what) {
   if (!kWithPerfetto)
     throw Error(ErrorCode::Unsupported,
-                what + ": this accgraph package was built without Perfetto support "
-                       "(libprotobuf-dev and protobuf-compiler were missing when it was "
-                       "built): install them (scripts/ensure-packages.sh) and reinstall it "
-                       "(pip install .), or write a Chrome trace (.json) instead");
+                what +
+                    ": this accgraph package was built without Perfetto support "
+                    "(libprotobuf-dev and protobuf-compiler were missing when it was "
+                    "built): install them (scripts/ensure-packages.sh) and reinstall it "
+                    "(pip install .), or write a Chrome trace (.json) instead");
 }
 
 nb::dict clock_dict(const DeviceClockOffset& c) {
@@ -74,9 +75,8 @@ nb::dict summary_dict(const MergeSummary& s) {
 // OSError(errno, message, file): Python picks the subclass (FileNotFoundError, ...) by errno.
 [[noreturn]] void raise_os_error(const timing::FileError& e) {
   const std::string& message = e.message();
-  nb::object text = nb::steal(PyUnicode_DecodeUTF8(message.data(),
-                                                   static_cast<Py_ssize_t>(message.size()),
-                                                   "replace"));
+  nb::object text = nb::steal(
+      PyUnicode_DecodeUTF8(message.data(), static_cast<Py_ssize_t>(message.size()), "replace"));
   nb::object file = nb::steal(PyUnicode_DecodeFSDefault(e.path().c_str()));
   if (!text.is_valid() || !file.is_valid()) throw nb::python_error();
   nb::object args = nb::make_tuple(e.error_number(), text, file);
@@ -106,9 +106,8 @@ void write_output(const std::string& file, const char* what,
   with_file_errors([&] { timing::write_output_file(file, what, write); });
 }
 
-void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& reports,
-                      int rank, int world_size, const std::string& host,
-                      uint64_t host_clock_uncertainty_ns,
+void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& reports, int rank,
+                      int world_size, const std::string& host, uint64_t host_clock_uncertainty_ns,
                       const std::vector<timing::DeviceClockOffset>& clocks) {
   const std::string file = fs_path(path);
   if (!timing::is_perfetto_trace_path(file)) {
@@ -226,8 +225,7 @@ void bind_trace_writing(nb::module_& m) {
       [](nb::handle path, const std::vector<timing::ReplayReport>& reports, int rank,
          int world_size, std::string host, uint64_t host_clock_uncertainty_ns,
          std::vector<DeviceClockOffset> clocks) {
-        write_trace_file(path, reports, rank, world_size, host, host_clock_uncertainty_ns,
-                         clocks);
+        write_trace_file(path, reports, rank, world_size, host, host_clock_uncertainty_ns, clocks);
       },
       nb::arg("path"), nb::arg("reports"), nb::kw_only(), nb::arg("rank") = -1,
       nb::arg("world_size") = 0, nb::arg("host") = "", nb::arg("host_clock_uncertainty_ns") = 0,
@@ -287,8 +285,7 @@ void bind_trace_merging(nb::module_& m) {
         MergeSummary summary;
 #if ACCGRAPH_PYTHON_WITH_PERFETTO
         // Refuses an output that is an input by any name; writes it only on success.
-        with_file_errors(
-            [&] { summary = timing::merge_perfetto_trace_files(output_path, paths); });
+        with_file_errors([&] { summary = timing::merge_perfetto_trace_files(output_path, paths); });
 #endif
         return summary;
       },

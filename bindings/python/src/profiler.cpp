@@ -113,45 +113,45 @@ using ProfilerClass = nb::class_<PyProfiler>;
 // The options, and which graphs it times.
 void def_profiler_setup(ProfilerClass& cls) {
   cls.def(
-          "__init__",
-          [](PyProfiler* self, EnumOrName<Delivery> delivery, size_t ring_depth,
-             std::optional<std::string> marker_strategy, bool background_collector,
-             std::optional<int64_t> keep_reports, EnumOrName<StatsMode> stats_mode,
-             std::optional<double> collector_period, bool collect_stats) {
-            ProfilerOptions options;
-            options.delivery = parse_delivery(delivery);
-            options.ring_depth = ring_depth;
-            options.marker_strategy = marker_strategy.value_or("");
-            options.background_collector = background_collector;
-            options.keep_reports =
-                keep_reports ? timing::KeepReports(*keep_reports) : timing::KeepReports::all();
-            options.stats_mode = parse_stats_mode(stats_mode);
-            options.collect_stats = collect_stats;
-            if (collector_period) {
-              if (!(*collector_period > 0 && *collector_period <= 3600))
-                throw Error(ErrorCode::InvalidArgument,
-                            "Profiler: collector_period must be from 0 to 3600 seconds (got " +
-                                std::to_string(*collector_period) + ")");
-              options.collector_period =
-                  std::chrono::microseconds(static_cast<int64_t>(*collector_period * 1e6));
-            }
-            auto profiler = [&] {
-              nb::gil_scoped_release release;
-              return std::make_unique<Profiler>(options);
-            }();
-            new (self) PyProfiler(std::move(profiler));
-          },
-          nb::arg("delivery") = Delivery::Lazy, nb::arg("ring_depth") = 0,
-          nb::arg("marker_strategy") = nb::none(), nb::arg("background_collector") = false,
-          nb::arg("keep_reports").none() = 1024, nb::arg("stats_mode") = StatsMode::Sketch,
-          nb::arg("collector_period") = nb::none(), nb::arg("collect_stats") = true,
-          "`delivery`: 'lazy' or 'immediate'. `ring_depth`: replays in flight per graph (0: "
-          "the backend's default). `marker_strategy`: one of Capabilities.marker_strategies "
-          "(None: the backend's default). `background_collector`: a thread delivers completed "
-          "replays every `collector_period` seconds. `keep_reports`: how many of the last "
-          "reports reports() keeps (0: none; None: every one, memory grows without bound). "
-          "`stats_mode`: 'sketch' or 'exact'. `collect_stats=False` leaves stats() empty and "
-          "saves its cost per report.")
+         "__init__",
+         [](PyProfiler* self, EnumOrName<Delivery> delivery, size_t ring_depth,
+            std::optional<std::string> marker_strategy, bool background_collector,
+            std::optional<int64_t> keep_reports, EnumOrName<StatsMode> stats_mode,
+            std::optional<double> collector_period, bool collect_stats) {
+           ProfilerOptions options;
+           options.delivery = parse_delivery(delivery);
+           options.ring_depth = ring_depth;
+           options.marker_strategy = marker_strategy.value_or("");
+           options.background_collector = background_collector;
+           options.keep_reports =
+               keep_reports ? timing::KeepReports(*keep_reports) : timing::KeepReports::all();
+           options.stats_mode = parse_stats_mode(stats_mode);
+           options.collect_stats = collect_stats;
+           if (collector_period) {
+             if (!(*collector_period > 0 && *collector_period <= 3600))
+               throw Error(ErrorCode::InvalidArgument,
+                           "Profiler: collector_period must be from 0 to 3600 seconds (got " +
+                               std::to_string(*collector_period) + ")");
+             options.collector_period =
+                 std::chrono::microseconds(static_cast<int64_t>(*collector_period * 1e6));
+           }
+           auto profiler = [&] {
+             nb::gil_scoped_release release;
+             return std::make_unique<Profiler>(options);
+           }();
+           new (self) PyProfiler(std::move(profiler));
+         },
+         nb::arg("delivery") = Delivery::Lazy, nb::arg("ring_depth") = 0,
+         nb::arg("marker_strategy") = nb::none(), nb::arg("background_collector") = false,
+         nb::arg("keep_reports").none() = 1024, nb::arg("stats_mode") = StatsMode::Sketch,
+         nb::arg("collector_period") = nb::none(), nb::arg("collect_stats") = true,
+         "`delivery`: 'lazy' or 'immediate'. `ring_depth`: replays in flight per graph (0: "
+         "the backend's default). `marker_strategy`: one of Capabilities.marker_strategies "
+         "(None: the backend's default). `background_collector`: a thread delivers completed "
+         "replays every `collector_period` seconds. `keep_reports`: how many of the last "
+         "reports reports() keeps (0: none; None: every one, memory grows without bound). "
+         "`stats_mode`: 'sketch' or 'exact'. `collect_stats=False` leaves stats() empty and "
+         "saves its cost per report.")
       .def(
           "attach",
           [](PyProfiler& self, nb::handle graph) {
@@ -189,36 +189,36 @@ void def_profiler_setup(ProfilerClass& cls) {
 // Regions, sinks and flush.
 void def_profiler_regions(ProfilerClass& cls) {
   cls.def(
-          "region",
-          [](nb::handle self, nb::handle stream, std::optional<std::string> name,
-             std::string lane, nb::kwargs metadata) {
-            // region(stream, name) or region(name): Note [Default stream].
-            nb::object on;
-            if (nb::isinstance<PyStream>(stream)) {
-              if (!name)
-                throw nb::type_error(
-                    "Profiler.region: give the region's name: region(stream, name, **metadata)");
-              on = nb::borrow(stream);
-            } else if (nb::isinstance<nb::str>(stream) && !name) {
-              name = nb::cast<std::string>(stream);
-            } else {
-              throw nb::type_error(
-                  "Profiler.region: stream must be an accgraph.Stream, or give the name alone "
-                  "(region(name, **metadata)) to time on the default stream");
-            }
-            return PyRegion(nb::borrow(self), std::move(on), std::move(*name),
-                            metadata_of(metadata), std::move(lane));
-          },
-          nb::arg("stream"), nb::arg("name") = nb::none(), nb::kw_only(), nb::arg("lane") = "",
-          nb::arg("metadata"),
-          nb::sig("def region(self, stream: Stream | str, name: str | None = None, *, lane: str "
-                  "= '', **metadata: object) -> Region"),
-          "A region named `name` on `stream`, with `metadata` (values shown with str()) and an "
-          "optional `lane`: use it as a context manager or a decorator. Inside a capture it "
-          "records markers into the graph; outside, it is timed eagerly.\n\n"
-          "`region(name, **metadata)` (no stream) times on the default stream, looked up at "
-          "each entry: PyTorch's current stream while accgraph.torch is instrumented, or what "
-          "accgraph.set_default_stream_provider installed; InvalidStateError when none is.")
+         "region",
+         [](nb::handle self, nb::handle stream, std::optional<std::string> name, std::string lane,
+            nb::kwargs metadata) {
+           // region(stream, name) or region(name): Note [Default stream].
+           nb::object on;
+           if (nb::isinstance<PyStream>(stream)) {
+             if (!name)
+               throw nb::type_error(
+                   "Profiler.region: give the region's name: region(stream, name, **metadata)");
+             on = nb::borrow(stream);
+           } else if (nb::isinstance<nb::str>(stream) && !name) {
+             name = nb::cast<std::string>(stream);
+           } else {
+             throw nb::type_error(
+                 "Profiler.region: stream must be an accgraph.Stream, or give the name alone "
+                 "(region(name, **metadata)) to time on the default stream");
+           }
+           return PyRegion(nb::borrow(self), std::move(on), std::move(*name), metadata_of(metadata),
+                           std::move(lane));
+         },
+         nb::arg("stream"), nb::arg("name") = nb::none(), nb::kw_only(), nb::arg("lane") = "",
+         nb::arg("metadata"),
+         nb::sig("def region(self, stream: Stream | str, name: str | None = None, *, lane: str "
+                 "= '', **metadata: object) -> Region"),
+         "A region named `name` on `stream`, with `metadata` (values shown with str()) and an "
+         "optional `lane`: use it as a context manager or a decorator. Inside a capture it "
+         "records markers into the graph; outside, it is timed eagerly.\n\n"
+         "`region(name, **metadata)` (no stream) times on the default stream, looked up at "
+         "each entry: PyTorch's current stream while accgraph.torch is instrumented, or what "
+         "accgraph.set_default_stream_provider installed; InvalidStateError when none is.")
       .def(
           "begin",
           [](PyProfiler& self, PyStream& stream, std::string name, std::string lane,
@@ -274,20 +274,18 @@ void def_profiler_regions(ProfilerClass& cls) {
 // What it measured: reports, statistics and the exporters.
 void def_profiler_results(ProfilerClass& cls) {
   cls.def(
-          "stats", [](PyProfiler& self) { return self.get().stats(); },
-          nb::call_guard<nb::gil_scoped_release>(),
-          "Per-region statistics over every report delivered so far.")
+         "stats", [](PyProfiler& self) { return self.get().stats(); },
+         nb::call_guard<nb::gil_scoped_release>(),
+         "Per-region statistics over every report delivered so far.")
       .def_prop_ro(
           "delivered", [](PyProfiler& self) { return self.get().delivered(); },
           "Reports delivered so far (counted also when not kept).")
-      .def(
-          "write_chrome_trace",
-          exporter([](std::ostream& out, Profiler& profiler) {
-            timing::write_chrome_trace(out, profiler.reports());
-          }),
-          nb::arg("path"),
-          nb::sig("def write_chrome_trace(self, path: str | os.PathLike[str]) -> None"),
-          "Writes the kept reports as Chrome trace JSON (Perfetto, chrome://tracing).")
+      .def("write_chrome_trace", exporter([](std::ostream& out, Profiler& profiler) {
+             timing::write_chrome_trace(out, profiler.reports());
+           }),
+           nb::arg("path"),
+           nb::sig("def write_chrome_trace(self, path: str | os.PathLike[str]) -> None"),
+           "Writes the kept reports as Chrome trace JSON (Perfetto, chrome://tracing).")
       .def(
           "write_trace",
           [](PyProfiler& self, nb::handle path, int rank, int world_size, std::string host,
@@ -309,21 +307,17 @@ void def_profiler_results(ProfilerClass& cls) {
           "Writes the kept reports as accgraph.write_trace() does: *.pftrace a native "
           "Perfetto trace (with the rank and clock options a merge_traces() needs), any other "
           "name Chrome trace JSON.")
-      .def(
-          "write_csv",
-          exporter([](std::ostream& out, Profiler& profiler) {
-            timing::write_reports_csv(out, profiler.reports());
-          }),
-          nb::arg("path"), nb::sig("def write_csv(self, path: str | os.PathLike[str]) -> None"),
-          "Writes the kept reports as CSV, one row per region per report.")
-      .def(
-          "write_stats_csv",
-          exporter([](std::ostream& out, Profiler& profiler) {
-            timing::write_stats_csv(out, profiler.stats());
-          }),
-          nb::arg("path"),
-          nb::sig("def write_stats_csv(self, path: str | os.PathLike[str]) -> None"),
-          "Writes the statistics as CSV, one row per region path.")
+      .def("write_csv", exporter([](std::ostream& out, Profiler& profiler) {
+             timing::write_reports_csv(out, profiler.reports());
+           }),
+           nb::arg("path"), nb::sig("def write_csv(self, path: str | os.PathLike[str]) -> None"),
+           "Writes the kept reports as CSV, one row per region per report.")
+      .def("write_stats_csv", exporter([](std::ostream& out, Profiler& profiler) {
+             timing::write_stats_csv(out, profiler.stats());
+           }),
+           nb::arg("path"),
+           nb::sig("def write_stats_csv(self, path: str | os.PathLike[str]) -> None"),
+           "Writes the statistics as CSV, one row per region path.")
       .def(
           "stats_table",
           [](PyProfiler& self) {
@@ -357,27 +351,26 @@ void def_profiler_results(ProfilerClass& cls) {
 
 void bind_profiler(nb::module_& m) {
   ProfilerClass cls(m, "Profiler", nb::type_slots(profiler_slots),
-                         "Times regions of captured graphs and of eager work "
-                         "(accgraph::timing::Profiler):\n\n"
-                         "    prof = accgraph.Profiler()\n"
-                         "    prof.attach(g)\n"
-                         "    with g.capture(s):\n"
-                         "        with prof.region(s, 'layer0', bytes=4096):\n"
-                         "            s.fill(buf, 1)\n"
-                         "    g.replay()\n"
-                         "    prof.flush()\n"
-                         "    print(prof.stats_table())\n\n"
-                         "Sinks run with the GIL held on the thread that collects (replay, "
-                         "flush, the background collector); an exception in a sink is logged "
-                         "and does not stop delivery. Dropping the profiler flushes it.");
+                    "Times regions of captured graphs and of eager work "
+                    "(accgraph::timing::Profiler):\n\n"
+                    "    prof = accgraph.Profiler()\n"
+                    "    prof.attach(g)\n"
+                    "    with g.capture(s):\n"
+                    "        with prof.region(s, 'layer0', bytes=4096):\n"
+                    "            s.fill(buf, 1)\n"
+                    "    g.replay()\n"
+                    "    prof.flush()\n"
+                    "    print(prof.stats_table())\n\n"
+                    "Sinks run with the GIL held on the thread that collects (replay, "
+                    "flush, the background collector); an exception in a sink is logged "
+                    "and does not stop delivery. Dropping the profiler flushes it.");
   def_profiler_setup(cls);
   def_profiler_regions(cls);
   def_profiler_results(cls);
   cls.def("__repr__", [](PyProfiler& self) {
-        if (!self.profiler) return std::string("<accgraph.Profiler (cleared)>");
-        return "<accgraph.Profiler delivered=" + std::to_string(self.profiler->delivered()) +
-               ">";
-      });
+    if (!self.profiler) return std::string("<accgraph.Profiler (cleared)>");
+    return "<accgraph.Profiler delivered=" + std::to_string(self.profiler->delivered()) + ">";
+  });
 }
 
 }  // namespace accgraph::python

@@ -174,8 +174,9 @@ void bind_region(nb::module_& m) {
                        "generator or coroutine object, so the region would end before any of "
                        "the work ran. Open the region inside the function body (`with "
                        "prof.region(...):`) or around the loop that consumes the generator.")
-      .def("__enter__", [](PyRegion& self) { region_enter(self); },
-           "Opens the region on its stream.")
+      .def(
+          "__enter__", [](PyRegion& self) { region_enter(self); },
+          "Opens the region on its stream.")
       .def(
           "__exit__",
           [](PyRegion& self, nb::handle, nb::handle, nb::handle) {

@@ -29,8 +29,6 @@ std::string repr(const Capabilities& caps) {
          ", timer_resolution_ns=" + std::to_string(caps.timer_resolution_ns) + ")";
 }
 
-
-
 // The enums of the capture and allocation arguments.
 void bind_registry_enums(nb::module_& m) {
   nb::enum_<CaptureMode>(m, "CaptureMode",
@@ -63,8 +61,7 @@ void bind_backend_info(nb::module_& m) {
   nb::class_<Capabilities>(m, "Capabilities",
                            "What a backend can do on a device: queried, never guessed.")
       .def_prop_ro(
-          "capture_modes",
-          [](const Capabilities& c) { return c.capture_modes; },
+          "capture_modes", [](const Capabilities& c) { return c.capture_modes; },
           "Capture modes honoured besides CaptureMode.DEFAULT.")
       .def_ro("multi_stream_capture", &Capabilities::multi_stream_capture,
               "Fork/join during a capture through Stream.wait.")
@@ -98,9 +95,9 @@ void bind_backend_info(nb::module_& m) {
       .def_ro("capabilities", &BackendStatus::capabilities,
               "The capabilities of device 0 (when available).")
       .def("__repr__", [](const BackendStatus& s) {
-        std::string out = "BackendInfo(name='" + s.name + "', priority=" +
-                          std::to_string(s.priority) + ", available=" +
-                          (s.available ? "True" : "False");
+        std::string out = "BackendInfo(name='" + s.name +
+                          "', priority=" + std::to_string(s.priority) +
+                          ", available=" + (s.available ? "True" : "False");
         if (!s.available) out += ", reason='" + s.unavailable_reason + "'";
         return out + ", devices=" + std::to_string(s.devices.size()) + ")";
       });
@@ -126,7 +123,8 @@ void bind_registry_functions(nb::module_& m) {
       "The default backend's name: ACCGRAPH_BACKEND if set, else the available backend of "
       "highest priority that has a device.");
   m.def(
-      "load_plugin", [](nb::handle path) {
+      "load_plugin",
+      [](nb::handle path) {
         std::string file = fs_path(path);
         nb::gil_scoped_release release;
         load_plugin(file);

@@ -82,32 +82,42 @@ void bind_region_timing(nb::module_& m) {
   nb::class_<PyRegionTiming>(m, "RegionTiming",
                              "One region of one report (read-only). Times are on the backend's "
                              "marker clock, in nanoseconds.")
-      .def_prop_ro("name", [](const PyRegionTiming& r) { return r.timing.name(); },
-                   "The region's name.")
-      .def_prop_ro("path", [](const PyRegionTiming& r) { return r.timing.path(); },
-                   "The names of the enclosing regions and this one, joined by '/'.")
-      .def_prop_ro("depth", [](const PyRegionTiming& r) { return r.timing.depth(); },
-                   "0 for top-level regions.")
-      .def_prop_ro("parent", [](const PyRegionTiming& r) { return r.timing.parent(); },
-                   "Index of the enclosing region in the report, or -1.")
-      .def_prop_ro("stream_id", [](const PyRegionTiming& r) { return r.timing.stream_id(); },
-                   "Stream.id of the stream the region was recorded on.")
-      .def_prop_ro("lane", [](const PyRegionTiming& r) { return r.timing.lane(); },
-                   "The named lane within the stream's track ('' for the stream itself).")
-      .def_prop_ro("metadata",
-                   [](const PyRegionTiming& r) { return metadata_dict(r.timing.metadata()); },
-                   "The region's key/value annotations, as a new dict.")
-      .def_prop_ro("start_ns", [](const PyRegionTiming& r) { return r.timing.start_ns(); },
-                   "Start on the marker clock (0 when not measurable).")
-      .def_prop_ro("end_ns", [](const PyRegionTiming& r) { return r.timing.end_ns(); },
-                   "End on the marker clock (0 when not measurable).")
-      .def_prop_ro("duration_ns", [](const PyRegionTiming& r) { return r.timing.duration_ns(); },
-                   "end_ns - start_ns (0 when not measurable).")
-      .def_prop_ro("measurable", [](const PyRegionTiming& r) { return r.timing.measurable(); },
-                   "False when the backend could not place a marker in time; the statistics "
-                   "leave such regions out.")
-      .def("to_dict", [](const PyRegionTiming& r) { return timing_dict(r.timing); },
-           "The attributes as a dict.")
+      .def_prop_ro(
+          "name", [](const PyRegionTiming& r) { return r.timing.name(); }, "The region's name.")
+      .def_prop_ro(
+          "path", [](const PyRegionTiming& r) { return r.timing.path(); },
+          "The names of the enclosing regions and this one, joined by '/'.")
+      .def_prop_ro(
+          "depth", [](const PyRegionTiming& r) { return r.timing.depth(); },
+          "0 for top-level regions.")
+      .def_prop_ro(
+          "parent", [](const PyRegionTiming& r) { return r.timing.parent(); },
+          "Index of the enclosing region in the report, or -1.")
+      .def_prop_ro(
+          "stream_id", [](const PyRegionTiming& r) { return r.timing.stream_id(); },
+          "Stream.id of the stream the region was recorded on.")
+      .def_prop_ro(
+          "lane", [](const PyRegionTiming& r) { return r.timing.lane(); },
+          "The named lane within the stream's track ('' for the stream itself).")
+      .def_prop_ro(
+          "metadata", [](const PyRegionTiming& r) { return metadata_dict(r.timing.metadata()); },
+          "The region's key/value annotations, as a new dict.")
+      .def_prop_ro(
+          "start_ns", [](const PyRegionTiming& r) { return r.timing.start_ns(); },
+          "Start on the marker clock (0 when not measurable).")
+      .def_prop_ro(
+          "end_ns", [](const PyRegionTiming& r) { return r.timing.end_ns(); },
+          "End on the marker clock (0 when not measurable).")
+      .def_prop_ro(
+          "duration_ns", [](const PyRegionTiming& r) { return r.timing.duration_ns(); },
+          "end_ns - start_ns (0 when not measurable).")
+      .def_prop_ro(
+          "measurable", [](const PyRegionTiming& r) { return r.timing.measurable(); },
+          "False when the backend could not place a marker in time; the statistics "
+          "leave such regions out.")
+      .def(
+          "to_dict", [](const PyRegionTiming& r) { return timing_dict(r.timing); },
+          "The attributes as a dict.")
       .def("__repr__", [](const PyRegionTiming& r) { return repr_timing(r.timing); });
 }
 
@@ -118,13 +128,15 @@ void bind_replay_report(nb::module_& m) {
       .def_prop_ro("graph_id", &ReplayReport::graph_id, "Graph.id; 0 for eager regions.")
       .def_prop_ro("replay_index", &ReplayReport::replay_index,
                    "0-based replay number since the capture (eager: a sequence number).")
-      .def_prop_ro("backend", [](const ReplayReport& r) { return r.backend(); },
-                   "The backend's name.")
+      .def_prop_ro(
+          "backend", [](const ReplayReport& r) { return r.backend(); }, "The backend's name.")
       .def_prop_ro("device", &ReplayReport::device, "The device index.")
-      .def_prop_ro("device_name", [](const ReplayReport& r) { return r.device_name(); },
-                   "The device's name.")
-      .def_prop_ro("marker_strategy", [](const ReplayReport& r) { return r.marker_strategy(); },
-                   "The timestamp marker kind used.")
+      .def_prop_ro(
+          "device_name", [](const ReplayReport& r) { return r.device_name(); },
+          "The device's name.")
+      .def_prop_ro(
+          "marker_strategy", [](const ReplayReport& r) { return r.marker_strategy(); },
+          "The timestamp marker kind used.")
       .def_prop_ro("resolution_ns", &ReplayReport::resolution_ns,
                    "The smallest step of the marker clock.")
       .def_prop_ro("regions", &region_list, "Every region, as a new list of RegionTiming.")

@@ -35,8 +35,8 @@ constexpr int kDLOneAPI = 14;
 // addressable by the CPU. The buffer protocol is offered for the CPU-addressable cases only.
 std::pair<int, int> dlpack_device(const PyBuffer& b, MemoryKind kind) {
   if (b.backend == "host") return {kDLCPU, 0};
-  if (b.backend == "cuda") return kind == MemoryKind::Host ? std::pair{kDLCUDAHost, 0}
-                                                           : std::pair{kDLCUDA, b.device};
+  if (b.backend == "cuda")
+    return kind == MemoryKind::Host ? std::pair{kDLCUDAHost, 0} : std::pair{kDLCUDA, b.device};
   if (kind == MemoryKind::Host) return {kDLCPU, 0};
   if (b.backend == "level_zero") return {kDLOneAPI, b.device};
   return {kDLExtDev, b.device};
@@ -131,24 +131,25 @@ void* address_of(nb::handle value, const char* what) {
                       " is out of range: pass a Buffer or a non-negative int");
     return reinterpret_cast<void*>(nb::cast<uintptr_t>(number));
   }
-  throw nb::type_error((std::string(what) + ": expected an accgraph.Buffer or an int address, "
-                        "got " + nb::cast<std::string>(nb::str(value.type().attr("__name__"))))
+  throw nb::type_error((std::string(what) +
+                        ": expected an accgraph.Buffer or an int address, "
+                        "got " +
+                        nb::cast<std::string>(nb::str(value.type().attr("__name__"))))
                            .c_str());
 }
 
 size_t byte_count(const std::optional<int64_t>& nbytes, const char* what) {
   if (*nbytes < 0)
-    throw Error(ErrorCode::InvalidArgument,
-                std::string(what) + ": nbytes is " + std::to_string(*nbytes) +
-                    ": give a byte count of 0 or more");
+    throw Error(ErrorCode::InvalidArgument, std::string(what) + ": nbytes is " +
+                                                std::to_string(*nbytes) +
+                                                ": give a byte count of 0 or more");
   return static_cast<size_t>(*nbytes);
 }
 
 uint8_t fill_byte(int value) {
   if (value < 0 || value > 255)
-    throw Error(ErrorCode::InvalidArgument,
-                "Stream.fill: the value " + std::to_string(value) +
-                    " is not a byte: give a value from 0 to 255");
+    throw Error(ErrorCode::InvalidArgument, "Stream.fill: the value " + std::to_string(value) +
+                                                " is not a byte: give a value from 0 to 255");
   return static_cast<uint8_t>(value);
 }
 
@@ -240,8 +241,8 @@ void stream_fill(PyStream& self, nb::handle dst, int value, std::optional<int64_
 std::string stream_repr(PyStream& s) {
   if (!s.stream || !*s.stream) return "<accgraph.Stream (closed)>";
   Stream& stream = *s.stream;
-  return "<accgraph.Stream " + std::to_string(stream.id()) + " backend='" +
-         stream.backend_name() + "' device=" + std::to_string(stream.device()) +
+  return "<accgraph.Stream " + std::to_string(stream.id()) + " backend='" + stream.backend_name() +
+         "' device=" + std::to_string(stream.device()) +
          (stream.is_capturing() ? " capturing" : "") + ">";
 }
 
@@ -307,8 +308,7 @@ PyBuffer::~PyBuffer() {
 }
 
 Buffer& PyBuffer::get() {
-  if (!buffer)
-    throw Error(ErrorCode::InvalidState, "the buffer was freed: allocate a new Buffer");
+  if (!buffer) throw Error(ErrorCode::InvalidState, "the buffer was freed: allocate a new Buffer");
   return *buffer;
 }
 
@@ -319,16 +319,16 @@ using StreamClass = nb::class_<PyStream>;
 // Stream(backend, device) and Stream.wrap.
 void def_stream_creation(StreamClass& cls) {
   cls.def(
-          "__init__",
-          [](PyStream* self, std::optional<std::string> backend, int device) {
-            Stream stream = [&] {
-              nb::gil_scoped_release release;
-              return Stream::create(backend.value_or(""), device);
-            }();
-            new (self) PyStream(std::move(stream));
-          },
-          nb::arg("backend") = nb::none(), nb::arg("device") = 0,
-          "A new stream on `backend` (None: the default backend) and `device`.")
+         "__init__",
+         [](PyStream* self, std::optional<std::string> backend, int device) {
+           Stream stream = [&] {
+             nb::gil_scoped_release release;
+             return Stream::create(backend.value_or(""), device);
+           }();
+           new (self) PyStream(std::move(stream));
+         },
+         nb::arg("backend") = nb::none(), nb::arg("device") = 0,
+         "A new stream on `backend` (None: the default backend) and `device`.")
       .def_static(
           "wrap",
           [](std::string backend, int device, nb::handle handle) {
@@ -341,8 +341,7 @@ void def_stream_creation(StreamClass& cls) {
             if (!nb::isinstance<nb::int_>(handle)) py->owner = nb::borrow(handle);
             return py;
           },
-          nb::arg("backend"), nb::arg("device"), nb::arg("handle"),
-          nb::rv_policy::take_ownership,
+          nb::arg("backend"), nb::arg("device"), nb::arg("handle"), nb::rv_policy::take_ownership,
           nb::sig("def wrap(backend: str, device: int, handle: int | typing.Any) -> Stream"),
           "Wraps a native queue without owning it: `handle` is an int (a cudaStream_t, a host "
           "stream's native_handle, ...), an object with an int `cuda_stream` attribute "
@@ -352,26 +351,20 @@ void def_stream_creation(StreamClass& cls) {
 
 // The work a stream enqueues, waiting for it, and closing it.
 void def_stream_work(StreamClass& cls) {
-  cls.def(
-          "copy",
-          &stream_copy,
-          nb::arg("dst"), nb::arg("src"), nb::arg("nbytes") = nb::none(),
+  cls.def("copy", &stream_copy, nb::arg("dst"), nb::arg("src"), nb::arg("nbytes") = nb::none(),
           nb::sig("def copy(self, dst: Buffer | int, src: Buffer | int, nbytes: int | None = "
                   "None) -> None"),
           "Enqueues a copy of `nbytes` bytes from `src` to `dst` (Buffers or int addresses); "
           "without `nbytes`, all of the Buffer `src` into the Buffer `dst`. `nbytes` past a "
           "Buffer's size is an InvalidArgumentError; the range at an int address is the "
           "caller's responsibility (it is not checked).")
-      .def(
-          "fill",
-          &stream_fill,
-          nb::arg("dst"), nb::arg("value"), nb::arg("nbytes") = nb::none(),
-          nb::sig("def fill(self, dst: Buffer | int, value: int, nbytes: int | None = None) -> "
-                  "None"),
-          "Enqueues setting `nbytes` bytes at `dst` (a Buffer or an int address) to `value` "
-          "(0-255); without `nbytes`, the whole Buffer. `nbytes` past the Buffer's size is an "
-          "InvalidArgumentError; the range at an int address is the caller's responsibility "
-          "(it is not checked).")
+      .def("fill", &stream_fill, nb::arg("dst"), nb::arg("value"), nb::arg("nbytes") = nb::none(),
+           nb::sig("def fill(self, dst: Buffer | int, value: int, nbytes: int | None = None) -> "
+                   "None"),
+           "Enqueues setting `nbytes` bytes at `dst` (a Buffer or an int address) to `value` "
+           "(0-255); without `nbytes`, the whole Buffer. `nbytes` past the Buffer's size is an "
+           "InvalidArgumentError; the range at an int address is the caller's responsibility "
+           "(it is not checked).")
       .def(
           "host_call",
           [](PyStream& self, nb::callable fn) {
@@ -440,8 +433,8 @@ void def_stream_work(StreamClass& cls) {
 // What a stream is: its state, native handle, device and backend.
 void def_stream_properties(StreamClass& cls) {
   cls.def_prop_ro(
-          "is_capturing", [](PyStream& self) { return self.get().is_capturing(); },
-          "Whether a graph is capturing the work enqueued on this stream.")
+         "is_capturing", [](PyStream& self) { return self.get().is_capturing(); },
+         "Whether a graph is capturing the work enqueued on this stream.")
       .def_prop_ro(
           "native_handle",
           [](PyStream& self) { return reinterpret_cast<uintptr_t>(self.get().native_handle()); },
@@ -489,14 +482,14 @@ using BufferClass = nb::class_<PyBuffer>;
 // Buffer(...) and Buffer.allocate: the shapes of the C++ Buffer::allocate overloads.
 void def_buffer_allocation(BufferClass& cls) {
   cls.def(
-          "__init__",
-          [](PyBuffer* self, PyStream& stream, int64_t nbytes, EnumOrName<MemoryKind> kind) {
-            auto [buffer, backend, device] = allocate_on(stream, nbytes, kind, "Buffer");
-            new (self) PyBuffer(std::move(buffer), std::move(backend), device);
-          },
-          nb::arg("stream"), nb::arg("nbytes"), nb::arg("kind") = MemoryKind::Device,
-          "Allocates `nbytes` bytes on `stream`'s backend and device; `kind` is 'device' or "
-          "'host' (or MemoryKind).")
+         "__init__",
+         [](PyBuffer* self, PyStream& stream, int64_t nbytes, EnumOrName<MemoryKind> kind) {
+           auto [buffer, backend, device] = allocate_on(stream, nbytes, kind, "Buffer");
+           new (self) PyBuffer(std::move(buffer), std::move(backend), device);
+         },
+         nb::arg("stream"), nb::arg("nbytes"), nb::arg("kind") = MemoryKind::Device,
+         "Allocates `nbytes` bytes on `stream`'s backend and device; `kind` is 'device' or "
+         "'host' (or MemoryKind).")
       // The shapes of the C++ Buffer::allocate overloads (one API, one shape).
       .def_static(
           "allocate",
@@ -531,8 +524,9 @@ void def_buffer_allocation(BufferClass& cls) {
 // Its size, address and kind, the buffer protocol and DLPack.
 void def_buffer_views(BufferClass& cls) {
   cls.def_prop_ro(
-          "nbytes", [](PyBuffer& self) { return self.get().size(); }, "The size in bytes.")
-      .def("__len__", [](PyBuffer& self) { return self.get().size(); }, "The size in bytes.")
+         "nbytes", [](PyBuffer& self) { return self.get().size(); }, "The size in bytes.")
+      .def(
+          "__len__", [](PyBuffer& self) { return self.get().size(); }, "The size in bytes.")
       .def_prop_ro(
           "ptr", [](PyBuffer& self) { return reinterpret_cast<uintptr_t>(self.get().data()); },
           "The address as an int (Stream.copy/fill take it with an explicit nbytes).")
@@ -556,8 +550,8 @@ void def_buffer_views(BufferClass& cls) {
             Buffer& buffer = b.get();
             auto [type, id] = dlpack_device(b, buffer.kind());
             size_t shape[1] = {buffer.size()};
-            nb::ndarray<nb::array_api, uint8_t, nb::ndim<1>> view(buffer.data(), 1, shape, self, nullptr,
-                                                   nb::dtype<uint8_t>(), type, id);
+            nb::ndarray<nb::array_api, uint8_t, nb::ndim<1>> view(
+                buffer.data(), 1, shape, self, nullptr, nb::dtype<uint8_t>(), type, id);
             // nanobind's ndarray implements the protocol (versions, dl_device, copy); `stream`
             // is accepted and ignored: synchronize the producing stream first.
             return nb::cast(view).attr("__dlpack__")(**kwargs);
@@ -576,14 +570,14 @@ void def_buffer_views(BufferClass& cls) {
 
 void bind_buffer(nb::module_& m) {
   BufferClass cls(m, "Buffer", nb::type_slots(buffer_slots),
-                       "A device or host allocation, freed when the Buffer is dropped "
-                       "(accgraph::Buffer).\n\n"
-                       "Host-addressable memory supports the buffer protocol "
-                       "(memoryview(buf), numpy.asarray(buf) view it without a copy); every "
-                       "buffer supports DLPack (numpy.from_dlpack, torch.from_dlpack). A Buffer "
-                       "used in a capture is kept alive by the graph until it is reset; dropping a "
-                       "Buffer waits for the work enqueued so far on the streams that used it "
-                       "(as cudaFree waits for the device).");
+                  "A device or host allocation, freed when the Buffer is dropped "
+                  "(accgraph::Buffer).\n\n"
+                  "Host-addressable memory supports the buffer protocol "
+                  "(memoryview(buf), numpy.asarray(buf) view it without a copy); every "
+                  "buffer supports DLPack (numpy.from_dlpack, torch.from_dlpack). A Buffer "
+                  "used in a capture is kept alive by the graph until it is reset; dropping a "
+                  "Buffer waits for the work enqueued so far on the streams that used it "
+                  "(as cudaFree waits for the device).");
   def_buffer_allocation(cls);
   def_buffer_views(cls);
 }
@@ -592,14 +586,14 @@ void bind_buffer(nb::module_& m) {
 
 void bind_stream(nb::module_& m) {
   StreamClass cls(m, "Stream",
-                       "An in-order queue on one device of one backend (accgraph::Stream).\n\n"
-                       "Work enqueued on it runs asynchronously; synchronize() waits for it. "
-                       "Graphs and profiler regions refer to the queue, so dropping the Stream "
-                       "while a graph captured on it still exists is safe: the capture is "
-                       "aborted, and replay() without a stream raises InvalidStateError.\n\n"
-                       "    s = accgraph.Stream('host')\n"
-                       "    s.fill(buf, 0x2a)\n"
-                       "    s.synchronize()");
+                  "An in-order queue on one device of one backend (accgraph::Stream).\n\n"
+                  "Work enqueued on it runs asynchronously; synchronize() waits for it. "
+                  "Graphs and profiler regions refer to the queue, so dropping the Stream "
+                  "while a graph captured on it still exists is safe: the capture is "
+                  "aborted, and replay() without a stream raises InvalidStateError.\n\n"
+                  "    s = accgraph.Stream('host')\n"
+                  "    s.fill(buf, 0x2a)\n"
+                  "    s.synchronize()");
   def_stream_creation(cls);
   def_stream_work(cls);
   def_stream_properties(cls);

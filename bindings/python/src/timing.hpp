@@ -43,7 +43,8 @@ struct RegionEntry {
 /// Python profiler and stream alive. name, metadata and lane never change once it is made.
 struct PyRegion {
   nb::object profiler;  // PyProfiler
-  nb::object stream;    // PyStream, or unset: the default stream at each entry (Note [Default stream])
+  nb::object
+      stream;  // PyStream, or unset: the default stream at each entry (Note [Default stream])
   std::string name;
   timing::Metadata metadata;
   std::string lane;
@@ -53,8 +54,11 @@ struct PyRegion {
   // this object's regions on that stream; the map itself is read and changed with the GIL held.
   std::map<uint64_t, std::shared_ptr<std::recursive_mutex>> stream_locks;
   PyRegion(nb::object p, nb::object s, std::string n, timing::Metadata md, std::string l)
-      : profiler(std::move(p)), stream(std::move(s)), name(std::move(n)),
-        metadata(std::move(md)), lane(std::move(l)) {}
+      : profiler(std::move(p)),
+        stream(std::move(s)),
+        name(std::move(n)),
+        metadata(std::move(md)),
+        lane(std::move(l)) {}
   PyRegion(PyRegion&&) = default;
   ~PyRegion();
 };

@@ -65,10 +65,10 @@ namespace accgraph {
 //   first (the StreamImpl is still alive then).
 // - (life.enqueued) Work already enqueued (a replay, a marker, a copy) completes normally when the
 //   graph is reset or destroyed, or the stream is destroyed, right after enqueuing it: the
-//   enqueued work keeps what it uses alive (or the destructor waits for it), as cudaGraphExecDestroy
-//   and cudaStreamDestroy do. The caller keeps buffers alive until the work using them finished,
-//   and keeps a TimestampMarkers object alive while a graph holding its markers may be replayed
-//   (the timing layer does: until that graph is reset or destroyed).
+//   enqueued work keeps what it uses alive (or the destructor waits for it), as
+//   cudaGraphExecDestroy and cudaStreamDestroy do. The caller keeps buffers alive until the work
+//   using them finished, and keeps a TimestampMarkers object alive while a graph holding its
+//   markers may be replayed (the timing layer does: until that graph is reset or destroyed).
 // - Objects of one backend may be destroyed in any order (a graph before or after its streams,
 //   a wrapper before the stream it wraps); a wrapper must not be used after the stream that owns
 //   the native queue is gone: then its operations throw Error(InvalidState) or keep working, never
@@ -173,9 +173,9 @@ class ACCGRAPH_API BufferImpl {
 
 /// Counters a graph implementation may expose (shown in stats and debug output).
 struct GraphStats {
-  uint64_t nodes = 0;             ///< operations in the captured graph, when known
-  uint64_t instantiations = 0;    ///< executables built from scratch
-  uint64_t updates = 0;           ///< executables updated in place after a re-capture
+  uint64_t nodes = 0;           ///< operations in the captured graph, when known
+  uint64_t instantiations = 0;  ///< executables built from scratch
+  uint64_t updates = 0;         ///< executables updated in place after a re-capture
 };
 
 /// One captured graph, mirroring PyTorch's at::GraphImplInterface with an explicit stream.
@@ -189,8 +189,9 @@ struct GraphStats {
 ///   launch k+1 starts after launch k finished, without the caller synchronising. The marker
 ///   ring relies on it (Note [Marker ring]).
 /// - (graph.reset) reset() drops the captured work and the executable; during a capture it aborts
-///   it (nothing recorded runs, every stream of the capture leaves capture mode, (fork-join.leave)).
-///   The graph then captures again as if new: a replay runs only the new capture's work.
+///   it (nothing recorded runs, every stream of the capture leaves capture mode,
+///   (fork-join.leave)). The graph then captures again as if new: a replay runs only the new
+///   capture's work.
 /// - (graph.keep-graph) With GraphArgs::keep_graph, capture_end keeps the captured graph and
 ///   instantiate() (called by the core later, or by the first replay) builds the executable
 ///   from it; the result replays exactly the captured work.
@@ -206,9 +207,9 @@ struct GraphStats {
 ///   captured operations: Graphviz DOT where the native API writes it (CUDA, Level Zero native
 ///   graphs, host), otherwise one line or node per operation. Without debug mode it may throw
 ///   Error(InvalidState) saying to call enable_debug_mode() before capture_begin (once
-///   instantiation dropped the captured graph), or write what it still knows. A path that cannot be written is an Error naming
-///   the path. The core refuses debug_dump before capture_end, after reset and after a failed
-///   capture (the graph is Empty then).
+///   instantiation dropped the captured graph), or write what it still knows. A path that cannot be
+///   written is an Error naming the path. The core refuses debug_dump before capture_end, after
+///   reset and after a failed capture (the graph is Empty then).
 class ACCGRAPH_API GraphImplInterface {
  public:
   virtual ~GraphImplInterface();
@@ -273,8 +274,10 @@ struct MarkerOptions {
       if (name == strategy) return name;
     std::string list;
     for (size_t i = 0; i < offered.size(); ++i)
-      list += (i == 0 ? "'" : i + 1 == offered.size() ? " and '" : ", '") + offered[i] + "'" +
-              (i == 0 && offered.size() > 1 ? " (default)" : "");
+      list += (i == 0                    ? "'"
+               : i + 1 == offered.size() ? " and '"
+                                         : ", '") +
+              offered[i] + "'" + (i == 0 && offered.size() > 1 ? " (default)" : "");
     throw Error(ErrorCode::Unsupported,
                 "create_markers: unknown marker strategy '" + strategy + "': the " + backend +
                     " backend offers " + (list.empty() ? std::string("none") : list),
@@ -288,9 +291,9 @@ struct MarkerOptions {
     const size_t depth = ring_depth == 0 ? default_depth : ring_depth;
     if (depth > max_depth)
       throw Error(ErrorCode::InvalidArgument,
-                  "create_markers: ring depth " + std::to_string(depth) +
-                      " is larger than the " + backend + " backend's maximum of " +
-                      std::to_string(max_depth) + ": ask for fewer replays in flight",
+                  "create_markers: ring depth " + std::to_string(depth) + " is larger than the " +
+                      backend + " backend's maximum of " + std::to_string(max_depth) +
+                      ": ask for fewer replays in flight",
                   backend);
     return depth;
   }
@@ -391,7 +394,7 @@ class ACCGRAPH_API Backend {
   virtual std::unique_ptr<BufferImpl> allocate(int device, size_t bytes, MemoryKind kind) = 0;
   virtual std::unique_ptr<GraphImplInterface> create_graph(const GraphArgs& args) = 0;
   virtual std::unique_ptr<TimestampMarkers> create_markers(int device,
-                                                          const MarkerOptions& options) = 0;
+                                                           const MarkerOptions& options) = 0;
 };
 
 /// Creates a backend. Throws Error(Unavailable, reason) when it cannot run here (no driver, no

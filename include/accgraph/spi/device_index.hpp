@@ -16,7 +16,8 @@ namespace accgraph {
 /// number into its own device state (capabilities, create_markers) and in those calls as well.
 ///
 ///   const DeviceState& state = devices_[accgraph::check_device_index(device, devices_.size(),
-///                                                                    "mybackend", "create_markers")];
+///                                                                    "mybackend",
+///                                                                    "create_markers")];
 inline size_t check_device_index(int device, size_t device_count, std::string_view backend,
                                  const char* operation) {
   if (device < 0 || static_cast<size_t>(device) >= device_count)

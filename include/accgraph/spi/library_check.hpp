@@ -18,7 +18,8 @@ namespace accgraph::plugin {
 /// (escape_for_message, accgraph/spi/message_escape.hpp).
 ///
 ///   if (auto problem = accgraph::plugin::shared_library_problem(path))
-///     throw accgraph::Error(accgraph::ErrorCode::Unavailable, "driver '" + path + "': " + *problem);
+///     throw accgraph::Error(accgraph::ErrorCode::Unavailable, "driver '" + path + "': " +
+///     *problem);
 ACCGRAPH_API std::optional<std::string> shared_library_problem(const std::string& path);
 
 }  // namespace accgraph::plugin

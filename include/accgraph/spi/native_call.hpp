@@ -51,8 +51,8 @@ struct NativeCall {
                              std::string_view advice = {}) {
     const std::string meaning = Traits::meaning(result);
     const std::string hint = advice.empty() ? Traits::hint(result) : std::string(advice);
-    std::string text = std::string(what) + ": " + std::string(call) + " failed with " +
-                       Traits::name(result);
+    std::string text =
+        std::string(what) + ": " + std::string(call) + " failed with " + Traits::name(result);
     if (!meaning.empty()) text += " (" + meaning + ")";
     if (!hint.empty()) text += ": " + hint;
     return text;
@@ -60,8 +60,8 @@ struct NativeCall {
 
   static Error error(Result result, std::string_view call, std::string_view what,
                      std::string_view advice = {}) {
-    return Error(Traits::error_code(result), message(result, call, what, advice),
-                 Traits::kBackend, std::string(call), Traits::name(result));
+    return Error(Traits::error_code(result), message(result, call, what, advice), Traits::kBackend,
+                 std::string(call), Traits::name(result));
   }
 
   [[noreturn]] static void fail(Result result, std::string_view call, std::string_view what,
@@ -74,8 +74,7 @@ struct NativeCall {
   static void log_failure(Result result, std::string_view call, std::string_view what) noexcept {
     Traits::on_failure(result);
     try {
-      log(LogLevel::Warning,
-          std::string(Traits::kBackend) + ": " + message(result, call, what));
+      log(LogLevel::Warning, std::string(Traits::kBackend) + ": " + message(result, call, what));
     } catch (...) {
     }
   }
@@ -90,19 +89,19 @@ struct NativeCall {
 
 /// ACCGRAPH_NATIVE_CHECK(MyCall, my_sync(queue), "synchronize"): throws the Error of Note
 /// [Native calls] when the call fails, naming the function the expression calls.
-#define ACCGRAPH_NATIVE_CHECK(TRAITS, EXPR, WHAT)                                           \
-  do {                                                                                      \
-    const auto accgraph_native_result_ = (EXPR);                                            \
-    if (!TRAITS::succeeded(accgraph_native_result_))                                        \
-      ::accgraph::NativeCall<TRAITS>::fail(accgraph_native_result_,                         \
-                                           ::accgraph::native_call_name(#EXPR), (WHAT));    \
+#define ACCGRAPH_NATIVE_CHECK(TRAITS, EXPR, WHAT)                                        \
+  do {                                                                                   \
+    const auto accgraph_native_result_ = (EXPR);                                         \
+    if (!TRAITS::succeeded(accgraph_native_result_))                                     \
+      ::accgraph::NativeCall<TRAITS>::fail(accgraph_native_result_,                      \
+                                           ::accgraph::native_call_name(#EXPR), (WHAT)); \
   } while (0)
 
 /// The same for destructors and other places that must not throw: logs instead.
-#define ACCGRAPH_NATIVE_LOG(TRAITS, EXPR, WHAT)                                             \
-  do {                                                                                      \
-    const auto accgraph_native_result_ = (EXPR);                                            \
-    if (!TRAITS::succeeded(accgraph_native_result_))                                        \
-      ::accgraph::NativeCall<TRAITS>::log_failure(                                          \
-          accgraph_native_result_, ::accgraph::native_call_name(#EXPR), (WHAT));            \
+#define ACCGRAPH_NATIVE_LOG(TRAITS, EXPR, WHAT)                                                 \
+  do {                                                                                          \
+    const auto accgraph_native_result_ = (EXPR);                                                \
+    if (!TRAITS::succeeded(accgraph_native_result_))                                            \
+      ::accgraph::NativeCall<TRAITS>::log_failure(accgraph_native_result_,                      \
+                                                  ::accgraph::native_call_name(#EXPR), (WHAT)); \
   } while (0)

@@ -23,22 +23,24 @@ extern "C" {
 #define ACCGRAPH_PLUGIN_ABI_MINOR 1u
 /* The oldest minor the core accepts. */
 #define ACCGRAPH_PLUGIN_ABI_MINOR_REQUIRED 0u
-/* The plugin ABI a library was built for ("accgraph-plugin-abi:2u.1u"), as text the loader can find in the file without
- * loading it: when the dynamic loader refuses a plugin built for a newer accgraph (it needs
- * symbols this core lacks), the rejection then names both ABI versions instead of a mangled
- * symbol. ACCGRAPH_DEFINE_PLUGIN emits it; a plugin that writes its own table adds
+/* The plugin ABI a library was built for ("accgraph-plugin-abi:2u.1u"), as text the loader can find
+ * in the file without loading it: when the dynamic loader refuses a plugin built for a newer
+ * accgraph (it needs symbols this core lacks), the rejection then names both ABI versions instead
+ * of a mangled symbol. ACCGRAPH_DEFINE_PLUGIN emits it; a plugin that writes its own table adds
  * ACCGRAPH_PLUGIN_ABI_TAG(); once, at file scope. */
 #define ACCGRAPH_PLUGIN_ABI_TAG_PREFIX "accgraph-plugin-abi:"
 #define ACCGRAPH_PLUGIN_ABI_STRINGIFY_(x) #x
 #define ACCGRAPH_PLUGIN_ABI_STRINGIFY(x) ACCGRAPH_PLUGIN_ABI_STRINGIFY_(x)
-#define ACCGRAPH_PLUGIN_ABI_TAG_TEXT(MAJOR, MINOR) \
-  ACCGRAPH_PLUGIN_ABI_TAG_PREFIX ACCGRAPH_PLUGIN_ABI_STRINGIFY(MAJOR) "." ACCGRAPH_PLUGIN_ABI_STRINGIFY(MINOR)
+#define ACCGRAPH_PLUGIN_ABI_TAG_TEXT(MAJOR, MINOR)              \
+  ACCGRAPH_PLUGIN_ABI_TAG_PREFIX ACCGRAPH_PLUGIN_ABI_STRINGIFY( \
+      MAJOR) "." ACCGRAPH_PLUGIN_ABI_STRINGIFY(MINOR)
 #if defined(__GNUC__)
-#define ACCGRAPH_PLUGIN_ABI_TAG()                                                        \
-  __attribute__((used)) static const char accgraph_plugin_abi_tag[] =                    \
+#define ACCGRAPH_PLUGIN_ABI_TAG()                                     \
+  __attribute__((used)) static const char accgraph_plugin_abi_tag[] = \
       ACCGRAPH_PLUGIN_ABI_TAG_TEXT(ACCGRAPH_PLUGIN_ABI_MAJOR, ACCGRAPH_PLUGIN_ABI_MINOR)
 #else
-#define ACCGRAPH_PLUGIN_ABI_TAG() static const char accgraph_plugin_abi_tag[] = \
+#define ACCGRAPH_PLUGIN_ABI_TAG()               \
+  static const char accgraph_plugin_abi_tag[] = \
       ACCGRAPH_PLUGIN_ABI_TAG_TEXT(ACCGRAPH_PLUGIN_ABI_MAJOR, ACCGRAPH_PLUGIN_ABI_MINOR)
 #endif
 /* The one symbol the loader resolves. */
@@ -64,11 +66,11 @@ typedef enum AccgraphStatus {
 
 /* Version 1.0 of the table. */
 typedef struct AccgraphPluginApi {
-  size_t struct_size;       /* sizeof(AccgraphPluginApi) as the plugin was compiled */
-  uint32_t abi_major;       /* ACCGRAPH_PLUGIN_ABI_MAJOR the plugin was compiled with */
-  uint32_t abi_minor;       /* ACCGRAPH_PLUGIN_ABI_MINOR the plugin was compiled with */
-  const char* backend_name; /* [a-z0-9_]+, unique in the process */
-  int32_t priority;         /* see accgraph::priority (accgraph/spi/priority.hpp) */
+  size_t struct_size;         /* sizeof(AccgraphPluginApi) as the plugin was compiled */
+  uint32_t abi_major;         /* ACCGRAPH_PLUGIN_ABI_MAJOR the plugin was compiled with */
+  uint32_t abi_minor;         /* ACCGRAPH_PLUGIN_ABI_MINOR the plugin was compiled with */
+  const char* backend_name;   /* [a-z0-9_]+, unique in the process */
+  int32_t priority;           /* see accgraph::priority (accgraph/spi/priority.hpp) */
   const char* plugin_version; /* free text, shown by `accgraph backends` */
   /* Creates the backend (an accgraph::Backend*, owned by the core until destroy_backend).
    * On failure returns a status other than OK, stores nothing in *backend and writes a

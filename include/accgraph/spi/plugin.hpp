@@ -60,21 +60,21 @@ inline void destroy_backend(void* backend) noexcept { delete static_cast<Backend
 ///
 ///   ACCGRAPH_DEFINE_PLUGIN("toy", accgraph::priority::normal, "1.0",
 ///                          std::make_unique<ToyBackend>())
-#define ACCGRAPH_DEFINE_PLUGIN(NAME, PRIORITY, VERSION_TEXT, MAKE_BACKEND)                      \
-  ACCGRAPH_PLUGIN_ABI_TAG();                                                                    \
-  extern "C" ACCGRAPH_PLUGIN_EXPORT const AccgraphPluginApi* accgraph_plugin_entry(void) {      \
-    static const AccgraphPluginApi api = {                                                      \
-        sizeof(AccgraphPluginApi),                                                              \
-        ACCGRAPH_PLUGIN_ABI_MAJOR,                                                              \
-        ACCGRAPH_PLUGIN_ABI_MINOR,                                                              \
-        NAME,                                                                                   \
-        PRIORITY,                                                                               \
-        VERSION_TEXT,                                                                           \
-        [](void** backend, char* message, size_t capacity) noexcept {                          \
-          return ::accgraph::plugin::create_backend([] { return MAKE_BACKEND; }, backend,       \
-                                                    message, capacity);                         \
-        },                                                                                      \
-        &::accgraph::plugin::destroy_backend,                                                   \
-    };                                                                                          \
-    return &api;                                                                                \
+#define ACCGRAPH_DEFINE_PLUGIN(NAME, PRIORITY, VERSION_TEXT, MAKE_BACKEND)                         \
+  ACCGRAPH_PLUGIN_ABI_TAG();                                                                       \
+  extern "C" ACCGRAPH_PLUGIN_EXPORT const AccgraphPluginApi* accgraph_plugin_entry(void) {         \
+    static const AccgraphPluginApi api = {                                                         \
+        sizeof(AccgraphPluginApi),                                                                 \
+        ACCGRAPH_PLUGIN_ABI_MAJOR,                                                                 \
+        ACCGRAPH_PLUGIN_ABI_MINOR,                                                                 \
+        NAME,                                                                                      \
+        PRIORITY,                                                                                  \
+        VERSION_TEXT,                                                                              \
+        [](void** backend, char* message, size_t capacity) noexcept {                              \
+          return ::accgraph::plugin::create_backend([] { return MAKE_BACKEND; }, backend, message, \
+                                                    capacity);                                     \
+        },                                                                                         \
+        &::accgraph::plugin::destroy_backend,                                                      \
+    };                                                                                             \
+    return &api;                                                                                   \
   }

@@ -46,9 +46,8 @@ class PoolTable {
       std::shared_ptr<Pool> existing = it == pools_.end() ? nullptr : it->second.lock();
       if (!existing)
         throw Error(ErrorCode::InvalidArgument,
-                    "capture_begin: no live graph pool has id {" +
-                        std::to_string(id.first) + ", " + std::to_string(id.second) +
-                        "}: pass the pool() of a " + backend_ +
+                    "capture_begin: no live graph pool has id {" + std::to_string(id.first) + ", " +
+                        std::to_string(id.second) + "}: pass the pool() of a " + backend_ +
                         " graph that still holds its capture, or {} for a new private pool",
                     backend_);
       return existing;

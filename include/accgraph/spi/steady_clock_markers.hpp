@@ -100,8 +100,7 @@ class SteadyClockMarkerRing {
       throw Error(ErrorCode::InvalidState,
                   "read: marker sequence " + std::to_string(sequence) +
                       " was overwritten by a later one (ring depth " + std::to_string(depth_) +
-                      "): read each sequence before launching " + std::to_string(depth_) +
-                      " more",
+                      "): read each sequence before launching " + std::to_string(depth_) + " more",
                   backend);
     const uint64_t slot = sequence % depth_;
     std::lock_guard<std::mutex> lock(chunks_mutex_);
@@ -146,8 +145,7 @@ class SteadyClockMarkers final : public TimestampMarkers {
   using Enqueue =
       std::function<void(StreamImpl& stream, const char* name, std::function<void()> op)>;
 
-  SteadyClockMarkers(std::string backend, std::string strategy, size_t ring_depth,
-                     Enqueue enqueue)
+  SteadyClockMarkers(std::string backend, std::string strategy, size_t ring_depth, Enqueue enqueue)
       : backend_(std::move(backend)),
         strategy_(std::move(strategy)),
         enqueue_(std::move(enqueue)),

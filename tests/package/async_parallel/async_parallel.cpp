@@ -51,12 +51,15 @@ int main(int argc, char** argv) {
 
   const double serial_ms = fastest_replay_ms(serial, origin);
   const double parallel_ms = fastest_replay_ms(parallel, origin);
-  std::printf("async parallel replay: two %lld ms branches took %.1f ms; the same delays in one "
-              "branch took %.1f ms\n",
-              static_cast<long long>(kDelay.count()), parallel_ms, serial_ms);
+  std::printf(
+      "async parallel replay: two %lld ms branches took %.1f ms; the same delays in one "
+      "branch took %.1f ms\n",
+      static_cast<long long>(kDelay.count()), parallel_ms, serial_ms);
   if (parallel_ms > 0.8 * serial_ms) {
-    std::fprintf(stderr, "async parallel replay: the branches did not overlap (%.1f ms is more "
-                         "than 80%% of the serial %.1f ms)\n", parallel_ms, serial_ms);
+    std::fprintf(stderr,
+                 "async parallel replay: the branches did not overlap (%.1f ms is more "
+                 "than 80%% of the serial %.1f ms)\n",
+                 parallel_ms, serial_ms);
     return 1;
   }
   return 0;

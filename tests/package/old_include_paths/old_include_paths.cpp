@@ -1,10 +1,10 @@
 // A plugin author's and an application's code from accgraph 0.1, which include only the old
 // header paths: it must compile silently and link against 0.2 (Note [Forwarding headers] in
 // accgraph/backend.hpp), and its checks of what the old headers provided must pass.
+#include <accgraph/plugin.h>
 #include <accgraph/backend.hpp>
 #include <accgraph/backend_support.hpp>
 #include <accgraph/native_call.hpp>
-#include <accgraph/plugin.h>
 #include <accgraph/plugin.hpp>
 #include <accgraph/pool_table.hpp>
 #include <accgraph/priority.hpp>
@@ -114,7 +114,10 @@ int main() {
   bool threw = false;
   try {
     accgraph::run_every_node(
-        2, [](size_t i) { if (i == 1) throw std::runtime_error("node"); },
+        2,
+        [](size_t i) {
+          if (i == 1) throw std::runtime_error("node");
+        },
         [](size_t) { return "op"; }, "replay");
   } catch (const accgraph::OperationFailure&) {
     threw = true;
