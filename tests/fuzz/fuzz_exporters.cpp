@@ -257,9 +257,9 @@ void check_trace(const Fuzzed& fuzzed) {
       where[{fuzzed.layout_number[i], k, reports[i].replay_index()}] = {i, k};
       ++regions;
       const RegionTiming t = reports[i].region(k);
-      if (!t.measurable) continue;
+      if (!t.measurable()) continue;
       ++measurable;
-      origin = std::min(origin, t.start_ns);
+      origin = std::min(origin, t.start_ns());
     }
   }
   require(where.size() == regions, "fuzz_exporters itself: two regions share a key");
@@ -308,10 +308,10 @@ void check_trace(const Fuzzed& fuzzed) {
     require(++events_of[found->second] == 1, "a region has two X events: " + key);
     const ReplayReport& r = reports[report];
     const RegionTiming t = r.region(region);
-    require(t.measurable, "an unmeasurable region has an X event: " + key);
-    require(event["ts"].get<double>() == static_cast<double>(t.start_ns - origin) / 1000.0,
+    require(t.measurable(), "an unmeasurable region has an X event: " + key);
+    require(event["ts"].get<double>() == static_cast<double>(t.start_ns() - origin) / 1000.0,
             "an X event's ts is not its region's start: " + key);
-    require(event["dur"].get<double>() == static_cast<double>(t.duration_ns) / 1000.0,
+    require(event["dur"].get<double>() == static_cast<double>(t.duration_ns()) / 1000.0,
             "an X event's dur is not its region's duration: " + key);
     require(args["stream"].get<uint64_t>() == t.stream_id(),
             "an X event's args.stream is not its region's stream: " + key);
@@ -332,7 +332,7 @@ void check_trace(const Fuzzed& fuzzed) {
   // Tracks: named after the stream or the lane; every track nests.
   const auto span = [&](const Placed& p) {
     const RegionTiming t = reports[p.report].region(p.region);
-    return std::make_pair(t.start_ns, t.start_ns + t.duration_ns);  // as drawn
+    return std::make_pair(t.start_ns(), t.start_ns() + t.duration_ns());  // as drawn
   };
   for (size_t a = 0; a < placed.size(); ++a) {
     const RegionTiming t = reports[placed[a].report].region(placed[a].region);

@@ -235,7 +235,7 @@ ReplayReport consume_samples(Input& in) {
       std::fprintf(stderr,
                    "fuzz_stats: from_samples region %zu: duration %llu (measurable %d), "
                    "expected %llu (measurable %d)\n",
-                   i, static_cast<unsigned long long>(t.duration_ns), t.measurable ? 1 : 0,
+                   i, static_cast<unsigned long long>(t.duration_ns()), t.measurable() ? 1 : 0,
                    static_cast<unsigned long long>(durations[i]), measurable[i] ? 1 : 0);
       std::abort();
     }
