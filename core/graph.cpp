@@ -280,22 +280,19 @@ void AcceleratorGraph::replay_on(Stream& stream) {
   if (state_ == GraphState::Captured) instantiate();
 
   detail::notify_replay_observers([&](GraphObserver& o) { o.on_replay_begin(*this, stream); });
-  for (const auto& instrument : instruments_)
-    if (instrument->active()) instrument->before_replay(*this, stream);
+  for (const auto& instrument : instruments_) instrument->before_replay(*this, stream);
   try {
     impl_->replay(detail::StreamAccess::impl(stream));
   } catch (...) {
     // Only a foreign graph's owner launch can have run work and still thrown (Note [Launch
     // fences] in timing/marker_ring.cpp); the profilers are told, then the exception goes on.
     if (foreign_)
-      for (const auto& instrument : instruments_)
-        if (instrument->active()) instrument->after_failed_replay(*this, stream);
+      for (const auto& instrument : instruments_) instrument->after_failed_replay(*this, stream);
     throw;
   }
   ++replay_count_;
   detail::notify_replay_observers([&](GraphObserver& o) { o.on_replay_end(*this, stream); });
-  for (const auto& instrument : instruments_)
-    if (instrument->active()) instrument->after_replay(*this, stream);
+  for (const auto& instrument : instruments_) instrument->after_replay(*this, stream);
 }
 
 size_t AcceleratorGraph::replay_hooks() const noexcept {

@@ -31,8 +31,9 @@ class GraphInstrument {
   virtual ~GraphInstrument() = default;
 
   const InstrumentOwner* owner() const noexcept { return owner_; }
-  /// False once its owner is gone: it then only keeps its storage alive (replays skip it, and
-  /// AcceleratorGraph::replay_hooks() does not count it).
+  /// False once its owner is gone: it then only keeps its storage alive (its replay calls
+  /// return at once, and AcceleratorGraph::replay_hooks() does not count it). The replay calls
+  /// check this themselves, once, so the graph calls them without asking first.
   virtual bool active() const noexcept = 0;
   virtual void before_replay(AcceleratorGraph& graph, Stream& stream) = 0;
   virtual void after_replay(AcceleratorGraph& graph, Stream& stream) = 0;
