@@ -1,6 +1,7 @@
 // Out-of-line members of the backend SPI classes (vtable anchors and the optional operations'
 // defaults).
 #include "accgraph/spi/backend.hpp"
+#include "accgraph/spi/capture_tail.hpp"
 #include "accgraph/spi/clock_sampling.hpp"
 
 namespace accgraph {
@@ -11,6 +12,11 @@ GraphImplInterface::~GraphImplInterface() = default;
 TimestampMarkers::~TimestampMarkers() = default;
 Backend::~Backend() = default;
 ClockSampling::~ClockSampling() = default;
+CaptureTail::~CaptureTail() = default;
+
+CaptureTail* capture_tail_of(StreamImpl& stream) noexcept {
+  return dynamic_cast<CaptureTail*>(&stream);
+}
 
 void StreamImpl::host_call(std::function<void()>) {
   throw Error(ErrorCode::Unsupported,
