@@ -18,6 +18,7 @@
 
 #include "accgraph/error.hpp"
 #include "accgraph/spi/backend.hpp"
+#include "accgraph/spi/capture_tail.hpp"
 #include "accgraph/spi/debug_dump.hpp"
 #include "accgraph/spi/device_index.hpp"
 #include "accgraph/spi/handle_table.hpp"
@@ -109,6 +110,9 @@ class Recording {
   void append(uint64_t stream, Operation op);
   /// `waiter` is now ordered after all work recorded so far on `waited` (fork or join).
   void merge(const std::shared_ptr<HostQueue>& waiter, uint64_t waited);
+  /// CaptureTail (capture.tail) of queue `stream`: its last node + 1 while that node is the only
+  /// one its next node would depend on; 0 before its first node or after a join.
+  uint64_t tail(uint64_t stream);
   /// Every queue that took part (to detach them at capture end).
   std::vector<std::shared_ptr<HostQueue>> queues();
   /// "stream 0x55d0c0ffee00 (2 operation(s))" (the queue's native handle) for each forked queue
@@ -137,7 +141,7 @@ class Recording {
 /// The live queues by native handle, for wrap_stream (Note [Live handles]).
 HandleTable<HostQueue>& live_queues();
 
-class HostStream final : public StreamImpl {
+class HostStream final : public StreamImpl, public CaptureTail {
  public:
   /// Owned: the queue is shut down with this object; Borrowed: a wrapper of another's queue.
   HostStream(std::shared_ptr<HostQueue> queue, Ownership ownership);
@@ -152,6 +156,7 @@ class HostStream final : public StreamImpl {
   void wait_for(StreamImpl& other) override;
   void synchronize() override;
   bool is_capturing() const override;
+  uint64_t capture_tail() const noexcept override;
 
   const std::shared_ptr<HostQueue>& queue() const noexcept { return queue_; }
 

@@ -103,6 +103,13 @@ void Recording::merge(const std::shared_ptr<HostQueue>& waiter, uint64_t waited)
   if (y.last >= 0) w.pending_after.push_back(static_cast<size_t>(y.last));
 }
 
+uint64_t Recording::tail(uint64_t stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = clocks_.find(stream);
+  if (it == clocks_.end() || it->second.last < 0 || !it->second.pending_after.empty()) return 0;
+  return static_cast<uint64_t>(it->second.last) + 1;
+}
+
 std::vector<std::shared_ptr<HostQueue>> Recording::queues() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::shared_ptr<HostQueue>> out;
@@ -197,5 +204,16 @@ void HostStream::synchronize() {
 }
 
 bool HostStream::is_capturing() const { return queue_->capture() != nullptr; }
+
+// Note [Capture tail] (accgraph/spi/capture_tail.hpp): a wrapper and the owner share the queue,
+// so work enqueued through either moves the tail.
+uint64_t HostStream::capture_tail() const noexcept {
+  try {
+    std::shared_ptr<Recording> capture = queue_->capture();
+    return capture ? capture->tail(queue_->id()) : 0;
+  } catch (...) {  // a failed lock: "cannot tell"
+    return 0;
+  }
+}
 
 }  // namespace accgraph::detail::host
