@@ -96,7 +96,8 @@ class SlotRingMarkers : public TimestampMarkers {
     if (count > capacity_)
       throw Error(ErrorCode::InvalidArgument,
                   "read: " + std::to_string(count) + " markers asked for, a " + backend_ +
-                      " sequence holds at most " + std::to_string(capacity_),
+                      " sequence holds at most " + std::to_string(capacity_) +
+                      ": ask for at most as many as the sequence recorded",
                   backend_);
     wait(sequence);
     const size_t index = slot_index(sequence);
@@ -111,7 +112,8 @@ class SlotRingMarkers : public TimestampMarkers {
     if (count > slot.used)
       throw Error(ErrorCode::InvalidArgument,
                   "read: " + std::to_string(count) + " markers asked for, sequence " +
-                      std::to_string(sequence) + " recorded " + std::to_string(slot.used),
+                      std::to_string(sequence) + " recorded " + std::to_string(slot.used) +
+                      ": ask for at most as many as it recorded",
                   backend_);
     const uint64_t window_ns = slot.observed_ns - slot.launch_ns;
     if (!window_is_unambiguous(window_ns)) {
