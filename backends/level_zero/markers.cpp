@@ -105,13 +105,12 @@ class GlobalTimestampMarkers final : public SlotRingMarkers {
   std::string strategy() const override { return kStrategyGlobalTimestamps; }
   uint64_t resolution_ns() const override { return device_.timer.resolution_ns(); }
 
-  void begin_sequence(StreamImpl& stream) override {
-    as_ze_stream(stream, "begin_sequence");
-    start_sequence();  // nothing to enqueue: the slot is chosen by the copy after the launch
+ private:
+  void check_stream(StreamImpl& stream, const char* operation) override {
+    as_ze_stream(stream, operation);
   }
 
-  void record(StreamImpl& stream_impl, uint32_t marker) override {
-    check_marker(marker);
+  void record_marker(StreamImpl& stream_impl, uint32_t marker) override {
     const std::shared_ptr<StreamCore>& shared = as_ze_stream(stream_impl, "record").core();
     StreamCore& core = *shared;
     uint64_t* destination = staging_for(marker);
@@ -128,12 +127,8 @@ class GlobalTimestampMarkers final : public SlotRingMarkers {
     // Named only in accgraph's captures (for debug_dump): no formatting on the eager path.
     if (core.capture != StreamCapture::None) core.note(fmt::format("timestamp marker {}", marker));
     if (!captured) note_unpublished(shared);
-    note_recorded(marker);
   }
 
-  void end_sequence(StreamImpl& stream) override { as_ze_stream(stream, "end_sequence"); }
-
- private:
   // Note [Completion through events].
   bool poll_slot(size_t index) override {
     const ze_result_t result = zeEventQueryStatus((*events_)[index]);

@@ -86,13 +86,12 @@ class QueryMarkers final : public SlotRingMarkers {
   std::string strategy() const override { return kStrategyTimestampQueries; }
   uint64_t resolution_ns() const override { return device_.timer.resolution_ns(); }
 
-  void begin_sequence(StreamImpl& stream) override {
-    as_vk_stream(stream, "begin_sequence");
-    start_sequence();  // nothing to enqueue: the slot is chosen by the copy after the launch
+ private:
+  void check_stream(StreamImpl& stream, const char* operation) override {
+    as_vk_stream(stream, operation);
   }
 
-  void record(StreamImpl& stream_impl, uint32_t marker) override {
-    check_marker(marker);
+  void record_marker(StreamImpl& stream_impl, uint32_t marker) override {
     StreamCore& core = *as_vk_stream(stream_impl, "record").core();
     Command command;
     command.kind = Command::Kind::Timestamp;
@@ -103,12 +102,8 @@ class QueryMarkers final : public SlotRingMarkers {
     const uint64_t value = core.enqueue(std::move(operation),
                                         [&] { return fmt::format("timestamp marker {}", marker); });
     if (value != 0) touch(core.queue, value);
-    note_recorded(marker);
   }
 
-  void end_sequence(StreamImpl& stream) override { as_vk_stream(stream, "end_sequence"); }
-
- private:
   bool poll_slot(size_t index) override {
     const SlotMemory& slot = memory_[index];
     return slot.queue->completed(device_.device) >= slot.value;

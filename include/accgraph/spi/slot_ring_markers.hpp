@@ -50,12 +50,29 @@ struct MarkerSlot {
 };
 
 /// TimestampMarkers on ring slots published after each launch (Note [Slot ring markers]). The
-/// backend derives from it, implements strategy(), resolution_ns(), begin_sequence() (calling
-/// start_sequence()), record() (check_marker() first, note_recorded() last), end_sequence() and
-/// the hooks below; the rest is here.
+/// backend derives from it and implements strategy(), resolution_ns() and the hooks below; the
+/// rest is here. begin_sequence() and end_sequence() enqueue nothing: the slot of a sequence is
+/// chosen by the publishing work after its launch.
 class SlotRingMarkers : public TimestampMarkers {
  public:
   size_t ring_depth() const override { return slots_.size(); }
+
+  void begin_sequence(StreamImpl& stream) override {
+    check_stream(stream, "begin_sequence");
+    used_ = 0;
+    launch_ns_ = steady_clock_ns();  // an eager sequence starts here (a replay in before_launch)
+  }
+  void record(StreamImpl& stream, uint32_t marker) override {
+    if (marker >= capacity_)
+      throw Error(ErrorCode::InvalidArgument,
+                  "record: marker " + std::to_string(marker) + " is beyond the " +
+                      std::to_string(capacity_) + " markers a " + backend_ +
+                      " sequence can hold: time fewer regions per graph",
+                  backend_);
+    record_marker(stream, marker);
+    used_ = std::max<size_t>(used_, size_t{marker} + 1);
+  }
+  void end_sequence(StreamImpl& stream) override { check_stream(stream, "end_sequence"); }
 
   void before_launch(GraphImplInterface&, StreamImpl&, uint64_t) override {
     launch_ns_ = steady_clock_ns();
@@ -132,24 +149,6 @@ class SlotRingMarkers : public TimestampMarkers {
         capacity_(capacity),
         slots_(std::max<size_t>(1, ring_depth)) {}
 
-  /// From begin_sequence(): a new sequence, no markers yet; an eager sequence starts here.
-  void start_sequence() noexcept {
-    used_ = 0;
-    launch_ns_ = steady_clock_ns();
-  }
-  /// From record(), before anything is enqueued: Error(InvalidArgument) beyond the capacity.
-  void check_marker(uint32_t marker) const {
-    if (marker >= capacity_)
-      throw Error(ErrorCode::InvalidArgument,
-                  "record: marker " + std::to_string(marker) + " is beyond the " +
-                      std::to_string(capacity_) + " markers a " + backend_ +
-                      " sequence can hold: time fewer regions per graph",
-                  backend_);
-  }
-  /// From record(), after the marker's write was enqueued.
-  void note_recorded(uint32_t marker) noexcept {
-    used_ = std::max<size_t>(used_, size_t{marker} + 1);
-  }
   /// Markers recorded in the sequence being recorded or launched.
   size_t used() const noexcept { return used_; }
 
@@ -161,6 +160,11 @@ class SlotRingMarkers : public TimestampMarkers {
     slots_[index].observed_ns = steady_clock_ns();
   }
 
+  /// Error(InvalidArgument) when `stream` is not one of this backend's, naming `operation`.
+  virtual void check_stream(StreamImpl& stream, const char* operation) = 0;
+  /// Enqueues on `stream` (or records into its capture) the write of marker `marker` (below
+  /// the capacity) into its fixed place.
+  virtual void record_marker(StreamImpl& stream, uint32_t marker) = 0;
   /// True when the publishing work of slot `index` (in flight) has completed; does not block.
   virtual bool poll_slot(size_t index) = 0;
   /// Blocks until the publishing work of slot `index` (in flight) has completed; `what` says
