@@ -1,15 +1,45 @@
 # Decides which vendor backends to build from ACCGRAPH_BACKEND_<NAME>=AUTO|ON|OFF and defines
-# accgraph_add_backend_module(), the one way a backend module is built.
+# accgraph_add_backend(), the one way every built-in backend's CMakeLists.txt builds it.
 include("${CMAKE_CURRENT_LIST_DIR}/accgraphPlugin.cmake")  # accgraph_plugin_exports()
 
-# accgraph_add_backend_module(<name> SOURCES ...): a MODULE library accgraph_backend_<name>
-# placed in lib/accgraph/ of the build and install trees, exporting only the plugin entry point
-# (the version script of accgraph_plugin_exports(), the same as for out-of-tree plugins).
-function(accgraph_add_backend_module name)
-  cmake_parse_arguments(ARG "" "" "SOURCES" ${ARGN})
-  set(target accgraph_backend_${name})
+# accgraph_add_backend(NAME <name> [BUILT_IN] SOURCES ... [LIBS ...]
+#                      [SUPPORT_SOURCES ... SUPPORT_LIBS ...])
+# - BUILT_IN: the SOURCES are compiled into libaccgraph (the host backend, registered by the
+#   core's built-in list); nothing else may be given.
+# - otherwise a MODULE library accgraph_backend_<name> placed in lib/accgraph/ of the build and
+#   install trees, exporting only the plugin entry point (the version script of
+#   accgraph_plugin_exports(), the same as for out-of-tree plugins), linking LIBS privately and
+#   including the backend's folder.
+# - SUPPORT_SOURCES: the backend's pure helpers as a static library accgraph_<name>_support
+#   (linked by the module, and by tests/<name> to test them without a driver), which links
+#   SUPPORT_LIBS publicly and gives the backend's folder as an include directory.
+function(accgraph_add_backend)
+  cmake_parse_arguments(ARG "BUILT_IN" "NAME" "SOURCES;LIBS;SUPPORT_SOURCES;SUPPORT_LIBS" ${ARGN})
+  if(NOT ARG_NAME OR NOT ARG_SOURCES)
+    message(FATAL_ERROR "accgraph_add_backend: give the backend's NAME and its SOURCES")
+  endif()
+  if(ARG_BUILT_IN)
+    if(ARG_LIBS OR ARG_SUPPORT_SOURCES)
+      message(FATAL_ERROR "accgraph_add_backend(NAME ${ARG_NAME} BUILT_IN): a built-in backend "
+        "is compiled into libaccgraph: give it only SOURCES")
+    endif()
+    target_sources(accgraph PRIVATE ${ARG_SOURCES})
+    return()
+  endif()
+  if(ARG_SUPPORT_SOURCES)
+    set(support accgraph_${ARG_NAME}_support)
+    add_library(${support} STATIC ${ARG_SUPPORT_SOURCES})
+    target_link_libraries(${support} PUBLIC accgraph::accgraph ${ARG_SUPPORT_LIBS} PRIVATE fmt::fmt)
+    target_include_directories(${support} PUBLIC "${CMAKE_CURRENT_SOURCE_DIR}")
+    target_compile_features(${support} PUBLIC cxx_std_17)
+    set_target_properties(${support} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+    accgraph_warnings(${support})
+    list(APPEND ARG_LIBS ${support})
+  endif()
+  set(target accgraph_backend_${ARG_NAME})
   add_library(${target} MODULE ${ARG_SOURCES})
-  target_link_libraries(${target} PRIVATE accgraph::accgraph fmt::fmt)
+  target_link_libraries(${target} PRIVATE accgraph::accgraph fmt::fmt ${ARG_LIBS})
+  target_include_directories(${target} PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
   target_compile_features(${target} PRIVATE cxx_std_17)
   set_target_properties(${target} PROPERTIES
     PREFIX "lib"

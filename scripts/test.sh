@@ -39,10 +39,15 @@ timed() {
   return "$rc"
 }
 
+# Configures and builds the tree of the configure and build presets named $1.
+build_preset() {
+  timed cmake --preset "$1"
+  timed cmake --build --preset "$1"
+}
+
 # Each part, run as `bash scripts/test.sh --part NAME`.
 part_default() {
-  timed cmake --preset ci
-  timed cmake --build --preset ci
+  build_preset ci
   # The Perfetto trace checks decode with the perfetto PyPI package: here they must run.
   timed bash scripts/perfetto-venv.sh "$root/build/perfetto-venv"
   export ACCGRAPH_REQUIRE_PERFETTO_PYTHON=1
@@ -50,14 +55,12 @@ part_default() {
 }
 
 part_asan() {
-  timed cmake --preset asan
-  timed cmake --build --preset asan
+  build_preset asan
   timed ctest --preset asan
 }
 
 part_tsan() {
-  timed cmake --preset tsan
-  timed cmake --build --preset tsan
+  build_preset tsan
   # ThreadSanitizer needs the address layout it was built for; kernels with more mmap
   # randomisation bits than it knows (vm.mmap_rnd_bits > 28 on recent kernels) make it abort
   # with "unexpected memory mapping". Without ASLR it runs everywhere.
@@ -73,15 +76,13 @@ part_fuzz() {
 }
 
 part_soak() {
-  timed cmake --preset ci
-  timed cmake --build --preset ci
+  build_preset ci
   timed ctest --preset soak
 }
 
 part_python() {
   # The CPU Level Zero driver and an installed accgraph to build the toy plugin against.
-  timed cmake --preset default
-  timed cmake --build --preset default
+  build_preset default
   timed cmake --install build --prefix "$root/build/python-prefix"
   timed cmake -S examples/out_of_tree_backend -B build/python-toy \
     -DCMAKE_PREFIX_PATH="$root/build/python-prefix"

@@ -1,7 +1,7 @@
 // Level Zero timestamp markers (strategy "global_timestamps"):
 // zeCommandListAppendWriteGlobalTimestamp into device staging memory inside the recorded work,
-// copied into a host ring slot after each replay (see Note [Marker ring] in backend.hpp and Note
-// [Staging ring] below).
+// copied into a host ring slot after each replay (see Note [Marker ring] in backend.hpp, Note
+// [Slot ring markers] in accgraph/spi/slot_ring_markers.hpp and Note [Staging ring] below).
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "accgraph/spi/slot_ring_markers.hpp"
 #include "level_zero_backend.hpp"
 
 namespace accgraph::detail::level_zero {
@@ -33,19 +34,19 @@ namespace {
 // (Level Zero's event semantics; the CPU test driver pairs the signal and the query with one
 // mutex, Note [Event memory order] in its cmdlist.cpp). Polling the host memory the copies write
 // would be a data race with the device's writes (audit row 1.3). The host resets a slot's event
-// only when no signal of it is still pending: publish() first waits for an unobserved earlier
-// use of the slot (only replays of a graph without regions are launched without being read),
-// so a signalled event always belongs to the slot's latest sequence.
+// only when no signal of it is still pending: SlotRingMarkers publishes into a slot only after
+// an unobserved earlier use of it completed (only replays of a graph without regions are
+// launched without being read), so a signalled event always belongs to the slot's latest
+// sequence.
 //
 // Note [Counter period]: the device counter keeps timestampValidBits bits and wraps every
 // period. Markers are converted by masked differences (TickConverter::to_ns), exact only when
 // no two markers of a sequence are a whole period or more apart, which a recorded timestamp
-// cannot show. So each sequence remembers the host time of its launch (begin_sequence for an
-// eager sequence, before_launch for a replay) and of the first observation of its completion:
-// every marker was written inside that window, and when the window (plus margin) is shorter
-// than one period (TickConverter::window_is_unambiguous), the differences are exact. Otherwise
-// read() writes TimestampMarkers::kUnmeasurable for every marker of the sequence and logs a
-// warning, once per marker set: never a silently short duration (audit row 5.2).
+// cannot show. So SlotRingMarkers keeps each sequence's host window, from its launch to the
+// first observation of its completion (Note [Slot ring markers]): when the window (plus margin)
+// is shorter than one period (TickConverter::window_is_unambiguous), the differences are exact;
+// otherwise read() gives kUnmeasurable for the sequence and warns once per marker set, never a
+// silently short duration (audit row 5.2).
 
 constexpr size_t kFirstChunkMarkers = 64;
 constexpr size_t kChunkCount = 8;  // 64 * (2^8 - 1) = 16320 >= kMarkerCapacity
@@ -64,33 +65,23 @@ size_t chunk_of(size_t marker) {
   return chunk;
 }
 
-uint64_t steady_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-
-/// One ring slot: the host buffer the publishing copies fill, and what the host knows about the
-/// sequence last published into it.
-struct Slot {
-  uint64_t* stamps = nullptr;  // host memory, `capacity` markers
+/// The host memory of one ring slot, which the publishing copies fill.
+struct SlotMemory {
+  uint64_t* stamps = nullptr;  // `capacity` markers
   size_t capacity = 0;
-  bool published = false;  // `sequence` below is meaningful
-  uint64_t sequence = 0;
-  size_t used = 0;           // markers the sequence recorded
-  bool in_flight = false;    // its event's signal is appended and not yet observed
-  uint64_t launch_ns = 0;    // host steady clock, Note [Counter period]
-  uint64_t observed_ns = 0;  // when the host first saw its event signalled
 };
 
-class GlobalTimestampMarkers final : public TimestampMarkers {
+/// The ring's bookkeeping is SlotRingMarkers' (Note [Slot ring markers] in
+/// accgraph/spi/slot_ring_markers.hpp); a slot's completion object is its event.
+class GlobalTimestampMarkers final : public SlotRingMarkers {
  public:
   GlobalTimestampMarkers(std::shared_ptr<Runtime> runtime, DeviceState& device, size_t ring)
-      : runtime_(std::move(runtime)),
+      : SlotRingMarkers(kBackendName, ring, kMarkerCapacity),
+        runtime_(std::move(runtime)),
         device_(device),
-        slots_(ring),
+        memory_(ring_depth()),
         // One event per slot, and one for draining unpublished eager markers at destruction.
-        events_(std::make_unique<EventSet>(*runtime_, static_cast<uint32_t>(ring + 1),
+        events_(std::make_unique<EventSet>(*runtime_, static_cast<uint32_t>(ring_depth() + 1),
                                            "creating the markers' events")) {}
 
   ~GlobalTimestampMarkers() override {
@@ -102,32 +93,24 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
     size_t bytes = 0;
     for (size_t c = 0; c < kChunkCount; ++c)
       if (staging_[c] != nullptr) bytes += chunk_size(c) * sizeof(uint64_t);
-    for (const Slot& slot : slots_) bytes += slot.capacity * sizeof(uint64_t);
+    for (const SlotMemory& slot : memory_) bytes += slot.capacity * sizeof(uint64_t);
     events_->leak();
     log(LogLevel::Warning,
         fmt::format("level_zero: destroying timestamp markers of device {}: leaking {} bytes of "
                     "marker memory and {} events, which device work that did not finish within "
                     "{} s may still write",
-                    device_.index, bytes, slots_.size() + 1, kDestroyWait.count()));
+                    device_.index, bytes, ring_depth() + 1, kDestroyWait.count()));
   }
 
   std::string strategy() const override { return kStrategyGlobalTimestamps; }
-  size_t ring_depth() const override { return slots_.size(); }
   uint64_t resolution_ns() const override { return device_.timer.resolution_ns(); }
 
-  void begin_sequence(StreamImpl& stream) override {
-    as_ze_stream(stream, "begin_sequence");
-    used_ = 0;  // nothing to enqueue: the slot is chosen by the copy after the launch
-    launch_ns_ = steady_ns();  // an eager sequence starts here (a replay in before_launch)
+ private:
+  void check_stream(StreamImpl& stream, const char* operation) override {
+    as_ze_stream(stream, operation);
   }
 
-  void record(StreamImpl& stream_impl, uint32_t marker) override {
-    if (marker >= kMarkerCapacity)
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("record: marker {} is beyond the {} markers a level_zero sequence "
-                              "can hold: time fewer regions per graph",
-                              marker, kMarkerCapacity),
-                  kBackendName);
+  void record_marker(StreamImpl& stream_impl, uint32_t marker) override {
     const std::shared_ptr<StreamCore>& shared = as_ze_stream(stream_impl, "record").core();
     StreamCore& core = *shared;
     uint64_t* destination = staging_for(marker);
@@ -144,82 +127,30 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
     // Named only in accgraph's captures (for debug_dump): no formatting on the eager path.
     if (core.capture != StreamCapture::None) core.note(fmt::format("timestamp marker {}", marker));
     if (!captured) note_unpublished(shared);
-    used_ = std::max<size_t>(used_, size_t{marker} + 1);
   }
 
-  void end_sequence(StreamImpl& stream) override { as_ze_stream(stream, "end_sequence"); }
-
-  void before_launch(GraphImplInterface&, StreamImpl&, uint64_t) override {
-    launch_ns_ = steady_ns();
-  }
-
-  void after_launch(GraphImplInterface&, StreamImpl& stream, uint64_t sequence) override {
-    publish(stream, sequence);
-  }
-
-  void after_eager_sequence(StreamImpl& stream, uint64_t sequence) override {
-    publish(stream, sequence);
-  }
-
-  bool is_complete(uint64_t sequence) override {
-    Slot& slot = slots_[sequence % slots_.size()];
-    if (!slot.published || slot.sequence < sequence) return false;  // not launched yet
-    if (slot.sequence > sequence || !slot.in_flight) return true;
-    const ze_result_t result = zeEventQueryStatus((*events_)[sequence % slots_.size()]);
+  // Note [Completion through events].
+  bool poll_slot(size_t index) override {
+    const ze_result_t result = zeEventQueryStatus((*events_)[index]);
     if (result == ZE_RESULT_NOT_READY) return false;
     if (result != ZE_RESULT_SUCCESS)
       throw_error(result, "zeEventQueryStatus",
-                  fmt::format("markers: polling sequence {}", sequence));
-    observed(slot);
+                  fmt::format("markers: polling sequence {}", slot(index).sequence));
     return true;
   }
 
-  void wait(uint64_t sequence) override {
-    const size_t index = sequence % slots_.size();
-    Slot& slot = slots_[index];
-    if (!slot.published || slot.sequence < sequence)
-      throw Error(ErrorCode::InvalidState,
-                  fmt::format("markers: sequence {} was never launched (ring slot {} holds {}): "
-                              "wait only for sequences after their launch",
-                              sequence, index,
-                              slot.published ? fmt::format("sequence {}", slot.sequence)
-                                             : std::string("none")),
-                  kBackendName);
-    if (slot.sequence > sequence || !slot.in_flight) return;
-    ACCGRAPH_ZE_CHECK(zeEventHostSynchronize((*events_)[index], UINT64_MAX),
-                      fmt::format("markers: waiting for sequence {}", sequence));
-    observed(slot);
+  void block_on_slot(size_t index, const std::string& what) override {
+    ACCGRAPH_ZE_CHECK(zeEventHostSynchronize((*events_)[index], UINT64_MAX), what);
   }
 
-  void read(uint64_t sequence, uint64_t* times, size_t count) override {
-    if (count > kMarkerCapacity)
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("read: {} markers asked for, a level_zero sequence holds at most {}",
-                              count, kMarkerCapacity),
-                  kBackendName);
-    wait(sequence);
-    const Slot& slot = slots_[sequence % slots_.size()];
-    if (slot.sequence != sequence)
-      throw Error(ErrorCode::InvalidState,
-                  fmt::format("read: sequence {} was overwritten by sequence {} in ring slot {}: "
-                              "read a sequence before launching ring_depth() ({}) more",
-                              sequence, slot.sequence, sequence % slots_.size(), slots_.size()),
-                  kBackendName);
-    if (count > slot.used)
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("read: {} markers asked for, sequence {} recorded {}", count,
-                              sequence, slot.used),
-                  kBackendName);
-    const uint64_t window_ns = slot.observed_ns - slot.launch_ns;
-    if (!device_.timer.window_is_unambiguous(window_ns)) {
-      warn_unmeasurable(sequence, window_ns);
-      std::fill(times, times + count, kUnmeasurable);
-      return;
-    }
-    device_.timer.to_ns(slot.stamps, count, times);
+  bool window_is_unambiguous(uint64_t window_ns) const override {
+    return device_.timer.window_is_unambiguous(window_ns);
   }
 
- private:
+  void read_slot(size_t index, uint64_t* times, size_t count) override {
+    device_.timer.to_ns(memory_[index].stamps, count, times);
+  }
+
   /// The staging place of `marker`, allocating its chunk on first use.
   uint64_t* staging_for(uint32_t marker) {
     const size_t chunk = chunk_of(marker);
@@ -233,11 +164,6 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
     return staging_[chunk] + (marker - chunk_first(chunk));
   }
 
-  void observed(Slot& slot) {
-    slot.in_flight = false;
-    slot.observed_ns = steady_ns();
-  }
-
   /// Eager markers appended to `core`'s list that no publishing copy (and event) follows yet.
   void note_unpublished(const std::shared_ptr<StreamCore>& core) {
     for (const auto& stream : unpublished_)
@@ -245,29 +171,21 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
     unpublished_.push_back(core);
   }
 
-  void publish(StreamImpl& stream_impl, uint64_t sequence) {
+  // Note [Staging ring]; the slot is free (SlotRingMarkers waited for it).
+  void publish_slot(StreamImpl& stream_impl, uint64_t sequence, size_t index) override {
     const std::shared_ptr<StreamCore>& shared = as_ze_stream(stream_impl, "after_launch").core();
     StreamCore& core = *shared;
-    const size_t index = sequence % slots_.size();
-    Slot& slot = slots_[index];
+    SlotMemory& slot = memory_[index];
     ze_event_handle_t event = (*events_)[index];
-    // The caller read the slot's previous sequence before launching this one, except for
-    // replays without regions: then wait for it, Note [Completion through events].
-    if (slot.in_flight) {
-      ACCGRAPH_ZE_CHECK(zeEventHostSynchronize(event, UINT64_MAX),
-                        fmt::format("markers: waiting for sequence {} to free ring slot {}",
-                                    slot.sequence, index));
-      observed(slot);
-    }
-    if (slot.capacity < used_) {
-      // Free: nothing writes the slot now.
-      const size_t capacity = chunk_first(chunk_of(used_ - 1) + 1);
+    const size_t used = this->used();
+    if (slot.capacity < used) {
+      const size_t capacity = chunk_first(chunk_of(used - 1) + 1);
       uint64_t* stamps = nullptr;
       ze_host_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC, nullptr, 0};
       ACCGRAPH_ZE_CHECK(
           zeMemAllocHost(runtime_->context, &desc, capacity * sizeof(uint64_t), 64,
                          reinterpret_cast<void**>(&stamps)),
-          fmt::format("markers: allocating ring slot {} for {} markers", index, used_));
+          fmt::format("markers: allocating ring slot {} for {} markers", index, used));
       if (slot.stamps != nullptr)
         ACCGRAPH_ZE_LOG(zeMemFree(runtime_->context, slot.stamps), "markers: growing a ring slot");
       slot.stamps = stamps;
@@ -279,13 +197,13 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
     ze_command_list_handle_t list = core.list;
     // Until the signalling command is appended, what was appended is drained at destruction.
     note_unpublished(shared);
-    if (used_ == 0) {
+    if (used == 0) {
       ACCGRAPH_ZE_CHECK(zeCommandListAppendBarrier(list, event, 0, nullptr),
                         fmt::format("markers: publishing sequence {}", sequence));
     } else {
-      const size_t last = chunk_of(used_ - 1);
+      const size_t last = chunk_of(used - 1);
       for (size_t c = 0; c <= last; ++c) {
-        const size_t markers = std::min(chunk_size(c), used_ - chunk_first(c));
+        const size_t markers = std::min(chunk_size(c), used - chunk_first(c));
         ACCGRAPH_ZE_CHECK(
             zeCommandListAppendMemoryCopy(list, slot.stamps + chunk_first(c), staging_[c],
                                           markers * sizeof(uint64_t), c == last ? event : nullptr,
@@ -294,11 +212,6 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
         core.order_after_append(list);
       }
     }
-    slot.published = true;
-    slot.sequence = sequence;
-    slot.used = used_;
-    slot.launch_ns = launch_ns_;
-    slot.in_flight = true;
     // The slot's event now follows everything this stream's list holds of this marker set.
     unpublished_.erase(std::remove_if(unpublished_.begin(), unpublished_.end(),
                                       [&](const std::weak_ptr<StreamCore>& stream) {
@@ -308,9 +221,7 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
                        unpublished_.end());
   }
 
-  void warn_unmeasurable(uint64_t sequence, uint64_t window_ns) {
-    if (warned_unmeasurable_) return;
-    warned_unmeasurable_ = true;
+  void warn_unmeasurable(uint64_t sequence, uint64_t window_ns) override {
     const char* bits_variable = std::getenv("ZE_ACCGRAPH_CPU_VALID_BITS");
     log(LogLevel::Warning,
         fmt::format("level_zero: device {} ('{}'): the timestamp markers of sequence {} cannot "
@@ -342,21 +253,21 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
                        std::chrono::duration_cast<std::chrono::nanoseconds>(left).count());
     };
     bool finished = true;
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      if (!slots_[i].in_flight) continue;
+    for (size_t i = 0; i < ring_depth(); ++i) {
+      if (!slot(i).in_flight) continue;
       const ze_result_t result = zeEventHostSynchronize((*events_)[i], remaining_ns());
       if (result == ZE_RESULT_SUCCESS) {
-        slots_[i].in_flight = false;
+        observed(i);
         continue;
       }
       log_failure(
           result, "zeEventHostSynchronize",
-          fmt::format("destroying timestamp markers: waiting for sequence {}", slots_[i].sequence));
+          fmt::format("destroying timestamp markers: waiting for sequence {}", slot(i).sequence));
       finished = false;
     }
     // Eager markers that no publishing copy follows (a region still open, or a failed
     // publish): wait for their stream through the spare event.
-    ze_event_handle_t drain_event = (*events_)[slots_.size()];
+    ze_event_handle_t drain_event = (*events_)[ring_depth()];
     for (const auto& weak : unpublished_) {
       std::shared_ptr<StreamCore> core = weak.lock();
       if (core == nullptr || core->list_destroyed()) continue;  // it finished its work
@@ -394,7 +305,7 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
       if (chunk != nullptr) ACCGRAPH_ZE_LOG(zeMemFree(runtime_->context, chunk), "freeing markers");
       chunk = nullptr;
     }
-    for (Slot& slot : slots_) {
+    for (SlotMemory& slot : memory_) {
       if (slot.stamps != nullptr)
         ACCGRAPH_ZE_LOG(zeMemFree(runtime_->context, slot.stamps), "freeing markers");
       slot.stamps = nullptr;
@@ -404,13 +315,10 @@ class GlobalTimestampMarkers final : public TimestampMarkers {
 
   std::shared_ptr<Runtime> runtime_;
   DeviceState& device_;
-  std::vector<Slot> slots_;
+  std::vector<SlotMemory> memory_;       // [slot]
   std::unique_ptr<EventSet> events_;     // [slot] per ring slot, [ring] for drain()
   uint64_t* staging_[kChunkCount] = {};  // device memory, Note [Staging ring]
-  size_t used_ = 0;                      // markers recorded in the current sequence
-  uint64_t launch_ns_ = 0;               // of the sequence being launched
   std::vector<std::weak_ptr<StreamCore>> unpublished_;
-  bool warned_unmeasurable_ = false;
 };
 
 }  // namespace

@@ -275,19 +275,9 @@ class Calibration {
     query_info.queryCount = 2;
     ACCGRAPH_VK_CHECK(api.vkCreateQueryPool(device.device, &query_info, nullptr, &queries_),
                       "start-up: calibrating the spin shader");
-    VkCommandPoolCreateInfo pool_info =
-        info_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
-    pool_info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
-    pool_info.queueFamilyIndex = device.family;
-    ACCGRAPH_VK_CHECK(api.vkCreateCommandPool(device.device, &pool_info, nullptr, &pool_),
-                      "start-up: calibrating the spin shader");
-    VkCommandBufferAllocateInfo info =
-        info_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
-    info.commandPool = pool_;
-    info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    info.commandBufferCount = 1;
-    ACCGRAPH_VK_CHECK(api.vkAllocateCommandBuffers(device.device, &info, &buffer_),
-                      "start-up: calibrating the spin shader");
+    pool_ = create_command_pool(device, VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                "start-up: calibrating the spin shader");
+    buffer_ = allocate_command_buffer(device, pool_, "start-up: calibrating the spin shader");
   }
   ~Calibration() {
     vk().vkDestroyCommandPool(device_.device, pool_, nullptr);

@@ -64,21 +64,10 @@ class VkGraph final : public GraphImplInterface {
 
   void instantiate() override {
     const Api& api = vk();
-    if (pool_ == VK_NULL_HANDLE) {
-      VkCommandPoolCreateInfo info =
-          info_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
-      info.queueFamilyIndex = device_->family;
-      ACCGRAPH_VK_CHECK(api.vkCreateCommandPool(device_->device, &info, nullptr, &pool_),
-                        "instantiate: creating a command pool");
-    }
-    VkCommandBufferAllocateInfo info =
-        info_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
-    info.commandPool = pool_;
-    info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    info.commandBufferCount = 1;
-    VkCommandBuffer buffer = VK_NULL_HANDLE;
-    ACCGRAPH_VK_CHECK(api.vkAllocateCommandBuffers(device_->device, &info, &buffer),
-                      "instantiate: allocating the command buffer");
+    if (pool_ == VK_NULL_HANDLE)
+      pool_ = create_command_pool(*device_, 0, "instantiate: creating a command pool");
+    VkCommandBuffer buffer =
+        allocate_command_buffer(*device_, pool_, "instantiate: allocating the command buffer");
     try {
       VkCommandBufferBeginInfo begin =
           info_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);

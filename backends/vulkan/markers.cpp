@@ -1,11 +1,12 @@
 // Vulkan timestamp markers (strategy "timestamp_queries"): vkCmdWriteTimestamp into query pools
 // inside the recorded work, copied into a host ring slot after each replay (Note [Marker ring]
-// in backend.hpp and Note [Query staging] below).
+// in backend.hpp, Note [Slot ring markers] in accgraph/spi/slot_ring_markers.hpp and Note
+// [Query staging] below).
 #include <algorithm>
-#include <chrono>
 
 #include <fmt/format.h>
 
+#include "accgraph/spi/slot_ring_markers.hpp"
 #include "vulkan_backend.hpp"
 
 namespace accgraph::detail::vulkan {
@@ -33,38 +34,32 @@ namespace {
 //
 // Note [Counter period]: with fewer than 64 valid timestamp bits the counter wraps. Times are
 // placed by masked differences (TickConverter::to_ns), exact only when no two markers of a
-// sequence are a whole counter period apart; each sequence keeps the host time of its launch
-// and of the first observation of its completion, and when that window is not shorter than a
-// period (TickConverter::window_is_unambiguous) read() gives kUnmeasurable for every marker
-// (a warning is logged once per marker set). lavapipe and NVIDIA have 64 valid bits at 1 ns.
+// sequence are a whole counter period apart; when a sequence's host window (Note [Slot ring
+// markers]) is not shorter than a period (TickConverter::window_is_unambiguous), read() gives
+// kUnmeasurable for every marker (a warning is logged once per marker set). lavapipe and NVIDIA
+// have 64 valid bits at 1 ns.
 
 constexpr uint64_t kDestroyWaitNs = 10'000'000'000ull;
 constexpr uint64_t kStride = sizeof(uint64_t);
 constexpr uint64_t kNotWritten = UINT64_MAX;  // what the publishing fill leaves
 
-uint64_t steady_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-
-struct Slot {
-  RawBuffer stamps;     // host-visible: a time per marker, all-ones when not written
+/// One ring slot's host-visible memory and the submission that publishes into it.
+struct SlotMemory {
+  RawBuffer stamps;     // a time per marker, all-ones when not written
   size_t capacity = 0;  // markers
-  bool published = false;
-  uint64_t sequence = 0;
-  size_t used = 0;
   QueueState* queue = nullptr;
-  uint64_t value = 0;     // timeline value of the publishing submission
-  bool observed = false;  // the host saw `value` reached
-  uint64_t launch_ns = 0;
-  uint64_t observed_ns = 0;
+  uint64_t value = 0;  // timeline value of the publishing submission
 };
 
-class QueryMarkers final : public TimestampMarkers {
+/// The ring's bookkeeping is SlotRingMarkers' (Note [Slot ring markers] in
+/// accgraph/spi/slot_ring_markers.hpp); a slot's completion is its submission's timeline value.
+class QueryMarkers final : public SlotRingMarkers {
  public:
   QueryMarkers(std::shared_ptr<Runtime> runtime, DeviceState& device, size_t ring)
-      : runtime_(std::move(runtime)), device_(device), slots_(ring) {}
+      : SlotRingMarkers(kBackendName, ring, kMarkerCapacity),
+        runtime_(std::move(runtime)),
+        device_(device),
+        memory_(ring_depth()) {}
 
   ~QueryMarkers() override {
     bool finished = true;
@@ -82,29 +77,21 @@ class QueryMarkers final : public TimestampMarkers {
           fmt::format("vulkan: destroying timestamp markers of device {}: work that writes them "
                       "did not finish within {} s; leaking their query pools and ring buffers",
                       device_.index, kDestroyWaitNs / 1'000'000'000ull));
-      for (Slot& slot : slots_) slot.stamps.leak();
+      for (SlotMemory& slot : memory_) slot.stamps.leak();
       return;
     }
     for (VkQueryPool pool : pools_) vk().vkDestroyQueryPool(device_.device, pool, nullptr);
   }
 
   std::string strategy() const override { return kStrategyTimestampQueries; }
-  size_t ring_depth() const override { return slots_.size(); }
   uint64_t resolution_ns() const override { return device_.timer.resolution_ns(); }
 
-  void begin_sequence(StreamImpl& stream) override {
-    as_vk_stream(stream, "begin_sequence");
-    used_ = 0;  // nothing to enqueue: the slot is chosen by the copy after the launch
-    launch_ns_ = steady_ns();  // an eager sequence starts here (a replay in before_launch)
+ private:
+  void check_stream(StreamImpl& stream, const char* operation) override {
+    as_vk_stream(stream, operation);
   }
 
-  void record(StreamImpl& stream_impl, uint32_t marker) override {
-    if (marker >= kMarkerCapacity)
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("record: marker {} is beyond the {} markers a vulkan sequence can "
-                              "hold: time fewer regions per graph",
-                              marker, kMarkerCapacity),
-                  kBackendName);
+  void record_marker(StreamImpl& stream_impl, uint32_t marker) override {
     StreamCore& core = *as_vk_stream(stream_impl, "record").core();
     Command command;
     command.kind = Command::Kind::Timestamp;
@@ -115,67 +102,24 @@ class QueryMarkers final : public TimestampMarkers {
     const uint64_t value = core.enqueue(std::move(operation),
                                         [&] { return fmt::format("timestamp marker {}", marker); });
     if (value != 0) touch(core.queue, value);
-    used_ = std::max<size_t>(used_, size_t{marker} + 1);
   }
 
-  void end_sequence(StreamImpl& stream) override { as_vk_stream(stream, "end_sequence"); }
-
-  void before_launch(GraphImplInterface&, StreamImpl&, uint64_t) override {
-    launch_ns_ = steady_ns();
-  }
-  void after_launch(GraphImplInterface&, StreamImpl& stream, uint64_t sequence) override {
-    publish(stream, sequence);
-  }
-  void after_eager_sequence(StreamImpl& stream, uint64_t sequence) override {
-    publish(stream, sequence);
+  bool poll_slot(size_t index) override {
+    const SlotMemory& slot = memory_[index];
+    return slot.queue->completed(device_.device) >= slot.value;
   }
 
-  bool is_complete(uint64_t sequence) override {
-    Slot& slot = slots_[sequence % slots_.size()];
-    if (!slot.published || slot.sequence < sequence) return false;  // not launched yet
-    if (slot.sequence > sequence || slot.observed) return true;
-    if (slot.queue->completed(device_.device) < slot.value) return false;
-    observe(slot);
-    return true;
+  void block_on_slot(size_t index, const std::string& what) override {
+    const SlotMemory& slot = memory_[index];
+    slot.queue->wait(device_.device, slot.value, UINT64_MAX, what.c_str());
   }
 
-  void wait(uint64_t sequence) override {
-    const size_t index = sequence % slots_.size();
-    Slot& slot = slots_[index];
-    if (!slot.published || slot.sequence < sequence)
-      throw Error(ErrorCode::InvalidState,
-                  fmt::format("markers: sequence {} was never launched (ring slot {} holds {}): "
-                              "wait only for sequences after their launch",
-                              sequence, index,
-                              slot.published ? fmt::format("sequence {}", slot.sequence)
-                                             : std::string("none")),
-                  kBackendName);
-    if (slot.sequence > sequence || slot.observed) return;
-    slot.queue->wait(device_.device, slot.value, UINT64_MAX, "markers: waiting for a sequence");
-    observe(slot);
+  bool window_is_unambiguous(uint64_t window_ns) const override {
+    return device_.timer.window_is_unambiguous(window_ns);
   }
 
-  void read(uint64_t sequence, uint64_t* times, size_t count) override {
-    wait(sequence);
-    const Slot& slot = slots_[sequence % slots_.size()];
-    if (slot.sequence != sequence)
-      throw Error(ErrorCode::InvalidState,
-                  fmt::format("read: sequence {} was overwritten by sequence {} in ring slot {}: "
-                              "read a sequence before launching ring_depth() ({}) more",
-                              sequence, slot.sequence, sequence % slots_.size(), slots_.size()),
-                  kBackendName);
-    if (count > slot.used)
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("read: {} markers asked for, sequence {} recorded {}", count,
-                              sequence, slot.used),
-                  kBackendName);
-    const uint64_t window_ns = slot.observed_ns - slot.launch_ns;
-    if (!device_.timer.window_is_unambiguous(window_ns)) {
-      warn_unmeasurable(sequence, window_ns);
-      std::fill(times, times + count, kUnmeasurable);
-      return;
-    }
-    const auto* stamps = static_cast<const uint64_t*>(slot.stamps.mapped());
+  void read_slot(size_t index, uint64_t* times, size_t count) override {
+    const auto* stamps = static_cast<const uint64_t*>(memory_[index].stamps.mapped());
     bool all_written = true;
     for (size_t i = 0; i < count; ++i) {
       times[i] = stamps[i];
@@ -191,7 +135,6 @@ class QueryMarkers final : public TimestampMarkers {
                      : kUnmeasurable;
   }
 
- private:
   VkQueryPool pool_for(uint32_t marker) {
     const size_t chunk = marker / kQueriesPerChunk;
     while (pools_.size() <= chunk) {
@@ -218,24 +161,13 @@ class QueryMarkers final : public TimestampMarkers {
     touched_.emplace_back(&queue, value);
   }
 
-  void observe(Slot& slot) {
-    slot.observed = true;
-    slot.observed_ns = steady_ns();
-  }
-
-  void publish(StreamImpl& stream_impl, uint64_t sequence) {
+  // Note [Query staging]; the slot is free (SlotRingMarkers waited for it).
+  void publish_slot(StreamImpl& stream_impl, uint64_t /*sequence*/, size_t index) override {
     StreamCore& core = *as_vk_stream(stream_impl, "after_launch").core();
-    const size_t index = sequence % slots_.size();
-    Slot& slot = slots_[index];
-    // The caller read the slot's previous sequence before launching this one, except for
-    // replays of a graph without regions: then wait for it.
-    if (slot.published && !slot.observed) {
-      slot.queue->wait(device_.device, slot.value, UINT64_MAX,
-                       "markers: waiting for a ring slot to be free");
-      observe(slot);
-    }
-    if (slot.capacity < used_) {  // free: nothing writes the slot now
-      const size_t capacity = (used_ + kQueriesPerChunk - 1) / kQueriesPerChunk * kQueriesPerChunk;
+    SlotMemory& slot = memory_[index];
+    const size_t used = this->used();
+    if (slot.capacity < used) {
+      const size_t capacity = (used + kQueriesPerChunk - 1) / kQueriesPerChunk * kQueriesPerChunk;
       slot.stamps =
           device_.allocate(capacity * kStride, MemoryKind::Host, "markers: allocating a ring slot");
       slot.capacity = capacity;
@@ -246,12 +178,12 @@ class QueryMarkers final : public TimestampMarkers {
     Command sentinel;
     sentinel.kind = Command::Kind::Fill;
     sentinel.dst = slot.stamps.get();
-    sentinel.bytes = used_ * kStride;
+    sentinel.bytes = used * kStride;
     sentinel.word = UINT32_MAX;
     fill.commands.push_back(sentinel);
-    for (size_t chunk = 0; chunk * kQueriesPerChunk < used_; ++chunk) {
+    for (size_t chunk = 0; chunk * kQueriesPerChunk < used; ++chunk) {
       const auto count =
-          static_cast<uint32_t>(std::min(kQueriesPerChunk, used_ - chunk * kQueriesPerChunk));
+          static_cast<uint32_t>(std::min(kQueriesPerChunk, used - chunk * kQueriesPerChunk));
       Command command;
       command.kind = Command::Kind::CopyQueries;
       command.pool = pools_[chunk];
@@ -267,22 +199,15 @@ class QueryMarkers final : public TimestampMarkers {
     uint64_t value = 0;
     {
       std::lock_guard<std::mutex> lock(core.mutex);
-      value = core.submit_locked(operations, used_ == 0 ? 0 : 3, nullptr, 0,
+      value = core.submit_locked(operations, used == 0 ? 0 : 3, nullptr, 0,
                                  "markers: publishing a sequence");
     }
     touch(core.queue, value);
-    slot.published = true;
-    slot.sequence = sequence;
-    slot.used = used_;
     slot.queue = &core.queue;
     slot.value = value;
-    slot.observed = false;
-    slot.launch_ns = launch_ns_;
   }
 
-  void warn_unmeasurable(uint64_t sequence, uint64_t window_ns) {
-    if (warned_unmeasurable_) return;
-    warned_unmeasurable_ = true;
+  void warn_unmeasurable(uint64_t sequence, uint64_t window_ns) override {
     log(LogLevel::Warning,
         fmt::format("vulkan: device {} ('{}'): the timestamp markers of sequence {} cannot be "
                     "placed: {:.3f} ms passed between its launch and its observed completion, "
@@ -295,12 +220,9 @@ class QueryMarkers final : public TimestampMarkers {
 
   std::shared_ptr<Runtime> runtime_;
   DeviceState& device_;
-  std::vector<Slot> slots_;
+  std::vector<SlotMemory> memory_;  // [slot]
   std::vector<VkQueryPool> pools_;  // kQueriesPerChunk queries each, Note [Query staging]
-  size_t used_ = 0;                 // markers recorded in the current sequence
-  uint64_t launch_ns_ = 0;          // of the sequence being launched
   std::vector<std::pair<QueueState*, uint64_t>> touched_;  // latest submission per queue
-  bool warned_unmeasurable_ = false;
 };
 
 }  // namespace

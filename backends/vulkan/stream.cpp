@@ -111,6 +111,29 @@ std::vector<Command> spin_commands(const DeviceState& device, uint64_t amount) {
   return commands;
 }
 
+VkCommandPool create_command_pool(const DeviceState& device, VkCommandPoolCreateFlags flags,
+                                  const char* what) {
+  VkCommandPoolCreateInfo info =
+      info_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
+  info.flags = flags;
+  info.queueFamilyIndex = device.family;
+  VkCommandPool pool = VK_NULL_HANDLE;
+  ACCGRAPH_VK_CHECK(vk().vkCreateCommandPool(device.device, &info, nullptr, &pool), what);
+  return pool;
+}
+
+VkCommandBuffer allocate_command_buffer(const DeviceState& device, VkCommandPool pool,
+                                        const char* what) {
+  VkCommandBufferAllocateInfo info =
+      info_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
+  info.commandPool = pool;
+  info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  info.commandBufferCount = 1;
+  VkCommandBuffer buffer = VK_NULL_HANDLE;
+  ACCGRAPH_VK_CHECK(vk().vkAllocateCommandBuffers(device.device, &info, &buffer), what);
+  return buffer;
+}
+
 void record_operations(const DeviceState& device, VkCommandBuffer buffer,
                        const Operation* operations, size_t count) {
   const Api& api = vk();
@@ -200,13 +223,10 @@ bool QueueState::wait(VkDevice device, uint64_t value, uint64_t timeout_ns,
 StreamCore::StreamCore(std::shared_ptr<Runtime> runtime_in, DeviceState& device_in,
                        QueueState& queue_in, Ownership ownership_in)
     : runtime(std::move(runtime_in)), device(device_in), queue(queue_in), ownership(ownership_in) {
-  VkCommandPoolCreateInfo info =
-      info_struct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
-  info.flags =
-      VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT | VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
-  info.queueFamilyIndex = device.family;
-  ACCGRAPH_VK_CHECK(vk().vkCreateCommandPool(device.device, &info, nullptr, &pool_),
-                    "create_stream: creating a command pool");
+  pool_ = create_command_pool(
+      device,
+      VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT | VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
+      "create_stream: creating a command pool");
 }
 
 StreamCore::~StreamCore() {
@@ -242,15 +262,7 @@ VkCommandBuffer StreamCore::take_command_buffer() {
     ACCGRAPH_VK_CHECK(vk().vkResetCommandBuffer(buffer, 0), "reusing a command buffer");
     return buffer;
   }
-  VkCommandBufferAllocateInfo info =
-      info_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
-  info.commandPool = pool_;
-  info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  info.commandBufferCount = 1;
-  VkCommandBuffer buffer = VK_NULL_HANDLE;
-  ACCGRAPH_VK_CHECK(vk().vkAllocateCommandBuffers(device.device, &info, &buffer),
-                    "allocating a command buffer");
-  return buffer;
+  return allocate_command_buffer(device, pool_, "allocating a command buffer");
 }
 
 uint64_t StreamCore::submit_locked(const Operation* operations, size_t count,

@@ -184,6 +184,13 @@ inline constexpr uint64_t kMaxSpinDispatches = 1'000'000;
 /// kMaxSpinDispatches dispatches.
 std::vector<Command> spin_commands(const DeviceState& device, uint64_t amount);
 
+/// A command pool of `device`'s queue family; `what` says what for, in an error message.
+VkCommandPool create_command_pool(const DeviceState& device, VkCommandPoolCreateFlags flags,
+                                  const char* what);
+/// One primary command buffer from `pool`; `what` says what for, in an error message.
+VkCommandBuffer allocate_command_buffer(const DeviceState& device, VkCommandPool pool,
+                                        const char* what);
+
 /// Records `operations` into `buffer` (begun by the caller): a full memory barrier between two
 /// operations, and at the end one that makes the writes visible to the host.
 void record_operations(const DeviceState& device, VkCommandBuffer buffer,
