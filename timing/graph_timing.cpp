@@ -100,11 +100,16 @@ void GraphTiming::end_capture(ProfilerCore& core, Stream& stream, uint64_t graph
   // A capture whose sequence began at a fork but holds no region still launches its
   // begin/end_sequence, but there is nothing to read or report.
   if (layout && !layout->regions().empty()) layout_ = std::move(layout);
+  std::shared_ptr<MarkerRing> unused;
   {
     std::lock_guard<std::mutex> lock(ring_mutex_);
     capture_.reset();
+    if (!sequenced_.load(std::memory_order_relaxed)) unused = ring_;
   }
-  ended_.store(true, std::memory_order_relaxed);
+  ended_.store(true, std::memory_order_relaxed);  // inactive from now on when not sequenced
+  // A ring whose begin_sequence failed is never launched: the collector forgets it now (the
+  // graph keeps its storage, which the failed call may have pointed captured work at).
+  if (unused) core.collector.retire_noexcept(unused, "dropping the marker ring of a capture");
 }
 
 void GraphTiming::retire(ProfilerCore& core) {

@@ -98,7 +98,9 @@ struct FakeCounters {
   std::atomic<int> records_at_begin{-1};            // `records` at the last begin_sequence()
   std::atomic<uint64_t> tail{0};                    // what capture_tail() answers
   std::atomic<int> tail_queries{0};                 // capture_tail() calls
+  std::atomic<int> fail_begins{0};                  // begin_sequence() calls still to fail
   void reset() {
+    fail_begins = 0;
     sequences_begun = 0;
     begin_stream = nullptr;
     forks = 0;
@@ -215,6 +217,10 @@ class FakeMarkers final : public accgraph::TimestampMarkers {
   uint64_t resolution_ns() const override { return 1; }
 
   void begin_sequence(accgraph::StreamImpl& stream) override {
+    if (counters.fail_begins > 0) {
+      --counters.fail_begins;
+      throw Error(ErrorCode::BackendError, "begin_sequence failed (as the test asked)", kFake);
+    }
     ++counters.sequences_begun;
     counters.begin_stream = &stream;
     counters.forks_at_begin = counters.forks.load();
@@ -816,6 +822,43 @@ TEST_CASE("a marker ring that cannot be made fails the first region or fork, not
   prof.flush();
   CHECK(prof.delivered() == 0);
   CHECK(counters.markers_created == 0);
+}
+
+TEST_CASE("a failed begin_sequence leaves the capture usable; the next region begins it") {
+  fresh_fake();
+  Profiler prof;
+  AcceleratorGraph graph(kFake);
+  Stream stream = Stream::create(kFake);
+  prof.attach(graph);
+  graph.capture_begin(stream);
+  counters.fail_begins = 1;
+  require_error([&] { prof.begin(stream, "r"); }, ErrorCode::BackendError,
+                {"begin_sequence failed"});
+  CHECK(graph.state() == GraphState::Capturing);
+  {
+    auto r = prof.region(stream, "r");
+    stream.delay(7ns);
+  }
+  graph.capture_end();
+  CHECK(counters.markers_created == 1);  // the ring made for the failed attempt, reused
+  CHECK(counters.sequences_begun == 1);
+  graph.replay();
+  prof.flush();
+  REQUIRE(prof.delivered() == 1);
+  CHECK(prof.reports()[0].region(0).duration_ns() == 7);
+
+  // A capture whose only attempt failed: no report, and flush does not wait for it.
+  AcceleratorGraph other(kFake);
+  prof.attach(other);
+  other.capture_begin(stream);
+  counters.fail_begins = 1;
+  require_error([&] { prof.begin(stream, "r"); }, ErrorCode::BackendError,
+                {"begin_sequence failed"});
+  other.capture_end();
+  CHECK(other.replay_hooks() == 0);
+  other.replay();
+  prof.flush();
+  CHECK(prof.delivered() == 1);
 }
 
 // --- eager regions -------------------------------------------------------------------------------
