@@ -102,7 +102,7 @@ TEST_CASE("malformed plugins are rejected with the file and the reason") {
     const char* reason;
   };
   const Case cases[] = {
-      {BAD_ABI_MAJOR_PLUGIN, "built for plugin ABI 3.1 but this accgraph"},
+      {BAD_ABI_MAJOR_PLUGIN, "built for plugin ABI 3.2 but this accgraph"},
       {BAD_ABI_MAJOR_PLUGIN, "the major versions must match"},
       {SMALL_TABLE_PLUGIN, "smaller than the"},
       {BAD_NAME_PLUGIN, "'Not A Name!' is not a valid name"},
