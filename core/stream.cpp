@@ -12,6 +12,7 @@
 #include "core/internal/backend_lookup.hpp"
 #include "core/internal/observers.hpp"
 #include "core/internal/stream_state.hpp"
+#include "core/internal/timing_seam.hpp"
 
 namespace accgraph {
 
@@ -109,6 +110,7 @@ Stream Stream::create(std::string_view backend_name, int device) {
   state->impl = state->backend->create_stream(device);
   if (!state->impl)
     throw Error(ErrorCode::BackendError, "create_stream returned no stream", state->backend_name);
+  state->capture_tail = capture_tail_of(*state->impl);
   state->capabilities = state->backend->capabilities(device);
   state->id = next_stream_id.fetch_add(1);
   return Stream(std::move(state));
@@ -121,6 +123,7 @@ Stream Stream::wrap(std::string_view backend_name, int device, void* native_hand
   state->impl = state->backend->wrap_stream(device, native_handle);
   if (!state->impl)
     throw Error(ErrorCode::BackendError, "wrap_stream returned no stream", state->backend_name);
+  state->capture_tail = capture_tail_of(*state->impl);
   state->capabilities = state->backend->capabilities(device);
   state->id = next_stream_id.fetch_add(1);
   state->native = true;  // its owner may capture it natively (Note [Native captures])
@@ -265,6 +268,11 @@ void Stream::wait(Stream& other) {
                 "another stream (capabilities().multi_stream_capture is false): enqueue the "
                 "work on the capturing stream",
                 s.backend_name);
+  // A fork (or join) of an accgraph capture: whoever times the graph enqueues what must precede
+  // every branch on `other` first (Note [Marker ring]: begin_sequence before any record()).
+  if (other_capturing && o.capturing_graph != nullptr)
+    if (AcceleratorGraph* graph = other.capturing_graph())
+      detail::GraphAccess::before_fork(*graph, other);
   s.impl->wait_for(*o.impl);
   s.count_operation();
   if (other_capturing && s.impl->is_capturing()) {
@@ -296,12 +304,14 @@ AcceleratorGraph* Stream::capturing_graph() const {
   return s.capturing_graph;
 }
 
-// Note [Native work]: work the caller enqueues on the native handle is invisible to accgraph;
-// asking for the handle counts as an operation, so a region begun after it does not share its
-// begin marker with the end of the region before (the native work lies between the two).
+// Note [Native work]: work the caller enqueues on the native handle is invisible to accgraph, so
+// the operation count cannot say whether anything came between two region boundaries. Asking
+// for the handle makes the stream native (as wrapping it does), and on a native stream two
+// boundaries share a marker only where the backend's capture tail proves that nothing was
+// enqueued between them (Note [Boundary sharing] in timing/region_recorder.cpp): while it
+// captures and its StreamImpl implements CaptureTail (Note [Capture tail]); never eagerly.
 void* Stream::native_handle() const {
   detail::StreamState& s = state();
-  s.count_operation();
   s.native = true;  // the caller may capture it natively now (Note [Native captures])
   return s.impl->native_handle();
 }

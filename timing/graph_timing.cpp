@@ -33,33 +33,94 @@ namespace {
 }  // namespace
 
 GraphTiming::GraphTiming(const std::shared_ptr<ProfilerCore>& core,
-                         std::shared_ptr<MarkerRing> ring, std::shared_ptr<Recording> capture)
-    : GraphInstrument(*core), core_(core), ring_(std::move(ring)), capture_(std::move(capture)) {}
+                         std::shared_ptr<Recording> capture, const AcceleratorGraph& graph)
+    : GraphInstrument(*core),
+      core_(core),
+      backend_(&graph.backend()),
+      backend_name_(graph.backend_name()),
+      device_(graph.device()),
+      graph_id_(graph.id()),
+      fenced_(graph.is_foreign()),
+      capture_(std::move(capture)) {}
 
+// An ended capture that never began a marker sequence has nothing to do on its replays: it is
+// not counted as a replay hook (Note [Deferred ring]).
 bool GraphTiming::active() const noexcept {
-  return !retired_.load(std::memory_order_relaxed) && !core_.expired();
+  if (retired_.load(std::memory_order_relaxed) || core_.expired()) return false;
+  return sequenced_.load(std::memory_order_relaxed) || !ended_.load(std::memory_order_relaxed);
 }
 
 std::shared_ptr<ProfilerCore> GraphTiming::reporting_core() const {
-  if (!ended_ || retired_.load(std::memory_order_relaxed)) return nullptr;
+  if (!ended_.load(std::memory_order_relaxed) || retired_.load(std::memory_order_relaxed) ||
+      !sequenced_.load(std::memory_order_relaxed))
+    return nullptr;
   return core_.lock();
+}
+
+// --- the deferred ring -------------------------------------------------------------------------
+
+const std::shared_ptr<MarkerRing>& GraphTiming::ring_for(ProfilerCore& core,
+                                                         const char* operation) {
+  if (ring_) return ring_;
+  try {
+    ring_ = core.create_ring(*backend_, backend_name_, device_, graph_id_, fenced_);
+  } catch (const Error& e) {
+    throw Error(e.code(),
+                fmt::format("{}: making the marker ring of graph {} failed: {}; the capture goes "
+                            "on untimed so far: fix the cause, then {} again, or end the capture "
+                            "without regions",
+                            operation, graph_id_, e.message(),
+                            std::string(operation) == "fork" ? "fork" : "begin the region"),
+                e.backend(), e.native_call(), e.native_code());
+  }
+  return ring_;
+}
+
+void GraphTiming::begin_sequence(ProfilerCore& core, Stream& stream, const char* operation) {
+  if (sequenced_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(ring_mutex_);
+  if (sequenced_.load(std::memory_order_relaxed) || !capture_) return;
+  // A ring whose begin_sequence failed stays (the failed call may have enqueued part of it, and
+  // the captured work keeps the storage alive): the next attempt begins on it again.
+  const std::shared_ptr<MarkerRing>& ring = ring_for(core, operation);
+  core.recorder.begin_sequence(capture_, ring, stream);
+  sequenced_.store(true, std::memory_order_release);
+}
+
+void GraphTiming::before_fork(AcceleratorGraph&, Stream& forking) {
+  if (sequenced_.load(std::memory_order_acquire)) return;
+  std::shared_ptr<ProfilerCore> core = core_.lock();
+  if (core) begin_sequence(*core, forking, "fork");
 }
 
 void GraphTiming::end_capture(ProfilerCore& core, Stream& stream, uint64_t graph_id) {
   if (!capture_) return;
   std::shared_ptr<const ReportLayout> layout =
       core.recorder.end_capture(capture_, stream, graph_id);
-  // A capture without regions still launches its begin/end_sequence, but there is nothing to
-  // read or report.
-  if (!layout->regions().empty()) layout_ = std::move(layout);
-  capture_.reset();
-  ended_ = true;
+  // A capture whose sequence began at a fork but holds no region still launches its
+  // begin/end_sequence, but there is nothing to read or report.
+  if (layout && !layout->regions().empty()) layout_ = std::move(layout);
+  std::shared_ptr<MarkerRing> unused;
+  {
+    std::lock_guard<std::mutex> lock(ring_mutex_);
+    capture_.reset();
+    if (!sequenced_.load(std::memory_order_relaxed)) unused = ring_;
+  }
+  ended_.store(true, std::memory_order_relaxed);  // inactive from now on when not sequenced
+  // A ring whose begin_sequence failed is never launched: the collector forgets it now (the
+  // graph keeps its storage, which the failed call may have pointed captured work at).
+  if (unused) core.collector.retire_noexcept(unused, "dropping the marker ring of a capture");
 }
 
 void GraphTiming::retire(ProfilerCore& core) {
   if (retired_.exchange(true)) return;
-  if (capture_) core.recorder.abandon_capture(capture_);
-  core.collector.retire(ring_);
+  std::shared_ptr<MarkerRing> ring;
+  {
+    std::lock_guard<std::mutex> lock(ring_mutex_);
+    if (capture_) core.recorder.abandon_capture(capture_);
+    ring = ring_;
+  }
+  if (ring) core.collector.retire(ring);
 }
 
 void GraphTiming::before_replay(AcceleratorGraph& graph, Stream& stream) {

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <string>
 
 #include "core/internal/timing_seam.hpp"
 #include "marker_ring.hpp"
@@ -19,18 +21,32 @@ class ProfilerCore;
 /// weakly, so replays after the profiler is gone only run the graph. Its capture and layout
 /// change only in the graph's lifecycle hooks, on the thread driving the graph, never during
 /// one of its replays: replays read them without a lock.
+///
+/// Note [Deferred ring]: a timed capture gets its marker ring (the backend's marker storage)
+/// and the ring's begin_sequence only when it first needs them: at its first region, on that
+/// region's stream before the region's first marker, or, when the capture forks a stream
+/// through accgraph before any region, right before that first fork on the stream it forks from
+/// (the head must precede every marker of every branch: Note [Marker ring]). A capture with
+/// neither gets nothing: no node in the graph, no storage, and its replays do no marker work
+/// and produce no report. The ring is made under `ring_mutex_` (regions may begin on several
+/// threads), before the capture ends; replays only read it.
 class GraphTiming final : public detail::GraphInstrument {
  public:
-  GraphTiming(const std::shared_ptr<ProfilerCore>& core, std::shared_ptr<MarkerRing> ring,
-              std::shared_ptr<Recording> capture);
+  GraphTiming(const std::shared_ptr<ProfilerCore>& core, std::shared_ptr<Recording> capture,
+              const AcceleratorGraph& graph);
 
   bool active() const noexcept override;
   void before_replay(AcceleratorGraph& graph, Stream& stream) override;
   void after_replay(AcceleratorGraph& graph, Stream& stream) override;
   void after_failed_replay(AcceleratorGraph& graph, Stream& stream) noexcept override;
+  void before_fork(AcceleratorGraph& graph, Stream& forking) override;
 
   /// The capture being recorded (null once it ended).
   const std::shared_ptr<Recording>& capture() const { return capture_; }
+  /// Before a region begins on `stream` in this capture: creates the ring and begins its
+  /// sequence on `stream` unless that was done (Note [Deferred ring]). An error leaves the
+  /// capture as it was, without a ring: the next region or fork tries again.
+  void begin_sequence(ProfilerCore& core, Stream& stream, const char* operation);
   /// capture_end: closes the recording (InvalidState naming regions still open) and keeps its
   /// layout for the replays' reports.
   void end_capture(ProfilerCore& core, Stream& stream, uint64_t graph_id);
@@ -39,14 +55,25 @@ class GraphTiming final : public detail::GraphInstrument {
   void retire(ProfilerCore& core);
 
  private:
-  // Whether the replays of this capture are reported: the capture ended and the profiler lives.
+  // Whether the replays of this capture are reported: the capture ended with a marker sequence
+  // and the profiler lives.
   std::shared_ptr<ProfilerCore> reporting_core() const;
+  // The ring, made on first use (caller holds ring_mutex_).
+  const std::shared_ptr<MarkerRing>& ring_for(ProfilerCore& core, const char* operation);
 
   std::weak_ptr<ProfilerCore> core_;
-  std::shared_ptr<MarkerRing> ring_;
-  std::shared_ptr<Recording> capture_;          // while capturing
+  // What the ring is made for: the graph's backend and device, whose reports it numbers.
+  Backend* backend_;
+  std::string backend_name_;
+  int device_;
+  uint64_t graph_id_;
+  bool fenced_;
+  std::mutex ring_mutex_;               // below, until the capture ends
+  std::shared_ptr<MarkerRing> ring_;    // null until the capture needs it (Note [Deferred ring])
+  std::atomic<bool> sequenced_{false};  // ring_'s begin_sequence is in the capture
+  std::shared_ptr<Recording> capture_;  // while capturing
   std::shared_ptr<const ReportLayout> layout_;  // after end_capture; null: no region recorded
-  bool ended_ = false;
+  std::atomic<bool> ended_{false};
   std::atomic<bool> retired_{false};
 };
 

@@ -4,7 +4,7 @@
 //   ProfilerCore   (profiler_core.hpp)    what the units share: attachment, ring creation,
 //                                          what happens to a finished sequence, regions
 //   GraphTiming    (graph_timing.hpp)     one capture's timing, owned by the graph
-//   RegionRecorder (region_recorder.hpp)  regions per stream, N+1 boundaries, captures/eager
+//   RegionRecorder (region_recorder.hpp)  regions per stream, shared boundaries, captures/eager
 //   MarkerRing     (marker_ring.hpp)      one backend marker set: sequences, pending queue
 //   Collector      (collector.hpp)        collection, make-room, flush, background thread
 //   ReportStore    (report_store.hpp)     sinks, the last N reports, statistics
@@ -33,20 +33,13 @@ struct Profiler::Impl final : ProfilerCore, GraphObserver {
   using ProfilerCore::ProfilerCore;
   ObserverHandle observer;
 
+  // The capture gets its marker ring at its first region or fork, not here (Note [Deferred
+  // ring] in graph_timing.hpp): a capture without either gets no node and no marker storage.
   void on_capture_begin(AcceleratorGraph& graph, Stream& stream) override {
     if (!times(graph)) return;
-    std::shared_ptr<MarkerRing> ring = create_ring(graph.backend(), graph.backend_name(),
-                                                   graph.device(), graph.id(), graph.is_foreign());
-    std::shared_ptr<Recording> capture;
-    try {
-      capture = recorder.begin_capture(ring, stream, graph.id());
-    } catch (...) {
-      collector.retire_noexcept(ring, "dropping the marker ring of a capture that failed");
-      throw;
-    }
+    std::shared_ptr<Recording> capture = recorder.begin_capture(stream, graph.id());
     detail::GraphAccess::add_instrument(
-        graph,
-        std::make_shared<GraphTiming>(shared_from_this(), std::move(ring), std::move(capture)));
+        graph, std::make_shared<GraphTiming>(shared_from_this(), std::move(capture), graph));
   }
 
   void on_capture_ending(AcceleratorGraph& graph, Stream& stream) override {

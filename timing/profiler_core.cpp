@@ -86,8 +86,8 @@ void ProfilerCore::sequence_done(MarkerRing& ring, Sequence kind) {
 
 // --- regions -----------------------------------------------------------------------------------
 
-std::shared_ptr<Recording> ProfilerCore::capture_of(Stream& stream, const char* operation,
-                                                    const std::string& name) const {
+GraphTiming* ProfilerCore::capture_of(Stream& stream, const char* operation,
+                                      const std::string& name) const {
   AcceleratorGraph* graph = stream.capturing_graph();
   if (graph == nullptr) {
     // Eager markers recorded into a capture accgraph was not told about would run only when
@@ -102,8 +102,7 @@ std::shared_ptr<Recording> ProfilerCore::capture_of(Stream& stream, const char* 
                   stream.backend_name());
     return nullptr;
   }
-  if (GraphTiming* timing = timing_of(*graph); timing && timing->capture())
-    return timing->capture();
+  if (GraphTiming* timing = timing_of(*graph); timing && timing->capture()) return timing;
   if (times(*graph))
     throw Error(ErrorCode::InvalidState,
                 fmt::format("{}: graph {} began capturing before the profiler was attached to "
@@ -128,14 +127,19 @@ void ProfilerCore::give_eager_ring(Stream& stream) {
 
 uint64_t ProfilerCore::begin_region(Stream& stream, std::string name, Metadata metadata,
                                     std::string lane) {
-  std::shared_ptr<Recording> capture = capture_of(stream, "begin", name);
-  if (!capture) give_eager_ring(stream);
+  GraphTiming* timing = capture_of(stream, "begin", name);
+  std::shared_ptr<Recording> capture = timing ? timing->capture() : nullptr;
+  if (timing)
+    timing->begin_sequence(*this, stream, "begin");  // Note [Deferred ring] in graph_timing.hpp
+  else
+    give_eager_ring(stream);
   return recorder.begin(stream, capture, std::move(name), std::move(metadata), std::move(lane));
 }
 
 void ProfilerCore::end_region(Stream& stream, uint64_t serial, const char* operation) {
+  GraphTiming* timing = capture_of(stream, operation, std::string());
   std::shared_ptr<MarkerRing> closed =
-      recorder.end(stream, capture_of(stream, operation, std::string()), serial);
+      recorder.end(stream, timing ? timing->capture() : std::shared_ptr<Recording>(), serial);
   if (closed) sequence_done(*closed, Sequence::EagerTree);
 }
 

@@ -61,10 +61,10 @@ class ProfilerCore : public detail::InstrumentOwner,
   void end_region(Stream& stream, uint64_t serial, const char* operation);
 
  private:
-  // The capture a region on `stream` records into now, or null (eager): InvalidState when the
-  // stream captures into a graph this profiler does not time (yet), or natively.
-  std::shared_ptr<Recording> capture_of(Stream& stream, const char* operation,
-                                        const std::string& name) const;
+  // The timing of the capture a region on `stream` records into now, or null (eager):
+  // InvalidState when the stream captures into a graph this profiler does not time (yet), or
+  // natively.
+  GraphTiming* capture_of(Stream& stream, const char* operation, const std::string& name) const;
   void give_eager_ring(Stream& stream);
 
   mutable std::mutex attach_mutex_;  // below

@@ -29,8 +29,7 @@ const std::string* RegionRecorder::open_region_path(const StreamEntry& entry, ui
 
 // --- captures ----------------------------------------------------------------------------------
 
-std::shared_ptr<Recording> RegionRecorder::begin_capture(std::shared_ptr<MarkerRing> ring,
-                                                         Stream& stream, uint64_t graph_id) {
+std::shared_ptr<Recording> RegionRecorder::begin_capture(Stream& stream, uint64_t graph_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = streams_.find(stream.id());
   if (it != streams_.end() && !it->second.stack.empty())
@@ -39,12 +38,25 @@ std::shared_ptr<Recording> RegionRecorder::begin_capture(std::shared_ptr<MarkerR
                             "before graph {} begins capturing on that stream",
                             path_of(it->second.stack.back()), stream.id(), graph_id),
                 stream.backend_name());
-  auto capture = std::make_shared<Recording>();
-  capture->ring = std::move(ring);
-  // First in the graph, so the device picks the ring slot before any marker (Note [Marker
-  // ring]), also on streams forked from this one later.
-  capture->ring->begin_sequence(detail::StreamAccess::impl(stream));
-  return capture;
+  return std::make_shared<Recording>();
+}
+
+bool RegionRecorder::begin_sequence(const std::shared_ptr<Recording>& capture,
+                                    const std::shared_ptr<MarkerRing>& ring, Stream& stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (capture->closed)
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("the capture on stream {} ended while a region began or a stream "
+                            "forked from it: begin regions and fork streams between capture_begin "
+                            "and capture_end",
+                            stream.id()),
+                stream.backend_name());
+  if (capture->ring) return false;
+  // Before every marker of the capture, on every branch (Note [Marker ring]): the caller calls
+  // this before the capture's first record() and before its first fork.
+  ring->begin_sequence(detail::StreamAccess::impl(stream));
+  capture->ring = ring;
+  return true;
 }
 
 std::shared_ptr<const ReportLayout> RegionRecorder::end_capture(
@@ -63,8 +75,9 @@ std::shared_ptr<const ReportLayout> RegionRecorder::end_capture(
                             open, graph_id),
                 stream.backend_name());
   }
-  capture->ring->end_sequence(detail::StreamAccess::impl(stream));
   forget(capture);
+  if (!capture->ring) return nullptr;  // no region, no fork: nothing was enqueued for it
+  capture->ring->end_sequence(detail::StreamAccess::impl(stream));
   return std::make_shared<const ReportLayout>(capture->ring->source(), std::move(capture->regions));
 }
 
@@ -80,7 +93,7 @@ void RegionRecorder::forget(const std::shared_ptr<Recording>& recording) {
     stack.erase(std::remove_if(stack.begin(), stack.end(),
                                [&](const OpenRegion& r) { return r.recording == recording; }),
                 stack.end());
-    if (entry.last_ended && entry.last_ended->recording == recording) entry.last_ended.reset();
+    if (entry.last_marker && entry.last_marker->recording == recording) entry.last_marker.reset();
   }
 }
 
@@ -128,6 +141,49 @@ std::shared_ptr<Recording> RegionRecorder::start_eager_tree(Stream& stream, Stre
   return tree;
 }
 
+// Note [Boundary sharing]: a region boundary (a begin or an end) reuses the last marker recorded
+// on its stream in the same recording (capture or eager tree) when nothing was enqueued on the
+// stream since that marker, since the two would then record the same instant. So adjacent
+// siblings share one (the end of one is the begin of the next), a region and its first child
+// share their begin, its last child and it share their end: a parent with two children and
+// nothing between them needs 3 markers, not 6. A region's end never reuses its own begin
+// marker: an empty region keeps two markers (its duration is measured, not assumed 0).
+// "Nothing was enqueued" must be exact, or work would vanish between two regions:
+// - accgraph's operation count of the stream is unchanged (StreamState::operations: every copy,
+//   fill, host_call, delay, wait and timed replay counts; markers do not), and
+// - on a native stream (Note [Native captures]: wrapped, its native handle handed out, or it
+//   joined such a capture), whose queue also takes work accgraph never sees, the recording is a
+//   capture and the backend's capture tail token (Note [Capture tail]) is non-zero and equal to
+//   the one read right after that marker was recorded. A native stream whose backend has no
+//   CaptureTail, or an eager one (the token is only defined while capturing), never shares: one
+//   marker more, never a wrong time (this replaces Note [Native work]'s rule for captures).
+// The token is read only on native capturing streams, once per recorded marker and once per
+// boundary that could share: other streams pay nothing for it. Caller holds mutex_.
+std::optional<uint32_t> RegionRecorder::shared_marker(const StreamEntry& entry,
+                                                      const Recording& recording, Stream& stream) {
+  const std::optional<LastMarker>& last = entry.last_marker;
+  if (!last || last->recording.get() != &recording ||
+      last->operation_count != detail::StreamAccess::operation_count(stream))
+    return std::nullopt;
+  if (detail::StreamAccess::native(stream)) {
+    if (recording.eager || last->tail == 0) return std::nullopt;
+    if (detail::StreamAccess::capture_tail(stream) != last->tail) return std::nullopt;
+  }
+  return last->marker;
+}
+
+uint32_t RegionRecorder::record_marker(StreamEntry& entry,
+                                       const std::shared_ptr<Recording>& recording,
+                                       Stream& stream) {
+  const uint32_t marker = recording->marker_count;
+  recording->ring->record(detail::StreamAccess::impl(stream), marker);
+  ++recording->marker_count;
+  const bool tail = !recording->eager && detail::StreamAccess::native(stream);
+  entry.last_marker = LastMarker{recording, marker, detail::StreamAccess::operation_count(stream),
+                                 tail ? detail::StreamAccess::capture_tail(stream) : 0};
+  return marker;
+}
+
 uint64_t RegionRecorder::begin(Stream& stream, const std::shared_ptr<Recording>& capture,
                                std::string name, Metadata metadata, std::string lane) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -150,6 +206,12 @@ uint64_t RegionRecorder::begin(Stream& stream, const std::shared_ptr<Recording>&
                             capture ? "of the capture" : "outside the capture"),
                 stream.backend_name());
   }
+  if (capture && !capture->ring)
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("{}: the capture on stream {} has no marker sequence (internal: the "
+                            "profiler begins it before the capture's first region)",
+                            describe("begin", name), stream.id()),
+                stream.backend_name());
   std::shared_ptr<Recording> recording = capture;
   if (!recording)
     recording = entry->eager_tree ? entry->eager_tree : start_eager_tree(stream, *entry);
@@ -167,23 +229,18 @@ uint64_t RegionRecorder::begin(Stream& stream, const std::shared_ptr<Recording>&
   info.lane = std::move(lane);
   info.metadata = std::move(metadata);
 
-  const std::optional<EndedRegion>& last = entry->last_ended;
-  if (last && last->recording == recording && last->depth == entry->stack.size() &&
-      last->operation_count == detail::StreamAccess::operation_count(stream)) {
-    info.begin_marker = last->end_marker;  // N+1: the sibling's end is this region's begin
+  if (std::optional<uint32_t> shared = shared_marker(*entry, *recording, stream)) {
+    info.begin_marker = *shared;  // Note [Boundary sharing]
   } else {
-    info.begin_marker = recording->marker_count;
     try {
-      recording->ring->record(detail::StreamAccess::impl(stream), info.begin_marker);
+      info.begin_marker = record_marker(*entry, recording, stream);
     } catch (...) {
       // An eager tree that this region was to start holds nothing: drop it (its sequence was
       // begun but never launched, so no report and no wait is owed for it).
       if (recording->eager && recording->regions.empty()) entry->eager_tree.reset();
       throw;
     }
-    ++recording->marker_count;
   }
-  entry->last_ended.reset();
   recording->regions.push_back(std::move(info));
   const uint64_t serial = next_serial_++;
   entry->stack.push_back({recording, recording->regions.size() - 1, serial});
@@ -236,13 +293,14 @@ std::shared_ptr<MarkerRing> RegionRecorder::end(Stream& stream,
         stream.backend_name());
 
   Recording& recording = *open.recording;
-  const uint32_t marker = recording.marker_count++;
-  recording.ring->record(detail::StreamAccess::impl(stream), marker);
-  recording.regions[open.index].end_marker = marker;
+  RegionInfo& info = recording.regions[open.index];
+  // Never its own begin marker: an empty region keeps two (Note [Boundary sharing]).
+  std::optional<uint32_t> shared = shared_marker(entry, recording, stream);
+  info.end_marker = shared && *shared != info.begin_marker
+                        ? *shared
+                        : record_marker(entry, open.recording, stream);
   entry.stack.pop_back();
   --recording.open_regions;
-  entry.last_ended = EndedRegion{open.recording, entry.stack.size(), marker,
-                                 detail::StreamAccess::operation_count(stream)};
   if (!recording.eager || !entry.stack.empty()) return nullptr;
 
   // The outermost eager region ended: close the sequence and queue it for collection.
@@ -251,7 +309,7 @@ std::shared_ptr<MarkerRing> RegionRecorder::end(Stream& stream,
       detail::StreamAccess::impl(stream),
       std::make_shared<const ReportLayout>(ring->source(), std::move(recording.regions)));
   entry.eager_tree.reset();
-  entry.last_ended.reset();
+  entry.last_marker.reset();
   return ring;
 }
 
@@ -272,7 +330,7 @@ void RegionRecorder::abandon_eager_tree(StreamEntry& entry, Stream& stream) {
                   path, stream.id()));
   entry.eager_tree.reset();
   entry.stack.clear();
-  entry.last_ended.reset();
+  entry.last_marker.reset();
 }
 
 // Regions open in a capture stay counted, so capture_end says they never ended.

@@ -1,5 +1,5 @@
-// RegionRecorder: the regions being recorded, per stream: nesting stacks, N+1 shared
-// boundaries, captures vs eager region trees (timing-internal).
+// RegionRecorder: the regions being recorded, per stream: nesting stacks, shared boundary
+// markers (Note [Boundary sharing]), captures vs eager region trees (timing-internal).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +24,8 @@ namespace accgraph::timing {
 /// Regions being recorded into one marker ring: a graph's capture or one eager region tree.
 /// Touched only under RegionRecorder's lock.
 struct Recording {
+  // A capture's ring is set when its marker sequence begins (RegionRecorder::begin_sequence:
+  // at its first region or first fork), an eager tree's when it starts; null before.
   std::shared_ptr<MarkerRing> ring;
   std::vector<RegionInfo> regions;
   uint32_t marker_count = 0;
@@ -39,13 +41,20 @@ class RegionRecorder {
  public:
   // --- captures (called from the graph lifecycle hooks) ---
 
-  /// Starts recording a capture of graph `graph_id` on `stream` into `ring`: InvalidState when
-  /// a region is open eagerly on that stream. Enqueues the ring's begin_sequence first in the
-  /// graph (Note [Marker ring]).
-  std::shared_ptr<Recording> begin_capture(std::shared_ptr<MarkerRing> ring, Stream& stream,
-                                           uint64_t graph_id);
+  /// Starts recording a capture of graph `graph_id` on `stream`: InvalidState when a region is
+  /// open eagerly on that stream. Enqueues nothing: the capture has no ring until its marker
+  /// sequence begins (begin_sequence), so a capture without regions gets no marker node.
+  std::shared_ptr<Recording> begin_capture(Stream& stream, uint64_t graph_id);
+  /// Begins the capture's marker sequence: enqueues `ring`'s begin_sequence on `stream` (the
+  /// stream of the capture's first region, or the stream a first fork forks from: Note [Marker
+  /// ring] wants it before every record() of every branch) and makes `ring` the capture's.
+  /// False, with nothing enqueued, when the sequence began already; InvalidState when the
+  /// capture ended. When begin_sequence throws, the capture stays without a ring.
+  bool begin_sequence(const std::shared_ptr<Recording>& capture,
+                      const std::shared_ptr<MarkerRing>& ring, Stream& stream);
   /// Closes the capture: InvalidState naming every open region (the capture is then aborted by
-  /// the core); otherwise enqueues end_sequence on `stream` and returns the capture's layout.
+  /// the core); otherwise enqueues end_sequence on `stream` when the sequence began, and returns
+  /// the capture's layout (null when it has no ring: no region was recorded).
   std::shared_ptr<const ReportLayout> end_capture(const std::shared_ptr<Recording>& capture,
                                                   Stream& stream, uint64_t graph_id);
   /// Forgets an aborted or reset capture: its open regions are no longer open anywhere.
@@ -58,9 +67,9 @@ class RegionRecorder {
   /// Gives `stream` its eager ring; false (and `ring` unused) when it has one already.
   bool adopt_eager_ring(Stream& stream, std::shared_ptr<MarkerRing> ring);
 
-  /// Opens a region on `stream`, into `capture` (the capture the stream records into now) or,
-  /// when null, eagerly (the stream's eager ring must exist: adopt_eager_ring). Returns its
-  /// serial (what a Region handle ends).
+  /// Opens a region on `stream`, into `capture` (the capture the stream records into now, whose
+  /// sequence began: begin_sequence) or, when null, eagerly (the stream's eager ring must exist:
+  /// adopt_eager_ring). Returns its serial (what a Region handle ends).
   uint64_t begin(Stream& stream, const std::shared_ptr<Recording>& capture, std::string name,
                  Metadata metadata, std::string lane);
   /// Ends the innermost open region on `stream` (`capture` as in begin()); with a serial (a
@@ -86,23 +95,30 @@ class RegionRecorder {
     size_t index = 0;     // into recording->regions
     uint64_t serial = 0;  // what a Region handle ends
   };
-  // The last region that ended on a stream: a sibling that begins right after it reuses its end
-  // marker as its begin marker (N+1 markers for N adjacent regions).
-  struct EndedRegion {
+  // The last marker recorded on a stream, and what the stream looked like right after it: a
+  // boundary that comes next reuses it when nothing was enqueued since (Note [Boundary sharing]).
+  struct LastMarker {
     std::shared_ptr<Recording> recording;
-    size_t depth = 0;
-    uint32_t end_marker = 0;
+    uint32_t marker = 0;
     uint64_t operation_count = 0;
+    uint64_t tail = 0;  // the capture tail token (native capturing streams only; 0: none)
   };
   struct StreamEntry {
     std::weak_ptr<detail::StreamState> stream;  // to close an open eager tree at ~Profiler
     std::vector<OpenRegion> stack;
-    std::optional<EndedRegion> last_ended;
+    std::optional<LastMarker> last_marker;
     std::shared_ptr<MarkerRing> eager_ring;  // created on the first eager region
     std::shared_ptr<Recording> eager_tree;   // the eager tree being recorded, if any
   };
 
   std::shared_ptr<Recording> start_eager_tree(Stream& stream, StreamEntry& entry);
+  // The marker a boundary of `recording` on `stream` may reuse, if any (caller holds mutex_).
+  static std::optional<uint32_t> shared_marker(const StreamEntry& entry, const Recording& recording,
+                                               Stream& stream);
+  // Records the next marker of `recording` on `stream` and remembers it as the stream's last
+  // (caller holds mutex_).
+  static uint32_t record_marker(StreamEntry& entry, const std::shared_ptr<Recording>& recording,
+                                Stream& stream);
   void forget(const std::shared_ptr<Recording>& recording);  // caller holds mutex_
   static void abandon_eager_tree(StreamEntry& entry, Stream& stream);
   static const std::string& path_of(const OpenRegion& open);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "accgraph/spi/backend.hpp"
+#include "accgraph/spi/capture_tail.hpp"
 #include "accgraph/stream.hpp"
 
 namespace accgraph {
@@ -47,6 +48,9 @@ struct StreamState {
   // sets capturing_graph, so StreamAccess::capturing need not ask the backend on the hot paths
   // (a region's begin and end, a timed replay).
   bool native = false;
+  // The backend's CaptureTail for `impl`, or null (capture_tail_of, asked once when the core
+  // creates or wraps the stream): Note [Boundary sharing] in timing/region_recorder.cpp.
+  CaptureTail* capture_tail = nullptr;
 };
 
 /// The core's and the timing layer's way to the shared state behind a Stream handle.
@@ -60,10 +64,18 @@ struct StreamAccess {
                                                                  const char* operation);
   /// The backend's queue behind `stream` (InvalidArgument when the Stream is empty).
   static StreamImpl& impl(const Stream& stream) { return *stream.state().impl; }
-  /// Operations enqueued through `stream` so far: two regions are adjacent when none came
-  /// between them (N+1 markers).
+  /// Operations enqueued through `stream` so far: two region boundaries share a marker only
+  /// when none came between them (Note [Boundary sharing] in timing/region_recorder.cpp).
   static uint64_t operation_count(const Stream& stream) {
     return stream.state().operations.load(std::memory_order_relaxed);
+  }
+  /// Whether `stream` may receive work accgraph does not see (Note [Native captures]).
+  static bool native(const Stream& stream) { return stream.state().native; }
+  /// The backend's capture tail token of `stream` (Note [Capture tail]): 0 when it cannot tell,
+  /// also when the backend's stream has no CaptureTail.
+  static uint64_t capture_tail(const Stream& stream) noexcept {
+    const CaptureTail* tail = stream.state_ ? stream.state_->capture_tail : nullptr;
+    return tail != nullptr ? tail->capture_tail() : 0;
   }
   /// Stream::is_capturing(), asking the backend only where the stream can be capturing: it is
   /// in an accgraph capture, or may be in a native one (Note [Native captures]).

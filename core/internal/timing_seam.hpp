@@ -40,6 +40,11 @@ class GraphInstrument {
   /// A foreign graph's launch threw after before_replay (the owner's launch raised: it may or
   /// may not have launched). Never throws.
   virtual void after_failed_replay(AcceleratorGraph& graph, Stream& stream) noexcept = 0;
+  /// During the capture, right before a stream forks from (waits for) `forking`, a stream of
+  /// `graph`'s capture (Stream::wait): what must precede every branch of the capture is
+  /// enqueued on `forking` now (timing: the marker sequence's head, Note [Marker ring]). An
+  /// error leaves the capture as it was and the fork not made (Stream::wait rethrows it).
+  virtual void before_fork(AcceleratorGraph& graph, Stream& forking) = 0;
 
  private:
   const InstrumentOwner* owner_;  // compared, never dereferenced
@@ -57,6 +62,11 @@ struct GraphAccess {
   /// Called during capture_begin's hooks.
   static void add_instrument(AcceleratorGraph& graph, std::shared_ptr<GraphInstrument> instrument) {
     graph.instruments_.push_back(std::move(instrument));
+  }
+  /// Stream::wait: a stream is about to fork from `forking`, which captures into `graph`.
+  static void before_fork(AcceleratorGraph& graph, Stream& forking) {
+    for (const auto& instrument : graph.instruments_)
+      if (instrument->active()) instrument->before_fork(graph, forking);
   }
   /// The active instrument `owner` added to `graph`'s current capture, or null.
   static GraphInstrument* instrument(const AcceleratorGraph& graph, const InstrumentOwner& owner) {

@@ -104,10 +104,13 @@ using Sink = std::function<void(const ReplayReport&)>;
 /// only when the graph's marker ring is full (the oldest replay is collected first, so no
 /// report is lost).
 ///
-/// N+1 markers: a region that begins on the same stream, at the same depth, right after its
-/// sibling ended, with no accgraph operation enqueued on that Stream in between, reuses the
-/// sibling's end marker as its begin. Native work enqueued between the two (a kernel launched
-/// on native_handle()) therefore counts toward the later region.
+/// Shared markers: a region boundary (begin or end) reuses the last marker recorded on its
+/// stream when nothing was enqueued there since (siblings share end and begin, a parent and its
+/// first child their begin, its last child and it their end; an empty region keeps two). On a
+/// stream that may also take native work (wrapped, or native_handle() handed out) "nothing"
+/// is proved by the backend's capture tail while capturing, else the boundary gets its own
+/// marker: native work between two regions is never counted in either (Note [Boundary sharing]
+/// in timing/region_recorder.cpp).
 ///
 /// Regions nest per stream (depth, parent, path "outer/inner"); a forked stream's regions
 /// start at depth 0. A region must end where it began: inside the same capture, or eagerly

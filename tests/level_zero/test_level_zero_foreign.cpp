@@ -373,9 +373,10 @@ TEST_CASE("native capture: a ForeignGraph times the application's graph on a wra
     }
     CHECK(first.duration_ns() >= std::chrono::nanoseconds(kFirst).count());
     CHECK(second.duration_ns() >= std::chrono::nanoseconds(kSecond).count());
-    // Nested: the children lie inside the step, one after the other (sharing the boundary).
+    // Nested: the children lie inside the step, one after the other. The list is native and
+    // level_zero has no CaptureTail, so no boundary shares a marker (Note [Boundary sharing]).
     CHECK(step.start_ns() <= first.start_ns());
-    CHECK(first.end_ns() == second.start_ns());
+    CHECK(first.end_ns() <= second.start_ns());
     CHECK(second.end_ns() <= step.end_ns());
     CHECK(step.duration_ns() >= first.duration_ns() + second.duration_ns());
     if (i > 0) CHECK(step.start_ns() >= reports[i - 1].region(0).end_ns());  // launches in order

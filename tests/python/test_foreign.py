@@ -69,7 +69,9 @@ def test_one_report_per_launch_with_the_regions_of_the_capture():
         step, a, b = report.regions
         assert step.metadata == {"kind": "foreign"}
         assert a.duration_ns >= 200_000 and b.duration_ns >= 100_000
-        assert a.end_ns == b.start_ns  # sibling regions share one marker
+        # The wrapped queue is native and the host backend has no CaptureTail: a's end and b's
+        # begin are separate markers (Note [Boundary sharing] in timing/region_recorder.cpp).
+        assert a.end_ns <= b.start_ns
         assert step.duration_ns >= a.duration_ns + b.duration_ns
         assert step.stream_id == owner.wrapped.id
     # Launches follow each other on the queue.

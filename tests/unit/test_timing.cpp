@@ -1,4 +1,4 @@
-// Tests of timing.hpp: regions in captured graphs and eagerly, N+1 markers, marker rings (no
+// Tests of timing.hpp: regions in captured graphs and eagerly, shared markers, marker rings (no
 // report lost), delivery modes, errors, and the lifecycle of timed graphs. Most cases run on a
 // deterministic fake backend (a virtual clock that only delay() advances, a device that runs
 // only when waited on, markers that detect a ring slot overwritten before it was read); the
@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "accgraph/accgraph.hpp"
+#include "accgraph/spi/capture_tail.hpp"
 #include "check_error.hpp"
 
 using accgraph::AcceleratorGraph;
@@ -90,7 +91,23 @@ struct FakeCounters {
   std::atomic<int> read_buffers{0};          // reads into a buffer other than the previous read's
   std::atomic<const uint64_t*> last_read{nullptr};  // where the last read() wrote
   std::atomic<int> capture_queries{0};              // is_capturing() calls
+  std::atomic<int> sequences_begun{0};              // begin_sequence() calls
+  std::atomic<const void*> begin_stream{nullptr};   // the stream of the last begin_sequence()
+  std::atomic<int> forks{0};                        // wait_for() calls that forked a capture
+  std::atomic<int> forks_at_begin{-1};              // `forks` at the last begin_sequence()
+  std::atomic<int> records_at_begin{-1};            // `records` at the last begin_sequence()
+  std::atomic<uint64_t> tail{0};                    // what capture_tail() answers
+  std::atomic<int> tail_queries{0};                 // capture_tail() calls
+  std::atomic<int> fail_begins{0};                  // begin_sequence() calls still to fail
   void reset() {
+    fail_begins = 0;
+    sequences_begun = 0;
+    begin_stream = nullptr;
+    forks = 0;
+    forks_at_begin = -1;
+    records_at_begin = -1;
+    tail = 0;
+    tail_queries = 0;
     capture_queries = 0;
     unmeasurable_marker = -1;
     read_buffers = 0;
@@ -104,8 +121,15 @@ FakeCounters counters;
 
 class FakeGraph;
 
-class FakeStream final : public accgraph::StreamImpl {
+// Implements CaptureTail with the token the test sets (counters.tail); it answers it even when
+// not capturing, so the tests see that eager native streams never share by the timing layer's
+// own rule (Note [Boundary sharing]).
+class FakeStream final : public accgraph::StreamImpl, public accgraph::CaptureTail {
  public:
+  uint64_t capture_tail() const noexcept override {
+    ++counters.tail_queries;
+    return counters.tail.load();
+  }
   int device() const override { return 0; }
   void* native_handle() const override { return const_cast<FakeStream*>(this); }
   void copy(void* dst, const void* src, size_t bytes) override {
@@ -173,7 +197,10 @@ class FakeGraph final : public accgraph::GraphImplInterface {
 
 void FakeStream::wait_for(accgraph::StreamImpl& other) {
   auto& o = static_cast<FakeStream&>(other);
-  if (o.graph_ != nullptr && graph_ == nullptr) o.graph_->join(*this);  // fork
+  if (o.graph_ != nullptr && graph_ == nullptr) {  // fork
+    o.graph_->join(*this);
+    ++counters.forks;
+  }
   // One in-order device: ordering between streams holds already.
 }
 
@@ -190,6 +217,14 @@ class FakeMarkers final : public accgraph::TimestampMarkers {
   uint64_t resolution_ns() const override { return 1; }
 
   void begin_sequence(accgraph::StreamImpl& stream) override {
+    if (counters.fail_begins > 0) {
+      --counters.fail_begins;
+      throw Error(ErrorCode::BackendError, "begin_sequence failed (as the test asked)", kFake);
+    }
+    ++counters.sequences_begun;
+    counters.begin_stream = &stream;
+    counters.forks_at_begin = counters.forks.load();
+    counters.records_at_begin = counters.records.load();
     static_cast<FakeStream&>(stream).enqueue([this] {
       uint64_t sequence = started_++;
       slot_ = sequence % depth_;
@@ -403,7 +438,7 @@ TEST_CASE("regions in a captured graph: one report per replay with nesting and m
   CHECK(stats[1].depth == 1);
 }
 
-TEST_CASE("adjacent sibling regions share their boundary marker (N+1 markers)") {
+TEST_CASE("adjacent sibling regions share their boundary marker (Note [Boundary sharing])") {
   fresh_fake();
   Profiler prof;
   AcceleratorGraph graph(kFake);
@@ -427,7 +462,7 @@ TEST_CASE("adjacent sibling regions share their boundary marker (N+1 markers)") 
   CHECK(r.region(2).duration_ns() == 30);
 }
 
-TEST_CASE("an accgraph operation between siblings gets its own boundary; nesting never shares") {
+TEST_CASE("an accgraph operation between siblings gets its own boundary; nesting shares") {
   fresh_fake();
   Profiler prof;
   AcceleratorGraph graph(kFake);
@@ -439,18 +474,19 @@ TEST_CASE("an accgraph operation between siblings gets its own boundary; nesting
   prof.end(stream);
   stream.delay(70ns);  // between the siblings: not part of either
   prof.begin(stream, "b");
-  prof.begin(stream, "b1");  // first child: begins with its parent, still its own marker
+  prof.begin(stream, "b1");  // first child: begins with its parent, on its marker
   stream.delay(5ns);
   prof.end(stream);
   prof.end(stream);
   graph.capture_end();
-  CHECK(counters.records.load() == 6);
+  CHECK(counters.records.load() == 4);  // a: 2; b and b1 begin and end together: 2
   graph.replay();
   prof.flush();
   ReplayReport r = prof.reports().at(0);
   CHECK(find_region(r, "b").start_ns() - find_region(r, "a").end_ns() == 70);
   CHECK(find_region(r, "b/b1").duration_ns() == 5);
   CHECK(find_region(r, "b").duration_ns() == 5);
+  CHECK(find_region(r, "b/b1").start_ns() == find_region(r, "b").start_ns());
 }
 
 TEST_CASE("a ring of depth 2 with 20 replays delivers 20 reports in order, none lost") {
@@ -594,6 +630,235 @@ TEST_CASE("a capture without regions reports nothing") {
   prof.flush();
   CHECK(prof.delivered() == 0);
   CHECK(counters.records.load() == 0);
+  // Note [Deferred ring]: no marker storage, no begin_sequence, nothing on the replay path.
+  CHECK(counters.markers_created.load() == 0);
+  CHECK(counters.sequences_begun.load() == 0);
+  CHECK(graph.replay_hooks() == 0);
+}
+
+// --- boundary sharing and the deferred ring -----------------------------------------------------
+
+// Note [Boundary sharing] on a native stream (wrapped): the capture tail token decides.
+TEST_CASE("a native capturing stream shares a boundary only where its capture tail is unchanged") {
+  fresh_fake();
+  Profiler prof;
+  AcceleratorGraph graph(kFake);
+  int handle = 0;
+  Stream stream = Stream::wrap(kFake, 0, &handle);
+  prof.attach(graph);
+  graph.capture_begin(stream);
+  counters.tail = 5;
+  prof.begin(stream, "P");
+  prof.begin(stream, "C1");  // same token: shares P's begin
+  CHECK(counters.records == 1);
+  prof.end(stream);          // never its own begin marker
+  prof.begin(stream, "C2");  // same token: shares C1's end
+  CHECK(counters.records == 2);
+  prof.end(stream);
+  counters.tail = 6;  // native work came: the token changed
+  prof.end(stream);   // P's end does not share C2's end
+  CHECK(counters.records == 4);
+  counters.tail = 0;  // the backend cannot tell: no marker recorded from now on is shared
+  prof.begin(stream, "Q");
+  prof.end(stream);
+  prof.begin(stream, "R");
+  prof.end(stream);
+  CHECK(counters.records == 8);
+  graph.capture_end();
+  CHECK(counters.tail_queries > 0);
+  graph.replay();
+  prof.flush();
+  const ReplayReport r = prof.reports().at(0);
+  const ReportLayout& layout = r.layout();
+  auto info = [&](const std::string& path) {
+    auto found = std::find_if(layout.regions().begin(), layout.regions().end(),
+                              [&](const RegionInfo& i) { return i.path == path; });
+    REQUIRE(found != layout.regions().end());
+    return *found;
+  };
+  CHECK(info("P").begin_marker == info("P/C1").begin_marker);
+  CHECK(info("P/C1").end_marker == info("P/C2").begin_marker);
+  CHECK(info("P/C2").end_marker != info("P").end_marker);
+  CHECK(info("Q").begin_marker != info("P").end_marker);
+  CHECK(info("R").begin_marker != info("Q").end_marker);
+  CHECK(layout.marker_count() == 8);
+}
+
+TEST_CASE(
+    "a stream not native never asks for the capture tail; one eager and native never shares") {
+  fresh_fake();
+  Profiler prof;
+  AcceleratorGraph graph(kFake);
+  Stream stream = Stream::create(kFake);
+  prof.attach(graph);
+  counters.tail = 5;
+  graph.capture_begin(stream);
+  {
+    auto outer = prof.region(stream, "outer");
+    auto inner = prof.region(stream, "inner");
+    stream.delay(3ns);
+  }
+  graph.capture_end();
+  CHECK(counters.records == 2);  // the operation count alone decides: shared begin and end
+  CHECK(counters.tail_queries == 0);
+
+  int handle = 0;
+  Stream native = Stream::wrap(kFake, 0, &handle);
+  counters.records = 0;
+  {
+    auto outer = prof.region(native, "outer");
+    auto inner = prof.region(native, "inner");
+    native.delay(3ns);
+  }
+  CHECK(counters.records == 4);  // eager: the token is no proof, every boundary its own marker
+  prof.flush();
+}
+
+TEST_CASE("a capture forked before its first region begins its marker sequence before the fork") {
+  fresh_fake();
+  Profiler prof;
+  AcceleratorGraph graph(kFake);
+  Stream main_stream = Stream::create(kFake);
+  Stream side = Stream::create(kFake);
+  prof.attach(graph);
+  graph.capture_begin(main_stream);
+  CHECK(counters.markers_created == 0);
+  side.wait(main_stream);  // fork: the head of the sequence goes first, on main_stream
+  CHECK(counters.markers_created == 1);
+  CHECK(counters.sequences_begun == 1);
+  CHECK(counters.forks_at_begin == 0);
+  CHECK(counters.records_at_begin == 0);
+  {
+    auto r = prof.region(side, "side");
+    side.delay(30ns);
+  }
+  Stream third = Stream::create(kFake);
+  third.wait(main_stream);  // a second fork begins nothing more
+  main_stream.wait(side);
+  main_stream.wait(third);
+  graph.capture_end();
+  CHECK(counters.sequences_begun == 1);
+  for (int i = 0; i < 3; ++i) graph.replay();
+  prof.flush();
+  CHECK(prof.delivered() == 3);
+  CHECK(find_region(prof.reports().back(), "side").duration_ns() == 30);
+  CHECK(counters.violations == 0);
+  CHECK(counters.begin_stream.load() == main_stream.native_handle());
+}
+
+TEST_CASE("a capture that forks but records no region replays its empty sequence, reports none") {
+  fresh_fake();
+  Profiler prof;
+  AcceleratorGraph graph(kFake);
+  Stream main_stream = Stream::create(kFake);
+  Stream side = Stream::create(kFake);
+  prof.attach(graph);
+  const int alive_before = counters.markers_alive.load();
+  graph.capture_begin(main_stream);
+  side.wait(main_stream);
+  side.delay(5ns);
+  main_stream.wait(side);
+  graph.capture_end();
+  CHECK(counters.sequences_begun == 1);
+  CHECK(counters.markers_alive.load() == alive_before + 1);
+  CHECK(graph.replay_hooks() == 1);            // its sequences are numbered and waited for
+  for (int i = 0; i < 9; ++i) graph.replay();  // more than the ring's depth, never waiting
+  prof.flush();
+  CHECK(prof.delivered() == 0);  // its sequences hold no marker: nothing is read or reported
+  graph.reset();                 // waits for the last launch, then frees the storage
+  CHECK(counters.markers_alive.load() == alive_before);
+}
+
+TEST_CASE("the first region after the first fork and the first region before it: one sequence") {
+  fresh_fake();
+  Profiler prof;
+  AcceleratorGraph graph(kFake);
+  Stream main_stream = Stream::create(kFake);
+  Stream side = Stream::create(kFake);
+  prof.attach(graph);
+  graph.capture_begin(main_stream);
+  {
+    auto r = prof.region(main_stream, "first");
+    CHECK(counters.sequences_begun == 1);
+    CHECK(counters.records_at_begin == 0);  // before the region's first marker
+    main_stream.delay(10ns);
+  }
+  side.wait(main_stream);
+  {
+    auto r = prof.region(side, "side");
+    side.delay(20ns);
+  }
+  main_stream.wait(side);
+  graph.capture_end();
+  CHECK(counters.sequences_begun == 1);
+  CHECK(counters.markers_created == 1);
+  graph.replay();
+  prof.flush();
+  REQUIRE(prof.delivered() == 1);
+  CHECK(find_region(prof.reports()[0], "first").duration_ns() == 10);
+  CHECK(find_region(prof.reports()[0], "side").duration_ns() == 20);
+}
+
+TEST_CASE("a marker ring that cannot be made fails the first region or fork, not the capture") {
+  fresh_fake();
+  ProfilerOptions bad;
+  bad.marker_strategy = "no_such_strategy";
+  Profiler prof(bad);
+  AcceleratorGraph graph(kFake);
+  Stream stream = Stream::create(kFake);
+  Stream side = Stream::create(kFake);
+  prof.attach(graph);
+  graph.capture_begin(stream);  // nothing made yet
+  require_error([&] { prof.begin(stream, "r"); }, ErrorCode::Unsupported,
+                {"begin: making the marker ring of graph", "no_such_strategy",
+                 "the capture goes on untimed so far", "begin the region again"});
+  require_error([&] { side.wait(stream); }, ErrorCode::Unsupported,
+                {"fork: making the marker ring of graph", "fork again"});
+  CHECK_FALSE(side.is_capturing());
+  CHECK(graph.state() == GraphState::Capturing);
+  stream.delay(5ns);
+  graph.capture_end();
+  graph.replay();
+  prof.flush();
+  CHECK(prof.delivered() == 0);
+  CHECK(counters.markers_created == 0);
+}
+
+TEST_CASE("a failed begin_sequence leaves the capture usable; the next region begins it") {
+  fresh_fake();
+  Profiler prof;
+  AcceleratorGraph graph(kFake);
+  Stream stream = Stream::create(kFake);
+  prof.attach(graph);
+  graph.capture_begin(stream);
+  counters.fail_begins = 1;
+  require_error([&] { prof.begin(stream, "r"); }, ErrorCode::BackendError,
+                {"begin_sequence failed"});
+  CHECK(graph.state() == GraphState::Capturing);
+  {
+    auto r = prof.region(stream, "r");
+    stream.delay(7ns);
+  }
+  graph.capture_end();
+  CHECK(counters.markers_created == 1);  // the ring made for the failed attempt, reused
+  CHECK(counters.sequences_begun == 1);
+  graph.replay();
+  prof.flush();
+  REQUIRE(prof.delivered() == 1);
+  CHECK(prof.reports()[0].region(0).duration_ns() == 7);
+
+  // A capture whose only attempt failed: no report, and flush does not wait for it.
+  AcceleratorGraph other(kFake);
+  prof.attach(other);
+  other.capture_begin(stream);
+  counters.fail_begins = 1;
+  require_error([&] { prof.begin(stream, "r"); }, ErrorCode::BackendError,
+                {"begin_sequence failed"});
+  other.capture_end();
+  CHECK(other.replay_hooks() == 0);
+  other.replay();
+  prof.flush();
+  CHECK(prof.delivered() == 1);
 }
 
 // --- eager regions -------------------------------------------------------------------------------
@@ -634,9 +899,9 @@ TEST_CASE("eager regions: one report per outermost region tree, graph id 0") {
   CHECK(reports[0].region(2).duration_ns() == 60);
   CHECK(reports[1].size() == 1);
   CHECK(reports[1].region(0).duration_ns() == 9);
-  // First tree: eager begin, child begin, child end = child2 begin (N+1), child2 end, eager end;
-  // second tree: 2.
-  CHECK(counters.records.load() == 7);
+  // First tree: eager begin, child begin, child end = child2 begin, child2 end = eager end;
+  // second tree: 2 (Note [Boundary sharing]).
+  CHECK(counters.records.load() == 6);
   CHECK(counters.markers_created.load() == 1);  // one marker set per stream, reused
   CHECK(counters.violations.load() == 0);
 }
@@ -1281,6 +1546,7 @@ TEST_CASE("a foreign graph: regions recorded into the owner's capture, one repor
   prof.attach(foreign);
 
   owner.begin_capture();
+  counters.tail = 3;  // the owner's capture tail: unchanged, nothing native comes
   foreign.capture_begin(stream);
   CHECK(foreign.state() == GraphState::Capturing);
   CHECK(stream.capturing_graph() == &foreign.graph());
@@ -1298,7 +1564,9 @@ TEST_CASE("a foreign graph: regions recorded into the owner's capture, one repor
   foreign.capture_end();
   owner.end_capture();
   CHECK(foreign.state() == GraphState::Instantiated);
-  CHECK(counters.records == 5);  // step, a, a.end == b.begin (N+1), b.end, step.end
+  // The owner's queue is native: the capture tail (a constant token here: nothing native came)
+  // lets step and a begin together, a's end be b's begin, b and step end together.
+  CHECK(counters.records == 3);
 
   // Five launches through a ring of two: the oldest is collected before a slot is reused.
   for (int i = 0; i < 5; ++i) foreign.launch(stream, [&] { owner.launch(); });
@@ -1456,13 +1724,15 @@ TEST_CASE("asking for a stream's native handle ends the sharing of region bounda
       auto b = prof.region(stream, "b");
       stream.delay(10ns);
     }
-    CHECK(counters.records == 4);  // outer, a, a.end == b.begin (N+1), b.end
+    CHECK(counters.records == 3);  // outer == a.begin, a.end == b.begin, b.end
+    counters.tail = 9;             // a token, which an eager stream never trusts
     (void)stream.native_handle();  // native work may follow: it is neither b's nor c's
     {
       auto c = prof.region(stream, "c");
       stream.delay(10ns);
     }
-    CHECK(counters.records == 6);
+    CHECK(counters.records == 5);
   }
+  CHECK(counters.records == 6);  // outer's end does not share c's end either
   prof.flush();
 }

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "../../core/internal/timing_seam.hpp"
@@ -342,8 +344,8 @@ TEST_CASE("RegionRecorder: ending a region that is not the innermost names both,
 }
 
 TEST_CASE(
-    "RegionRecorder: adjacent siblings share a marker (N+1); lanes and metadata kept; "
-    "recording never delivers") {
+    "RegionRecorder: adjacent boundaries share a marker; lanes and metadata kept; recording "
+    "never delivers") {
   Stream stream = Stream::create("host");
   ReportStore store(KeepReports::all().count(), StatsMode::Sketch);
   Collector collector(store);
@@ -360,7 +362,11 @@ TEST_CASE(
   collector.collect_all(*closed);
   REQUIRE(store.delivered() == 1);
   const ReplayReport report = store.reports()[0];
-  CHECK(report.layout().marker_count() == 6);  // 4 regions, 2 + 3 + 1 markers (not 8)
+  // 4 regions, 4 markers (not 8): step and x begin together, each sibling's end is the next
+  // one's begin, z and step end together (Note [Boundary sharing]).
+  CHECK(report.layout().marker_count() == 4);
+  CHECK(report.region(0).start_ns() == report.region(1).start_ns());
+  CHECK(report.region(3).end_ns() == report.region(0).end_ns());
   CHECK(report.region(1).end_ns() == report.region(2).start_ns());
   CHECK(report.region(1).lane() == "attention");
   CHECK(report.region(0).lane().empty());
@@ -377,7 +383,11 @@ TEST_CASE(
   auto ring = MarkerRing::create(stream.backend(), "host", 0, 3, MarkerOptions{});
   AcceleratorGraph graph("host");
   graph.capture_begin(stream);
-  std::shared_ptr<Recording> capture = recorder.begin_capture(ring, stream, 3);
+  std::shared_ptr<Recording> capture = recorder.begin_capture(stream, 3);
+  CHECK_ACCGRAPH_ERROR(recorder.begin(stream, capture, "early", {}, ""), ErrorCode::InvalidState,
+                       "has no marker sequence");
+  CHECK(recorder.begin_sequence(capture, ring, stream));
+  CHECK_FALSE(recorder.begin_sequence(capture, ring, stream));  // once per capture
   const uint64_t open = recorder.begin(stream, capture, "layer", {}, "");
   CHECK_ACCGRAPH_ERROR(recorder.end_capture(capture, stream, 3), ErrorCode::InvalidState,
                        "region 'layer' on stream");
@@ -388,4 +398,97 @@ TEST_CASE(
   CHECK_ACCGRAPH_ERROR(recorder.begin(stream, capture, "late", {}, ""), ErrorCode::InvalidState,
                        "ended while the region began");
   graph.capture_end();
+}
+
+namespace {
+// The layout of the one eager tree `body` records on a fresh host stream.
+std::shared_ptr<const ReportLayout> eager_layout(
+    const std::function<void(RegionRecorder&, Stream&)>& body) {
+  Stream stream = Stream::create("host");
+  ReportStore store(KeepReports::all().count(), StatsMode::Sketch);
+  Collector collector(store);
+  RegionRecorder recorder;
+  give_eager_ring(recorder, collector, stream);
+  body(recorder, stream);
+  collector.flush();
+  REQUIRE(store.reports().size() == 1);
+  return store.reports()[0].shared_layout();
+}
+
+void region(
+    RegionRecorder& recorder, Stream& stream, const char* name,
+    const std::function<void()>& inside = [] {}) {
+  recorder.begin(stream, nullptr, name, {}, "");
+  inside();
+  (void)recorder.end(stream, nullptr, 0);
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> markers_of(const ReportLayout& layout) {
+  std::vector<std::pair<uint32_t, uint32_t>> markers;
+  for (const RegionInfo& info : layout.regions())
+    markers.emplace_back(info.begin_marker, info.end_marker);
+  return markers;
+}
+}  // namespace
+
+TEST_CASE("RegionRecorder: nested boundaries share: a parent with two children needs 3 markers") {
+  auto layout = eager_layout([](RegionRecorder& recorder, Stream& stream) {
+    region(recorder, stream, "P", [&] {
+      region(recorder, stream, "C1");
+      region(recorder, stream, "C2");
+    });
+  });
+  CHECK(layout->marker_count() == 3);
+  // begin(P) = begin(C1), end(C1) = begin(C2), end(C2) = end(P); an empty region keeps two.
+  using M = std::vector<std::pair<uint32_t, uint32_t>>;
+  CHECK(markers_of(*layout) == M{{0, 2}, {0, 1}, {1, 2}});
+}
+
+TEST_CASE("RegionRecorder: an empty region keeps two markers, also nested in an empty parent") {
+  auto layout = eager_layout([](RegionRecorder& recorder, Stream& stream) {
+    region(recorder, stream, "P", [&] { region(recorder, stream, "C"); });
+  });
+  CHECK(layout->marker_count() == 2);
+  using M = std::vector<std::pair<uint32_t, uint32_t>>;
+  CHECK(markers_of(*layout) == M{{0, 1}, {0, 1}});
+}
+
+TEST_CASE("RegionRecorder: an operation between two boundaries gives each its own marker") {
+  std::vector<uint8_t> bytes(64);
+  auto fill = [&](Stream& stream) { stream.fill(bytes.data(), 1, bytes.size()); };
+  // Between a parent's begin and its first child's begin, between siblings, between the last
+  // child's end and its parent's end: every boundary its own marker.
+  auto layout = eager_layout([&](RegionRecorder& recorder, Stream& stream) {
+    region(recorder, stream, "P", [&] {
+      fill(stream);
+      region(recorder, stream, "C1", [&] { fill(stream); });
+      fill(stream);
+      region(recorder, stream, "C2", [&] { fill(stream); });
+      fill(stream);
+    });
+  });
+  CHECK(layout->marker_count() == 6);
+  using M = std::vector<std::pair<uint32_t, uint32_t>>;
+  CHECK(markers_of(*layout) == M{{0, 5}, {1, 2}, {3, 4}});
+
+  // One operation inside each child only: the parent still shares both its boundaries.
+  layout = eager_layout([&](RegionRecorder& recorder, Stream& stream) {
+    region(recorder, stream, "P", [&] {
+      region(recorder, stream, "C1", [&] { fill(stream); });
+      region(recorder, stream, "C2", [&] { fill(stream); });
+    });
+  });
+  CHECK(markers_of(*layout) == M{{0, 2}, {0, 1}, {1, 2}});
+}
+
+TEST_CASE("RegionRecorder: a capture without regions enqueues nothing and has no layout") {
+  Stream stream = Stream::create("host");
+  RegionRecorder recorder;
+  AcceleratorGraph graph("host");
+  graph.capture_begin(stream);
+  std::shared_ptr<Recording> capture = recorder.begin_capture(stream, 5);
+  CHECK((capture->ring == nullptr));
+  CHECK((recorder.end_capture(capture, stream, 5) == nullptr));
+  graph.capture_end();
+  CHECK(graph.stats().nodes == 0);  // no begin_sequence, no end_sequence
 }

@@ -313,10 +313,12 @@ struct MarkerOptions {
 /// publishes completion, so is_complete() is a cheap poll. The timing layer collects the oldest
 /// pending sequence first when the ring is full: reports are never overwritten or lost.
 /// What the caller (the timing layer) guarantees: one marker set belongs either to one graph
-/// (its capture recorded begin_sequence first on the origin stream, the records on any stream
-/// of the capture, end_sequence last on the origin after every fork joined) or to eager
-/// sequences of one stream; calls into one object are serialised (never two at once); at most
-/// ring_depth() sequences are launched and unread.
+/// (its capture recorded begin_sequence on the origin stream before every record() and before
+/// the capture's first fork, the records on any stream of the capture, end_sequence last on the
+/// origin after every fork joined; the set is created, and begin_sequence recorded, only when
+/// the capture's first region begins or it first forks, so a capture with neither records no
+/// marker operation at all) or to eager sequences of one stream; calls into one object are
+/// serialised (never two at once); at most ring_depth() sequences are launched and unread.
 /// - (marker.slot) Up to ring_depth() sequences of one set may be in flight at once: replays of
 ///   its graph launched back to back, on one stream or on several. Each writes its own slot,
 ///   chosen when the sequence *runs* (begin_sequence's operation), not when record() was called:
@@ -352,7 +354,8 @@ class ACCGRAPH_API TimestampMarkers {
   virtual size_t ring_depth() const = 0;
   virtual uint64_t resolution_ns() const = 0;
 
-  /// Enqueued once at the start of a sequence (at capture begin for graphs), before any record().
+  /// Enqueued once at the start of a sequence (for graphs: in the capture, before its first
+  /// record() and its first fork), before any record().
   virtual void begin_sequence(StreamImpl& stream) = 0;
   /// Enqueues "write the time into marker `marker`" (markers are numbered 0.. per sequence).
   virtual void record(StreamImpl& stream, uint32_t marker) = 0;
