@@ -1,0 +1,409 @@
+"""accgraph.torch_trace.annotate_trace: accgraph's regions laid over a torch.profiler (Kineto)
+trace, aligned on accgraph's own marker kernels (Note [Trace replay matching]).
+
+Everywhere: traces shaped like Kineto's, built here from real reports of the host backend (its
+markers' times become the marker kernels' times, shifted by a clock offset the code does not
+know). With the recorded fixture (tests/python/data/torch_trace.json.gz, written on a GPU by
+tests/python/data/record_torch_trace.py): the real CUPTI trace. With torch and a GPU: a trace
+recorded in the test. Those two check the issue's promise: every kernel of each timed replay
+lies inside exactly one innermost region, and region edges are within 0.1 us of their marker
+kernels."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import pathlib
+
+import pytest
+
+import accgraph
+from accgraph.torch_trace import annotate_trace
+
+DATA = pathlib.Path(__file__).parent / "data"
+FIXTURE_TRACE = DATA / "torch_trace.json.gz"
+FIXTURE_REPORTS = DATA / "torch_trace_reports.csv"
+
+RECORD = "void accgraph::detail::cuda::(anonymous namespace)::marker_record_kernel(unsigned long*)"
+PROGRAMMATIC = ("void accgraph::detail::cuda::(anonymous namespace)::"
+                "marker_record_programmatic_kernel(unsigned long*)")
+END = ("void accgraph::detail::cuda::(anonymous namespace)::marker_end_kernel(unsigned long*, "
+       "unsigned long, unsigned long const*, unsigned long*, unsigned long*, unsigned int, "
+       "unsigned int, unsigned int)")
+OFFSET_NS = 1_764_000_000_000_000  # the trace's clock minus the markers' (unknown to the code)
+PID, TID = 0, 7
+
+
+# --- reports on the host backend ----------------------------------------------------------------
+
+
+def timed_model(prof, stream, replays=6, gaps=True, blocks=2):
+    """A graph shaped like a module tree: nested regions (shared edges), glue between sibling
+    modules, a lane. Between replays, eager delays of different lengths make the gaps between
+    replays distinct (as a host's launch jitter does)."""
+    g = accgraph.Graph(stream.backend)
+    prof.attach(g)
+    with g.capture(stream):
+        with prof.region(stream, "model", cls="GPT"):
+            for b in range(blocks):
+                with prof.region(stream, f"h.{b}"):
+                    with prof.region(stream, f"h.{b}.attn"):
+                        stream.delay(20e-6)
+                    stream.delay(10e-6)  # the residual add: in h.{b}'s own time
+                    with prof.region(stream, f"h.{b}.mlp"):
+                        stream.delay(20e-6)
+            with prof.region(stream, "head", lane="side"):
+                stream.delay(10e-6)
+    for i in range(replays):
+        g.replay()
+        if gaps:
+            stream.delay((1 + i % 5) * 7e-6)
+    stream.synchronize()
+    return g
+
+
+@pytest.fixture
+def host():
+    return accgraph.Stream("host")
+
+
+@pytest.fixture
+def reports(host):
+    prof = accgraph.Profiler()
+    timed_model(prof, host)
+    prof.flush()
+    out = prof.reports()
+    assert len(out) == 6
+    return out
+
+
+# --- a Kineto-shaped trace built from reports ---------------------------------------------------
+
+
+def marker_times(report):
+    """Marker index -> time, from the regions (what the layout holds)."""
+    if hasattr(report[0], "begin_marker"):
+        times = {}
+        for t in report:
+            times[t.begin_marker] = t.start_ns
+            times[t.end_marker] = t.end_ns
+        return [times[i] for i in sorted(times)]
+    return sorted({x for t in report for x in (t.start_ns, t.end_ns)})
+
+
+def kernel(name, start_ns, dur_ns, correlation=None, tid=TID):
+    args = {"device": PID, "stream": tid}
+    if correlation is not None:
+        args["correlation"] = correlation
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": PID, "tid": tid,
+            "ts": round(start_ns / 1000, 3), "dur": round(dur_ns / 1000, 3), "args": args}
+
+
+def kineto_trace(reports, programmatic=False, correlation=True, foreign=True):
+    """What Kineto exports for these replays: per replay, a record kernel per marker (times in
+    the trace's clock), a work kernel between consecutive markers, the end kernel; the kernels
+    of one replay share the graph launch's correlation id. `foreign`: a kernel of other work
+    between replays."""
+    events = [
+        {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": "GPU 0"}},
+        {"ph": "M", "name": "thread_name", "pid": PID, "tid": TID, "args": {"name": "stream 7"}},
+        {"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": TID,
+         "args": {"sort_index": TID}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1234, "tid": 1234,
+         "ts": OFFSET_NS / 1000, "dur": 5.0, "args": {}},
+    ]
+    for n, report in enumerate(reports):
+        corr = 1000 + n if correlation else None
+        times = [t + OFFSET_NS for t in marker_times(report)]
+        for i, t in enumerate(times):
+            if programmatic:  # starts early, stores just before it ends
+                events.append(kernel(PROGRAMMATIC, t - 1500, 1500, corr))
+            else:
+                events.append(kernel(RECORD, t, 300, corr))
+            if i + 1 < len(times) and times[i + 1] - t > 2000:
+                events.append(kernel(f"work_{n}_{i}", t + 500, times[i + 1] - t - 1000, corr))
+        events.append(kernel(END, times[-1] + 400, 1200, corr))
+        if foreign:
+            events.append(kernel("elementwise_kernel", times[-1] + 2000, 500, 5000 + n))
+    return {"schemaVersion": 1, "traceEvents": events}
+
+
+def load(path):
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return json.load(f)
+
+
+def slices(trace):
+    return [e for e in trace["traceEvents"] if e.get("cat") == "gpu_user_annotation"]
+
+
+def kernels(trace):
+    return [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+
+
+def innermost(report, start, end):
+    """The deepest region of `report` whose times contain [start, end] (the oracle: the
+    report's own times, no markers)."""
+    inside = [t for t in report if t.start_ns <= start and end <= t.end_ns]
+    return max(inside, key=lambda t: t.depth).path if inside else ""
+
+
+# --- the synthetic traces -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("programmatic", [False, True])
+def test_regions_lie_on_their_marker_kernels(tmp_path, reports, programmatic):
+    src = tmp_path / "trace.json"
+    src.write_text(json.dumps(kineto_trace(reports, programmatic=programmatic)))
+    out = tmp_path / "annotated.json"
+    summary = annotate_trace(src, out, reports)
+    assert summary["replays"] == 6 and summary["unmatched_replays"] == 0
+    trace = load(out)
+    got = slices(trace)
+    assert len(got) == sum(len(r) for r in reports) == summary["regions"]
+    by_key = {(s["args"]["replay_index"], s["args"]["accgraph_path"]): s for s in got}
+    for r in reports:
+        for t in r:
+            s = by_key[(r.replay_index, t.path)]
+            # The edges are the marker kernels' stores: the report's times on the trace's clock.
+            assert round(s["ts"] * 1000) == t.start_ns + OFFSET_NS
+            assert abs(s["dur"] * 1000 - t.duration_ns) <= 1
+            assert s["name"] == t.name and s["args"]["graph_id"] == r.graph_id
+            assert s["args"]["duration_ns"] == t.duration_ns
+    assert by_key[(0, "model")]["args"]["cls"] == "GPT"
+    # One row per (lane, depth), each named, none of them the stream's own row.
+    rows = {(s["args"]["lane"], s["args"]["accgraph_path"].count("/")): s["tid"] for s in got}
+    assert len(set(rows.values())) == len(rows) == 4  # model, h.b, h.b.x, and the side lane
+    assert TID not in rows.values()
+    names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
+             if e.get("name") == "thread_name"}
+    assert all("accgraph" in names[tid] for tid in rows.values())
+
+
+def test_every_kernel_gets_its_innermost_region(tmp_path, reports):
+    src = tmp_path / "trace.json"
+    src.write_text(json.dumps(kineto_trace(reports)))
+    out = tmp_path / "annotated.json"
+    summary = annotate_trace(src, out, reports)
+    by_replay = {f"{r.graph_id}:{r.replay_index}": r for r in reports}
+    work = [k for k in kernels(load(out)) if k["name"].startswith("work_")]
+    assert len(work) == summary["kernels_labelled"] > 6 * 5
+    seen = set()
+    for k in work:
+        r = by_replay[k["args"]["accgraph_replay"]]
+        start = round(k["ts"] * 1000) - OFFSET_NS
+        end = start + round(k["dur"] * 1000)
+        assert k["args"]["accgraph_region"] == innermost(r, start, end), k["name"]
+        seen.add(k["args"]["accgraph_region"])
+    assert {"h.0", "h.0/h.0.attn", "h.1/h.1.mlp"} <= {p.split("model/")[-1] for p in seen}
+    assert any(p.endswith("model/h.0") for p in seen)  # the glue lands in the parent
+    marks = [k for k in kernels(load(out)) if "accgraph" in k["name"]]
+    assert all("accgraph_marker" in k["args"] for k in marks)
+    assert {k["args"]["accgraph_marker"] for k in marks if END in k["name"]} == {"end"}
+    # Other work is left as it was.
+    foreign = [k for k in kernels(load(out)) if k["name"] == "elementwise_kernel"]
+    assert foreign and all(set(k["args"]) == {"device", "stream", "correlation"} for k in foreign)
+
+
+@pytest.mark.parametrize("correlation", [True, False])
+def test_a_trace_of_some_replays_finds_which(tmp_path, reports, correlation):
+    # The profiler kept replays 0-5, the trace saw 2-4: the gaps between replays say which.
+    src = tmp_path / "trace.json"
+    src.write_text(json.dumps(kineto_trace(reports[2:5], correlation=correlation)))
+    out = tmp_path / "annotated.json"
+    assert annotate_trace(src, out, reports)["replays"] == 3
+    indices = {s["args"]["replay_index"] for s in slices(load(out))}
+    assert indices == {2, 3, 4}
+    for k in kernels(load(out)):
+        if k["name"].startswith("work_"):
+            n = int(k["name"].split("_")[1])
+            assert k["args"]["accgraph_replay"] == f"{reports[0].graph_id}:{n + 2}"
+
+
+def test_a_report_missing_for_a_traced_replay(tmp_path, reports):
+    src = tmp_path / "trace.json"
+    src.write_text(json.dumps(kineto_trace(reports)))
+    out = tmp_path / "annotated.json"
+    kept = reports[:2] + reports[3:]
+    summary = annotate_trace(src, out, kept)
+    assert (summary["replays"], summary["unmatched_replays"]) == (5, 1)
+    assert {s["args"]["replay_index"] for s in slices(load(out))} == {0, 1, 3, 4, 5}
+
+
+def test_two_graphs_each_get_their_own_replays(tmp_path, host):
+    prof = accgraph.Profiler()
+    a = timed_model(prof, host, replays=3, blocks=1)
+    b = timed_model(prof, host, replays=3, blocks=3)
+    prof.flush()
+    reports = prof.reports()
+    src = tmp_path / "trace.json"
+    trace = kineto_trace(reports)
+    src.write_text(json.dumps(trace))
+    out = tmp_path / "annotated.json"
+    assert annotate_trace(src, out, list(reversed(reports)))["replays"] == 6
+    got = slices(load(out))
+    assert {s["args"]["graph_id"] for s in got if s["args"]["accgraph_path"].endswith("h.2")} \
+        == {b.id}
+    assert sum(s["args"]["graph_id"] == a.id for s in got) == 3 * len(reports[0])
+
+
+def test_gzip_in_and_out_and_a_dict(tmp_path, reports):
+    trace = kineto_trace(reports)
+    src = tmp_path / "trace.json.gz"
+    with gzip.open(src, "wt") as f:
+        json.dump(trace, f)
+    out = tmp_path / "annotated.json.gz"
+    annotate_trace(src, out, reports)
+    from_file = load(out)
+    annotate_trace(trace, tmp_path / "from_dict.json", reports)
+    assert load(tmp_path / "from_dict.json") == from_file
+    assert "accgraph_region" not in json.dumps(trace)  # the caller's dict is left alone
+
+
+def test_the_reports_csv_gives_the_same_slices(tmp_path, host):
+    prof = accgraph.Profiler()
+    timed_model(prof, host, replays=4)
+    prof.flush()
+    reports = prof.reports()
+    src = tmp_path / "trace.json"
+    src.write_text(json.dumps(kineto_trace(reports)))
+    prof.write_csv(tmp_path / "reports.csv")
+    annotate_trace(src, tmp_path / "from_csv.json", tmp_path / "reports.csv")
+    annotate_trace(src, tmp_path / "from_profiler.json", prof)
+
+    def key(trace):
+        return sorted((s["args"]["replay_index"], s["args"]["accgraph_path"], s["ts"], s["dur"])
+                      for s in slices(trace))
+
+    assert key(load(tmp_path / "from_csv.json")) == key(load(tmp_path / "from_profiler.json"))
+    assert len(key(load(tmp_path / "from_csv.json"))) == 4 * len(reports[0])
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+def test_a_trace_without_marker_kernels(tmp_path, reports):
+    trace = kineto_trace(reports)
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if "accgraph" not in e.get("name", "")]
+    with pytest.raises(accgraph.InvalidArgumentError, match="no accgraph marker kernels"):
+        annotate_trace(trace, tmp_path / "out.json", reports)
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_reports_of_another_graph(tmp_path, host, reports):
+    prof = accgraph.Profiler()
+    timed_model(prof, host, replays=2, blocks=3)
+    prof.flush()
+    with pytest.raises(accgraph.InvalidArgumentError, match=r"markers each"):
+        annotate_trace(kineto_trace(reports), tmp_path / "out.json", prof)
+
+
+def test_gaps_that_disagree(tmp_path, reports):
+    trace = kineto_trace(reports)
+    for e in trace["traceEvents"]:  # the trace's clock runs twice as fast as the markers'
+        if e.get("cat") == "kernel":
+            e["ts"] = round(2 * (e["ts"] - OFFSET_NS / 1000) + OFFSET_NS / 1000, 3)
+    with pytest.raises(accgraph.InvalidArgumentError, match="agrees with a report"):
+        annotate_trace(trace, tmp_path / "out.json", reports)
+
+
+def test_no_reports(tmp_path, host, reports):
+    prof = accgraph.Profiler(keep_reports=0)
+    timed_model(prof, host, replays=2)
+    prof.flush()
+    with pytest.raises(accgraph.InvalidArgumentError, match="keep_reports"):
+        annotate_trace(kineto_trace(reports), tmp_path / "out.json", prof)
+    with pytest.raises(accgraph.InvalidArgumentError, match="no reports"):
+        annotate_trace(kineto_trace(reports), tmp_path / "out.json", [])
+    with pytest.raises(TypeError, match="profiler_or_reports"):
+        annotate_trace(kineto_trace(reports), tmp_path / "out.json", 42)
+
+
+def test_outputs_it_does_not_write(tmp_path, reports):
+    with pytest.raises(accgraph.UnsupportedError, match=r"\.pftrace output is not supported"):
+        annotate_trace(kineto_trace(reports), tmp_path / "out.pftrace", reports)
+    with pytest.raises(accgraph.InvalidArgumentError, match=r"\.json or \.json\.gz"):
+        annotate_trace(kineto_trace(reports), tmp_path / "out.txt", reports)
+    with pytest.raises(accgraph.InvalidArgumentError, match="not Chrome trace JSON"):
+        (tmp_path / "bad.json").write_text("{")
+        annotate_trace(tmp_path / "bad.json", tmp_path / "out.json", reports)
+
+
+# --- real CUPTI traces: the recorded fixture, and one recorded here on a GPU ----------------------
+
+
+def check_annotated(trace, summary, tolerance_ns=100):
+    """The issue's promise on a real trace: every kernel of each timed replay lies inside
+    exactly one innermost region (by the slices' times, not by the labels annotate_trace gave),
+    and region edges are within 0.1 us of a marker kernel of their replay."""
+    assert summary["replays"] > 0
+    regions = {}  # replay -> [(start, end, depth, path)]
+    for s in slices(trace):
+        replay = f"{s['args']['graph_id']}:{s['args']['replay_index']}"
+        start = round(s["ts"] * 1000)
+        regions.setdefault(replay, []).append(
+            (start, start + round(s["dur"] * 1000), s["args"]["accgraph_path"].count("/"),
+             s["args"]["accgraph_path"]))
+    marks = {}  # replay -> anchors of its marker kernels (start and end: plain or programmatic)
+    work = {}
+    for k in kernels(trace):
+        replay = k.get("args", {}).get("accgraph_replay")
+        if replay is None:
+            continue
+        start = round(k["ts"] * 1000)
+        end = start + round(k["dur"] * 1000)
+        if "accgraph_marker" in k["args"]:
+            marks.setdefault(replay, []).extend([start, end])
+        else:
+            work.setdefault(replay, []).append((start, end, k["args"]["accgraph_region"]))
+    assert set(regions) == set(work) and len(regions) == summary["replays"]
+    for replay, spans in regions.items():
+        for start, end, _, path in spans:
+            for edge in (start, end):
+                assert min(abs(edge - m) for m in marks[replay]) <= tolerance_ns, (replay, path)
+        for start, end, label in work[replay]:
+            inside = [s for s in spans if s[0] <= start and end <= s[1]]
+            deepest = max(s[2] for s in inside)
+            innermost_ = [s for s in inside if s[2] == deepest]
+            assert len(innermost_) == 1, (replay, start, innermost_)
+            assert innermost_[0][3] == label
+
+
+@pytest.mark.skipif(not (FIXTURE_TRACE.exists() and FIXTURE_REPORTS.exists()),
+                    reason="the recorded fixture is not there yet: run "
+                           "tests/python/data/record_torch_trace.py on a GPU")
+def test_the_recorded_torch_profiler_trace(tmp_path):
+    out = tmp_path / "annotated.json.gz"
+    summary = annotate_trace(FIXTURE_TRACE, out, FIXTURE_REPORTS)
+    meta = json.loads((DATA / "torch_trace_meta.json").read_text())
+    assert summary["replays"] == meta["traced_replays"]
+    assert summary["unmatched_replays"] == 0
+    check_annotated(load(out), summary)
+
+
+def test_a_trace_recorded_here_on_the_gpu(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    from conftest import UNAVAILABLE
+
+    if UNAVAILABLE.get("cuda"):
+        pytest.skip(f"backend cuda unavailable: {UNAVAILABLE['cuda']}")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("record_torch_trace",
+                                                  DATA / "record_torch_trace.py")
+    record = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(record)
+    meta = record.record(tmp_path, traced_replays=4)
+    out = tmp_path / "annotated.json"
+    summary = annotate_trace(tmp_path / "torch_trace.json.gz", out,
+                             tmp_path / "torch_trace_reports.csv")
+    assert summary["replays"] == meta["traced_replays"] == 4
+    check_annotated(load(out), summary)
+    # From the profiler's reports too (markers by index, not recovered from times).
+    summary = annotate_trace(tmp_path / "torch_trace.json.gz", out, meta["profiler"])
+    assert summary["replays"] == 4
+    check_annotated(load(out), summary)
