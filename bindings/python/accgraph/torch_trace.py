@@ -29,6 +29,8 @@ import gzip
 import json
 import math
 import os
+import re
+from decimal import Decimal
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -66,23 +68,27 @@ UNSUPPORTED_STRATEGIES = ("external_events",)
 #    kernel to marker index, which is why matching is by marker, never by counting edges.
 # 3. Shape: a sequence fits a report when both have the same number of markers and every
 #    marker's offset from the first agrees within `tolerance_us` (anchor gaps against the
-#    report's gaps: the same device clock, so only the kernel's own latency differs). A
-#    sequence goes to the graph whose reports fit it best (the first, middle and last report
-#    of each graph are tried).
+#    report's gaps: the same device clock, so only the kernel's own latency differs). Replays
+#    of one graph differ by more than that (a kernel's duration varies from run to run), so a
+#    sequence first goes to the graph of its marker count whose reports come closest (the
+#    first, middle and last report of each graph, no threshold: graphs of one marker count
+#    differ in their gaps), and fits are checked per pair once the replay is chosen.
 # 4. Which replay: a graph's sequences in the trace are consecutive replays (CUPTI sees every
-#    launch while tracing), so sequence i is replay r0 + i, and only r0 is unknown. For each r0
-#    that pairs at least one sequence with a kept report, the pairs' clock offsets (anchor of
-#    the first marker minus its time) must agree between consecutive pairs within
-#    `tolerance_us` (the gaps between replays, which the host's launch jitter makes distinct,
-#    must match as the gaps within a replay do). Of the r0 that agree, the one pairing the most
-#    sequences wins, then the smallest disagreement, then the latest replays. Replays run back
-#    to back at a fixed period can agree at several r0: the replay index may then be off, but
-#    the slices still sit on that replay's own marker kernels, since edges come from the trace.
+#    launch while tracing), so sequence i is replay r0 + i, and only r0 is unknown. An r0 is
+#    possible when the pairs' clock offsets (anchor of the first marker minus its time) agree
+#    between consecutive pairs within `tolerance_us`: the gaps between replays, which the
+#    host's launch jitter makes distinct, match as the gaps within a replay do. Of those, the
+#    r0 whose pairs fit (3) most often wins, then the smallest disagreement, then the latest
+#    replays. Replays run back to back at a fixed period may fit at several r0: the replay
+#    index may then be off, but the slices still sit on that replay's own marker kernels, since
+#    edges come from the trace. A report without a traced replay, or the reverse, is skipped.
 # 5. Every region with both markers measured becomes a slice from its begin marker's anchor to
 #    its end marker's anchor, on a row of (the begin kernel's GPU row, lane, depth): one row per
 #    nesting level, so slices with a shared edge never depend on a viewer's tie-breaking. Each
-#    other kernel of the replay gets the deepest region that contains it (its whole interval);
-#    "" when none does; marker kernels get `accgraph_marker` instead (the index, or "end").
+#    other kernel of the replay gets the deepest region that contains its end ("" when none
+#    does): a kernel ends after the begin marker's store and before the end marker's, while its
+#    start may come early (a kernel launched as a programmatic dependent starts while the one
+#    before it runs). Marker kernels get `accgraph_marker` instead (the index, or "end").
 #
 # The CSV export (Profiler.write_csv) holds the edges' times but not their markers:
 # markers are then the distinct edge times of each report, which joins two markers that wrote
@@ -118,7 +124,7 @@ class _Report:
             self.order = sorted(range(len(self.times)), key=lambda i: (self.times[i], i))
 
 
-@dataclass
+@dataclass(eq=False)
 class _Kernel:
     event: Dict[str, Any]
     start: int  # ns, the trace's clock
@@ -218,8 +224,18 @@ def _from_csv(path: Union[str, os.PathLike]) -> List[_Report]:
     reports = []
     for (graph_id, replay_index), edges in grouped.items():
         times = list(_markers_from_times(edges))
-        reports.append(_Report(graph_id, replay_index, [r for r, _, _ in edges], times))
+        reports.append(_Report(graph_id, replay_index, [r for r, _, _ in edges], times,
+                               _resolution_of(times)))
     return reports
+
+
+def _resolution_of(times: List[int]) -> int:
+    """The marker clock's step as the CSV's times show it (it does not hold the report's
+    resolution_ns): their greatest common step, when that is coarser than 1 ns."""
+    step = 0
+    for t in times[1:]:
+        step = math.gcd(step, t - times[0])
+    return step if 1 < step <= 1000 else 0  # a step of microseconds or more: regions, not a clock
 
 
 def _reports_of(source: Any) -> List[_Report]:
@@ -269,7 +285,7 @@ def _load_trace(trace: Any) -> Dict[str, Any]:
         try:
             opener = gzip.open if _is_gzip(path) else open
             with opener(path, "rt", encoding="utf-8") as f:
-                data = json.load(f)
+                data = json.load(f, parse_float=_Number)
         except OSError as e:
             raise _error(InvalidArgumentError, f"cannot read the trace {path!r}: "
                          f"{e.strerror or e}: pass the file torch.profiler's "
@@ -295,6 +311,27 @@ def _kernel_kind(name: str) -> str:
     return "end" if END_KERNEL in name else ""
 
 
+class _Number(float):
+    """A JSON number that keeps its text: Kineto's microseconds with three decimals can hold
+    more digits than a double (absolute times), and anchors need every nanosecond."""
+
+    text: str
+
+    def __new__(cls, text: str) -> "_Number":
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+def _ns(value: Any) -> int:
+    """Microseconds of the trace (a JSON number) in integer nanoseconds, exactly."""
+    if isinstance(value, _Number):
+        return round(Decimal(value.text) * 1000)
+    if isinstance(value, int):
+        return value * 1000
+    return round(Decimal(repr(float(value))) * 1000)
+
+
 def _kernels(events: List[Any]) -> List[_Kernel]:
     out = []
     for ev in events:
@@ -303,12 +340,11 @@ def _kernels(events: List[Any]) -> List[_Kernel]:
         if str(ev.get("cat", "")).lower() != "kernel":
             continue
         try:
-            ts, dur = float(ev["ts"]), float(ev.get("dur", 0))
-        except (KeyError, TypeError, ValueError):
+            start, dur = _ns(ev["ts"]), _ns(ev.get("dur", 0))
+        except (KeyError, TypeError, ValueError, ArithmeticError):
             continue
         args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-        start = round(ts * 1000)
-        out.append(_Kernel(ev, start, start + round(dur * 1000), (ev.get("pid"), ev.get("tid")),
+        out.append(_Kernel(ev, start, start + dur, (ev.get("pid"), ev.get("tid")),
                            _kernel_kind(str(ev.get("name", ""))), args.get("correlation")))
     out.sort(key=lambda k: (k.start, k.end))
     return out
@@ -346,7 +382,7 @@ def _sequences(kernels: List[_Kernel]) -> List[_Sequence]:
         records = [k for k in row[first:last] if k.kind in ("record", "programmatic")]
         if not records:
             continue
-        begin = row.index(records[0], first)
+        begin = next(i for i in range(first, last) if row[i] is records[0])
         sequences.append(_Sequence(sorted(records, key=lambda k: (k.anchor, k.start)), end,
                                    row[begin:last + 1]))
     sequences.sort(key=lambda s: s.records[0].anchor)
@@ -377,36 +413,6 @@ def _first_time(report: _Report) -> Optional[int]:
     return next((report.times[i] for i in report.order if report.times[i] is not None), None)
 
 
-def _align(seqs: List[_Sequence], reports: List[_Report], tolerance_ns: float
-           ) -> Tuple[Optional[int], float]:
-    """r0 of Note [Trace replay matching], 4: (r0 or None, its disagreement in ns)."""
-    by_index = {r.replay_index: r for r in reports}
-    first = min(by_index)
-    last = max(by_index)
-    best: Optional[Tuple[int, float, int]] = None  # (pairs, -disagreement, r0)
-    if last - first < 4 * len(by_index):
-        candidates: Iterable[int] = range(first - len(seqs) + 1, last + 1)
-    else:  # sparse replay indices
-        candidates = sorted({j - i for j in by_index for i in range(len(seqs))})
-    for r0 in candidates:
-        offsets = []
-        for i, seq in enumerate(seqs):
-            report = by_index.get(r0 + i)
-            t = _first_time(report) if report is not None else None
-            offsets.append(None if t is None else seq.records[0].anchor - t)
-        pairs = sum(o is not None for o in offsets)
-        if pairs == 0:
-            continue
-        worst = max((abs(b - a) for a, b in zip(offsets, offsets[1:])
-                     if a is not None and b is not None), default=0.0)
-        if worst > tolerance_ns:
-            continue
-        key = (pairs, -worst, r0)
-        if best is None or key > best:
-            best = key
-    return (None, math.inf) if best is None else (best[2], -best[1])
-
-
 @dataclass
 class _Match:
     seq: _Sequence
@@ -415,34 +421,59 @@ class _Match:
     disagreement_ns: float  # between this graph's replays, 4
 
 
+def _align(seqs: List[_Sequence], reports: Dict[int, _Report], tolerance_ns: float
+           ) -> List[_Match]:
+    """The pairs of the best r0 of Note [Trace replay matching], 4 (none when no r0 fits)."""
+    first, last = min(reports), max(reports)
+    if last - first < 4 * len(reports):
+        candidates: Iterable[int] = range(first - len(seqs) + 1, last + 1)
+    else:  # sparse replay indices
+        candidates = sorted({j - i for j in reports for i in range(len(seqs))})
+    resolution = max(r.resolution_ns for r in reports.values())
+    best: Tuple[Tuple[int, float, int], List[_Match]] = ((0, 0.0, 0), [])
+    for r0 in candidates:
+        pairs = [(seq, reports.get(r0 + i)) for i, seq in enumerate(seqs)]
+        offsets = [None if r is None or _first_time(r) is None
+                   else seq.records[0].anchor - _first_time(r) for seq, r in pairs]
+        worst = max((abs(b - a) for a, b in zip(offsets, offsets[1:])
+                     if a is not None and b is not None), default=0.0)
+        if worst > tolerance_ns + 2 * resolution or all(o is None for o in offsets):
+            continue  # the gaps between replays disagree (cheap: checked first)
+        matches = []
+        for (seq, report), offset in zip(pairs, offsets):
+            residual = _shape_residual(seq, report) if offset is not None else None
+            if residual is not None and residual <= tolerance_ns + report.resolution_ns:
+                matches.append(_Match(seq, report, residual, worst))
+        key = (len(matches), -worst, r0)
+        if matches and key > best[0]:
+            best = (key, matches)
+    return best[1]
+
+
 def _match(sequences: List[_Sequence], reports: List[_Report], tolerance_ns: float
            ) -> List[_Match]:
-    graphs: Dict[int, Dict[int, _Report]] = {}
+    # Eager region trees (graph 0) are numbered together whatever their regions: grouped by
+    # their paths, as a graph's replays are by its id.
+    graphs: Dict[Any, Dict[int, _Report]] = {}
     for r in reports:
-        graphs.setdefault(r.graph_id, {}).setdefault(r.replay_index, r)
+        key = r.graph_id if r.graph_id else (0, tuple(x.path for x in r.regions))
+        graphs.setdefault(key, {}).setdefault(r.replay_index, r)
     probes = {}
     for g, by_index in graphs.items():
         ordered = [by_index[i] for i in sorted(by_index)]
         probes[g] = [ordered[0], ordered[len(ordered) // 2], ordered[-1]]
-    assigned: Dict[int, List[_Sequence]] = {}
+    assigned: Dict[Any, List[_Sequence]] = {}
     for seq in sequences:
         fits = []
         for g, candidates in probes.items():
             residuals = [x for x in (_shape_residual(seq, r) for r in candidates) if x is not None]
-            if residuals and min(residuals) <= tolerance_ns + candidates[0].resolution_ns:
-                fits.append((min(residuals), g))
+            if residuals:
+                fits.append((min(residuals), str(g), g))
         if fits:
-            assigned.setdefault(min(fits)[1], []).append(seq)
+            assigned.setdefault(min(fits)[2], []).append(seq)
     matches = []
     for g, seqs in assigned.items():
-        r0, disagreement = _align(seqs, list(graphs[g].values()), tolerance_ns)
-        if r0 is None:
-            continue
-        for i, seq in enumerate(seqs):
-            report = graphs[g].get(r0 + i)
-            residual = _shape_residual(seq, report) if report is not None else None
-            if residual is not None and residual <= tolerance_ns + report.resolution_ns:
-                matches.append(_Match(seq, report, residual, disagreement))
+        matches.extend(_align(seqs, graphs[g], tolerance_ns))
     return matches
 
 
@@ -506,8 +537,30 @@ class _Rows:
         return self.rows[key]
 
 
-def _us(ns: int) -> float:
-    return round(ns / 1000, 3)
+# Note [Exact microseconds]: Kineto writes microseconds with three decimals; since the epoch
+# that is 19 digits, more than a double holds (a step of 0.25 us). Numbers are read keeping
+# their text (_Number) and ts/dur that a double would change are written back from it, as are
+# the new slices' edges, through a placeholder replaced in the JSON text.
+_EXACT = "@accgraph-exact:"
+_EXACT_PATTERN = re.compile('"' + _EXACT + r'([-0-9.]+)"')
+
+
+def _us(ns: int) -> Any:
+    value = round(ns / 1000, 3)
+    if round(value * 1000) == ns:
+        return value
+    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
+    return f"{_EXACT}{sign}{ns // 1000}.{ns % 1000:03d}"
+
+
+def _keep_exact(events: List[Any]) -> None:
+    for ev in events:
+        if not isinstance(ev, dict):
+            continue
+        for key in ("ts", "dur"):
+            value = ev.get(key)
+            if isinstance(value, _Number) and Decimal(repr(float(value))) != Decimal(value.text):
+                ev[key] = _EXACT + value.text
 
 
 def _annotate(match: _Match, rows: _Rows, slices: List[Dict[str, Any]]) -> Tuple[int, int]:
@@ -539,7 +592,7 @@ def _annotate(match: _Match, rows: _Rows, slices: List[Dict[str, Any]]) -> Tuple
         args["accgraph_replay"] = replay
         if k.kind:
             continue
-        inside = [s for s in spans if s[0] <= k.start and k.end <= s[1]]
+        inside = [s for s in spans if s[0] < k.end <= s[1]]
         region = max(inside, key=lambda s: s[2].depth)[2] if inside else None
         args["accgraph_region"] = region.path if region else ""
         labelled += region is not None
@@ -547,10 +600,12 @@ def _annotate(match: _Match, rows: _Rows, slices: List[Dict[str, Any]]) -> Tuple
 
 
 def _write(data: Dict[str, Any], output: str) -> None:
+    _keep_exact(data["traceEvents"])
+    text = _EXACT_PATTERN.sub(r"\1", json.dumps(data))
     opener = gzip.open if output.endswith(".gz") else open
     try:
         with opener(output, "wt", encoding="utf-8") as f:
-            json.dump(data, f)
+            f.write(text)
     except OSError as e:
         raise _error(InvalidArgumentError, f"cannot write {output!r}: {e.strerror or e}: "
                      "choose a writable path") from e
