@@ -141,6 +141,8 @@ def kineto_trace(reports, programmatic=False, correlation=True, foreign=True,
                 events.append(kernel(RECORD, t, 300, corr))
             if i + 1 < len(times) and times[i + 1] - t > 2000:
                 events.append(kernel(f"work_{n}_{i}", t + 500, times[i + 1] - t - 1000, corr))
+                if i == 0:  # a graph's fill node: labelled as kernels are
+                    events[-1]["cat"] = "gpu_memset"
         events.append(kernel(END, times[-1] + 400, 1200, corr))
         if foreign:
             events.append(kernel("elementwise_kernel", times[-1] + 2000, 500, 5000 + n))
@@ -158,7 +160,7 @@ def slices(trace):
 
 
 def kernels(trace):
-    return [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+    return [e for e in trace["traceEvents"] if e.get("cat") in ("kernel", "gpu_memset")]
 
 
 def innermost(report, start, end):

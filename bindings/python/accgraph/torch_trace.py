@@ -47,6 +47,8 @@ RECORD_KERNEL = "marker_record_kernel"
 PROGRAMMATIC_RECORD_KERNEL = "marker_record_programmatic_kernel"
 END_KERNEL = "marker_end_kernel"
 UNSUPPORTED_STRATEGIES = ("external_events",)
+# Kineto's categories of a graph's nodes that run on the GPU: kernels, copies and fills.
+_GPU_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
 
 # Note [Trace replay matching]: a timed replay leaves in a CUPTI trace the marker kernels of
 # its marker sequence: one record kernel per marker of its layout (markers, not region edges:
@@ -337,15 +339,16 @@ def _kernels(events: List[Any]) -> List[_Kernel]:
     for ev in events:
         if not isinstance(ev, dict) or ev.get("ph") != "X":
             continue
-        if str(ev.get("cat", "")).lower() != "kernel":
+        if str(ev.get("cat", "")).lower() not in _GPU_WORK:
             continue
         try:
             start, dur = _ns(ev["ts"]), _ns(ev.get("dur", 0))
         except (KeyError, TypeError, ValueError, ArithmeticError):
             continue
         args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-        out.append(_Kernel(ev, start, start + dur, (ev.get("pid"), ev.get("tid")),
-                           _kernel_kind(str(ev.get("name", ""))), args.get("correlation")))
+        kind = _kernel_kind(str(ev.get("name", ""))) if ev["cat"].lower() == "kernel" else ""
+        out.append(_Kernel(ev, start, start + dur, (ev.get("pid"), ev.get("tid")), kind,
+                           args.get("correlation")))
     out.sort(key=lambda k: (k.start, k.end))
     return out
 
