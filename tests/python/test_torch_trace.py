@@ -79,6 +79,29 @@ def reports(host):
     return out
 
 
+def test_regions_name_their_markers(host):
+    prof = accgraph.Profiler()
+    g = accgraph.Graph("host")
+    prof.attach(g)
+    with g.capture(host):
+        with prof.region(host, "a"):
+            with prof.region(host, "b"):
+                host.delay(1e-5)
+            with prof.region(host, "c"):
+                host.delay(1e-5)
+    g.replay()
+    prof.flush()
+    a, b, c = prof.reports()[0]
+    if not hasattr(a, "begin_marker"):
+        pytest.skip("the extension predates RegionTiming.begin_marker")
+    assert b.end_marker == c.begin_marker  # adjacent siblings share a marker
+    times = {}
+    for t in (a, b, c):
+        for marker, time in ((t.begin_marker, t.start_ns), (t.end_marker, t.end_ns)):
+            assert times.setdefault(marker, time) == time
+    assert sorted(times) == list(range(len(times)))
+
+
 # --- a Kineto-shaped trace built from reports ---------------------------------------------------
 
 
