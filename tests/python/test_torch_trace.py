@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import pathlib
 import re
 

@@ -106,12 +106,13 @@ def record(out_dir: os.PathLike, traced_replays: int = 4) -> Dict[str, Any]:
             shutil.copyfileobj(src, dst)
         raw.unlink()
         prof.write_csv(out / "torch_trace_reports.csv")
-        reports = prof.reports()
+        replays = [r for r in prof.reports() if r.graph_id != 0]  # the one graph (0: eager)
         meta = {
             "traced_replays": traced_replays,
-            "reported_replays": len(reports),
-            "regions_per_replay": len(reports[0]) if reports else 0,
-            "marker_strategy": reports[0].marker_strategy if reports else "",
+            "reported_replays": len(replays),
+            "regions_per_replay": len(replays[0]),
+            "marker_strategy": replays[0].marker_strategy,
+            "resolution_ns": replays[0].resolution_ns,
             "torch": torch.__version__,
             "cuda": torch.version.cuda,
             "device": torch.cuda.get_device_name(),
