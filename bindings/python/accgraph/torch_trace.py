@@ -30,10 +30,11 @@ import json
 import math
 import os
 import re
-from decimal import Decimal
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
+from ._accgraph import Profiler, ReplayReport
 from ._errors import InvalidArgumentError, UnsupportedError, make_error
 
 __all__ = ["annotate_trace"]
@@ -241,8 +242,6 @@ def _resolution_of(times: List[int]) -> int:
 
 
 def _reports_of(source: Any) -> List[_Report]:
-    from ._accgraph import Profiler, ReplayReport
-
     if isinstance(source, (str, os.PathLike)):
         reports = _from_csv(source)
         origin = f"the reports CSV {os.fspath(source)!r}"
@@ -265,8 +264,8 @@ def _reports_of(source: Any) -> List[_Report]:
         raise TypeError(f"{_WHAT}: profiler_or_reports must be an accgraph.Profiler, a list of "
                         f"accgraph.ReplayReport or the path of a reports CSV (got "
                         f"{type(source).__name__})")
-    reports = [r for r in reports if r.graph_id != 0 or r.times]
-    if not any(r.times for r in reports):
+    reports = [r for r in reports if r.times]
+    if not reports:
         raise _error(InvalidArgumentError, f"no reports with regions in {origin}")
     return reports
 
