@@ -139,11 +139,13 @@ def offset_of(trace):
 
 
 def kineto_trace(reports, programmatic=False, correlation=True, foreign=True,
-                 start_ns=TRACE_START_NS):
+                 start_ns=TRACE_START_NS, rows=(TID,)):
     """What Kineto exports for these replays: per replay, a record kernel per marker (times in
     the trace's clock, the first at `start_ns`), a work kernel between consecutive markers, the
-    end kernel; the kernels of one replay share the graph launch's correlation id. `foreign`: a
-    kernel of other work between replays."""
+    end kernel; the kernels of one replay share the graph launch's correlation id
+    (`correlation` True; "each": every kernel its own, as eager launches have; False: none).
+    `rows`: the stream rows the replay's kernels take in turn (a graph's branches on several
+    streams). `foreign`: a kernel of other work between replays."""
     offset = start_ns - marker_times(reports[0])[0]
     events = [
         {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": "GPU 0"}},
@@ -153,19 +155,27 @@ def kineto_trace(reports, programmatic=False, correlation=True, foreign=True,
         {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1234, "tid": 1234,
          "ts": us(start_ns), "dur": 5.0, "args": {}},
     ]
+    ids = iter(range(10_000, 10**9))
     for n, report in enumerate(reports):
-        corr = 1000 + n if correlation else None
+        corr = 1000 + n if correlation is True else None
         times = [t + offset for t in marker_times(report)]
+        mine = []
         for i, t in enumerate(times):
             if programmatic:  # starts early, stores just before it ends
-                events.append(kernel(PROGRAMMATIC, t - 1500, 1500, corr))
+                mine.append(kernel(PROGRAMMATIC, t - 1500, 1500, corr))
             else:
-                events.append(kernel(RECORD, t, 300, corr))
+                mine.append(kernel(RECORD, t, 300, corr))
             if i + 1 < len(times) and times[i + 1] - t > 2000:
-                events.append(kernel(f"work_{n}_{i}", t + 500, times[i + 1] - t - 1000, corr))
+                mine.append(kernel(f"work_{n}_{i}", t + 500, times[i + 1] - t - 1000, corr))
                 if i == 0:  # a graph's fill node: labelled as kernels are
-                    events[-1]["cat"] = "gpu_memset"
-        events.append(kernel(END, times[-1] + 400, 1200, corr))
+                    mine[-1]["cat"] = "gpu_memset"
+        for i, e in enumerate(mine):
+            e["tid"] = e["args"]["stream"] = rows[i % len(rows)]
+        mine.append(kernel(END, times[-1] + 400, 1200, corr))
+        for e in mine:
+            if correlation == "each":
+                e["args"]["correlation"] = next(ids)
+        events.extend(mine)
         if foreign:
             events.append(kernel("elementwise_kernel", times[-1] + 2000, 500, 5000 + n))
     return {"schemaVersion": 1, "traceEvents": events, "test_offset_ns": offset}
@@ -260,10 +270,49 @@ def test_a_trace_of_some_replays_finds_which(tmp_path, reports, correlation):
     assert annotate_trace(src, out, reports)["replays"] == 3
     indices = {s["args"]["replay_index"] for s in slices(load(out))}
     assert indices == {2, 3, 4}
+    assert all(abs(s["dur"] * 1000 - s["args"]["duration_ns"]) <= 1 for s in slices(load(out)))
     for k in kernels(load(out)):
         if k["name"].startswith("work_"):
             n = int(k["name"].split("_")[1])
             assert k["args"]["accgraph_replay"] == f"{reports[0].graph_id}:{n + 2}"
+
+
+def test_a_graph_on_several_streams(tmp_path, reports):
+    # CUDA runs a graph's branches on streams of its choosing: the launch's correlation id
+    # still gathers the replay.
+    src = tmp_path / "trace.json"
+    src.write_text(dumps(kineto_trace(reports, rows=(TID, 13))))
+    out = tmp_path / "annotated.json"
+    summary = annotate_trace(src, out, reports)
+    assert (summary["replays"], summary["regions"]) == (6, 6 * len(reports[0]))
+    work = [k for k in kernels(load(out)) if k["name"].startswith("work_")]
+    assert {k["tid"] for k in work} == {TID, 13}
+    assert all(k["args"]["accgraph_region"] for k in work)
+
+
+def test_eager_region_trees(tmp_path, host):
+    prof = accgraph.Profiler()
+    for i in range(4):
+        with prof.region(host, "step"):
+            with prof.region(host, "forward"):
+                host.delay(20e-6)
+            host.delay(5e-6 * (1 + i))
+            with prof.region(host, "backward"):
+                host.delay(30e-6)
+        host.synchronize()
+    prof.flush()
+    reports = prof.reports()
+    assert [r.graph_id for r in reports] == [0] * 4
+    src = tmp_path / "trace.json"
+    src.write_text(dumps(kineto_trace(reports[1:], correlation="each")))
+    out = tmp_path / "annotated.json"
+    assert annotate_trace(src, out, reports)["replays"] == 3
+    got = slices(load(out))
+    assert sorted({s["args"]["replay_index"] for s in got}) == \
+        [r.replay_index for r in reports[1:]]
+    # Each slice paired with its own tree's report: the trace's span is the report's duration
+    # (steps differ by 5 us from one to the next).
+    assert all(abs(s["dur"] * 1000 - s["args"]["duration_ns"]) <= 1 for s in got)
 
 
 def test_a_report_missing_for_a_traced_replay(tmp_path, reports):
