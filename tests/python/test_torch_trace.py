@@ -78,6 +78,19 @@ def reports(host):
     return out
 
 
+def test_the_marker_kernels_it_looks_for_are_the_cuda_backends():
+    from accgraph import torch_trace
+
+    source = pathlib.Path(__file__).resolve().parents[2] / "backends" / "cuda" / "kernels.cu"
+    if not source.exists():
+        pytest.skip(f"{source} is not here (tests run outside the source tree)")
+    kernels_cu = source.read_text()
+    for name in (torch_trace.RECORD_KERNEL, torch_trace.PROGRAMMATIC_RECORD_KERNEL,
+                 torch_trace.END_KERNEL):
+        assert re.search(r"__global__ void " + name + r"\(", kernels_cu), name
+    assert re.search(r"^namespace accgraph", kernels_cu, re.M)  # "accgraph" in their names
+
+
 def test_regions_name_their_markers(host):
     prof = accgraph.Profiler()
     g = accgraph.Graph("host")
