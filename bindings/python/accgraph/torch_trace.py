@@ -109,6 +109,7 @@ class _Region:
     end_marker: Optional[int]
     duration_ns: Optional[int]
     metadata: Dict[str, str] = field(default_factory=dict)
+    self_ns: Optional[int] = None  # RegionTiming.self_ns where the report has it
 
 
 @dataclass
@@ -178,7 +179,8 @@ def _from_replay_report(report: Any) -> _Report:
     for t in report:
         measured = t.measurable
         region = _Region(t.path, t.name, t.depth, t.lane, t.stream_id, None, None,
-                         t.duration_ns if measured else None, dict(t.metadata))
+                         t.duration_ns if measured else None, dict(t.metadata),
+                         getattr(t, "self_ns", None) if measured else None)
         if hasattr(t, "begin_marker"):
             region.begin_marker, region.end_marker = t.begin_marker, t.end_marker
         else:  # an extension built before the markers were exposed
@@ -221,7 +223,8 @@ def _from_csv(path: Union[str, os.PathLike]) -> List[_Report]:
         name = row["path"].rsplit("/", 1)[-1]
         region = _Region(row["path"], name, int(row["depth"]), row["lane"],
                          int(row.get("stream_id") or 0), None, None,
-                         None if start is None or end is None else end - start)
+                         None if start is None or end is None else end - start,
+                         self_ns=_int_or_none(row.get("self_ns", "")))
         key = (int(row["graph_id"]), int(row["replay_index"]))
         grouped.setdefault(key, []).append((region, start, end))
     reports = []
@@ -549,7 +552,7 @@ _EXACT_PATTERN = re.compile('"' + _EXACT + r'([-0-9.]+)"')
 
 def _us(ns: int) -> Any:
     value = round(ns / 1000, 3)
-    if round(value * 1000) == ns:
+    if Decimal(repr(value)) * 1000 == ns:
         return value
     sign, ns = ("-", -ns) if ns < 0 else ("", ns)
     return f"{_EXACT}{sign}{ns // 1000}.{ns % 1000:03d}"
@@ -579,6 +582,8 @@ def _annotate(match: _Match, rows: _Rows, slices: List[Dict[str, Any]]) -> Tuple
         args = {"accgraph_path": region.path, "graph_id": report.graph_id,
                 "replay_index": report.replay_index, "duration_ns": region.duration_ns,
                 "lane": region.lane, "stream_id": region.stream_id}
+        if region.self_ns is not None:
+            args["self_ns"] = region.self_ns
         for key, value in region.metadata.items():
             args.setdefault(key, value)
         slices.append({"ph": "X", "cat": CATEGORY, "name": region.name, "pid": begin.row[0],
@@ -619,7 +624,9 @@ def annotate_trace(trace: Union[str, os.PathLike, Dict[str, Any]],
                    *, tolerance_us: float = 0.5) -> Dict[str, Any]:
     """Writes `output`: the torch.profiler trace `trace` (a Chrome JSON path, ``.json`` or
     ``.json.gz``, or the loaded dict) with accgraph's regions as ``gpu_user_annotation`` slices
-    (rows of their own per lane and depth, under the GPU stream the replay ran on) and each
+    (rows of their own per lane and depth, under the GPU stream the replay ran on; args:
+    ``accgraph_path``, ``graph_id``, ``replay_index``, ``duration_ns`` as reported, ``self_ns``
+    where the reports have it, ``lane``, ``stream_id`` and the region's metadata) and each
     kernel of a timed replay carrying ``args["accgraph_region"]`` (its innermost region's path,
     "" when outside every region) and ``args["accgraph_replay"]`` ("graph_id:replay_index");
     accgraph's marker kernels carry ``args["accgraph_marker"]``. Kernels of other work are left
