@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import pathlib
 import re
 
@@ -527,7 +528,11 @@ def test_a_trace_recorded_here_on_the_gpu(tmp_path):
     from conftest import UNAVAILABLE
 
     if UNAVAILABLE.get("cuda"):
-        pytest.skip(f"backend cuda unavailable: {UNAVAILABLE['cuda']}")
+        reason = f"backend cuda unavailable: {UNAVAILABLE['cuda']}"
+        if "cuda" in os.environ.get("ACCGRAPH_TEST_REQUIRE_BACKENDS", "").split(","):
+            pytest.fail(f"{reason}, but it is required (ACCGRAPH_TEST_REQUIRE_BACKENDS) and "
+                        "torch sees a GPU", pytrace=False)
+        pytest.skip(reason)
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("record_torch_trace",
