@@ -621,7 +621,7 @@ def _write(data: Dict[str, Any], output: str) -> None:
 def annotate_trace(trace: Union[str, os.PathLike, Dict[str, Any]],
                    output: Union[str, os.PathLike],
                    profiler_or_reports: Union[Any, Sequence[Any], str, os.PathLike],
-                   *, tolerance_us: float = 0.5) -> Dict[str, Any]:
+                   *, tolerance_us: float = 1.0) -> Dict[str, Any]:
     """Writes `output`: the torch.profiler trace `trace` (a Chrome JSON path, ``.json`` or
     ``.json.gz``, or the loaded dict) with accgraph's regions as ``gpu_user_annotation`` slices
     (rows of their own per lane and depth, under the GPU stream the replay ran on; args:
