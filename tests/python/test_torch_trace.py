@@ -543,7 +543,8 @@ def test_a_trace_recorded_here_on_the_gpu(tmp_path):
     out = tmp_path / "annotated.json"
     summary = annotate_trace(tmp_path / "torch_trace.json.gz", out,
                              tmp_path / "torch_trace_reports.csv")
-    assert summary["replays"] == meta["traced_replays"] == 4
+    assert meta["traced_replays"] == meta["launched_while_tracing"] == 4  # CUPTI saw them all
+    assert summary["replays"] == 4 and summary["unmatched_replays"] == 0
     check_annotated(load(out), summary)
     # From the profiler's reports too (markers by index, not recovered from times).
     summary = annotate_trace(tmp_path / "torch_trace.json.gz", out, meta["profiler"])

@@ -102,13 +102,17 @@ def record(out_dir: os.PathLike, traced_replays: int = 4) -> Dict[str, Any]:
         prof.flush()
         raw = out / "torch_trace.json"
         tp.export_chrome_trace(str(raw))
+        events = json.loads(raw.read_text())["traceEvents"]
         with open(raw, "rb") as src, gzip.open(out / "torch_trace.json.gz", "wb") as dst:
             shutil.copyfileobj(src, dst)
         raw.unlink()
         prof.write_csv(out / "torch_trace_reports.csv")
         replays = [r for r in prof.reports() if r.graph_id != 0]  # the one graph (0: eager)
         meta = {
-            "traced_replays": traced_replays,
+            "launched_while_tracing": traced_replays,
+            # the replays whose end marker kernel the trace holds
+            "traced_replays": sum(e.get("cat") == "kernel" and "marker_end_kernel" in
+                                  e.get("name", "") for e in events),
             "reported_replays": len(replays),
             "regions_per_replay": len(replays[0]),
             "marker_strategy": replays[0].marker_strategy,
