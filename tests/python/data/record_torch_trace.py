@@ -130,6 +130,22 @@ def record(out_dir: os.PathLike, traced_replays: int = 4) -> Dict[str, Any]:
     return meta
 
 
+def _diagnose(trace: pathlib.Path, source: Any) -> None:
+    """What annotate_trace saw, when it found no match: the sequences of marker kernels and how
+    closely each fits the reports (rerun with TOLERANCE_US=... if the fits are just over)."""
+    from accgraph import torch_trace as tt
+
+    sequences = tt._sequences(tt._kernels(tt._load_trace(trace)["traceEvents"]))
+    reports = tt._reports_of(source)
+    print(f"diagnosis: {len(sequences)} marker sequences in the trace "
+          f"(markers: {sorted({len(q.records) for q in sequences})}; record kernels: "
+          f"{sorted({q.records[0].kind for q in sequences})}), {len(reports)} reports "
+          f"(markers: {sorted({len(r.times) for r in reports})})")
+    for q in sequences:
+        fits = [x for x in (tt._shape_residual(q, r) for r in reports) if x is not None]
+        print(f"  sequence at {q.records[0].anchor} ns: best fit {min(fits, default=None)} ns")
+
+
 def main() -> int:
     out_dir = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else pathlib.Path(__file__).parent
     meta = record(out_dir)
@@ -137,8 +153,14 @@ def main() -> int:
     from accgraph.torch_trace import annotate_trace
 
     annotated = out_dir / "torch_trace_annotated.json.gz"
+    tolerance = float(os.environ.get("TOLERANCE_US", "1.0"))
     for source in (out_dir / "torch_trace_reports.csv", prof):
-        summary = annotate_trace(out_dir / "torch_trace.json.gz", annotated, source)
+        try:
+            summary = annotate_trace(out_dir / "torch_trace.json.gz", annotated, source,
+                                     tolerance_us=tolerance)
+        except accgraph.Error:
+            _diagnose(out_dir / "torch_trace.json.gz", source)
+            raise
         print(f"annotate_trace from {type(source).__name__}: {summary}")
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
     from test_torch_trace import check_annotated, load
