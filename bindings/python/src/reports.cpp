@@ -112,6 +112,13 @@ void bind_region_timing(nb::module_& m) {
           "duration_ns", [](const PyRegionTiming& r) { return r.timing.duration_ns(); },
           "end_ns - start_ns (0 when not measurable).")
       .def_prop_ro(
+          "begin_marker", [](const PyRegionTiming& r) { return r.timing.info().begin_marker; },
+          "Index of the marker whose time is start_ns (regions whose edges coincide share "
+          "markers; accgraph.torch_trace matches markers to the marker kernels of a trace).")
+      .def_prop_ro(
+          "end_marker", [](const PyRegionTiming& r) { return r.timing.info().end_marker; },
+          "Index of the marker whose time is end_ns.")
+      .def_prop_ro(
           "measurable", [](const PyRegionTiming& r) { return r.timing.measurable(); },
           "False when the backend could not place a marker in time; the statistics "
           "leave such regions out.")
