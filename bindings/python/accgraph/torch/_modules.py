@@ -79,17 +79,11 @@ class _Info:
         return name
 
 
-class _Frame:
-    """What one pre-hook did: the module, the stream its region opened on (None: no region),
-    its qualified name, and the calls of each child name seen inside it (repeats)."""
-
-    __slots__ = ("module", "stream", "qualname", "children")
-
-    def __init__(self, module: Any, stream: Optional[Stream], qualname: Optional[str]) -> None:
-        self.module = module
-        self.stream = stream
-        self.qualname = qualname
-        self.children: Optional[Dict[str, int]] = None
+# What one pre-hook did, a list (the cheapest object to make on the hook path):
+# [module, the stream its region opened on (None: no region), its qualified name, the calls of
+# each child name seen inside it (repeats; None until one), the root's _Names].
+MODULE, STREAM, QUALNAME, CHILDREN, NAMES = range(5)
+Frame = List[Any]
 
 
 class _Names:
@@ -97,18 +91,28 @@ class _Names:
     reference: an id can be reused)."""
 
     def __init__(self, root: Any, selector: Callable[[str], bool]) -> None:
-        self.root_ref = weakref.ref(root)
+        self.root_ref = weakref.ref(root) if root is not None else (lambda: None)
         self.selector = selector
         self.by_id: Dict[int, _Info] = {}
         self.generation = 0
-        for qualname, module in root.named_modules():
-            self.by_id[id(module)] = _Info(module, qualname, selector)
+        self.foreign_named = True
+        if root is not None:
+            for qualname, module in root.named_modules():
+                self.by_id[id(module)] = _Info(module, qualname, selector)
 
-    def get(self, module: Any, foreign_ok: bool) -> Optional[_Info]:
-        info = self.by_id.get(id(module))
-        if info is not None and info.ref() is module:
-            return info
-        if not foreign_ok:
+    @staticmethod
+    def union(roots: List[Any], selector: Callable[[str], bool]) -> "_Names":
+        """The names of several trees (modules=roots), each named from its root; modules
+        outside them are not timed."""
+        names = _Names(None, selector)
+        names.foreign_named = False
+        for root in reversed(roots):  # the first root's name wins for a shared module
+            names.by_id.update(_Names(root, selector).by_id)
+        return names
+
+    def foreign(self, module: Any) -> Optional[_Info]:
+        """A module its tree does not hold: named by its class (modules=True), or not timed."""
+        if not self.foreign_named:
             return None
         info = _Info(module, None, self.selector)
         self.by_id[id(module)] = info
@@ -180,7 +184,16 @@ class ModuleTiming:
                                     "nn.Module or a list of nn.Modules (got "
                                     f"{type(root).__name__})")
                 self.roots.append(weakref.ref(root))
-        self.tree_names: List[_Names] = []
+        self.tree: Optional[_Names] = None
+        self.tree_generation = -1
+
+    def set_filters(self, depth: Optional[int], include: Any, exclude: Any) -> None:
+        """Changes the filters for the module calls that follow (bench/python/bench_modules.py
+        captures one graph per filter under one instrument())."""
+        self.include = _compile_pattern("include", include)
+        self.exclude = _compile_pattern("exclude", exclude)
+        self.depth = depth
+        self._registered()
         self.tree_generation = -1
 
     def _selected(self, display: str) -> bool:
@@ -190,26 +203,21 @@ class ModuleTiming:
 
     # --- names ---------------------------------------------------------------------------------
 
-    def _info_of(self, module: Any, stack: List[_Frame]) -> Optional[_Info]:
-        """The cached names of `module` called with `stack` below it (None: not timed, with
-        modules=roots a module outside their trees)."""
+    def _names_of_root(self, root: Any) -> Optional["_Names"]:
+        """The names of the tree a call of `root` (nothing timed below it) starts (None: with
+        modules=roots, a module outside their trees)."""
         if self.all_modules:
-            root = stack[0].module if stack else module
             names = self.by_root.get(id(root))
             if names is None or names.root_ref() is not root or names.generation != self.generation:
                 names = _Names(root, self._selected)
                 names.generation = self.generation
                 self.by_root[id(root)] = names
-            return names.get(module, True)
+            return names
         if self.tree_generation != self.generation:
-            self.tree_names = [_Names(r, self._selected) for r in (ref() for ref in self.roots)
-                               if r is not None]
+            self.tree = _Names.union([r for r in (ref() for ref in self.roots) if r is not None],
+                                     self._selected)
             self.tree_generation = self.generation
-        for names in self.tree_names:
-            info = names.get(module, False)
-            if info is not None:
-                return info
-        return None
+        return self.tree
 
     def _registered(self, *args: Any) -> None:
         """PyTorch's module registration hook: a submodule was added somewhere."""
@@ -225,31 +233,38 @@ class ModuleTiming:
             stack = self.tls.stack
         except AttributeError:
             stack = self.tls.stack = []
-        info = self._info_of(module, stack)
-        if info is None:
+        names = stack[0][NAMES] if stack else self._names_of_root(module)
+        if names is None:
             return None
+        info = names.by_id.get(id(module))
+        if info is None or info.ref() is not module:
+            info = names.foreign(module)
+            if info is None:
+                return None
         if not info.selected or (self.depth is not None and len(stack) > self.depth):
-            stack.append(_Frame(module, None, info.qualname))
+            stack.append([module, None, info.qualname, None, names])
             return None
         try:
             stream = self.current()
             if not self.eager and not stream.is_capturing:
-                stack.append(_Frame(module, None, info.qualname))
+                stack.append([module, None, info.qualname, None, names])
                 return None
         except Error as e:
             self._untimed(info.display, _reason_of(e))
-            stack.append(_Frame(module, None, info.qualname))
+            stack.append([module, None, info.qualname, None, names])
             return None
         parent = None
         for frame in reversed(stack):
-            if frame.stream is stream:
+            if frame[STREAM] is stream:
                 parent = frame
                 break
-        name = info.name_under(parent.qualname if parent is not None else None)
-        if parent is not None:
-            children = parent.children
+        if parent is None:
+            name = info.name_under(None)
+        else:
+            name = info.name_under(parent[QUALNAME])
+            children = parent[CHILDREN]
             if children is None:
-                children = parent.children = {}
+                children = parent[CHILDREN] = {}
             count = children.get(name, 0) + 1
             children[name] = count
             if count > 1:
@@ -259,35 +274,40 @@ class ModuleTiming:
         except Error as e:
             self._untimed(info.display, _reason_of(e))
             stream = None
-        stack.append(_Frame(module, stream, info.qualname))
+        stack.append([module, stream, info.qualname, None, names])
         return None
 
     def post_hook(self, module: Any, args: Any, output: Any) -> None:
         if self.is_compiling():
             return None
-        stack = getattr(self.tls, "stack", None)
+        try:
+            stack = self.tls.stack
+        except AttributeError:
+            return None
         if not stack:
             return None
-        if stack[-1].module is not module:
+        if stack[-1][MODULE] is not module:
             # Frames above this module's own: their forward raised on a PyTorch whose forward
             # hooks are not always called (or another pre-hook raised before this module's).
             for index in range(len(stack) - 2, -1, -1):
-                if stack[index].module is module:
+                if stack[index][MODULE] is module:
                     break
             else:
                 return None  # its pre-hook pushed nothing (compiling, not timed)
             while len(stack) > index + 1:
                 self._close(stack.pop())
-        self._close(stack.pop())
+        frame = stack.pop()
+        if frame[STREAM] is not None:
+            self._close(frame)
         return None
 
-    def _close(self, frame: _Frame) -> None:
-        if frame.stream is None:
+    def _close(self, frame: Frame) -> None:
+        if frame[STREAM] is None:
             return
         try:
-            self.profiler.end(frame.stream)
+            self.profiler.end(frame[STREAM])
         except Error as e:
-            self._untimed(frame.qualname or type(frame.module).__name__, _reason_of(e))
+            self._untimed(frame[QUALNAME] or type(frame[MODULE]).__name__, _reason_of(e))
 
     def _untimed(self, name: str, reason: str) -> None:
         self.profiler.note_untimed(name, reason)
@@ -324,6 +344,6 @@ class ModuleTiming:
         for handle in handles:
             handle.remove()
         self.by_root.clear()
-        self.tree_names = []
+        self.tree = None
         self.roots = []
         self.tls = threading.local()
