@@ -3,6 +3,7 @@ for torch (torch_standin.py), so that they are tested here, without a GPU; and t
 PyTorch, CUDA or the cuda backend is missing. test_torch.py runs the same on PyTorch and CUDA."""
 
 import gc
+import json
 import os
 import pathlib
 import subprocess
@@ -397,6 +398,21 @@ def test_modules_named_from_the_outermost_module_called(torch):
         ["MLP", "MLP/c_fc", "MLP/c_proj"], ["MLP", "MLP/c_fc", "MLP/c_proj", "MLP/gate"]]
 
 
+def test_modules_made_in_forward_are_named_by_class_and_forgotten(torch):
+    prof = accgraph.Profiler()
+    model = make_gpt(torch, blocks=1)
+    cls = type(model.ln_f)
+    model.ln_f.forward = lambda x: cls()(x)  # a new module at every call
+    with accgraph.torch.instrumented(prof, modules=True, include="ln_f|LayerNorm"):
+        with torch.cuda.stream(torch.cuda.side_stream):
+            for _ in range(5):
+                model(None)
+        names = accgraph.torch._installed.modules.by_root[id(model)]
+        assert len(names.by_id) == len(list(model.named_modules()))  # no dead entries
+        prof.flush()
+    assert [[t.path for t in r] for r in prof.reports()] == [["ln_f", "ln_f/LayerNorm"]] * 5
+
+
 def test_modules_of_one_tree(torch):
     """modules=model: only that tree, named from its root; other modules are not timed."""
     prof = accgraph.Profiler()
@@ -629,8 +645,9 @@ def run_cli(tmp_path, args, tail=""):
 
 
 def test_cli_runs_the_script_and_prints_the_module_table(standin_as_torch, tmp_path, capsys):
-    csv = tmp_path / "modules.csv"
-    code = run_cli(tmp_path, ["--csv", str(csv), "--depth", "2", "SCRIPT", "--lr", "3"])
+    csv, trace = tmp_path / "modules.csv", tmp_path / "trace.json"
+    code = run_cli(tmp_path, ["--csv", str(csv), "--trace", str(trace), "--depth", "2", "SCRIPT",
+                              "--lr", "3"])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "script __main__ ['--lr', '3']" in out
@@ -639,6 +656,8 @@ def test_cli_runs_the_script_and_prints_the_module_table(standin_as_torch, tmp_p
     for path in [p for p in gpt_paths() if p.count("/") <= 2]:
         assert path in table
     assert "c_attn" not in table  # depth 3
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert {e["name"] for e in events if e.get("ph") == "X"} >= {"GPT", "h.1", "attn"}
     rows = csv.read_text().splitlines()
     assert any(row.startswith("GPT/h.1/attn,") or ",GPT/h.1/attn," in row for row in rows), rows
     assert not accgraph.torch.is_instrumented()
@@ -664,6 +683,8 @@ def test_cli_runs_a_module(standin_as_torch, tmp_path, capsys, monkeypatch):
 
 
 def test_cli_usage_errors(standin_as_torch, tmp_path, capsys):
+    assert cli.main(["--help"]) == 0
+    assert "(script.py | -m module) [args...]" in capsys.readouterr().out
     assert cli.main([]) == 2
     assert "give a script" in capsys.readouterr().err
     assert cli.main([str(tmp_path / "missing.py")]) == 2
