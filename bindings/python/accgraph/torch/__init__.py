@@ -364,16 +364,26 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
 
         return end
 
+    raw_stream = installation.raw_stream
+    partial = functools.partial
+
     @functools.wraps(original_replay)
     def replay(self: Any, *args: Any, **kwargs: Any) -> Any:
-        timing = _timing_of(self)
+        # The per-replay path (issue 20: <= 1 us on the host): _timing_of and _current inlined.
+        try:
+            timing = self.__dict__.get(_ATTRIBUTE)
+        except AttributeError:  # an instance without a __dict__ carries no timing
+            timing = None
         if timing is None or not timing.ready or timing.installation is not installation:
             return original_replay(self, *args, **kwargs)
-        stream = _current(installation, timing.device)
+        device = timing.device
+        stream = _streams.get((device, raw_stream(device)))
+        if stream is None:
+            stream = _wrap_current(torch, device)
         # trusted: CUDAGraph.replay launches its executable exactly once or raises before
         # launching, so no fence is needed (Note [Launch fences]: it would cost two kernels).
-        timing.foreign.launch(stream, functools.partial(original_replay, self, *args, **kwargs),
-                              trusted=True)
+        timing.foreign.launch(stream, partial(original_replay, self, *args, **kwargs)
+                              if args or kwargs else partial(original_replay, self), trusted=True)
         return None
 
     @functools.wraps(original_reset)

@@ -115,7 +115,14 @@ class _Names:
         if not self.foreign_named:
             return None
         info = _Info(module, None, self.selector)
-        self.by_id[id(module)] = info
+        key, by_id = id(module), self.by_id
+
+        def forget(_: Any) -> None:  # modules made in each forward must not pile up here
+            if by_id.get(key) is info:
+                del by_id[key]
+
+        info.ref = weakref.ref(module, forget)
+        by_id[key] = info
         return info
 
 
