@@ -536,6 +536,35 @@ def test_a_module_that_cannot_be_timed_is_skipped_counted_and_warned_once(torch)
     assert "untimed: 2 call(s) not timed" in prof.stats_table()
 
 
+def test_a_module_on_another_stream_is_named_from_the_root(torch):
+    """A child working on another stream (eagerly) opens a top-level region there, named by its
+    full qualified name; the regions on the first stream are not disturbed."""
+    other = torch.cuda.Stream()
+    model = make_gpt(torch, blocks=1)
+    attn = model.h[0].attn
+
+    def forward(x):
+        with torch.cuda.stream(other):
+            attn.c_attn(x)
+        return attn.c_proj(x)
+
+    attn.forward = forward
+    prof = accgraph.Profiler()
+    with accgraph.torch.instrumented(prof, modules=True):
+        with torch.cuda.stream(torch.cuda.side_stream):
+            model(None)
+        prof.flush()
+    trees = sorted([t.path for t in r] for r in prof.reports())
+    assert trees == sorted([[p for p in gpt_paths(blocks=1) if not p.endswith("c_attn")],
+                            ["h.0.attn.c_attn"]])
+
+
+def test_annotate_trace_is_reexported():
+    torch_trace = pytest.importorskip("accgraph.torch_trace")
+    assert accgraph.torch.annotate_trace is torch_trace.annotate_trace
+    assert "annotate_trace" in accgraph.torch.__all__
+
+
 def test_hooks_record_nothing_while_torch_compile_traces(torch):
     prof = accgraph.Profiler()
     model = make_gpt(torch, blocks=1)
