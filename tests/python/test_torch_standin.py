@@ -640,6 +640,11 @@ def test_module_options_misuse(torch):
         accgraph.torch.instrument(prof, modules=["model"])
     assert not accgraph.torch.is_instrumented()
     assert not torch.nn.modules.module.hooks.pre
+    del torch.nn.modules.module.register_module_forward_pre_hook  # a PyTorch without them
+    with pytest.raises(accgraph.UnavailableError, match="no global module hooks"):
+        accgraph.torch.instrument(prof, modules=True)
+    assert not accgraph.torch.is_instrumented()
+    accgraph.torch.instrument(prof)  # regions by hand still work
 
 
 # --- python -m accgraph.torch ---------------------------------------------------------------------

@@ -11,7 +11,7 @@ import weakref
 from typing import Any, Callable, Dict, List, Optional, Pattern, Sequence, Union
 
 from .._accgraph import Profiler, Stream
-from .._errors import Error
+from .._errors import Error, UnavailableError, make_error
 
 # Note [Module regions]: instrument(prof, modules=...) registers one global forward pre-hook
 # and one global forward hook (always_call=True where PyTorch has it, so that a forward that
@@ -331,6 +331,12 @@ class ModuleTiming:
     def install(self) -> None:
         """Registers the global hooks (forward hook with always_call where PyTorch has it)."""
         hooks = self.torch.nn.modules.module
+        if not hasattr(hooks, "register_module_forward_pre_hook"):
+            raise make_error(UnavailableError,
+                             f"accgraph.torch.instrument: PyTorch {self.torch.__version__} has no "
+                             "global module hooks (torch.nn.modules.module."
+                             "register_module_forward_pre_hook): module timing needs PyTorch "
+                             ">= 2.0 (regions by hand work without it)")
         try:
             self.handles.append(hooks.register_module_forward_pre_hook(self.pre_hook))
             try:
