@@ -741,6 +741,38 @@ def test_cli_without_torch_says_so_on_one_line_and_exits_2(monkeypatch, tmp_path
     assert "PyTorch cannot be imported" in err
 
 
+CLI_LAUNCHER = """
+import sys
+sys.path.insert(0, {tests!r})
+import accgraph.torch
+from torch_standin import make_torch
+sys.modules["torch"] = make_torch()
+accgraph.torch._BACKEND = "host"
+from accgraph.torch.__main__ import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("tail, code", [("", 0), ("sys.exit(4)", 4), ("sys.exit('bye')", 1),
+                                        ("raise KeyError('boom')", 1)])
+def test_cli_in_a_fresh_interpreter(tmp_path, tail, code):
+    """The exit code as Python would give it, the table, and nothing else at exit."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.format(tail=tail))
+    launcher = CLI_LAUNCHER.format(tests=str(pathlib.Path(__file__).parent))
+    done = subprocess.run([sys.executable, "-c", launcher, "--depth", "1", str(script)],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert done.returncode == code, done.stderr
+    assert "accgraph.torch: 3 report(s)" in done.stdout and "GPT/h.1 " in done.stdout
+    assert "leaked" not in done.stderr
+    expected_err = {"": "", "sys.exit(4)": "", "sys.exit('bye')": "bye\n"}
+    if tail in expected_err:
+        assert done.stderr == expected_err[tail]
+    else:
+        assert done.stderr.startswith("Traceback") and "KeyError: 'boom'" in done.stderr
+
+
 def test_cli_in_a_fresh_interpreter_without_torch(tmp_path):
     try:
         import torch  # noqa: F401
