@@ -407,10 +407,16 @@ def test_modules_made_in_forward_are_named_by_class_and_forgotten(torch):
         with torch.cuda.stream(torch.cuda.side_stream):
             for _ in range(5):
                 model(None)
-        names = accgraph.torch._installed.modules.by_root[id(model)]
+        timing = accgraph.torch._installed.modules
+        names = timing.by_root[id(model)]
         assert len(names.by_id) == len(list(model.named_modules()))  # no dead entries
+        with torch.cuda.stream(torch.cuda.side_stream):
+            for _ in range(3):
+                cls()(None)  # a new root at every call
+        assert list(timing.by_root) == [id(model)]
         prof.flush()
-    assert [[t.path for t in r] for r in prof.reports()] == [["ln_f", "ln_f/LayerNorm"]] * 5
+    assert [[t.path for t in r] for r in prof.reports()] == ([["ln_f", "ln_f/LayerNorm"]] * 5 +
+                                                             [["LayerNorm"]] * 3)
 
 
 def test_modules_of_one_tree(torch):

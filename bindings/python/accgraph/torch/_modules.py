@@ -218,7 +218,14 @@ class ModuleTiming:
             if names is None or names.root_ref() is not root or names.generation != self.generation:
                 names = _Names(root, self._selected)
                 names.generation = self.generation
-                self.by_root[id(root)] = names
+                key, by_root = id(root), self.by_root
+
+                def forget(_: Any) -> None:  # roots made at each step must not pile up here
+                    if by_root.get(key) is names:
+                        del by_root[key]
+
+                names.root_ref = weakref.ref(root, forget)
+                by_root[key] = names
             return names
         if self.tree_generation != self.generation:
             self.tree = _Names.union([r for r in (ref() for ref in self.roots) if r is not None],
