@@ -134,8 +134,9 @@ def main() -> int:
     except accgraph.torch.TorchUnavailableError as e:
         print(f"bench_modules: skipped: {e.message}")
         return 0
-    print(f"accgraph {accgraph.__version__}, torch {torch.__version__} (CUDA {torch.version.cuda}), "
-          f"{torch.cuda.get_device_name()}, Python {sys.version.split()[0]}")
+    print(f"accgraph {accgraph.__version__}, torch {torch.__version__} "
+          f"(CUDA {torch.version.cuda}), {torch.cuda.get_device_name()}, "
+          f"Python {sys.version.split()[0]}")
     torch.manual_seed(0)
     model = make_model(torch)
     x = torch.randn(BATCH, SEQ, D_MODEL, device="cuda", dtype=torch.bfloat16)
@@ -188,10 +189,11 @@ def main() -> int:
         target = f"<= {TARGETS[n]:.2f}x" if n in TARGETS else ""
         print(f"  {n:<12} {statistics.median(per_replay[n]):10.3f} "
               f"{statistics.median(ratios[n]):10.3f}x {target:>8}")
-    timed_us, untimed_us = statistics.median(host["all modules"]), statistics.median(host["untimed"])
+    timed_us = statistics.median(host["all modules"])
+    untimed_us = statistics.median(host["untimed"])
     print(f"\n2. host time per replay() ({args.host_replays} calls back to back x {args.rounds} "
-          f"rounds, median)\n  untimed {untimed_us:.2f} us, timed (every module) {timed_us:.2f} us, "
-          f"difference {timed_us - untimed_us:+.2f} us (target <= 1 us)")
+          f"rounds, median)\n  untimed {untimed_us:.2f} us, timed (every module) "
+          f"{timed_us:.2f} us, difference {timed_us - untimed_us:+.2f} us (target <= 1 us)")
     print(f"\n3. outputs bitwise equal to the untimed graph's: "
           + ", ".join(f"{n}: {'yes' if equal[n] else 'NO'}" for n in names if n != "untimed")
           + f"; {delivered} reports delivered")

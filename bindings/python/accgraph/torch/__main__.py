@@ -92,10 +92,11 @@ def _run(options: argparse.Namespace, target: List[str]) -> Any:
     """Runs the script or module as __main__; returns its exit code (SystemExit's code
     object: None, an int or a message)."""
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
+    cwd = os.getcwd()
     try:
         if options.module:
             sys.argv = [options.module] + target
-            sys.path.insert(0, os.getcwd())
+            sys.path.insert(0, cwd)
             runpy.run_module(options.module, run_name="__main__", alter_sys=True)
         else:
             script = target[0]
@@ -114,8 +115,8 @@ def _run(options: argparse.Namespace, target: List[str]) -> Any:
         return 1
     finally:
         sys.argv = saved_argv
-        if options.module:
-            sys.path.pop(0)
+        if options.module and cwd in sys.path:
+            sys.path.remove(cwd)
         elif sys.path and saved_path0 is not None:
             sys.path[0] = saved_path0
 

@@ -54,7 +54,8 @@ class _Info:
 
     __slots__ = ("ref", "qualname", "cls", "display", "selected", "relative")
 
-    def __init__(self, module: Any, qualname: Optional[str], selector: Callable[[str], bool]) -> None:
+    def __init__(self, module: Any, qualname: Optional[str],
+                 selector: Callable[[str], bool]) -> None:
         self.ref = weakref.ref(module)
         self.cls = type(module).__name__
         # None: not in the root's tree (named by its class wherever it is called).
