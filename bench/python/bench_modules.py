@@ -154,6 +154,7 @@ def main() -> int:
     accgraph.torch.instrument(prof, modules=True, eager_modules=False)
     try:
         timing = accgraph.torch._installed.modules  # one graph per filter, one profiler
+        print("regions per report of each timed graph:")
         for name, (depth, include) in CONFIGS.items():
             timing.set_filters(depth, include, None)
             graphs[name] = capture(torch, model, x)
