@@ -433,6 +433,21 @@ def test_modules_of_one_tree(torch):
         ["h.0.attn", "h.0.attn/c_attn", "h.0.attn/c_proj"], gpt_paths(blocks=1)]
 
 
+def test_modules_of_a_list_of_trees(torch):
+    prof = accgraph.Profiler()
+    first, second, other = (make_gpt(torch, blocks=1) for _ in range(3))
+    second.h[0].attn = first.h[0].attn  # shared: named from the first root
+    with accgraph.torch.instrumented(prof, modules=[first, second]):
+        with torch.cuda.stream(torch.cuda.side_stream):
+            other(None)
+            second.h[0](None)
+            first.ln_f(None)
+        prof.flush()
+    assert [[t.path for t in r] for r in prof.reports()] == [
+        ["h.0", "h.0/ln_1", "h.0/attn", "h.0/attn/c_attn", "h.0/attn/c_proj", "h.0/ln_2",
+         "h.0/mlp", "h.0/mlp/c_fc", "h.0/mlp/c_proj"], ["ln_f"]]
+
+
 @pytest.mark.parametrize("options, expected", [
     ({"depth": 0}, ["GPT"]),
     ({"depth": 1}, ["GPT", "GPT/h.0", "GPT/h.1", "GPT/ln_f"]),
