@@ -486,6 +486,29 @@ def test_a_module_called_twice_gets_distinct_paths(torch):
                        ["GPT/ln_f", "GPT/ln_f#2"]]
 
 
+@pytest.mark.skipif(not hasattr(accgraph.RegionTiming, "self_ns"),
+                    reason="needs RegionTiming.self_ns (issue 20's self time)")
+def test_the_residual_add_is_in_the_parents_self_time_not_in_the_next_sibling(torch):
+    """Issue 20's boundary rule through module hooks: the glue the stand-in block enqueues
+    between attn and ln_2 (x = x + attn(...)) belongs to the block's own time, so ln_2 (the same
+    work as ln_1) times like ln_1 and the block's self time holds both glue steps."""
+    prof = accgraph.Profiler()
+    model = make_gpt(torch, blocks=1, seconds=0.002)  # every leaf and each glue step: 2 ms
+    with accgraph.torch.instrumented(prof, modules=True):
+        g = capture_gpt(torch, model)
+        for _ in range(5):
+            g.replay()
+        prof.flush()
+    stats = {s.path: s for s in prof.stats()}
+    ln_1, ln_2 = stats["GPT/h.0/ln_1"].p50_ns, stats["GPT/h.0/ln_2"].p50_ns
+    assert ln_2 <= 1.25 * ln_1, (ln_1, ln_2)  # before issue 20: ln_2 = 2 x ln_1 (the glue)
+    for report in prof.reports():
+        block = next(t for t in report if t.path == "GPT/h.0")
+        assert block.self_ns >= 1.5 * ln_1, (block.self_ns, ln_1)  # two glue steps
+        leaf = next(t for t in report if t.path == "GPT/h.0/attn/c_attn")
+        assert leaf.self_ns == leaf.duration_ns
+
+
 def test_uninstrument_removes_every_hook(torch):
     hooks = torch.nn.modules.module.hooks
     prof = accgraph.Profiler()
