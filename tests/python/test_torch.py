@@ -277,3 +277,317 @@ def test_torch_imports_after_accgraph_in_a_fresh_interpreter():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["ok", "True", "4.0"]
+
+
+# --- module timing (issue 20) ---------------------------------------------------------------------
+
+D_MODEL, HEADS, BATCH, SEQ = 768, 12, 8, 256
+
+
+class Attention(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c_attn = torch.nn.Linear(D_MODEL, 3 * D_MODEL)
+        self.c_proj = torch.nn.Linear(D_MODEL, D_MODEL)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.c_attn(x).split(D_MODEL, dim=2)
+        q, k, v = (z.view(b, t, HEADS, c // HEADS).transpose(1, 2) for z in (q, k, v))
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+
+class MLP(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c_fc = torch.nn.Linear(D_MODEL, 4 * D_MODEL)
+        self.gelu = torch.nn.GELU(approximate="tanh")
+        self.c_proj = torch.nn.Linear(4 * D_MODEL, D_MODEL)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c_proj(self.gelu(self.c_fc(x)))
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ln_1 = torch.nn.LayerNorm(D_MODEL)
+        self.attn = Attention()
+        self.ln_2 = torch.nn.LayerNorm(D_MODEL)
+        self.mlp = MLP()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))  # the residual add: glue between attn and ln_2
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(torch.nn.Module):
+    def __init__(self, blocks: int) -> None:
+        super().__init__()
+        self.h = torch.nn.ModuleList([Block() for _ in range(blocks)])
+        self.ln_f = torch.nn.LayerNorm(D_MODEL)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.h:
+            x = block(x)
+        return self.ln_f(x)
+
+
+BLOCK_PATHS = ["ln_1", "attn", "attn/c_attn", "attn/c_proj", "ln_2", "mlp", "mlp/c_fc",
+               "mlp/gelu", "mlp/c_proj"]
+
+
+def gpt_paths(blocks: int):
+    return (["GPT"] + [p for i in range(blocks) for p in
+                       [f"GPT/h.{i}"] + [f"GPT/h.{i}/{b}" for b in BLOCK_PATHS]] + ["GPT/ln_f"])
+
+
+def gpt(blocks: int = 2):
+    model = GPT(blocks).to(device="cuda", dtype=torch.bfloat16).eval()
+    x = torch.randn(BATCH, SEQ, D_MODEL, device="cuda", dtype=torch.bfloat16)
+    return model, x
+
+
+def capture(fn, x):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s), torch.no_grad():
+        for _ in range(2):  # warm-up (cuBLAS workspaces, lazy init) outside the capture
+            fn(x)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g), torch.no_grad():
+        y = fn(x)
+    return g, y
+
+
+def test_every_module_of_a_captured_model_is_timed_and_the_output_is_unchanged():
+    model, x = gpt()
+    g_plain, y_plain = capture(model, x)
+    prof = accgraph.Profiler()
+    with accgraph.torch.instrumented(prof, modules=True, eager_modules=False):
+        g, y = capture(model, x)
+        for _ in range(5):
+            g.replay()
+            g_plain.replay()
+        torch.cuda.synchronize()
+        prof.flush()
+        reports = graph_reports(prof, g)
+    assert torch.equal(y, y_plain)  # bitwise: the markers left the results alone
+    assert len(reports) == 5
+    for report in reports:
+        assert [t.path for t in report] == gpt_paths(2)
+        assert all(t.measurable and t.duration_ns > 0 for t in report)
+        classes = {t.path: t.metadata["module"] for t in report}
+        assert classes["GPT/h.1/attn/c_proj"] == "Linear" and classes["GPT/h.0"] == "Block"
+    assert [r.graph_id for r in prof.reports()].count(0) == 0  # eager_modules=False
+
+
+def test_the_residual_add_is_in_the_parents_self_time_not_in_the_next_sibling():
+    """x = x + attn(ln_1(x)) then ln_2: the add runs between attn's end and ln_2's begin. It
+    belongs to the block's own time: ln_2 (a LayerNorm like ln_1, the same shapes) must time
+    like ln_1, and the block's self time must hold the adds."""
+    model, x = gpt(blocks=4)
+    prof = accgraph.Profiler()
+    with accgraph.torch.instrumented(prof, modules=model, eager_modules=False):
+        g, _ = capture(model, x)
+        for _ in range(300):
+            g.replay()
+        torch.cuda.synchronize()
+        prof.flush()
+        reports = graph_reports(prof, g)
+    stats = {s.path: s for s in prof.stats()}
+    for i in range(4):
+        ln_1, ln_2 = stats[f"GPT/h.{i}/ln_1"].p50_ns, stats[f"GPT/h.{i}/ln_2"].p50_ns
+        # Measured on the H100 before issue 20: ln_2 10.8 us against ln_1 8.0 us (+35%).
+        assert abs(ln_2 - ln_1) <= 0.15 * ln_1, (i, ln_1, ln_2)
+        block_self = sorted(t.self_ns for r in reports for t in r if t.path == f"GPT/h.{i}")
+        assert block_self[len(block_self) // 2] > 0, i
+        assert stats[f"GPT/h.{i}"].self_p50_ns > 0
+
+
+def test_make_graphed_callables_times_the_modules_of_its_forward_graph():
+    """The forward graph is captured with the module calls in it: each replay reports the
+    module tree. Calling the graphed module is itself a module call (its eager region around
+    the replay), left untimed here by eager_modules=False."""
+    model, x = gpt(blocks=1)
+    model = model.float()
+    x = x.float()
+    with torch.no_grad():
+        expected = model(x)  # before make_graphed_callables replaces its forward
+    prof = accgraph.Profiler()
+    with accgraph.torch.instrumented(prof, modules=True, eager_modules=False):
+        graphed = torch.cuda.make_graphed_callables(model, (x,))
+        for _ in range(4):
+            with torch.no_grad():
+                y = graphed(x)
+        torch.cuda.synchronize()
+        prof.flush()
+    timed = [r for r in prof.reports() if r.graph_id != 0]
+    forward = [r for r in timed if len(r) > 0]
+    assert len(forward) == 4, [(r.graph_id, len(r)) for r in prof.reports()]
+    assert all([t.path for t in r] == gpt_paths(1) for r in forward)
+    assert [r.graph_id for r in prof.reports()].count(0) == 0
+    torch.testing.assert_close(y, expected)
+
+
+def test_torch_compile_records_no_module_region_and_keeps_graph_region():
+    model, x = gpt(blocks=1)
+    prof = accgraph.Profiler()
+    calls = 8
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with accgraph.torch.instrumented(prof, modules=True, eager_modules=False,
+                                         graph_region="compiled"):
+            compiled = torch.compile(model, mode="reduce-overhead")
+            try:
+                with torch.no_grad():
+                    out = compiled(x)
+            except accgraph.Error:
+                raise
+            except Exception as e:  # noqa: BLE001 - the reason is the test's skip message
+                first_line = str(e).strip().splitlines()[0] if str(e).strip() else ""
+                pytest.skip(f"torch.compile(mode='reduce-overhead') cannot work here: "
+                            f"{type(e).__name__}: {first_line}")
+            with torch.no_grad():
+                for _ in range(calls - 1):
+                    out = compiled(x)
+                    out = out.clone()
+            torch.cuda.synchronize()
+            prof.flush()
+    assert [str(w.message) for w in caught if str(w.message).startswith("accgraph.torch")] == []
+    with torch.no_grad():
+        torch.testing.assert_close(out, model(x), atol=5e-2, rtol=5e-2)
+    timed = [r for r in prof.reports() if r.graph_id != 0]
+    assert len(timed) >= calls - 2, f"{len(timed)} timed replays of {calls} calls"
+    assert all([t.path for t in r] == ["compiled"] for r in timed)
+    assert [r.graph_id for r in prof.reports()].count(0) == 0
+
+
+def test_python_m_accgraph_torch_runs_the_example(tmp_path):
+    import pathlib
+    import subprocess
+    import sys
+
+    example = pathlib.Path(__file__).parents[2] / "examples" / "python" / "torch_modules.py"
+    csv = tmp_path / "modules.csv"
+    done = subprocess.run([sys.executable, "-m", "accgraph.torch", "--depth", "2", "--csv",
+                           str(csv), str(example), "--replays", "20"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "leaked" not in done.stderr
+    table = done.stdout.split("report(s); per region")[1]
+    for path in ("GPT", "GPT/h.0", "GPT/h.0/attn", "GPT/h.1/mlp", "GPT/ln_f"):
+        assert f"{path} " in table or f"{path}\n" in table, (path, table)
+    assert "c_attn" not in table  # depth 3
+    assert "GPT/h.1/attn" in csv.read_text()
+    failing = tmp_path / "fails.py"
+    failing.write_text("import sys\nsys.exit(5)\n")
+    done = subprocess.run([sys.executable, "-m", "accgraph.torch", str(failing)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 5, done.stderr
+
+
+# --- instrumenting changes nothing else PyTorch does (issue 20, item 7) ----------------------
+
+@pytest.mark.parametrize("modules", [None, True])
+def test_an_instrumented_empty_capture_has_no_node_and_pytorch_warns(modules):
+    prof = accgraph.Profiler()
+    with accgraph.torch.instrumented(prof, modules=modules):
+        g = torch.cuda.CUDAGraph()
+        with pytest.warns(UserWarning, match="The CUDA Graph is empty"):
+            with torch.cuda.graph(g):
+                pass
+        g.replay()
+        torch.cuda.synchronize()
+        prof.flush()
+    assert all(len(r) == 0 for r in prof.reports() if r.graph_id != 0)
+
+
+def _graphs_memory(count, *, regions, ring=None, instrumented=True):
+    """Device memory (torch.cuda.mem_get_info: cudaMalloc'd by anyone, accgraph included) that
+    `count` live one-kernel graphs take, each with `regions` regions."""
+    import gc
+
+    x = torch.zeros(1024, device="cuda")
+    prof = accgraph.Profiler(ring_depth=ring or 0)
+    if instrumented:
+        accgraph.torch.instrument(prof)
+    try:
+        torch.cuda.synchronize()
+        gc.collect()
+        torch.cuda.empty_cache()
+        free_before = torch.cuda.mem_get_info()[0]
+        graphs = []
+        for _ in range(count):
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                x.add_(1)
+                for r in range(regions):
+                    with prof.region(f"r{r}"):
+                        x.add_(1)
+            g.replay()
+            graphs.append(g)
+        torch.cuda.synchronize()
+        prof.flush()
+        used = free_before - torch.cuda.mem_get_info()[0]
+        del graphs, g
+        gc.collect()
+        torch.cuda.synchronize()
+        return used
+    finally:
+        accgraph.torch.uninstrument()
+        torch.cuda.empty_cache()
+
+
+def test_device_memory_of_graphs_without_regions_is_that_of_plain_graphs():
+    n = 100
+    plain = _graphs_memory(n, regions=0, instrumented=False)
+    timed = _graphs_memory(n, regions=0)
+    plain_again = _graphs_memory(n, regions=0, instrumented=False)
+    baseline = max(plain, plain_again)
+    rounding = 2 << 20  # the driver maps device memory in 2 MiB pages
+    # Before issue 20: +424 MiB instrumented against +22 MiB plain for 200 graphs.
+    assert timed <= baseline * 1.1 + rounding, (timed, plain, plain_again)
+
+
+def test_device_memory_grows_with_regions_times_ring_not_per_graph():
+    n = 100
+    none = _graphs_memory(n, regions=0)
+    one = _graphs_memory(n, regions=1, ring=2)
+    many = _graphs_memory(n, regions=64, ring=64)
+    rounding = 2 << 20
+    # One region in a small ring costs little per graph (not a fixed block per graph) ...
+    assert one <= none * 1.25 + rounding, (none, one)
+    # ... and storage grows with regions x ring: at least 8 bytes per marker per ring slot.
+    assert many - one >= n * 64 * 64 * 8 // 2, (one, many)
+
+
+def test_an_interpreter_exiting_while_instrumented_prints_nothing_from_nanobind():
+    import subprocess
+    import sys
+
+    code = """
+import torch, accgraph, accgraph.torch
+prof = accgraph.Profiler()
+accgraph.torch.instrument(prof, modules=True)
+model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU()).cuda()
+x = torch.randn(8, 64, device="cuda")
+s = torch.cuda.Stream()
+s.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(s):
+    model(x)
+torch.cuda.current_stream().wait_stream(s)
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    y = model(x)
+for _ in range(10):
+    g.replay()
+print("exiting")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "exiting"
+    assert "nanobind" not in done.stderr and "leaked" not in done.stderr, done.stderr

@@ -3,13 +3,21 @@ for torch (torch_standin.py), so that they are tested here, without a GPU; and t
 PyTorch, CUDA or the cuda backend is missing. test_torch.py runs the same on PyTorch and CUDA."""
 
 import gc
+import json
+import os
+import pathlib
+import subprocess
 import sys
+import textwrap
+import warnings
 
 import pytest
 
 import accgraph
 import accgraph.torch
-from torch_standin import make_torch
+from accgraph.torch import __main__ as cli
+from accgraph.torch._modules import UNTIMED_FORK
+from torch_standin import gpt_paths, make_gpt, make_torch
 
 LAYERS = 5
 ADD_S, RELU_S = 0.0002, 0.0001
@@ -335,6 +343,543 @@ def test_dropping_the_profiler_reference_while_instrumented(torch):
     accgraph.torch.uninstrument()  # flushes it
     del g
     gc.collect()
+
+
+# --- module timing (Note [Module regions]) ------------------------------------------------------
+
+def capture_gpt(torch, model):
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        model(None)
+    return g
+
+
+def replayed_paths(torch, prof, model, replays=2):
+    """The region paths of each report of `replays` replays of `model` captured now."""
+    g = capture_gpt(torch, model)
+    for _ in range(replays):
+        g.replay()
+    prof.flush()
+    foreign = accgraph.torch.foreign_graph(g)
+    return [[t.path for t in r] for r in prof.reports() if r.graph_id == foreign.id]
+
+
+def test_every_module_call_is_a_region_named_by_its_qualified_name(torch):
+    prof = accgraph.Profiler()
+    model = make_gpt(torch)
+    with accgraph.torch.instrumented(prof, modules=True):
+        reports = replayed_paths(torch, prof, model)
+        report = [r for r in prof.reports() if r.graph_id != 0][0]
+    assert reports == [gpt_paths(), gpt_paths()]
+    classes = {t.path: t.metadata["module"] for t in report}
+    assert classes["GPT"] == "GPT" and classes["GPT/h.1"] == "Block"
+    assert classes["GPT/h.0/attn/c_proj"] == "Linear" and classes["GPT/ln_f"] == "LayerNorm"
+    assert all(set(t.metadata) == {"module"} for t in report)
+
+
+def test_modules_named_from_the_outermost_module_called(torch):
+    """modules=True: a module called on its own is its own root (named by its class); a module
+    the root's tree does not hold is named by its class where it is called."""
+    prof = accgraph.Profiler()
+    model = make_gpt(torch)
+    attn, mlp = model.h[1].attn, model.h[0].mlp
+    free = type(model.ln_f)()  # in no tree
+    attn.forward = lambda x: free(attn.c_proj(attn.c_attn(x)))
+    with accgraph.torch.instrumented(prof, modules=True):
+        with torch.cuda.stream(torch.cuda.side_stream):
+            attn(None)  # eager: one report per top-level call
+            mlp(None)
+            mlp.gate = type(model.ln_f)()  # a new submodule: the names are resolved again
+            mlp.forward = lambda x: mlp.gate(mlp.c_proj(mlp.c_fc(x)))
+            mlp(None)
+        prof.flush()
+    assert [[t.path for t in r] for r in prof.reports()] == [
+        ["Attention", "Attention/c_attn", "Attention/c_proj", "Attention/LayerNorm"],
+        ["MLP", "MLP/c_fc", "MLP/c_proj"], ["MLP", "MLP/c_fc", "MLP/c_proj", "MLP/gate"]]
+
+
+def test_modules_made_in_forward_are_named_by_class_and_forgotten(torch):
+    prof = accgraph.Profiler()
+    model = make_gpt(torch, blocks=1)
+    cls = type(model.ln_f)
+    model.ln_f.forward = lambda x: cls()(x)  # a new module at every call
+    with accgraph.torch.instrumented(prof, modules=True, include="ln_f|LayerNorm"):
+        with torch.cuda.stream(torch.cuda.side_stream):
+            for _ in range(5):
+                model(None)
+        timing = accgraph.torch._installed.modules
+        names = timing.by_root[id(model)]
+        assert len(names.by_id) == len(list(model.named_modules()))  # no dead entries
+        with torch.cuda.stream(torch.cuda.side_stream):
+            for _ in range(3):
+                cls()(None)  # a new root at every call
+        assert list(timing.by_root) == [id(model)]
+        prof.flush()
+    assert [[t.path for t in r] for r in prof.reports()] == ([["ln_f", "ln_f/LayerNorm"]] * 5 +
+                                                             [["LayerNorm"]] * 3)
+
+
+def test_modules_of_one_tree(torch):
+    """modules=model: only that tree, named from its root; other modules are not timed."""
+    prof = accgraph.Profiler()
+    model, other = make_gpt(torch, blocks=1), make_gpt(torch, blocks=1)
+    with accgraph.torch.instrumented(prof, modules=model):
+        with torch.cuda.stream(torch.cuda.side_stream):
+            other(None)
+            model.h[0].attn(None)  # a submodule called on its own keeps its qualified name
+            model(None)
+        prof.flush()
+    assert [[t.path for t in r] for r in prof.reports()] == [
+        ["h.0.attn", "h.0.attn/c_attn", "h.0.attn/c_proj"], gpt_paths(blocks=1)]
+
+
+def test_modules_of_a_list_of_trees(torch):
+    prof = accgraph.Profiler()
+    first, second, other = (make_gpt(torch, blocks=1) for _ in range(3))
+    second.h[0].attn = first.h[0].attn  # shared: named from the first root
+    with accgraph.torch.instrumented(prof, modules=[first, second]):
+        with torch.cuda.stream(torch.cuda.side_stream):
+            other(None)
+            second.h[0](None)
+            first.ln_f(None)
+        prof.flush()
+    assert [[t.path for t in r] for r in prof.reports()] == [
+        ["h.0", "h.0/ln_1", "h.0/attn", "h.0/attn/c_attn", "h.0/attn/c_proj", "h.0/ln_2",
+         "h.0/mlp", "h.0/mlp/c_fc", "h.0/mlp/c_proj"], ["ln_f"]]
+
+
+@pytest.mark.parametrize("options, expected", [
+    ({"depth": 0}, ["GPT"]),
+    ({"depth": 1}, ["GPT", "GPT/h.0", "GPT/h.1", "GPT/ln_f"]),
+    ({"depth": 2}, [p for p in gpt_paths() if p.count("/") <= 2]),
+    ({"include": r"\.attn"}, [p for i in range(2) for p in
+                              (f"h.{i}.attn", f"h.{i}.attn/c_attn", f"h.{i}.attn/c_proj")]),
+    ({"exclude": r"mlp|ln_"}, [p for p in gpt_paths() if "mlp" not in p and "ln_" not in p]),
+    ({"exclude": r"^h\.\d+$"},  # the blocks go, their children stay (named from the root)
+     [p.replace("GPT/h.0/", "GPT/h.0.").replace("GPT/h.1/", "GPT/h.1.")
+      for p in gpt_paths() if p not in ("GPT/h.0", "GPT/h.1")]),
+    ({"include": "GPT|ln_f", "depth": 1}, ["GPT", "GPT/ln_f"]),
+])
+def test_filters(torch, options, expected):
+    prof = accgraph.Profiler()
+    model = make_gpt(torch)
+    with accgraph.torch.instrumented(prof, modules=True, **options):
+        reports = replayed_paths(torch, prof, model, replays=1)
+    assert reports == [expected]
+
+
+def test_a_module_called_twice_gets_distinct_paths(torch):
+    prof = accgraph.Profiler()
+    model = make_gpt(torch)
+
+    def twice(x):  # ln_f applied twice, and the first block's mlp three times
+        mlp = model.h[0].mlp
+        return model.ln_f(model.ln_f(mlp(mlp(mlp(x)))))
+
+    model.forward = twice
+    with accgraph.torch.instrumented(prof, modules=True):
+        reports = replayed_paths(torch, prof, model, replays=1)
+    mlp = ["mlp", "mlp/c_fc", "mlp/c_proj"]
+    assert reports == [["GPT"] + [f"GPT/h.0.{p}" for p in mlp] +
+                       [f"GPT/h.0.{p.replace('mlp', 'mlp#2')}" for p in mlp] +
+                       [f"GPT/h.0.{p.replace('mlp', 'mlp#3')}" for p in mlp] +
+                       ["GPT/ln_f", "GPT/ln_f#2"]]
+
+
+@pytest.mark.skipif(not hasattr(accgraph.RegionTiming, "self_ns"),
+                    reason="needs RegionTiming.self_ns (issue 20's self time)")
+def test_the_residual_add_is_in_the_parents_self_time_not_in_the_next_sibling(torch):
+    """Issue 20's boundary rule through module hooks: the glue the stand-in block enqueues
+    between attn and ln_2 (x = x + attn(...)) belongs to the block's own time, so ln_2 (the same
+    work as ln_1) times like ln_1 and the block's self time holds both glue steps."""
+    prof = accgraph.Profiler()
+    model = make_gpt(torch, blocks=1, seconds=0.002)  # every leaf and each glue step: 2 ms
+    with accgraph.torch.instrumented(prof, modules=True):
+        g = capture_gpt(torch, model)
+        for _ in range(5):
+            g.replay()
+        prof.flush()
+    stats = {s.path: s for s in prof.stats()}
+    ln_1, ln_2 = stats["GPT/h.0/ln_1"].p50_ns, stats["GPT/h.0/ln_2"].p50_ns
+    assert ln_2 <= 1.25 * ln_1, (ln_1, ln_2)  # before issue 20: ln_2 = 2 x ln_1 (the glue)
+    for report in prof.reports():
+        block = next(t for t in report if t.path == "GPT/h.0")
+        assert block.self_ns >= 1.5 * ln_1, (block.self_ns, ln_1)  # two glue steps
+        leaf = next(t for t in report if t.path == "GPT/h.0/attn/c_attn")
+        assert leaf.self_ns == leaf.duration_ns
+
+
+def test_uninstrument_removes_every_hook(torch):
+    hooks = torch.nn.modules.module.hooks
+    prof = accgraph.Profiler()
+    model = make_gpt(torch)
+    accgraph.torch.instrument(prof, modules=True)
+    assert len(hooks.pre) == 1 and len(hooks.post) == 1 and len(hooks.registration) == 1
+    assert list(hooks.always) == list(hooks.post)  # the forward hook is always called
+    accgraph.torch.uninstrument()
+    assert not hooks.pre and not hooks.post and not hooks.always and not hooks.registration
+    with torch.cuda.stream(torch.cuda.side_stream):
+        model(None)
+    prof.flush()
+    assert prof.delivered == 0
+
+
+def test_eager_module_calls_are_timed_unless_eager_modules_is_false(torch):
+    model = make_gpt(torch, blocks=1)
+    prof = accgraph.Profiler()
+    with accgraph.torch.instrumented(prof, modules=True):
+        with torch.cuda.stream(torch.cuda.side_stream):
+            model(None)
+        prof.flush()
+    assert [[t.path for t in r] for r in prof.reports()] == [gpt_paths(blocks=1)]
+    assert prof.reports()[0].graph_id == 0
+    prof = accgraph.Profiler()
+    with accgraph.torch.instrumented(prof, modules=True, eager_modules=False):
+        with torch.cuda.stream(torch.cuda.side_stream):
+            model(None)
+        prof.flush()
+        assert prof.delivered == 0
+        assert replayed_paths(torch, prof, model, replays=1) == [gpt_paths(blocks=1)]
+
+
+def test_a_module_that_cannot_be_timed_is_skipped_counted_and_warned_once(torch):
+    """A module working on a stream that captures into a graph accgraph was not told about (as
+    a stream PyTorch forks inside a capture): skipped, its forward hook ends no one else's
+    region, counted per reason, one RuntimeWarning."""
+    forked = torch.cuda.Stream()
+    native = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(forked):
+        native.capture_begin()  # before instrument(): accgraph is not told about it
+    model = make_gpt(torch)
+
+    def forked_attn(block):
+        def forward(x):
+            with torch.cuda.stream(forked):
+                block.attn.c_attn(x)  # not timed
+            return block.attn.c_proj(x)
+
+        block.attn.forward = forward
+
+    for block in model.h:
+        forked_attn(block)
+    prof = accgraph.Profiler()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with accgraph.torch.instrumented(prof, modules=True):
+            reports = replayed_paths(torch, prof, model, replays=2)
+    with torch.cuda.stream(forked):
+        native.capture_end()
+    expected = [p for p in gpt_paths() if not p.endswith("attn/c_attn")]
+    assert reports == [expected, expected]
+    ours = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)
+            and "accgraph.torch: module" in str(w.message)]
+    assert len(ours) == 1 and "h.0.attn.c_attn is not timed" in ours[0], ours
+    untimed = prof.untimed()
+    assert [(u.reason, u.count, u.first_name) for u in untimed] == [
+        (UNTIMED_FORK, 2, "h.0.attn.c_attn")]
+    assert "untimed: 2 call(s) not timed" in prof.stats_table()
+
+
+def test_a_module_on_another_stream_is_named_from_the_root(torch):
+    """A child working on another stream (eagerly) opens a top-level region there, named by its
+    full qualified name; the regions on the first stream are not disturbed."""
+    other = torch.cuda.Stream()
+    model = make_gpt(torch, blocks=1)
+    attn = model.h[0].attn
+
+    def forward(x):
+        with torch.cuda.stream(other):
+            attn.c_attn(x)
+        return attn.c_proj(x)
+
+    attn.forward = forward
+    prof = accgraph.Profiler()
+    with accgraph.torch.instrumented(prof, modules=True):
+        with torch.cuda.stream(torch.cuda.side_stream):
+            model(None)
+        prof.flush()
+    trees = sorted([t.path for t in r] for r in prof.reports())
+    assert trees == sorted([[p for p in gpt_paths(blocks=1) if not p.endswith("c_attn")],
+                            ["h.0.attn.c_attn"]])
+
+
+def test_annotate_trace_is_reexported():
+    torch_trace = pytest.importorskip("accgraph.torch_trace")
+    assert accgraph.torch.annotate_trace is torch_trace.annotate_trace
+    assert "annotate_trace" in accgraph.torch.__all__
+
+
+def test_hooks_record_nothing_while_torch_compile_traces(torch):
+    prof = accgraph.Profiler()
+    model = make_gpt(torch, blocks=1)
+    with accgraph.torch.instrumented(prof, modules=True):
+        torch.compiler.compiling = True
+        with torch.cuda.stream(torch.cuda.side_stream):
+            model(None)
+        prof.flush()
+        assert prof.delivered == 0
+        torch.compiler.compiling = False
+        with torch.cuda.stream(torch.cuda.side_stream):
+            model(None)  # the thread's stack was left empty
+        prof.flush()
+    assert [[t.path for t in r] for r in prof.reports()] == [gpt_paths(blocks=1)]
+
+
+@pytest.mark.parametrize("always_call", [True, False])
+def test_a_forward_that_raises_closes_its_regions(torch, monkeypatch, always_call):
+    """The forward hook is always called (PyTorch >= 2.1): the regions the failing forward
+    opened are ended. Without always_call, the next forward hook below closes them."""
+    if not always_call:
+        hooks = torch.nn.modules.module
+        register = hooks.register_module_forward_hook
+
+        def without_always_call(hook):
+            return register(hook)
+
+        monkeypatch.setattr(hooks, "register_module_forward_hook", without_always_call)
+    prof = accgraph.Profiler()
+    model = make_gpt(torch, blocks=1)
+    block = model.h[0]
+
+    def failing(x):
+        raise ValueError("boom")
+
+    block.ln_2.forward = failing
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, x):
+            try:
+                self.model(x)
+            except ValueError:
+                pass
+            return x
+
+    wrapper = Wrapper()
+    with accgraph.torch.instrumented(prof, modules=True):
+        with torch.cuda.stream(torch.cuda.side_stream):
+            wrapper(None)
+            del block.ln_2.forward
+            wrapper(None)
+        prof.flush()
+    model_paths = [f"Wrapper/model{p[3:]}" for p in gpt_paths(blocks=1)]
+    first = ["Wrapper", "Wrapper/model", "Wrapper/model/h.0", "Wrapper/model/h.0/ln_1",
+             "Wrapper/model/h.0/attn", "Wrapper/model/h.0/attn/c_attn",
+             "Wrapper/model/h.0/attn/c_proj", "Wrapper/model/h.0/ln_2"]
+    assert [[t.path for t in r] for r in prof.reports()] == [first, ["Wrapper"] + model_paths]
+
+
+def test_module_options_misuse(torch):
+    prof = accgraph.Profiler()
+    with pytest.raises(TypeError, match="pass modules=True"):
+        accgraph.torch.instrument(prof, depth=2)
+    with pytest.raises(TypeError, match="depth must be an int"):
+        accgraph.torch.instrument(prof, modules=True, depth=-1)
+    with pytest.raises(ValueError, match="not a valid regular expression"):
+        accgraph.torch.instrument(prof, modules=True, include="(")
+    with pytest.raises(TypeError, match="modules must be True, an nn.Module"):
+        accgraph.torch.instrument(prof, modules=["model"])
+    assert not accgraph.torch.is_instrumented()
+    assert not torch.nn.modules.module.hooks.pre
+    del torch.nn.modules.module.register_module_forward_pre_hook  # a PyTorch without them
+    with pytest.raises(accgraph.UnavailableError, match="no global module hooks"):
+        accgraph.torch.instrument(prof, modules=True)
+    assert not accgraph.torch.is_instrumented()
+    accgraph.torch.instrument(prof)  # regions by hand still work
+
+
+# --- python -m accgraph.torch ---------------------------------------------------------------------
+
+SCRIPT = """
+import sys
+import torch
+from torch_standin import make_gpt
+
+print("script", __name__, sys.argv[1:])
+model = make_gpt(torch)
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    model(None)
+for _ in range(3):
+    g.replay()
+{tail}
+"""
+
+
+@pytest.fixture
+def standin_as_torch(torch, monkeypatch):
+    """`import torch` gives the stand-in (for scripts run by the command line)."""
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    return torch
+
+
+def run_cli(tmp_path, args, tail=""):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.format(tail=tail))
+    return cli.main([a if a != "SCRIPT" else str(script) for a in args])
+
+
+def test_cli_runs_the_script_and_prints_the_module_table(standin_as_torch, tmp_path, capsys):
+    csv, trace = tmp_path / "modules.csv", tmp_path / "trace.json"
+    code = run_cli(tmp_path, ["--csv", str(csv), "--trace", str(trace), "--depth", "2", "SCRIPT",
+                              "--lr", "3"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "script __main__ ['--lr', '3']" in out
+    assert "accgraph.torch: 3 report(s)" in out
+    table = out.split("accgraph.torch: 3 report(s)")[1]
+    for path in [p for p in gpt_paths() if p.count("/") <= 2]:
+        assert path in table
+    assert "c_attn" not in table  # depth 3
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert {e["name"] for e in events if e.get("ph") == "X"} >= {"GPT", "h.1", "attn"}
+    rows = csv.read_text().splitlines()
+    assert any(row.startswith("GPT/h.1/attn,") or ",GPT/h.1/attn," in row for row in rows), rows
+    assert not accgraph.torch.is_instrumented()
+
+
+def test_cli_passes_the_scripts_exit_code_and_exception_through(standin_as_torch, tmp_path,
+                                                                 capsys):
+    assert run_cli(tmp_path, ["SCRIPT"], tail="sys.exit(3)") == 3
+    assert "accgraph.torch: 3 report(s)" in capsys.readouterr().out
+    assert run_cli(tmp_path, ["SCRIPT"], tail="raise ValueError('boom')") == 1
+    out, err = capsys.readouterr()
+    assert "accgraph.torch: 3 report(s)" in out and "GPT/h.0/attn" in out
+    assert "ValueError: boom" in err and "train.py" in err and "runpy" not in err
+    assert not accgraph.torch.is_instrumented()
+
+
+def test_cli_runs_a_module(standin_as_torch, tmp_path, capsys, monkeypatch):
+    (tmp_path / "trainmod.py").write_text(SCRIPT.format(tail=""))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["--include", "attn", "-m", "trainmod", "x"]) == 0
+    out = capsys.readouterr().out
+    assert "script __main__ ['x']" in out and "h.0.attn/c_proj" in out
+
+
+def test_cli_usage_errors(standin_as_torch, tmp_path, capsys):
+    assert cli.main(["--help"]) == 0
+    assert "(script.py | -m module) [args...]" in capsys.readouterr().out
+    assert cli.main([]) == 2
+    assert "give a script" in capsys.readouterr().err
+    assert cli.main([str(tmp_path / "missing.py")]) == 2
+    assert "can't open file" in capsys.readouterr().err
+    assert cli.main(["--depth", "x", "s.py"]) == 2
+    assert "invalid int value" in capsys.readouterr().err
+    (tmp_path / "s.py").write_text("print('never')\n")
+    assert cli.main(["--include", "(", str(tmp_path / "s.py")]) == 2
+    out, err = capsys.readouterr()
+    assert "not a valid regular expression" in err and "never" not in out
+
+
+def test_cli_without_torch_says_so_on_one_line_and_exits_2(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    script = tmp_path / "s.py"
+    script.write_text("print('never')\n")
+    assert cli.main([str(script)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1
+    assert "PyTorch cannot be imported" in err
+
+
+CLI_LAUNCHER = """
+import sys
+sys.path.insert(0, {tests!r})
+import accgraph.torch
+from torch_standin import make_torch
+sys.modules["torch"] = make_torch()
+accgraph.torch._BACKEND = "host"
+from accgraph.torch.__main__ import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("tail, code", [("", 0), ("sys.exit(4)", 4), ("sys.exit('bye')", 1),
+                                        ("raise KeyError('boom')", 1)])
+def test_cli_in_a_fresh_interpreter(tmp_path, tail, code):
+    """The exit code as Python would give it, the table, and nothing else at exit."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.format(tail=tail))
+    launcher = CLI_LAUNCHER.format(tests=str(pathlib.Path(__file__).parent))
+    done = subprocess.run([sys.executable, "-c", launcher, "--depth", "1", str(script)],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert done.returncode == code, done.stderr
+    assert "accgraph.torch: 3 report(s)" in done.stdout and "GPT/h.1 " in done.stdout
+    assert "leaked" not in done.stderr
+    expected_err = {"": "", "sys.exit(4)": "", "sys.exit('bye')": "bye\n"}
+    if tail in expected_err:
+        assert done.stderr == expected_err[tail]
+    else:
+        assert done.stderr.startswith("Traceback") and "KeyError: 'boom'" in done.stderr
+
+
+def test_cli_in_a_fresh_interpreter_without_torch(tmp_path):
+    try:
+        import torch  # noqa: F401
+        pytest.skip("torch is installed here (test_torch.py runs the command line with it)")
+    except ImportError:
+        pass
+    script = tmp_path / "s.py"
+    script.write_text("print('never')\n")
+    done = subprocess.run([sys.executable, "-m", "accgraph.torch", str(script)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "PyTorch cannot be imported" in done.stderr
+
+
+# --- a clean exit (Note [Clean exit]) -------------------------------------------------------------
+
+EXIT_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+import accgraph, accgraph.torch
+from torch_standin import make_gpt, make_torch
+torch = make_torch()
+accgraph.torch._load_torch = lambda: torch
+accgraph.torch._BACKEND = "host"
+prof = accgraph.Profiler()
+prof.add_sink(lambda report: print("report", len(report)))
+accgraph.torch.instrument(prof, modules=True)
+model = make_gpt(torch)
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    model(None)
+for _ in range(3):
+    g.replay()
+{tail}
+print("exiting")
+"""
+
+
+def test_the_exit_handler_delivers_uninstruments_and_releases_everything(torch):
+    prof = accgraph.Profiler()
+    accgraph.torch.instrument(prof, modules=True)
+    g = capture_gpt(torch, make_gpt(torch))
+    g.replay()
+    g.replay()
+    accgraph.torch._at_exit()
+    assert prof.delivered == 2 and not accgraph.torch.is_instrumented()
+    assert accgraph.torch.foreign_graph(g) is None  # its ForeignGraph (and the profiler) went
+    assert not accgraph.torch._streams and not torch.nn.modules.module.hooks.pre
+    g.replay()  # untimed from now on
+
+
+@pytest.mark.parametrize("tail", ["", "del prof", "holder = [g, prof, model]; del g, prof"])
+def test_an_interpreter_exiting_while_instrumented_is_clean(tail):
+    tests = str(pathlib.Path(__file__).parent)
+    done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT.format(tests=tests, tail=tail)],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert done.returncode == 0, done.stderr
+    assert "leaked" not in done.stderr and done.stderr == "", done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "exiting"  # lazy delivery: the replays are delivered at exit
+    assert lines[1:] == [f"report {len(gpt_paths())}"] * 3
 
 
 # --- what is missing ----------------------------------------------------------------------------

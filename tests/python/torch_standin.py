@@ -2,13 +2,18 @@
 its wrappers run without a GPU (tests/python/test_torch_standin.py; test_torch.py runs the real
 thing). A "CUDA stream" is an accgraph host Stream whose native_handle plays the cudaStream_t;
 CUDAGraph plays PyTorch's native capture with an accgraph Graph capturing the current stream's
-queue, and replays it on the current stream, as torch.cuda.CUDAGraph does with CUDA."""
+queue, and replays it on the current stream, as torch.cuda.CUDAGraph does with CUDA. nn.Module,
+its global forward hooks (torch.nn.modules.module.register_module_forward_pre_hook,
+register_module_forward_hook with always_call, register_module_module_registration_hook) and
+torch.compiler.is_compiling follow PyTorch's Module._call_impl."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import itertools
 import types
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 import accgraph
 
@@ -122,5 +127,210 @@ def make_torch(*, cuda_available: bool = True, end_in_two_steps: bool = False) -
 
     cuda.graph = graph
     torch.cuda = cuda
+    # torch.compiler.is_compiling(): set `compiling` to play Dynamo tracing.
+    torch.compiler = types.SimpleNamespace(compiling=False)
+    torch.compiler.is_compiling = lambda: torch.compiler.compiling
+    torch.nn = make_nn(torch.compiler.is_compiling)
     torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: cuda.current.cuda_stream)
     return torch
+
+
+class RemovableHandle:
+    """torch.utils.hooks.RemovableHandle: removes its id from the dicts it was registered in."""
+
+    _ids = itertools.count()
+
+    def __init__(self, *dicts: Dict[int, Any]) -> None:
+        self.id = next(RemovableHandle._ids)
+        self.dicts = dicts
+
+    def remove(self) -> None:
+        for d in self.dicts:
+            d.pop(self.id, None)
+
+
+def make_nn(is_compiling: Callable[[], bool]) -> Any:
+    """torch.nn with Module, ModuleList and the global module hooks of torch.nn.modules.module
+    (new dicts per stand-in: hooks do not leak between tests)."""
+    hooks = types.SimpleNamespace()
+    hooks.pre: Dict[int, Callable[..., Any]] = collections.OrderedDict()
+    hooks.post: Dict[int, Callable[..., Any]] = collections.OrderedDict()
+    hooks.always: Dict[int, bool] = collections.OrderedDict()
+    hooks.registration: Dict[int, Callable[..., Any]] = collections.OrderedDict()
+
+    def register_module_forward_pre_hook(hook: Callable[..., Any]) -> RemovableHandle:
+        handle = RemovableHandle(hooks.pre)
+        hooks.pre[handle.id] = hook
+        return handle
+
+    def register_module_forward_hook(hook: Callable[..., Any], *, with_kwargs: bool = False,
+                                     always_call: bool = False) -> RemovableHandle:
+        assert not with_kwargs, "the stand-in has no with_kwargs"
+        handle = RemovableHandle(hooks.post, hooks.always)
+        hooks.post[handle.id] = hook
+        if always_call:
+            hooks.always[handle.id] = True
+        return handle
+
+    def register_module_module_registration_hook(hook: Callable[..., Any]) -> RemovableHandle:
+        handle = RemovableHandle(hooks.registration)
+        hooks.registration[handle.id] = hook
+        return handle
+
+    class Module:
+        """nn.Module: submodules registered by attribute assignment; __call__ runs the global
+        hooks around forward as Module._call_impl does (the always-called forward hooks also
+        when forward raises)."""
+
+        def __init__(self) -> None:
+            object.__setattr__(self, "_modules", collections.OrderedDict())
+
+        def __setattr__(self, name: str, value: Any) -> None:
+            if isinstance(value, Module):
+                for hook in hooks.registration.values():
+                    result = hook(self, name, value)
+                    if result is not None:
+                        value = result
+                self._modules[name] = value
+            object.__setattr__(self, name, value)
+
+        def add_module(self, name: str, module: "Module") -> None:
+            setattr(self, name, module)
+
+        def named_modules(self, memo: Optional[set] = None,
+                          prefix: str = "") -> Iterator[Tuple[str, "Module"]]:
+            memo = set() if memo is None else memo
+            if id(self) in memo:
+                return
+            memo.add(id(self))
+            yield prefix, self
+            for name, child in self._modules.items():
+                yield from child.named_modules(memo, prefix + ("." if prefix else "") + name)
+
+        def forward(self, *args: Any) -> Any:
+            raise NotImplementedError
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            if not (hooks.pre or hooks.post):
+                return self.forward(*args, **kwargs)
+            result = None
+            called = set()
+            try:
+                for hook in list(hooks.pre.values()):
+                    changed = hook(self, args)
+                    if changed is not None:
+                        args = changed if isinstance(changed, tuple) else (changed,)
+                result = self.forward(*args, **kwargs)
+                for hook_id, hook in list(hooks.post.items()):
+                    if hook_id in hooks.always:
+                        called.add(hook_id)
+                    changed = hook(self, args, result)
+                    if changed is not None:
+                        result = changed
+                return result
+            except Exception:
+                if is_compiling():
+                    raise
+                for hook_id, hook in list(hooks.post.items()):
+                    if hook_id in hooks.always and hook_id not in called:
+                        hook(self, args, result)
+                raise
+
+    class ModuleList(Module):
+        def __init__(self, modules: Any = ()) -> None:
+            super().__init__()
+            for module in modules:
+                self.append(module)
+
+        def append(self, module: Module) -> None:
+            self.add_module(str(len(self._modules)), module)
+
+        def __getitem__(self, index: int) -> Module:
+            return list(self._modules.values())[index]
+
+        def __iter__(self) -> Iterator[Module]:
+            return iter(list(self._modules.values()))
+
+    module_ns = types.SimpleNamespace(
+        register_module_forward_pre_hook=register_module_forward_pre_hook,
+        register_module_forward_hook=register_module_forward_hook,
+        register_module_module_registration_hook=register_module_module_registration_hook,
+        Module=Module,
+        hooks=hooks,
+    )
+    return types.SimpleNamespace(Module=Module, ModuleList=ModuleList,
+                                 modules=types.SimpleNamespace(module=module_ns))
+
+
+def make_gpt(torch: Any, blocks: int = 2, seconds: float = 0.0) -> Any:
+    """A GPT-2-like tree of stand-in modules whose leaves each enqueue `seconds` of work on the
+    current stream: GPT(h: ModuleList of Block(ln_1, attn(c_attn, c_proj), ln_2, mlp(c_fc,
+    c_proj)), ln_f), with the residual adds of GPT-2 as work between the modules."""
+    nn = torch.nn
+
+    class Leaf(nn.Module):
+        def forward(self, x: Any) -> Any:
+            torch.cuda.current_stream().work(seconds)
+            return x
+
+    class Linear(Leaf):
+        pass
+
+    class LayerNorm(Leaf):
+        pass
+
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c_attn = Linear()
+            self.c_proj = Linear()
+
+        def forward(self, x: Any) -> Any:
+            return self.c_proj(self.c_attn(x))
+
+    class MLP(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c_fc = Linear()
+            self.c_proj = Linear()
+
+        def forward(self, x: Any) -> Any:
+            return self.c_proj(self.c_fc(x))
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln_1 = LayerNorm()
+            self.attn = Attention()
+            self.ln_2 = LayerNorm()
+            self.mlp = MLP()
+
+        def forward(self, x: Any) -> Any:
+            x = self.attn(self.ln_1(x))
+            torch.cuda.current_stream().work(seconds)  # x = x + attn(...): glue
+            x = self.mlp(self.ln_2(x))
+            torch.cuda.current_stream().work(seconds)
+            return x
+
+    class GPT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.h = nn.ModuleList([Block() for _ in range(blocks)])
+            self.ln_f = LayerNorm()
+
+        def forward(self, x: Any) -> Any:
+            for block in self.h:
+                x = block(x)
+            return self.ln_f(x)
+
+    return GPT()
+
+
+def gpt_paths(blocks: int = 2) -> list:
+    """The region paths of make_gpt's model under modules=True, in call order."""
+    paths = ["GPT"]
+    for i in range(blocks):
+        b = f"GPT/h.{i}"
+        paths += [b, f"{b}/ln_1", f"{b}/attn", f"{b}/attn/c_attn", f"{b}/attn/c_proj",
+                  f"{b}/ln_2", f"{b}/mlp", f"{b}/mlp/c_fc", f"{b}/mlp/c_proj"]
+    return paths + ["GPT/ln_f"]

@@ -29,27 +29,45 @@ from the background collector. :func:`uninstrument` (or the :func:`instrumented`
 PyTorch back. ``collective_metadata`` (from :mod:`accgraph.torch_distributed`) names the
 collective a region times. What it costs per replay and what cannot be timed: the README's
 PyTorch section; how the methods are wrapped: Note [Wrapping CUDAGraph] below.
+
+Every ``nn.Module`` call can be a region without changing the model:
+``instrument(prof, modules=True)`` (every module of the process) or ``modules=model`` (one
+tree), with ``depth``, ``include``, ``exclude`` filters (Note [Module regions] in _modules.py)::
+
+    accgraph.torch.instrument(prof, modules=True, depth=2)
+    with torch.cuda.graph(g):
+        y = model(x)                        # regions GPT, GPT/h.0, GPT/h.0/attn, ...
+
+``python -m accgraph.torch script.py`` does that for an unmodified script and prints the
+per-module table at exit. ``annotate_trace`` (from :mod:`accgraph.torch_trace`) lays the
+regions over the kernels of a torch.profiler trace.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import threading
 import warnings
 import weakref
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Pattern,
+                    Tuple, Union)
 
-from . import _default_stream
-from ._accgraph import ForeignGraph, GraphState, Profiler, Stream, backends
-from ._errors import (Error, InvalidArgumentError, InvalidStateError, UnavailableError,
+from .. import _default_stream
+from .._accgraph import ForeignGraph, GraphState, Profiler, Stream, backends
+from .._errors import (Error, InvalidArgumentError, InvalidStateError, UnavailableError,
                       make_error)
 
-if TYPE_CHECKING:  # at run time through __getattr__ (below): that module imports this one
-    from .torch_distributed import collective_metadata
+from ._modules import ModuleTiming
+
+if TYPE_CHECKING:  # at run time through __getattr__ (below): those modules import this one
+    from ..torch_distributed import collective_metadata
+    from ..torch_trace import annotate_trace
 
 __all__ = [
     "TorchUnavailableError",
+    "annotate_trace",
     "collective_metadata",
     "current_stream",
     "foreign_graph",
@@ -151,6 +169,7 @@ class _Installation:
     default stream provider it replaced, and the graphs capturing now."""
 
     def __init__(self, torch: Any, profiler: Profiler, graph_region: Optional[str]) -> None:
+        self.modules: Optional[ModuleTiming] = None  # instrument(modules=...): the module hooks
         self.torch = torch
         self.profiler = profiler
         self.graph_region = graph_region
@@ -198,6 +217,8 @@ _lock = threading.RLock()
 _installed: Optional[_Installation] = None
 _streams: Dict[Tuple[int, int], Stream] = {}
 _streams_lock = threading.Lock()
+# Every torch graph that has carried a _GraphTiming (Note [Clean exit]).
+_timed_graphs: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
 def _wrap_current(torch: Any, device: int) -> Stream:
@@ -259,6 +280,7 @@ def _begin(installation: _Installation, graph: Any, stream: Stream, device: int)
             # Replaces (drops) the ForeignGraph of an earlier period, whose native graph was
             # reset: PyTorch begins a capture only on an empty graph.
             setattr(graph, _ATTRIBUTE, timing)
+            _timed_graphs.add(graph)
         elif timing.foreign.state != GraphState.EMPTY:
             timing.foreign.reset()
         timing.ready = False
@@ -342,16 +364,26 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
 
         return end
 
+    raw_stream = installation.raw_stream
+    partial = functools.partial
+
     @functools.wraps(original_replay)
     def replay(self: Any, *args: Any, **kwargs: Any) -> Any:
-        timing = _timing_of(self)
+        # The per-replay path (issue 20: <= 1 us on the host): _timing_of and _current inlined.
+        try:
+            timing = self.__dict__.get(_ATTRIBUTE)
+        except AttributeError:  # an instance without a __dict__ carries no timing
+            timing = None
         if timing is None or not timing.ready or timing.installation is not installation:
             return original_replay(self, *args, **kwargs)
-        stream = _current(installation, timing.device)
+        device = timing.device
+        stream = _streams.get((device, raw_stream(device)))
+        if stream is None:
+            stream = _wrap_current(torch, device)
         # trusted: CUDAGraph.replay launches its executable exactly once or raises before
         # launching, so no fence is needed (Note [Launch fences]: it would cost two kernels).
-        timing.foreign.launch(stream, functools.partial(original_replay, self, *args, **kwargs),
-                              trusted=True)
+        timing.foreign.launch(stream, partial(original_replay, self, *args, **kwargs)
+                              if args or kwargs else partial(original_replay, self), trusted=True)
         return None
 
     @functools.wraps(original_reset)
@@ -377,21 +409,52 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
     return patches
 
 
-def instrument(profiler: Profiler, *, graph_region: Optional[str] = None) -> None:
+ModuleSelection = Union[bool, Any, List[Any], None]
+
+
+def _check_module_options(modules: ModuleSelection, depth: Optional[int],
+                          include: Union[str, Pattern[str], None],
+                          exclude: Union[str, Pattern[str], None], eager_modules: bool) -> None:
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 0):
+        raise TypeError("accgraph.torch.instrument: depth must be an int >= 0 (the root module "
+                        "is depth 0) or None")
+    if modules is None or modules is False:
+        if depth is not None or include is not None or exclude is not None or not eager_modules:
+            raise TypeError("accgraph.torch.instrument: depth, include, exclude and "
+                            "eager_modules filter module timing: pass modules=True (every "
+                            "module) or modules=model as well")
+
+
+def instrument(profiler: Profiler, *, graph_region: Optional[str] = None,
+               modules: ModuleSelection = None, depth: Optional[int] = None,
+               include: Union[str, Pattern[str], None] = None,
+               exclude: Union[str, Pattern[str], None] = None,
+               eager_modules: bool = True) -> None:
     """Times every ``torch.cuda.CUDAGraph`` whose capture begins from now on with `profiler`,
     and makes ``profiler.region(name, **metadata)`` without a stream time on PyTorch's current
     stream (inside a capture: into the graph; outside: eagerly). `graph_region`: also time
     each captured graph as a whole, as a top-level region of that name around the regions of
     the code (needed where the code opens none, e.g. ``torch.compile`` graphs).
 
+    `modules`: time ``nn.Module`` calls as regions too, with the module's class as metadata
+    ``module`` (Note [Module regions] in accgraph/torch/_modules.py): True for every module of
+    the process (named from the outermost module called), a module or a list of modules for
+    their trees (named from each root). `depth`: only calls nested at most that deep (the root
+    0); `include`/`exclude`: regular expressions searched in the qualified name (the root: its
+    class name). `eager_modules=False` times module calls only inside captures. A call that
+    cannot be timed runs untimed, counted in the stats table (one RuntimeWarning per reason).
+    Under ``torch.compile`` tracing the hooks record nothing.
+
     TorchUnavailableError without PyTorch, a GPU or accgraph's cuda backend; InvalidStateError
     when already instrumented (call :func:`uninstrument` first). Note [Wrapping CUDAGraph] says
-    how the methods are wrapped and what that costs."""
+    how the methods are wrapped and what that costs. At interpreter exit, a process still
+    instrumented is flushed and uninstrumented (Note [Clean exit])."""
     global _installed
     if not isinstance(profiler, Profiler):
         raise TypeError("accgraph.torch.instrument: profiler must be an accgraph.Profiler")
     if graph_region is not None and (not isinstance(graph_region, str) or not graph_region):
         raise TypeError("accgraph.torch.instrument: graph_region must be a non-empty str or None")
+    _check_module_options(modules, depth, include, exclude, eager_modules)
     torch = _load_torch()
     _require_backend()
     with _lock:
@@ -402,27 +465,75 @@ def instrument(profiler: Profiler, *, graph_region: Optional[str] = None) -> Non
                 "call accgraph.torch.uninstrument() first",
             )
         installation = _Installation(torch, profiler, graph_region)
+        if modules is not None and modules is not False:
+            installation.modules = ModuleTiming(
+                torch, profiler, lambda: _current(installation, torch.cuda.current_device()),
+                modules, depth, include, exclude, eager_modules)
         installation.patches = _make_patches(installation)
+        if installation.modules is not None:
+            installation.modules.install()
         cls = torch.cuda.CUDAGraph
         for name, patch in installation.patches.items():
             setattr(cls, name, patch)
         installation.previous_provider = _default_stream.set_default_stream_provider(
             lambda: _current(installation, torch.cuda.current_device()))
         _installed = installation
+        _register_exit_handler()
+
+
+# Note [Clean exit]: a process that ends while instrumented must end as quietly as one that
+# never was: at exit the module holds the profiler (through the installation, the wrappers and
+# the default stream provider) and the wrapped streams, and nanobind reports every instance of
+# its classes still alive when it shuts down ("nanobind: leaked N instances"). So the first
+# instrument() registers an atexit handler (it runs before accgraph's own, registered at its
+# import) that flushes and uninstruments even while a capture is open (the process ends: no
+# capture will end), then drops the timing of every torch graph still alive (PyTorch keeps some
+# in its own globals to the end: make_graphed_callables closures, torch.compile's CUDA graph
+# trees), which delivers their pending replays and frees their marker storage, and drops the
+# stream cache. A graph replayed after that, by an atexit handler registered before
+# instrument(), would write its markers into freed storage: none of PyTorch's does.
+_exit_handler_registered = False
+
+
+def _register_exit_handler() -> None:
+    global _exit_handler_registered
+    if not _exit_handler_registered:
+        atexit.register(_at_exit)
+        _exit_handler_registered = True
+
+
+def _at_exit() -> None:
+    try:
+        _uninstrument(force=True)
+    except Exception as e:  # noqa: BLE001 - at exit, say it and go on
+        warnings.warn(f"accgraph.torch: uninstrumenting at exit failed: {e}", RuntimeWarning)
+    for graph in list(_timed_graphs):
+        try:
+            graph.__dict__.pop(_ATTRIBUTE, None)  # its ForeignGraph goes, as reset() does
+        except Exception as e:  # noqa: BLE001 - at exit, say it and go on
+            warnings.warn(f"accgraph.torch: releasing a graph's timing at exit failed: {e}",
+                          RuntimeWarning)
+    _timed_graphs.clear()
+    with _streams_lock:
+        _streams.clear()
 
 
 def uninstrument() -> None:
     """Puts back the original methods of ``torch.cuda.CUDAGraph`` (the same function objects)
-    and the previous default stream provider, after flushing the profiler (every pending replay
-    is delivered). Graphs captured while instrumented replay untimed from now on. Does nothing
-    when not instrumented; InvalidStateError while an instrumented capture is in progress
-    (end it first)."""
+    and the previous default stream provider, and removes the module hooks, after flushing the
+    profiler (every pending replay is delivered). Graphs captured while instrumented replay
+    untimed from now on. Does nothing when not instrumented; InvalidStateError while an
+    instrumented capture is in progress (end it first)."""
+    _uninstrument(force=False)
+
+
+def _uninstrument(force: bool) -> None:
     global _installed
     with _lock:
         installation = _installed
         if installation is None:
             return
-        if installation.capturing:
+        if installation.capturing and not force:
             raise make_error(
                 InvalidStateError,
                 f"accgraph.torch.uninstrument: {len(installation.capturing)} CUDA graph "
@@ -431,6 +542,8 @@ def uninstrument() -> None:
         cls = installation.torch.cuda.CUDAGraph
         replaced: List[str] = []
         try:
+            if installation.modules is not None:
+                installation.modules.remove()
             installation.profiler.flush()
         finally:
             for name, patch in installation.patches.items():
@@ -441,6 +554,7 @@ def uninstrument() -> None:
                 else:
                     delattr(cls, name)
             _default_stream.set_default_stream_provider(installation.previous_provider)
+            installation.modules = None
             _installed = None
     if replaced:
         warnings.warn(
@@ -448,7 +562,7 @@ def uninstrument() -> None:
             " had been replaced again after instrument(); the originals are back, that "
             "replacement is gone",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
 
 
@@ -458,14 +572,19 @@ def is_instrumented() -> bool:
 
 
 @contextmanager
-def instrumented(profiler: Profiler, *, graph_region: Optional[str] = None) -> Iterator[Profiler]:
-    """:func:`instrument` for the block, :func:`uninstrument` after it (also on an exception);
-    yields `profiler`::
+def instrumented(profiler: Profiler, *, graph_region: Optional[str] = None,
+                 modules: ModuleSelection = None, depth: Optional[int] = None,
+                 include: Union[str, Pattern[str], None] = None,
+                 exclude: Union[str, Pattern[str], None] = None,
+                 eager_modules: bool = True) -> Iterator[Profiler]:
+    """:func:`instrument` for the block (the same arguments), :func:`uninstrument` after it
+    (also on an exception); yields `profiler`::
 
-        with accgraph.torch.instrumented(accgraph.Profiler()) as prof:
+        with accgraph.torch.instrumented(accgraph.Profiler(), modules=model) as prof:
             ...
     """
-    instrument(profiler, graph_region=graph_region)
+    instrument(profiler, graph_region=graph_region, modules=modules, depth=depth,
+               include=include, exclude=exclude, eager_modules=eager_modules)
     try:
         yield profiler
     finally:
@@ -473,12 +592,18 @@ def instrumented(profiler: Profiler, *, graph_region: Optional[str] = None) -> I
 
 
 def __getattr__(name: str) -> Any:
-    """``collective_metadata``, re-exported from :mod:`accgraph.torch_distributed` on first
-    use (PEP 562): that module imports this one for its torch loader, so importing it here
-    would make either import order fail."""
+    """``collective_metadata`` (from :mod:`accgraph.torch_distributed`) and ``annotate_trace``
+    (from :mod:`accgraph.torch_trace`), re-exported on first use (PEP 562): those modules import
+    this one for its torch loader, so importing them here would make either import order
+    fail."""
     if name == "collective_metadata":
-        from .torch_distributed import collective_metadata
+        from ..torch_distributed import collective_metadata
 
         globals()[name] = collective_metadata
         return collective_metadata
+    if name == "annotate_trace":
+        from ..torch_trace import annotate_trace
+
+        globals()[name] = annotate_trace
+        return annotate_trace
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

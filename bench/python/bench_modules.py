@@ -1,0 +1,205 @@
+"""Module timing (accgraph.torch.instrument(prof, modules=...)) on a GPT-2-small-like model (12
+blocks, d_model 768, 12 heads, batch 8, seq 256, bf16, eval) captured with torch.cuda.graph
+(numbers, not pass/fail; every figure against the untimed graph measured in the same run).
+Needs torch and a GPU; says why and exits 0 without them.
+
+Four graphs of the same forward: untimed (captured before instrument()), every module timed
+(122 regions), depth <= 2 (the model, blocks, ln_1, attn, ln_2, mlp, ln_f: 62) and the blocks
+only (12), all timed by one Profiler (lazy delivery) and replayed in interleaved rounds:
+
+  1. device  device time per replay (CUDA events around --replays back-to-back replays, the
+             order of the four graphs rotated each round; median over --rounds of each
+             graph's time over the untimed graph's in the same round). Targets (issue 20): all
+             <= 1.10x, depth <= 2 <= 1.04x, blocks <= 1.01x.
+  2. host    host time per replay() call, --host-replays calls back to back after a
+             synchronize (median over rounds), timed (every module) and untimed, and the
+             difference (target: <= 1 us).
+  3. check   each timed graph's output bitwise equal to the untimed graph's, and the regions per
+             report.
+
+    python bench/python/bench_modules.py [--replays N] [--rounds R] [--host-replays K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from typing import Any, Dict, List, Tuple
+
+import accgraph
+import accgraph.torch
+
+BLOCKS, D_MODEL, HEADS, BATCH, SEQ = 12, 768, 12, 8, 256
+# name -> (depth, include): the filters of each timed graph.
+CONFIGS: Dict[str, Tuple[Any, Any]] = {
+    "all modules": (None, None),
+    "depth <= 2": (2, None),
+    "blocks": (None, r"^h\.\d+$"),
+}
+TARGETS = {"all modules": 1.10, "depth <= 2": 1.04, "blocks": 1.01}
+
+
+def make_model(torch: Any) -> Any:
+    nn = torch.nn
+
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c_attn = nn.Linear(D_MODEL, 3 * D_MODEL)
+            self.c_proj = nn.Linear(D_MODEL, D_MODEL)
+
+        def forward(self, x: Any) -> Any:
+            b, t, c = x.shape
+            q, k, v = self.c_attn(x).split(D_MODEL, dim=2)
+            q, k, v = (z.view(b, t, HEADS, c // HEADS).transpose(1, 2) for z in (q, k, v))
+            y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+    class MLP(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c_fc = nn.Linear(D_MODEL, 4 * D_MODEL)
+            self.gelu = nn.GELU(approximate="tanh")
+            self.c_proj = nn.Linear(4 * D_MODEL, D_MODEL)
+
+        def forward(self, x: Any) -> Any:
+            return self.c_proj(self.gelu(self.c_fc(x)))
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(D_MODEL)
+            self.attn = Attention()
+            self.ln_2 = nn.LayerNorm(D_MODEL)
+            self.mlp = MLP()
+
+        def forward(self, x: Any) -> Any:
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class GPT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.h = nn.ModuleList([Block() for _ in range(BLOCKS)])
+            self.ln_f = nn.LayerNorm(D_MODEL)
+
+        def forward(self, x: Any) -> Any:
+            for block in self.h:
+                x = block(x)
+            return self.ln_f(x)
+
+    return GPT().to(device="cuda", dtype=torch.bfloat16).eval()
+
+
+def capture(torch: Any, model: Any, x: Any) -> Tuple[Any, Any]:
+    graph = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(graph):
+        y = model(x)
+    torch.cuda.synchronize()
+    return graph, y
+
+
+def device_ms(torch: Any, graph: Any, replays: int) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(replays):
+        graph.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / replays
+
+
+def host_us(torch: Any, graph: Any, replays: int) -> float:
+    torch.cuda.synchronize()
+    t = time.perf_counter_ns()
+    for _ in range(replays):
+        graph.replay()
+    elapsed = time.perf_counter_ns() - t
+    torch.cuda.synchronize()
+    return elapsed / replays / 1e3
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replays", type=int, default=50, help="replays per round (part 1)")
+    parser.add_argument("--rounds", type=int, default=9, help="rounds (parts 1 and 2)")
+    parser.add_argument("--host-replays", type=int, default=20,
+                        help="back-to-back replay() calls per round (part 2)")
+    args = parser.parse_args()
+    try:
+        torch = accgraph.torch._load_torch()
+        accgraph.torch._require_backend()
+    except accgraph.torch.TorchUnavailableError as e:
+        print(f"bench_modules: skipped: {e.message}")
+        return 0
+    print(f"accgraph {accgraph.__version__}, torch {torch.__version__} "
+          f"(CUDA {torch.version.cuda}), {torch.cuda.get_device_name()}, "
+          f"Python {sys.version.split()[0]}")
+    torch.manual_seed(0)
+    model = make_model(torch)
+    x = torch.randn(BATCH, SEQ, D_MODEL, device="cuda", dtype=torch.bfloat16)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.cuda.stream(side):
+        for _ in range(3):  # cuBLAS and attention kernels initialised outside the captures
+            model(x)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+
+    graphs: Dict[str, Tuple[Any, Any]] = {"untimed": capture(torch, model, x)}
+    # Enough ring for part 2's back-to-back calls not to wait for the device.
+    prof = accgraph.Profiler(ring_depth=max(64, 2 * args.host_replays), keep_reports=4)
+    accgraph.torch.instrument(prof, modules=True, eager_modules=False)
+    try:
+        timing = accgraph.torch._installed.modules  # one graph per filter, one profiler
+        print("regions per report of each timed graph:")
+        for name, (depth, include) in CONFIGS.items():
+            timing.set_filters(depth, include, None)
+            graphs[name] = capture(torch, model, x)
+            graphs[name][0].replay()
+            torch.cuda.synchronize()
+            prof.flush()
+            regions = len(prof.reports()[-1])
+            print(f"  {name:<12} {regions:4d} regions per report")
+        names = list(graphs)
+        ratios: Dict[str, List[float]] = {n: [] for n in names}
+        per_replay: Dict[str, List[float]] = {n: [] for n in names}
+        for r in range(args.rounds):
+            order = names[r % len(names):] + names[:r % len(names)]
+            ms = {n: device_ms(torch, graphs[n][0], args.replays) for n in order}
+            for n in names:
+                per_replay[n].append(ms[n])
+                ratios[n].append(ms[n] / ms["untimed"])
+        host: Dict[str, List[float]] = {"untimed": [], "all modules": []}
+        for r in range(args.rounds):
+            for n in (("untimed", "all modules") if r % 2 == 0 else ("all modules", "untimed")):
+                host[n].append(host_us(torch, graphs[n][0], args.host_replays))
+                prof.flush()  # the next round's replays find their ring slots free
+        prof.flush()
+        y0 = graphs["untimed"][1]
+        equal = {n: bool(torch.equal(graphs[n][1], y0)) for n in names}
+        delivered = prof.delivered
+    finally:
+        accgraph.torch.uninstrument()
+
+    print(f"\n1. device time per replay ({args.replays} replays x {args.rounds} rounds, median)")
+    print(f"  {'graph':<12} {'ms/replay':>10} {'vs untimed':>11} {'target':>8}")
+    for n in names:
+        target = f"<= {TARGETS[n]:.2f}x" if n in TARGETS else ""
+        print(f"  {n:<12} {statistics.median(per_replay[n]):10.3f} "
+              f"{statistics.median(ratios[n]):10.3f}x {target:>8}")
+    timed_us = statistics.median(host["all modules"])
+    untimed_us = statistics.median(host["untimed"])
+    print(f"\n2. host time per replay() ({args.host_replays} calls back to back x {args.rounds} "
+          f"rounds, median)\n  untimed {untimed_us:.2f} us, timed (every module) "
+          f"{timed_us:.2f} us, difference {timed_us - untimed_us:+.2f} us (target <= 1 us)")
+    print(f"\n3. outputs bitwise equal to the untimed graph's: "
+          + ", ".join(f"{n}: {'yes' if equal[n] else 'NO'}" for n in names if n != "untimed")
+          + f"; {delivered} reports delivered")
+    return 0 if all(equal.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
