@@ -336,24 +336,11 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
 // Durations within a sequence are differences of nearby events (no such loss).
 class ExternalEventMarkers final : public TimestampMarkers {
  public:
+  // Nothing is created here: the events, the reference pair and its pinned word come with the
+  // first sequence (a set that never records costs nothing: issue 20), the marker events as
+  // record() reaches them.
   ExternalEventMarkers(int device, size_t ring, uint64_t resolution_ns)
-      : device_(device), ring_(ring), resolution_ns_(resolution_ns), events_(ring), end_(ring) {
-    RelaxedCaptureModeGuard relaxed;
-    try {
-      for (cudaEvent_t& e : end_)
-        ACCGRAPH_CUDA_CHECK(cudaEventCreate(&e), "external_events markers: creating events");
-      ACCGRAPH_CUDA_CHECK(cudaEventCreate(&ref_before_),
-                          "external_events markers: creating events");
-      ACCGRAPH_CUDA_CHECK(cudaEventCreate(&ref_after_), "external_events markers: creating events");
-      ACCGRAPH_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&ref_host_), sizeof(uint64_t),
-                                        cudaHostAllocMapped | cudaHostAllocPortable),
-                          "external_events markers: allocating the reference");
-      anchor();
-    } catch (...) {
-      release();
-      throw;
-    }
-  }
+      : device_(device), ring_(ring), resolution_ns_(resolution_ns), events_(ring), end_(ring) {}
 
   ~ExternalEventMarkers() override { release(); }
 
@@ -364,6 +351,7 @@ class ExternalEventMarkers final : public TimestampMarkers {
   void begin_sequence(StreamImpl& stream_impl) override {
     CudaStream& stream = as_cuda_stream(stream_impl, "begin_sequence");
     DeviceGuard guard(stream.device());
+    ensure_ready();
     if (stream_is_capturing(stream.handle())) {
       recording_slot_ = 0;  // captured events are re-pointed per launch (before_launch)
       capturing_ = true;
@@ -433,6 +421,7 @@ class ExternalEventMarkers final : public TimestampMarkers {
   }
 
   bool is_complete(uint64_t sequence) override {
+    if (ref_host_ == nullptr) return false;  // no sequence has begun
     cudaError_t err = cudaEventQuery(end_[sequence % ring_]);
     if (err == cudaSuccess) return true;
     if (err == cudaErrorNotReady) {
@@ -444,6 +433,12 @@ class ExternalEventMarkers final : public TimestampMarkers {
   }
 
   void wait(uint64_t sequence) override {
+    if (ref_host_ == nullptr)
+      throw Error(ErrorCode::InvalidState,
+                  fmt::format("wait: marker sequence {} was never begun on this marker set: wait "
+                              "only for sequences that were launched",
+                              sequence),
+                  kBackendName);
     ACCGRAPH_CUDA_CHECK(cudaEventSynchronize(end_[sequence % ring_]),
                         fmt::format("waiting for marker sequence {}", sequence));
   }
@@ -477,6 +472,32 @@ class ExternalEventMarkers final : public TimestampMarkers {
     cudaGraphNode_t end = nullptr;
     size_t bound_slot = ~size_t{0};
   };
+
+  // The end events and the reference pair, at the first sequence (possibly inside a capture).
+  void ensure_ready() {
+    if (ref_host_ != nullptr) return;
+    RelaxedCaptureModeGuard relaxed;
+    for (cudaEvent_t& e : end_)
+      if (e == nullptr)
+        ACCGRAPH_CUDA_CHECK(cudaEventCreate(&e), "external_events markers: creating events");
+    if (ref_before_ == nullptr)
+      ACCGRAPH_CUDA_CHECK(cudaEventCreate(&ref_before_),
+                          "external_events markers: creating events");
+    if (ref_after_ == nullptr)
+      ACCGRAPH_CUDA_CHECK(cudaEventCreate(&ref_after_), "external_events markers: creating events");
+    uint64_t* ref_host = nullptr;
+    ACCGRAPH_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&ref_host), sizeof(uint64_t),
+                                      cudaHostAllocMapped | cudaHostAllocPortable),
+                        "external_events markers: allocating the reference");
+    ref_host_ = ref_host;
+    try {
+      anchor();
+    } catch (...) {
+      ACCGRAPH_CUDA_LOG(cudaFreeHost(ref_host_), "external_events markers");
+      ref_host_ = nullptr;  // the next sequence tries again
+      throw;
+    }
+  }
 
   void ensure_events(size_t count) {
     if (count <= count_) return;
