@@ -1121,6 +1121,36 @@ size_t resident_host_bytes() {
   return 0;
 }
 
+/// Builds `n` graphs of one kernel per region (one kernel when `regions` is 0), timed by
+/// `prof` when given, replays each twice, and returns the device and resident host bytes they
+/// hold; the graphs stay alive in `keep` (so that what is measured later allocates afresh).
+std::pair<int64_t, int64_t> memory_held_by_graphs(
+    Stream& s, timing::Profiler* prof, size_t n, int regions,
+    std::vector<std::unique_ptr<AcceleratorGraph>>& keep) {
+  const size_t device_before = free_device_bytes();
+  const size_t host_before = resident_host_bytes();
+  for (size_t i = 0; i < n; ++i) {
+    keep.push_back(std::make_unique<AcceleratorGraph>("cuda"));
+    AcceleratorGraph& g = *keep.back();
+    if (prof != nullptr) prof->attach(g);
+    g.capture_begin(s);
+    for (int r = 0; r < regions; ++r) {
+      auto region = prof->region(s, "kernel");
+      require_cuda(accgraph_test::launch_empty(native(s)));
+    }
+    if (regions == 0) require_cuda(accgraph_test::launch_empty(native(s)));
+    g.capture_end();
+    g.replay();
+    g.replay();
+  }
+  s.synchronize();
+  if (prof != nullptr) prof->flush();
+  const size_t device_after = free_device_bytes();
+  const size_t host_after = resident_host_bytes();
+  return {static_cast<int64_t>(device_before) - static_cast<int64_t>(device_after),
+          static_cast<int64_t>(host_after) - static_cast<int64_t>(host_before)};
+}
+
 }  // namespace
 
 // Issue 20: "a graph without regions holds no marker memory (storage grows with regions x
@@ -1140,32 +1170,10 @@ TEST_CASE("cuda: marker memory grows with the regions, not a fixed block per tim
   timing::ProfilerOptions options;
   options.marker_strategy = "device_timestamps";
   options.ring_depth = kRing;
-  // Builds N graphs (timed by `prof` when given, with `regions` regions each), replays each
-  // twice, and returns the device and host memory they hold (while still alive).
+  std::vector<std::unique_ptr<AcceleratorGraph>> dropped;
   auto measure = [&](timing::Profiler* prof, int regions) {
-    const size_t device_before = free_device_bytes();
-    const size_t host_before = resident_host_bytes();
-    std::vector<std::unique_ptr<AcceleratorGraph>> graphs;
-    for (size_t i = 0; i < N; ++i) {
-      graphs.push_back(std::make_unique<AcceleratorGraph>("cuda"));
-      AcceleratorGraph& g = *graphs.back();
-      if (prof != nullptr) prof->attach(g);
-      g.capture_begin(s);
-      for (int r = 0; r < regions; ++r) {
-        auto region = prof->region(s, "kernel");
-        require_cuda(accgraph_test::launch_empty(native(s)));
-      }
-      if (regions == 0) require_cuda(accgraph_test::launch_empty(native(s)));
-      g.capture_end();
-      g.replay();
-      g.replay();
-    }
-    s.synchronize();
-    if (prof != nullptr) prof->flush();
-    const size_t device_after = free_device_bytes();
-    const size_t host_after = resident_host_bytes();
-    return std::make_pair(static_cast<int64_t>(device_before) - static_cast<int64_t>(device_after),
-                          static_cast<int64_t>(host_after) - static_cast<int64_t>(host_before));
+    dropped.clear();  // each set of graphs is measured alone
+    return memory_held_by_graphs(s, prof, N, regions, dropped);
   };
   {  // warm-up: module loading, the profiler's first allocations, the driver's pools
     timing::Profiler warm(options);
@@ -1188,4 +1196,41 @@ TEST_CASE("cuda: marker memory grows with the regions, not a fixed block per tim
   CHECK(one_region.first - untimed.first <= device_bound);
   CHECK(no_region.second - untimed.second <= host_bound);
   CHECK(one_region.second - untimed.second <= host_bound);
+  dropped.clear();  // the graphs go before their profilers
+}
+
+// Issue 20: "storage grows with regions x ring". The same N graphs of kRegions regions, timed
+// at ring depth 2 and at ring depth 16, both alive: the pinned stamps (one ring of
+// ring x markers per graph) make the deeper ring hold N x 14 x markers x 8 bytes more, where
+// markers lies between kRegions + 1 (every boundary shared) and 2 x kRegions. Checked within a
+// factor of two (page rounding, the allocator) and 4 MiB; the fixed ring of 8192 stamps per
+// slot before issue 20 held N x 14 x 8192 x 8 bytes more (~45 MiB) and fails the upper bound.
+TEST_CASE("cuda: pinned marker memory grows with the ring depth x the markers of a graph") {
+  constexpr size_t N = 50;
+  constexpr int kRegions = 256;
+  Stream s = Stream::create("cuda");
+  auto options_for = [](size_t ring) {
+    timing::ProfilerOptions options;
+    options.marker_strategy = "device_timestamps";
+    options.ring_depth = ring;
+    return options;
+  };
+  {  // warm-up: module loading, the profiler's first allocations
+    timing::Profiler warm(options_for(2));
+    std::vector<std::unique_ptr<AcceleratorGraph>> dropped;
+    memory_held_by_graphs(s, &warm, 1, kRegions, dropped);
+  }
+  timing::Profiler shallow(options_for(2));
+  timing::Profiler deep(options_for(16));
+  std::vector<std::unique_ptr<AcceleratorGraph>> graphs;  // destroyed before the profilers
+  const auto ring2 = memory_held_by_graphs(s, &shallow, N, kRegions, graphs);
+  const auto ring16 = memory_held_by_graphs(s, &deep, N, kRegions, graphs);
+  const int64_t extra = ring16.second - ring2.second;
+  const int64_t low = static_cast<int64_t>(N * 14 * (kRegions + 1) * sizeof(uint64_t));
+  const int64_t high = static_cast<int64_t>(N * 14 * 2 * kRegions * sizeof(uint64_t));
+  MESSAGE("resident host bytes held by " << N << " graphs of " << kRegions << " regions: ring 2 "
+                                         << ring2.second << ", ring 16 " << ring16.second
+                                         << "; device: " << ring2.first << ", " << ring16.first);
+  CHECK(extra >= low / 2);
+  CHECK(extra <= 2 * high + (int64_t{4} << 20));
 }
