@@ -33,7 +33,8 @@ inline constexpr const char* kStrategyDeviceTimestamps = "device_timestamps";
 inline constexpr const char* kStrategyExternalEvents = "external_events";
 inline constexpr size_t kDefaultRingDepth = 16;
 inline constexpr size_t kMaxRingDepth = 1024;
-/// Markers per sequence (per replay) each ring slot has room for.
+/// The most markers one sequence (one replay) may record; storage grows with the markers a
+/// sequence does record (Note [Device timestamp ring] in kernels.cu).
 inline constexpr size_t kMarkerCapacity = 8192;
 
 // --- kernels.cu ----------------------------------------------------------------------------
