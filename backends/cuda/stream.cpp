@@ -216,8 +216,9 @@ uint64_t CudaStream::capture_tail() const noexcept {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;
   const cudaGraphNode_t* nodes = nullptr;
-  const cudaGraphEdgeData* edges = nullptr;  // asked for: without it a programmatic edge to the
-                                             // tail (a marker) fails with cudaErrorLossyQuery
+  // Asked for although unused: without it, non-default edge data on a dependency (a
+  // programmatic edge) makes the query fail with cudaErrorLossyQuery.
+  const cudaGraphEdgeData* edges = nullptr;
   size_t count = 0;
   cudaError_t err =
       cudaStreamGetCaptureInfo(stream_, &status, &id, nullptr, &nodes, &edges, &count);
