@@ -17,6 +17,7 @@
 
 #include "accgraph/error.hpp"
 #include "accgraph/spi/backend.hpp"
+#include "accgraph/spi/capture_tail.hpp"
 #include "accgraph/spi/clock_sampling.hpp"
 #include "accgraph/spi/device_index.hpp"
 #include "accgraph/spi/first_failure.hpp"
@@ -32,7 +33,8 @@ inline constexpr const char* kStrategyDeviceTimestamps = "device_timestamps";
 inline constexpr const char* kStrategyExternalEvents = "external_events";
 inline constexpr size_t kDefaultRingDepth = 16;
 inline constexpr size_t kMaxRingDepth = 1024;
-/// Markers per sequence (per replay) each ring slot has room for.
+/// The most markers one sequence (one replay) may record; storage grows with the markers a
+/// sequence does record (Note [Device timestamp ring] in kernels.cu).
 inline constexpr size_t kMarkerCapacity = 8192;
 
 // --- kernels.cu ----------------------------------------------------------------------------
@@ -45,12 +47,22 @@ cudaError_t launch_write_globaltimer(cudaStream_t stream, uint64_t* out);
 /// Note [Device timestamp ring]: *stamp = %globaltimer (one store, nothing read first).
 /// programmatic: launched as a programmatic dependent (Note [Programmatic markers]; sm_90+).
 cudaError_t launch_marker_record(cudaStream_t stream, uint64_t* stamp, bool programmatic);
+/// Stamps per staging chunk (Note [Device timestamp ring]): a sequence's marker i is written to
+/// chunk[i / kStagingChunk][i % kStagingChunk].
+inline constexpr size_t kStagingChunk = 128;
+inline constexpr size_t kMaxStagingChunks = kMarkerCapacity / kStagingChunk;
+static_assert(kMarkerCapacity % kStagingChunk == 0, "whole chunks");
+/// The staging chunks of one sequence, passed by value to its tail kernel (512 bytes of kernel
+/// parameters, baked into the node at capture): no table in device memory to build or free.
+struct StagingChunks {
+  const uint64_t* chunk[kMaxStagingChunks] = {};
+};
 /// The tail of a sequence: value = fixed, or (fixed == 0, a captured sequence) ++*counter;
-/// copies staging[0, count) to host_stamps[((value - 1) % ring) * capacity], fences
+/// copies the `count` staged stamps to host_stamps[((value - 1) % ring) * stride], fences
 /// system-wide, then done[(value - 1) % ring] = value (publishes sequence value - 1).
 cudaError_t launch_marker_end(cudaStream_t stream, uint64_t* counter, uint64_t fixed,
-                              const uint64_t* staging, uint64_t* host_stamps, uint64_t* done,
-                              uint32_t ring, uint32_t capacity, uint32_t count);
+                              const StagingChunks& staging, uint64_t* host_stamps, uint64_t* done,
+                              uint32_t ring, uint32_t stride, uint32_t count);
 /// *counter = value (re-aligns the device counter with the caller's sequence numbers).
 cudaError_t launch_set_counter(cudaStream_t stream, uint64_t* counter, uint64_t value);
 /// Note [Clock sampling kernel] (kernels.cu): for i in [0, count), waits until *flag == i + 1,
@@ -127,7 +139,8 @@ void unregister_capture_sink(cudaGraph_t graph) noexcept;
 
 // --- streams ---------------------------------------------------------------------------------
 
-class CudaStream final : public StreamImpl {
+/// Also a CaptureTail (Note [CUDA capture tail] in stream.cpp), owned and wrapped streams alike.
+class CudaStream final : public StreamImpl, public CaptureTail {
  public:
   /// Owned: destroyed with this object; Borrowed: a wrapped handle, its creator's to destroy.
   CudaStream(int device, cudaStream_t stream, Ownership ownership);
@@ -146,6 +159,7 @@ class CudaStream final : public StreamImpl {
   void wait_for(StreamImpl& other) override;
   void synchronize() override;
   bool is_capturing() const override;
+  uint64_t capture_tail() const noexcept override;
 
   /// Note [Capture check on replay]: a snapshot whose bit 0 is clear only when the stream
   /// cannot be capturing now (the rest counts note_capture() calls).

@@ -31,22 +31,34 @@ __global__ void write_globaltimer_kernel(uint64_t* out) {
 }
 
 // Note [Device timestamp ring]: a marker kernel is one store, `stamps[marker] = %globaltimer`,
-// into a device-memory staging area chosen on the host when the marker is recorded; it reads
+// into a device-memory staging chunk chosen on the host when the marker is recorded; it reads
 // nothing first, so no dependent load sits between the kernel's start and its timestamp or
 // between the timestamp and its completion. The single tail kernel of a sequence picks the ring
 // slot: for a captured sequence it advances a device-side replay counter (value = ++*counter,
 // slot (value - 1) % ring), so every replay of the same graph lands in its own slot with no host
 // work per replay; for an eager sequence the host already knows the number (`fixed`). It then
-// copies the staging area to the slot in pinned host memory and, after a system-wide fence,
+// gathers the staged stamps into the slot in pinned host memory and, after a system-wide fence,
 // publishes `value` in done[slot], which makes is_complete() a plain memory read on the host.
 // There is no head node.
 //
-// Why the staging area may be reused: the launches of one cudaGraphExec_t are serialised by
-// CUDA (each is ordered behind the previous launch of the same executable, whatever the
-// streams), so replay n+1's markers run after replay n's tail has copied the stamps out; every
-// capture gets a staging area of its own. Eager sequences may run concurrently on different
-// streams, so each uses the staging area of its own ring slot, which the caller does not reuse
-// before the sequence was read (Note [Marker ring]).
+// Storage grows with the markers a set's sequences record, never with a fixed capacity
+// (issue 20: a graph without regions holds no marker memory). A marker kernel bakes its
+// address when it is captured, so staging never moves: it grows in chunks of kStagingChunk
+// stamps, allocated by record() as the markers reach them, and the tail kernel receives the
+// chunk pointers by value (StagingChunks, kernel parameters). The pinned ring is sized when a
+// sequence ends (end_sequence): ring x the markers in it; a sequence with more markers than the
+// current ring's stride gets a larger ring, and the older rings stay (a sequence in flight may
+// still write one: the host notes per ring slot which ring its sequence writes). Nothing is
+// allocated when the set is created; the replay counter comes with the first captured tail,
+// the done flags with the first sequence. kMarkerCapacity only bounds one sequence.
+//
+// Why staging may be reused: the launches of one cudaGraphExec_t are serialised by CUDA (each
+// is ordered behind the previous launch of the same executable, whatever the streams), so
+// replay n+1's markers run after replay n's tail has copied the stamps out; every capture gets
+// chunks of its own. Eager sequences may run concurrently on different streams, so each writes
+// the part of the eager chunks that belongs to its own ring slot (an eager chunk holds
+// kStagingChunk stamps per slot), which the caller does not reuse before the sequence was read
+// (Note [Marker ring]).
 //
 // Marker kernels write device memory: a write to host memory would hold each marker kernel's
 // completion on a PCIe round trip (measured ~0.25 us more per marker on H100).
@@ -71,9 +83,9 @@ __global__ void marker_record_programmatic_kernel(uint64_t* stamp) {
   *stamp = globaltimer();
 }
 
-__global__ void marker_end_kernel(uint64_t* counter, uint64_t fixed, const uint64_t* staging,
+__global__ void marker_end_kernel(uint64_t* counter, uint64_t fixed, StagingChunks staging,
                                   uint64_t* host_stamps, uint64_t* done, uint32_t ring,
-                                  uint32_t capacity, uint32_t count) {
+                                  uint32_t stride, uint32_t count) {
   __shared__ uint64_t shared_value;
   if (threadIdx.x == 0) {
     uint64_t v = fixed;
@@ -86,8 +98,17 @@ __global__ void marker_end_kernel(uint64_t* counter, uint64_t fixed, const uint6
   __syncthreads();
   const uint64_t value = shared_value;
   const uint64_t slot = (value - 1) % ring;
-  uint64_t* out = host_stamps + slot * capacity;
-  for (uint32_t i = threadIdx.x; i < count; i += blockDim.x) out[i] = staging[i];
+  uint64_t* out = host_stamps + slot * stride;
+  // Unrolled over the chunks so that each chunk pointer is read from the kernel parameters at a
+  // constant offset (a dynamic index would copy the whole table to local memory first).
+#pragma unroll
+  for (uint32_t c = 0; c < kMaxStagingChunks; ++c) {
+    const uint32_t first = c * static_cast<uint32_t>(kStagingChunk);
+    if (first >= count) break;
+    const uint64_t* chunk = staging.chunk[c];
+    const uint32_t n = min(count - first, static_cast<uint32_t>(kStagingChunk));
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) out[first + i] = chunk[i];
+  }
   __syncthreads();
   // One system-scope fence, by the thread that publishes: the barrier orders every thread's
   // stamp writes before it and fences are cumulative (the pattern of cooperative groups' grid
@@ -166,11 +187,11 @@ cudaError_t launch_marker_record(cudaStream_t stream, uint64_t* stamp, bool prog
 }
 
 cudaError_t launch_marker_end(cudaStream_t stream, uint64_t* counter, uint64_t fixed,
-                              const uint64_t* staging, uint64_t* host_stamps, uint64_t* done,
-                              uint32_t ring, uint32_t capacity, uint32_t count) {
+                              const StagingChunks& staging, uint64_t* host_stamps, uint64_t* done,
+                              uint32_t ring, uint32_t stride, uint32_t count) {
   unsigned threads = count <= 32 ? 32 : 256;
   marker_end_kernel<<<1, threads, 0, stream>>>(counter, fixed, staging, host_stamps, done, ring,
-                                               capacity, count);
+                                               stride, count);
   return cudaGetLastError();
 }
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <thread>
 
 #include <fmt/format.h>
@@ -51,41 +52,44 @@ class PrivateStream {
 
 // --- device timestamps -----------------------------------------------------------------------
 
-// See Note [Device timestamp ring] in kernels.cu. Device memory: the replay counter, and staging
-// areas of kMarkerCapacity stamps: one per ring slot for eager sequences, then one per capture.
-// Pinned, host-mapped block: stamps[ring][kMarkerCapacity] (filled by the tail kernels), then
-// done[ring] (the published sequence number + 1).
+/// Device memory of `stamps` stamps on the current device, allocated even inside a capture.
+uint64_t* allocate_staging(size_t stamps, const char* what) {
+  RelaxedCaptureModeGuard relaxed;  // a capture in global mode refuses cudaMalloc otherwise
+  uint64_t* p = nullptr;
+  ACCGRAPH_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), stamps * sizeof(uint64_t)), what);
+  return p;
+}
+
+/// Pinned, host-mapped memory of `words` zeroed words, and its device address.
+struct PinnedWords {
+  uint64_t* host = nullptr;
+  uint64_t* device = nullptr;
+  size_t stride = 0;  // as a stamp ring: stamps per slot
+
+  static PinnedWords allocate(size_t words, const char* what) {
+    RelaxedCaptureModeGuard relaxed;
+    PinnedWords block;
+    ACCGRAPH_CUDA_CHECK(
+        cudaHostAlloc(reinterpret_cast<void**>(&block.host), words * sizeof(uint64_t),
+                      cudaHostAllocMapped | cudaHostAllocPortable),
+        what);
+    std::memset(block.host, 0, words * sizeof(uint64_t));
+    cudaError_t err =
+        cudaHostGetDevicePointer(reinterpret_cast<void**>(&block.device), block.host, 0);
+    if (err != cudaSuccess) {
+      ACCGRAPH_CUDA_LOG(cudaFreeHost(block.host), what);
+      throw_cuda_error(err, "cudaHostGetDevicePointer", what);
+    }
+    return block;
+  }
+};
+
+// See Note [Device timestamp ring] in kernels.cu: nothing is allocated here; the storage grows
+// with the markers the sequences record.
 class DeviceTimestampMarkers final : public TimestampMarkers {
  public:
   DeviceTimestampMarkers(int device, size_t ring, uint64_t resolution_ns, bool programmatic)
-      : device_(device), ring_(ring), resolution_ns_(resolution_ns), programmatic_(programmatic) {
-    RelaxedCaptureModeGuard relaxed;
-    size_t bytes = (ring_ * kMarkerCapacity + ring_) * sizeof(uint64_t);
-    ACCGRAPH_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), bytes,
-                                      cudaHostAllocMapped | cudaHostAllocPortable),
-                        "device_timestamps markers: allocating the pinned ring");
-    std::memset(host_, 0, bytes);
-    try {
-      ACCGRAPH_CUDA_CHECK(
-          cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_ptr_), host_, 0),
-          "device_timestamps markers: mapping the ring");
-      // The counter and the staging areas are device memory: marker kernels never touch PCIe.
-      // The first capture's staging area comes with the eager ones (one allocation).
-      ACCGRAPH_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&counter_), sizeof(uint64_t)),
-                          "device_timestamps markers: allocating the replay counter");
-      ACCGRAPH_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&staging_),
-                                     (ring_ + 1) * kMarkerCapacity * sizeof(uint64_t)),
-                          "device_timestamps markers: allocating the staging areas");
-      PrivateStream setup;
-      ACCGRAPH_CUDA_CHECK(cudaMemsetAsync(counter_, 0, sizeof(uint64_t), setup.get()),
-                          "device_timestamps markers: clearing the replay counter");
-      ACCGRAPH_CUDA_CHECK(cudaStreamSynchronize(setup.get()),
-                          "device_timestamps markers: clearing the replay counter");
-    } catch (...) {
-      release();
-      throw;
-    }
-  }
+      : device_(device), ring_(ring), resolution_ns_(resolution_ns), programmatic_(programmatic) {}
 
   ~DeviceTimestampMarkers() override { release(); }
 
@@ -98,64 +102,75 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
   void begin_sequence(StreamImpl& stream_impl) override {
     CudaStream& stream = as_cuda_stream(stream_impl, "begin_sequence");
     DeviceGuard guard(stream.device());
+    ensure_done_flags();
     markers_in_sequence_ = 0;
     if (stream_is_capturing(stream.handle())) {
-      // Its replays are numbered by the device counter (fixed 0); a staging area of its own,
-      // since another capture on this marker set may be replayed concurrently.
+      // Its replays are numbered by the device counter (fixed 0); chunks of its own, since
+      // another capture on this marker set may be replayed concurrently.
       eager_sequence_value_ = 0;
-      if (captures_ == 0) {
-        current_staging_ = staging_ + ring_ * kMarkerCapacity;
-      } else {
-        RelaxedCaptureModeGuard relaxed;
-        uint64_t* staging = nullptr;
-        ACCGRAPH_CUDA_CHECK(
-            cudaMalloc(reinterpret_cast<void**>(&staging), kMarkerCapacity * sizeof(uint64_t)),
-            "begin_sequence: allocating a capture's staging area");
-        extra_staging_.push_back(staging);
-        current_staging_ = staging;
-      }
-      ++captures_;
+      captures_.emplace_back();
+      current_chunks_ = &captures_.back();
     } else {
       // An eager sequence runs now, numbered by the host; concurrent eager sequences (other
-      // streams) each write the staging area of their own ring slot.
+      // streams) each write the part of the eager chunks of their own ring slot.
       eager_sequence_value_ = launched_ + 1;
-      current_staging_ = staging_ + (launched_ % ring_) * kMarkerCapacity;
+      current_chunks_ = &eager_chunks_;
       ++launched_;
     }
+    in_sequence_ = true;
   }
 
   void record(StreamImpl& stream_impl, uint32_t marker) override {
     if (marker >= kMarkerCapacity) throw_too_many_markers(marker);
-    if (current_staging_ == nullptr)
+    if (!in_sequence_)
       throw Error(ErrorCode::InvalidState,
                   "record: no marker sequence was begun: call begin_sequence first", kBackendName);
     CudaStream& stream = as_cuda_stream(stream_impl, "record");
     DeviceGuard guard(stream.device());
     markers_in_sequence_ = std::max<size_t>(markers_in_sequence_, size_t{marker} + 1);
-    ACCGRAPH_CUDA_CHECK(
-        launch_marker_record(stream.handle(), current_staging_ + marker, programmatic_), "record");
+    ACCGRAPH_CUDA_CHECK(launch_marker_record(stream.handle(), stamp_address(marker), programmatic_),
+                        "record");
   }
 
   void end_sequence(StreamImpl& stream_impl) override {
-    if (current_staging_ == nullptr)
+    if (!in_sequence_)
       throw Error(ErrorCode::InvalidState,
                   "end_sequence: no marker sequence was begun: call begin_sequence first",
                   kBackendName);
     CudaStream& stream = as_cuda_stream(stream_impl, "end_sequence");
     DeviceGuard guard(stream.device());
+    const size_t count = markers_in_sequence_;
+    const uint32_t ring_index = ensure_ring(count);
+    const PinnedWords& stamps = rings_[ring_index];
+    StagingChunks chunks;
+    const bool eager = eager_sequence_value_ != 0;
+    const size_t slot_offset = eager ? ((eager_sequence_value_ - 1) % ring_) * kStagingChunk : 0;
+    for (size_t c = 0; c * kStagingChunk < count; ++c)
+      chunks.chunk[c] = (*current_chunks_)[c] + slot_offset;
+    uint64_t* counter = nullptr;
+    if (eager) {
+      slot_ring_[(eager_sequence_value_ - 1) % ring_] = ring_index;
+    } else {
+      counter = ensure_counter();
+      capture_ring_ = ring_index;
+    }
     ACCGRAPH_CUDA_CHECK(
-        launch_marker_end(stream.handle(), counter_, eager_sequence_value_, current_staging_,
-                          stamps_device(), done_device(), static_cast<uint32_t>(ring_),
-                          static_cast<uint32_t>(kMarkerCapacity),
-                          static_cast<uint32_t>(markers_in_sequence_)),
+        launch_marker_end(stream.handle(), counter, eager_sequence_value_, chunks, stamps.device,
+                          done_.device, static_cast<uint32_t>(ring_),
+                          static_cast<uint32_t>(stamps.stride), static_cast<uint32_t>(count)),
         "end_sequence");
-    current_staging_ = nullptr;
+    in_sequence_ = false;
+    current_chunks_ = nullptr;
   }
 
   void before_launch(GraphImplInterface&, StreamImpl& stream_impl, uint64_t sequence) override {
+    if (counter_ == nullptr) {  // no captured sequence: the graph holds no marker to number
+      launched_ = sequence + 1;
+      return;
+    }
     // Normally the device counter already equals `sequence` (replays run in launch order): no
     // host work. When it does not (numbering restarted, eager sequences in between, which do
-    // not advance it), re-align it in stream order first.
+    // not advance it, a new counter), re-align it in stream order first.
     if (sequence != device_counter_) {
       CudaStream& stream = as_cuda_stream(stream_impl, "before_launch");
       DeviceGuard guard(stream.device());
@@ -165,17 +180,25 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
       ACCGRAPH_CUDA_CHECK(launch_set_counter(stream.handle(), counter_, sequence),
                           "before_launch: aligning the replay counter");
     }
+    slot_ring_[sequence % ring_] = capture_ring_;
     launched_ = sequence + 1;
     device_counter_ = sequence + 1;
   }
 
   bool is_complete(uint64_t sequence) override {
+    if (done_.host == nullptr) return false;  // no sequence has begun
     bool done = done_host()[sequence % ring_] >= sequence + 1;
     if (done) std::atomic_thread_fence(std::memory_order_acquire);
     return done;
   }
 
   void wait(uint64_t sequence) override {
+    if (done_.host == nullptr)
+      throw Error(ErrorCode::InvalidState,
+                  fmt::format("wait: marker sequence {} was never begun on this marker set: wait "
+                              "only for sequences that were launched",
+                              sequence),
+                  kBackendName);
     // A poll of pinned memory: no CUDA call, no stream to know. Spin briefly (reports are often
     // due within microseconds), then sleep in short steps.
     for (int spin = 0; !is_complete(sequence); ++spin) {
@@ -194,55 +217,110 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
   }
 
   void read(uint64_t sequence, uint64_t* times, size_t count) override {
-    if (count > kMarkerCapacity)
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("read: {} markers asked for but a sequence holds at most {}", count,
-                              kMarkerCapacity),
-                  kBackendName);
     if (!is_complete(sequence))
       throw Error(
           ErrorCode::InvalidState,
           fmt::format("read: marker sequence {} has not finished: wait() for it first", sequence),
           kBackendName);
-    const volatile uint64_t* slot = host_ + (sequence % ring_) * kMarkerCapacity;
+    const PinnedWords& stamps = rings_[slot_ring_[sequence % ring_]];
+    if (count > stamps.stride)
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("read: {} markers asked for but sequence {} has room for {}: read "
+                              "at most the markers its sequence recorded",
+                              count, sequence, stamps.stride),
+                  kBackendName);
+    const volatile uint64_t* slot = stamps.host + (sequence % ring_) * stamps.stride;
     for (size_t i = 0; i < count; ++i) times[i] = slot[i];
   }
 
  private:
-  uint64_t* stamps_device() const { return device_ptr_; }
-  uint64_t* done_device() const { return device_ptr_ + ring_ * kMarkerCapacity; }
-  volatile uint64_t* done_host() const { return host_ + ring_ * kMarkerCapacity; }
+  volatile uint64_t* done_host() const { return done_.host; }
+
+  // Where marker `marker` of the current sequence writes; allocates the chunks up to it.
+  uint64_t* stamp_address(uint32_t marker) {
+    std::vector<uint64_t*>& chunks = *current_chunks_;
+    const bool eager = eager_sequence_value_ != 0;
+    while (chunks.size() <= marker / kStagingChunk) {
+      // An eager chunk holds kStagingChunk stamps per ring slot (Note [Device timestamp ring]).
+      chunks.reserve(chunks.size() + 1);  // push_back below cannot throw and leak the chunk
+      chunks.push_back(allocate_staging(eager ? ring_ * kStagingChunk : kStagingChunk,
+                                        "record: allocating marker staging memory"));
+    }
+    const size_t slot_offset = eager ? ((eager_sequence_value_ - 1) % ring_) * kStagingChunk : 0;
+    return chunks[marker / kStagingChunk] + slot_offset + marker % kStagingChunk;
+  }
+
+  // The done flags (pinned, one per ring slot) and the per-slot ring index, at the first
+  // sequence.
+  void ensure_done_flags() {
+    if (done_.host != nullptr) return;
+    done_ = PinnedWords::allocate(ring_, "begin_sequence: allocating the marker done flags");
+    slot_ring_.assign(ring_, 0);
+  }
+
+  // The index in rings_ of a pinned ring with room for `count` stamps per slot: the current one,
+  // or a new one (the stride doubles, so a growing set reallocates rarely).
+  uint32_t ensure_ring(size_t count) {
+    if (!rings_.empty() && rings_.back().stride >= count)
+      return static_cast<uint32_t>(rings_.size() - 1);
+    const size_t stride = rings_.empty() ? count : std::max(count, 2 * rings_.back().stride);
+    PinnedWords ring;
+    if (stride > 0)
+      ring = PinnedWords::allocate(ring_ * stride, "end_sequence: allocating the pinned ring");
+    ring.stride = stride;
+    rings_.push_back(ring);
+    return static_cast<uint32_t>(rings_.size() - 1);
+  }
+
+  // The device replay counter, at the first captured tail. Its contents are unknown: the first
+  // launch re-aligns it (device_counter_ matches no sequence number).
+  uint64_t* ensure_counter() {
+    if (counter_ == nullptr) {
+      counter_ = allocate_staging(1, "end_sequence: allocating the replay counter");
+      device_counter_ = ~uint64_t{0};
+    }
+    return counter_;
+  }
 
   void release() noexcept {
     if (counter_ != nullptr)
       ACCGRAPH_CUDA_LOG(cudaFree(counter_), "device_timestamps markers: freeing the counter");
-    if (staging_ != nullptr)
-      ACCGRAPH_CUDA_LOG(cudaFree(staging_), "device_timestamps markers: freeing the staging areas");
-    for (uint64_t* staging : extra_staging_)
-      ACCGRAPH_CUDA_LOG(cudaFree(staging), "device_timestamps markers: freeing a staging area");
-    extra_staging_.clear();
-    if (host_ != nullptr)
-      ACCGRAPH_CUDA_LOG(cudaFreeHost(host_), "device_timestamps markers: freeing the ring");
     counter_ = nullptr;
-    staging_ = nullptr;
-    host_ = nullptr;
+    auto free_chunks = [](std::vector<uint64_t*>& chunks) {
+      for (uint64_t* chunk : chunks)
+        if (chunk != nullptr)
+          ACCGRAPH_CUDA_LOG(cudaFree(chunk), "device_timestamps markers: freeing staging memory");
+      chunks.clear();
+    };
+    free_chunks(eager_chunks_);
+    for (std::vector<uint64_t*>& chunks : captures_) free_chunks(chunks);
+    captures_.clear();
+    for (PinnedWords& ring : rings_)
+      if (ring.host != nullptr)
+        ACCGRAPH_CUDA_LOG(cudaFreeHost(ring.host), "device_timestamps markers: freeing a ring");
+    rings_.clear();
+    if (done_.host != nullptr)
+      ACCGRAPH_CUDA_LOG(cudaFreeHost(done_.host), "device_timestamps markers: freeing the flags");
+    done_ = PinnedWords{};
   }
 
   int device_;
   size_t ring_;
   uint64_t resolution_ns_;
-  bool programmatic_;                     // Note [Programmatic markers] in kernels.cu
-  uint64_t* host_ = nullptr;              // pinned, host-mapped ring
-  uint64_t* device_ptr_ = nullptr;        // the same memory as the device sees it
-  uint64_t* counter_ = nullptr;           // device-side count of captured sequences finished
-  uint64_t* staging_ = nullptr;           // device: ring_ eager staging areas + the first capture's
-  std::vector<uint64_t*> extra_staging_;  // device: staging areas of later captures
-  size_t captures_ = 0;                   // captured sequences begun on this set
-  uint64_t* current_staging_ = nullptr;   // where the sequence being recorded writes
-  uint64_t eager_sequence_value_ = 0;     // its number + 1 (eager), or 0: the device counts
-  size_t markers_in_sequence_ = 0;  // markers recorded since begin_sequence (copied by the tail)
-  uint64_t launched_ = 0;           // the host's count of sequences begun
-  uint64_t device_counter_ = 0;     // what the device counter will hold before the next launch
+  bool programmatic_;                    // Note [Programmatic markers] in kernels.cu
+  PinnedWords done_;                     // done[ring]: the published sequence number + 1
+  std::vector<PinnedWords> rings_;       // pinned stamp rings [ring][stride]; back() is the current
+  std::vector<uint32_t> slot_ring_;      // per ring slot: the ring its latest sequence writes
+  uint32_t capture_ring_ = 0;            // the ring the latest capture's tail writes
+  uint64_t* counter_ = nullptr;          // device-side count of captured sequences finished
+  std::vector<uint64_t*> eager_chunks_;  // device: ring x kStagingChunk stamps each
+  std::deque<std::vector<uint64_t*>> captures_;       // device: each capture's chunks (stable)
+  std::vector<uint64_t*>* current_chunks_ = nullptr;  // the sequence being recorded's chunks
+  bool in_sequence_ = false;
+  uint64_t eager_sequence_value_ = 0;  // its number + 1 (eager), or 0: the device counts
+  size_t markers_in_sequence_ = 0;     // markers recorded since begin_sequence (copied by the tail)
+  uint64_t launched_ = 0;              // the host's count of sequences begun
+  uint64_t device_counter_ = 0;        // what the device counter will hold before the next launch
 };
 
 // --- external events -------------------------------------------------------------------------
@@ -258,24 +336,11 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
 // Durations within a sequence are differences of nearby events (no such loss).
 class ExternalEventMarkers final : public TimestampMarkers {
  public:
+  // Nothing is created here: the events, the reference pair and its pinned word come with the
+  // first sequence (a set that never records costs nothing: issue 20), the marker events as
+  // record() reaches them.
   ExternalEventMarkers(int device, size_t ring, uint64_t resolution_ns)
-      : device_(device), ring_(ring), resolution_ns_(resolution_ns), events_(ring), end_(ring) {
-    RelaxedCaptureModeGuard relaxed;
-    try {
-      for (cudaEvent_t& e : end_)
-        ACCGRAPH_CUDA_CHECK(cudaEventCreate(&e), "external_events markers: creating events");
-      ACCGRAPH_CUDA_CHECK(cudaEventCreate(&ref_before_),
-                          "external_events markers: creating events");
-      ACCGRAPH_CUDA_CHECK(cudaEventCreate(&ref_after_), "external_events markers: creating events");
-      ACCGRAPH_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&ref_host_), sizeof(uint64_t),
-                                        cudaHostAllocMapped | cudaHostAllocPortable),
-                          "external_events markers: allocating the reference");
-      anchor();
-    } catch (...) {
-      release();
-      throw;
-    }
-  }
+      : device_(device), ring_(ring), resolution_ns_(resolution_ns), events_(ring), end_(ring) {}
 
   ~ExternalEventMarkers() override { release(); }
 
@@ -286,6 +351,7 @@ class ExternalEventMarkers final : public TimestampMarkers {
   void begin_sequence(StreamImpl& stream_impl) override {
     CudaStream& stream = as_cuda_stream(stream_impl, "begin_sequence");
     DeviceGuard guard(stream.device());
+    ensure_ready();
     if (stream_is_capturing(stream.handle())) {
       recording_slot_ = 0;  // captured events are re-pointed per launch (before_launch)
       capturing_ = true;
@@ -355,6 +421,7 @@ class ExternalEventMarkers final : public TimestampMarkers {
   }
 
   bool is_complete(uint64_t sequence) override {
+    if (ref_host_ == nullptr) return false;  // no sequence has begun
     cudaError_t err = cudaEventQuery(end_[sequence % ring_]);
     if (err == cudaSuccess) return true;
     if (err == cudaErrorNotReady) {
@@ -366,6 +433,12 @@ class ExternalEventMarkers final : public TimestampMarkers {
   }
 
   void wait(uint64_t sequence) override {
+    if (ref_host_ == nullptr)
+      throw Error(ErrorCode::InvalidState,
+                  fmt::format("wait: marker sequence {} was never begun on this marker set: wait "
+                              "only for sequences that were launched",
+                              sequence),
+                  kBackendName);
     ACCGRAPH_CUDA_CHECK(cudaEventSynchronize(end_[sequence % ring_]),
                         fmt::format("waiting for marker sequence {}", sequence));
   }
@@ -399,6 +472,32 @@ class ExternalEventMarkers final : public TimestampMarkers {
     cudaGraphNode_t end = nullptr;
     size_t bound_slot = ~size_t{0};
   };
+
+  // The end events and the reference pair, at the first sequence (possibly inside a capture).
+  void ensure_ready() {
+    if (ref_host_ != nullptr) return;
+    RelaxedCaptureModeGuard relaxed;
+    for (cudaEvent_t& e : end_)
+      if (e == nullptr)
+        ACCGRAPH_CUDA_CHECK(cudaEventCreate(&e), "external_events markers: creating events");
+    if (ref_before_ == nullptr)
+      ACCGRAPH_CUDA_CHECK(cudaEventCreate(&ref_before_),
+                          "external_events markers: creating events");
+    if (ref_after_ == nullptr)
+      ACCGRAPH_CUDA_CHECK(cudaEventCreate(&ref_after_), "external_events markers: creating events");
+    uint64_t* ref_host = nullptr;
+    ACCGRAPH_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&ref_host), sizeof(uint64_t),
+                                      cudaHostAllocMapped | cudaHostAllocPortable),
+                        "external_events markers: allocating the reference");
+    ref_host_ = ref_host;
+    try {
+      anchor();
+    } catch (...) {
+      ACCGRAPH_CUDA_LOG(cudaFreeHost(ref_host_), "external_events markers");
+      ref_host_ = nullptr;  // the next sequence tries again
+      throw;
+    }
+  }
 
   void ensure_events(size_t count) {
     if (count <= count_) return;

@@ -200,4 +200,34 @@ bool CudaStream::is_capturing() const {
   return status != cudaStreamCaptureStatusNone;
 }
 
+// Note [CUDA capture tail]: (capture.tail) in accgraph/spi/capture_tail.hpp on CUDA. While a
+// stream captures, cudaStreamGetCaptureInfo names the set of nodes the next captured operation
+// on it will depend on: every operation captured on the stream (accgraph's or a framework's on
+// the same cudaStream_t) becomes a new node and replaces that set by itself, and so does a join
+// (a wait on an event recorded on another capturing stream adds that stream's nodes). So while
+// the set is one node, that node names the tail exactly: the token is its handle, XOR the
+// capture id shifted into the top 16 bits (node handles are host pointers, unique among live
+// nodes of one capture; the id tells two captures apart should a handle be reused). Within one
+// capture the XOR with a constant keeps distinct nodes distinct. Any other answer gives 0:
+// not capturing (or an invalidated capture), an empty set (nothing captured on the stream yet),
+// several nodes (after a join), the call failing. One runtime call, no device switch (the
+// query takes the stream itself), nothing enqueued.
+uint64_t CudaStream::capture_tail() const noexcept {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  const cudaGraphNode_t* nodes = nullptr;
+  // Asked for although unused: without it, non-default edge data on a dependency (a
+  // programmatic edge) makes the query fail with cudaErrorLossyQuery.
+  const cudaGraphEdgeData* edges = nullptr;
+  size_t count = 0;
+  cudaError_t err =
+      cudaStreamGetCaptureInfo(stream_, &status, &id, nullptr, &nodes, &edges, &count);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky (e.g. the legacy stream beside a global capture)
+    return 0;
+  }
+  if (status != cudaStreamCaptureStatusActive || count != 1 || nodes == nullptr) return 0;
+  return reinterpret_cast<uint64_t>(nodes[0]) ^ (static_cast<uint64_t>(id) << 48);
+}
+
 }  // namespace accgraph::detail::cuda
