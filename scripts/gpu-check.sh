@@ -11,7 +11,7 @@
 #   scripts/gpu-check.sh build tests demo bench   # some stages; later: repeat sanitizer
 #
 # Stages (all of them, in this order, by default): build tests repeat sanitizer demo bench
-# python nccl vulkan. The vulkan stage runs the vulkan backend on NVIDIA's Vulkan driver: the
+# python torch nccl vulkan (torch: module timing, its bench and the annotated trace fixture). The vulkan stage runs the vulkan backend on NVIDIA's Vulkan driver: the
 # machine has its ICD (/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json) but no loader, so
 # the stage unpacks Debian's loader and glvnd (carried in .deps/) into / and runs ldconfig when
 # libvulkan.so.1 is missing, points VK_DRIVER_FILES at the ICD (override: NVIDIA_ICD=...), and
@@ -40,7 +40,7 @@ build="${BUILD_DIR:-$root/build-gpu}"
 state="$build/gpu-check"  # per-stage summaries and exit codes, kept between calls
 out="${OUT:-$state}"
 jobs="${JOBS:-16}"
-all_stages=(build tests repeat sanitizer demo bench python nccl vulkan)
+all_stages=(build tests repeat sanitizer demo bench python torch nccl vulkan)
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=("${all_stages[@]}")
 for stage in "${stages[@]}"; do
@@ -294,6 +294,37 @@ else
   tail -30 "$out/python.log"
 fi
 end_stage python "$python_rc"
+fi
+
+# --- torch: module timing (issue 20) with the python stage's wheel ------------------------------
+# python -m accgraph.torch on the example script, the module-timing benchmark (device time of
+# all modules / depth <= 2 / blocks against the untimed graph, host cost per replay) and a
+# torch.profiler trace recorded and annotated (tests/python/data/record_torch_trace.py; its
+# files under $OUT/torch-trace-fixture are the CI fixture of tests/python/test_torch_trace.py).
+if wants torch; then
+begin_stage torch
+torch_rc=0
+if [ ! -x "$build/venv/bin/python" ]; then
+  say "torch: needs the python stage's wheel ($build/venv): run the python stage first"
+  torch_rc=1
+else
+  py="$build/venv/bin/python"
+  (cd "$root" && "$py" -m accgraph.torch --depth 2 --csv "$out/torch-modules.csv" \
+     examples/python/torch_modules.py) > "$out/torch-cli.log" 2>&1
+  rc=$?; say "torch: python -m accgraph.torch --depth 2 examples/python/torch_modules.py: rc $rc"
+  tail -25 "$out/torch-cli.log" | sed 's/^/  /' | tee -a "$summary"
+  [ "$rc" -eq 0 ] || torch_rc=1
+  (cd "$root" && "$py" bench/python/bench_modules.py) > "$out/bench-modules.log" 2>&1
+  rc=$?; say "torch: bench/python/bench_modules.py: rc $rc"
+  tee -a "$summary" < "$out/bench-modules.log"
+  [ "$rc" -eq 0 ] || torch_rc=1
+  (cd "$root" && "$py" tests/python/data/record_torch_trace.py "$out/torch-trace-fixture") \
+    > "$out/torch-trace.log" 2>&1
+  rc=$?; say "torch: tests/python/data/record_torch_trace.py: rc $rc"
+  tail -15 "$out/torch-trace.log" | sed 's/^/  /' | tee -a "$summary"
+  [ "$rc" -eq 0 ] || torch_rc=1
+fi
+end_stage torch "$torch_rc"
 fi
 
 # --- nccl: the 2-rank example (one rank per GPU here) ------------------------------------------
