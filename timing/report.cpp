@@ -91,20 +91,15 @@ RegionTiming ReplayReport::region(size_t index) const {
   return timing_of(index);
 }
 
-RegionTiming::RegionTiming(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns)
-    : info_(&info) {
-  constexpr uint64_t kUnmeasurable = TimestampMarkers::kUnmeasurable;
-  measurable_ = start_ns != kUnmeasurable && end_ns != kUnmeasurable;
-  self_measurable_ = measurable_;
-  if (!measurable_) return;
-  start_ns_ = start_ns;
-  end_ns_ = end_ns;
-  self_ns_ = duration_ns();
+RegionTiming::RegionTiming(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns) {
+  static_assert(TimestampMarkers::kUnmeasurable == UINT64_MAX, "RegionTiming::assign assumes it");
+  assign(info, start_ns, end_ns);
 }
 
 RegionTiming ReplayReport::timing_of(size_t index) const {
   const RegionInfo& info = layout_->regions()[index];
-  RegionTiming timing(info, times_[info.begin_marker], times_[info.end_marker]);
+  RegionTiming timing;
+  timing.assign(info, times_[info.begin_marker], times_[info.end_marker]);
   if (timing.measurable_ && layout_->child_begin_[index] != layout_->child_begin_[index + 1])
     set_self_time(timing, index);
   return timing;

@@ -174,9 +174,14 @@ struct StatsAccumulator::State {
       return out;
     }
   };
+  // The self times (RegionTiming::self_ns) equal the durations for a region without children,
+  // the common case (leaves): they get a series of their own only from the first sample where
+  // they differ (a copy of the durations' series then, which held the same samples), so a leaf
+  // costs one series update per report, not two.
   struct Series {
     Durations total;
-    Durations self;  // RegionTiming::self_ns of the reports where self_measurable()
+    Durations self;  // meaningful once self_apart; before, the self times are `total`'s samples
+    bool self_apart = false;
     uint64_t unmeasurable = 0;
     int depth = 0;
     std::string path;
@@ -186,8 +191,13 @@ struct StatsAccumulator::State {
         ++unmeasurable;
         return;
       }
-      total.add(region.duration_ns(), mode);
-      if (region.self_measurable()) self.add(region.self_ns(), mode);
+      const uint64_t v = region.duration_ns();
+      if (!self_apart && (!region.self_measurable() || region.self_ns() != v)) {
+        self = total;
+        self_apart = true;
+      }
+      total.add(v, mode);
+      if (self_apart && region.self_measurable()) self.add(region.self_ns(), mode);
     }
   };
   explicit State(StatsMode m) : mode(m) {}
@@ -284,7 +294,7 @@ std::vector<RegionStats> StatsAccumulator::stats() const {
     out.p50_ns = total.p50;
     out.p95_ns = total.p95;
     out.max_ns = total.max;
-    const State::Durations::Summary self = s.self.summarize(state_->mode);
+    const State::Durations::Summary self = s.self_apart ? s.self.summarize(state_->mode) : total;
     out.self_count = self.count;
     out.self_min_ns = self.min;
     out.self_mean_ns = self.mean;

@@ -73,14 +73,14 @@ class ACCGRAPH_API ReportLayout {
 /// One region of one replay, made on demand from its report: it refers to the layout's
 /// RegionInfo (valid while the report it came from, or a copy of that report, lives). Read
 /// through its accessors, all methods: `t.path()`, `t.depth()`, `t.start_ns()`, `t.duration_ns()`.
-class ACCGRAPH_API RegionTiming {
+class RegionTiming {
  public:
   RegionTiming() = default;
   /// `start_ns`/`end_ns` on the backend's marker clock; either equal to
   /// TimestampMarkers::kUnmeasurable (UINT64_MAX) makes the region unmeasurable.
   /// A timing made this way knows no children: self_ns() is duration_ns() (a report's
   /// regions() and region() know them).
-  RegionTiming(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns);
+  ACCGRAPH_API RegionTiming(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns);
 
   const RegionInfo& info() const { return *info_; }
   const std::string& name() const { return info_->name; }
@@ -112,6 +112,18 @@ class ACCGRAPH_API RegionTiming {
 
  private:
   friend class ReplayReport;
+  // What the constructor does; inline, so that a report's timing_of() pays no call into the
+  // exported (interposable) constructor for every region it makes.
+  void assign(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns) {
+    constexpr uint64_t kUnmeasurable = UINT64_MAX;  // TimestampMarkers::kUnmeasurable
+    info_ = &info;
+    measurable_ = start_ns != kUnmeasurable && end_ns != kUnmeasurable;
+    self_measurable_ = measurable_;
+    if (!measurable_) return;
+    start_ns_ = start_ns;
+    end_ns_ = end_ns;
+    self_ns_ = duration_ns();
+  }
   const RegionInfo* info_ = nullptr;
   uint64_t start_ns_ = 0;
   uint64_t end_ns_ = 0;
