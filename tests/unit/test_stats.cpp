@@ -216,6 +216,26 @@ TEST_CASE("stats: self times get their own series, within the same bound") {
   CHECK(e.self_count == exact.stats()[1].self_count);
 }
 
+TEST_CASE("stats: self times equal to the durations at first, apart later, keep every sample") {
+  // "p" without children in its first reports (self = duration), then with a child: the self
+  // series must hold the earlier samples too.
+  for (StatsMode mode : {StatsMode::Sketch, StatsMode::Exact}) {
+    CAPTURE(static_cast<int>(mode));
+    StatsAccumulator acc(mode);
+    for (uint64_t v : {10, 20, 30}) acc.add(report_of("p", v));
+    acc.add(parent_with_child(5, 1000));
+    acc.add(parent_with_child(7, 1000));
+    const RegionStats s = acc.stats()[0];
+    CHECK(s.count == 5);
+    CHECK(s.self_count == 5);
+    CHECK(s.self_min_ns == 5);
+    CHECK(s.self_max_ns == 30);
+    CHECK(s.self_p50_ns == 10);  // 5, 7, 10, 20, 30
+    CHECK(s.self_mean_ns == doctest::Approx(72.0 / 5));
+    CHECK(s.max_ns == 1007);
+  }
+}
+
 TEST_CASE("stats sketch: every bucket boundary and its neighbours stay within the bound") {
   // Around each power of two and each bucket edge of the octave above it, up to 2^64-1.
   for (int e = 0; e < 64; ++e) {
