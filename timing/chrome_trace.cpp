@@ -191,6 +191,11 @@ class ChromeTraceWriter {
       append_json_string(buffer_, metadata[k].second);
       buffer_ += ',';
     }
+    if (t.self_measurable()) {
+      buffer_ += "\"self_us\":";
+      append_json_double(buffer_, static_cast<double>(t.self_ns()) / 1000.0);
+      buffer_ += ',';
+    }
     buffer_ += "\"path\":";
     append_json_string(buffer_, t.path());
     fmt::format_to(std::back_inserter(buffer_),

@@ -12,11 +12,13 @@
 
 #include <exception>
 #include <memory>
+#include <sstream>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "accgraph/error.hpp"
+#include "accgraph/exporters.hpp"
 #include "accgraph/foreign_graph.hpp"
 #include "accgraph/graph.hpp"
 #include "accgraph/hooks.hpp"
@@ -204,5 +206,18 @@ std::vector<ReplayReport> Profiler::reports() const { return impl_->store.report
 std::vector<RegionStats> Profiler::stats() const { return impl_->store.stats(); }
 
 uint64_t Profiler::delivered() const { return impl_->store.delivered(); }
+
+void Profiler::note_untimed(std::string name, std::string reason) {
+  impl_->store.note_untimed(std::move(name), std::move(reason));
+}
+
+std::vector<UntimedCalls> Profiler::untimed() const { return impl_->store.untimed(); }
+
+std::string Profiler::stats_table() const {
+  std::ostringstream out;
+  write_stats_table(out, stats());
+  out << impl_->store.untimed_lines();
+  return out.str();
+}
 
 }  // namespace accgraph::timing

@@ -27,6 +27,16 @@ ReportLayout::ReportLayout(ReportSource source, std::vector<RegionInfo> regions)
         std::max<uint64_t>({markers, uint64_t{r.begin_marker} + 1, uint64_t{r.end_marker} + 1});
   }
   marker_count_ = static_cast<uint32_t>(markers);
+  // Children by parent, in layout order (a counting sort): Note [Self time].
+  child_begin_.assign(regions_.size() + 1, 0);
+  for (const RegionInfo& r : regions_)
+    if (r.parent >= 0) ++child_begin_[static_cast<size_t>(r.parent) + 1];
+  for (size_t i = 0; i < regions_.size(); ++i) child_begin_[i + 1] += child_begin_[i];
+  children_.resize(child_begin_.back());
+  std::vector<uint32_t> next(child_begin_.begin(), child_begin_.end() - 1);
+  for (size_t i = 0; i < regions_.size(); ++i)
+    if (regions_[i].parent >= 0)
+      children_[next[static_cast<size_t>(regions_[i].parent)]++] = static_cast<uint32_t>(i);
 }
 
 namespace {
@@ -81,18 +91,98 @@ RegionTiming ReplayReport::region(size_t index) const {
   return timing_of(index);
 }
 
-RegionTiming::RegionTiming(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns)
-    : info_(&info) {
-  constexpr uint64_t kUnmeasurable = TimestampMarkers::kUnmeasurable;
-  measurable_ = start_ns != kUnmeasurable && end_ns != kUnmeasurable;
-  if (!measurable_) return;
-  start_ns_ = start_ns;
-  end_ns_ = end_ns;
+RegionTiming::RegionTiming(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns) {
+  static_assert(TimestampMarkers::kUnmeasurable == UINT64_MAX, "RegionTiming::assign assumes it");
+  assign(info, start_ns, end_ns);
 }
 
 RegionTiming ReplayReport::timing_of(size_t index) const {
   const RegionInfo& info = layout_->regions()[index];
-  return RegionTiming(info, times_[info.begin_marker], times_[info.end_marker]);
+  RegionTiming timing;
+  timing.assign(info, times_[info.begin_marker], times_[info.end_marker]);
+  if (timing.measurable_ && layout_->child_begin_[index] != layout_->child_begin_[index + 1])
+    set_self_time(timing, index);
+  return timing;
+}
+
+// Note [Self time]
+// A region's self time is its duration minus the time its direct children (RegionInfo::parent,
+// same report) cover: the glue between and around them. The children's intervals are clipped
+// to the region's [start, end] and their union is subtracted, so 0 <= self <= duration holds
+// exactly. For children that run one after the other inside the region (one stream, the usual
+// nesting) that is the rule, duration minus the sum of the children's durations. A
+// child on another stream or lane may start before the region or end after it (only its part
+// inside counts) and children on parallel lanes may overlap each other (time covered by two of
+// them is taken once): a plain difference of sums could go negative there.
+// Cost: regions() makes each timing on demand and every region is some region's child at most
+// once, so a pass over a report reads each marker time about twice and allocates nothing. The
+// children come in layout (open) order, which on one stream is start order: the union is then a
+// single merging walk. A child that starts before the run being merged (parallel streams) sends
+// the region to a sort of its children's intervals in a per-thread scratch vector, which
+// allocates only when it grows.
+namespace {
+using Interval = std::pair<uint64_t, uint64_t>;
+
+uint64_t union_length(std::vector<Interval>& intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  uint64_t covered = 0;
+  uint64_t run_start = 0, run_end = 0;
+  bool open = false;
+  for (const Interval& i : intervals) {
+    if (open && i.first <= run_end) {
+      run_end = std::max(run_end, i.second);
+      continue;
+    }
+    if (open) covered += run_end - run_start;
+    run_start = i.first;
+    run_end = i.second;
+    open = true;
+  }
+  return open ? covered + run_end - run_start : covered;
+}
+}  // namespace
+
+void ReplayReport::set_self_time(RegionTiming& timing, size_t index) const {
+  constexpr uint64_t kUnmeasurable = TimestampMarkers::kUnmeasurable;
+  const std::vector<RegionInfo>& regions = layout_->regions();
+  const uint32_t* first = layout_->children_.data() + layout_->child_begin_[index];
+  const uint32_t* last = layout_->children_.data() + layout_->child_begin_[index + 1];
+  const uint64_t lo = timing.start_ns_, hi = std::max(timing.start_ns_, timing.end_ns_);
+  uint64_t covered = 0, run_start = lo, run_end = lo;
+  bool in_order = true;
+  for (const uint32_t* c = first; c != last; ++c) {
+    const RegionInfo& child = regions[*c];
+    const uint64_t start = times_[child.begin_marker], end = times_[child.end_marker];
+    if (start == kUnmeasurable || end == kUnmeasurable) {
+      timing.self_measurable_ = false;
+      timing.self_ns_ = 0;
+      return;
+    }
+    if (!in_order) continue;  // still checking that every child is measurable
+    const uint64_t s = std::clamp(start, lo, hi), e = std::clamp(std::max(start, end), lo, hi);
+    if (s < run_start) {
+      in_order = false;
+    } else if (s <= run_end) {
+      run_end = std::max(run_end, e);
+    } else {
+      covered += run_end - run_start;
+      run_start = s;
+      run_end = e;
+    }
+  }
+  if (in_order) {
+    covered += run_end - run_start;
+  } else {
+    thread_local std::vector<Interval> scratch;
+    scratch.clear();
+    for (const uint32_t* c = first; c != last; ++c) {
+      const RegionInfo& child = regions[*c];
+      const uint64_t start = times_[child.begin_marker], end = times_[child.end_marker];
+      scratch.emplace_back(std::clamp(start, lo, hi), std::clamp(std::max(start, end), lo, hi));
+    }
+    covered = union_length(scratch);
+  }
+  timing.self_ns_ = hi - lo - std::min(covered, hi - lo);
 }
 
 }  // namespace accgraph::timing

@@ -1,12 +1,14 @@
 // ReportStore (report_store.hpp).
 #include "report_store.hpp"
 
+#include <algorithm>
 #include <exception>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "accgraph/error.hpp"
+#include "exported_text.hpp"
 
 namespace accgraph::timing {
 
@@ -56,6 +58,30 @@ std::vector<ReplayReport> ReportStore::reports() const {
   result.reserve(kept.size());
   for (const auto& report : kept) result.push_back(*report);
   return result;
+}
+
+void ReportStore::note_untimed(std::string name, std::string reason) {
+  std::lock_guard<std::mutex> lock(untimed_mutex_);
+  auto found = std::find_if(untimed_.begin(), untimed_.end(),
+                            [&](const UntimedCalls& u) { return u.reason == reason; });
+  if (found != untimed_.end()) {
+    ++found->count;
+    return;
+  }
+  untimed_.push_back(UntimedCalls{std::move(reason), 1, std::move(name)});
+}
+
+std::vector<UntimedCalls> ReportStore::untimed() const {
+  std::lock_guard<std::mutex> lock(untimed_mutex_);
+  return untimed_;
+}
+
+std::string ReportStore::untimed_lines() const {
+  std::string lines;
+  for (const UntimedCalls& u : untimed())
+    lines += fmt::format("untimed: {} call(s) not timed: {} (first: {})\n", u.count,
+                         detail::valid_utf8(u.reason), detail::valid_utf8(u.first_name));
+  return lines;
 }
 
 }  // namespace accgraph::timing

@@ -7,6 +7,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "accgraph/report.hpp"
@@ -34,6 +35,14 @@ class ReportStore {
   std::vector<RegionStats> stats() const { return stats_.stats(); }
   uint64_t delivered() const { return delivered_.load(std::memory_order_relaxed); }
 
+  /// Profiler::note_untimed and untimed(): under their own leaf lock, so noting a call never
+  /// waits for a delivery.
+  void note_untimed(std::string name, std::string reason);
+  std::vector<UntimedCalls> untimed() const;
+  /// One line per reason, as Profiler::stats_table ends: "untimed: <count> call(s) not timed:
+  /// <reason> (first: <first_name>)\n" (the text made valid UTF-8, Note [Exported text]).
+  std::string untimed_lines() const;
+
  private:
   const uint64_t keep_;
   const bool collect_stats_;
@@ -43,6 +52,10 @@ class ReportStore {
   // Copy-on-write so a delivery takes a snapshot without copying every std::function.
   std::shared_ptr<const std::vector<Sink>> sinks_ = std::make_shared<const std::vector<Sink>>();
   std::deque<std::shared_ptr<const ReplayReport>> kept_;
+  // A few reasons at most (one per kind of call an integration skips): a vector searched in
+  // order is the small map, and keeps first-seen order.
+  mutable std::mutex untimed_mutex_;
+  std::vector<UntimedCalls> untimed_;
 };
 
 }  // namespace accgraph::timing

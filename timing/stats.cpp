@@ -114,27 +114,21 @@ uint64_t nearest_rank_of(uint64_t count, double percent) {
 
 }  // namespace
 
-// Exact: every sample is kept (8 bytes per region per report) and p50/p95 are exact, by nearest
-// rank. Sketch: count, min, max and a 128-bit integer sum are exact, p50/p95 come from the
-// sketch (Note [Stats sketch]); at most kSketchMaxBuckets counts per region.
+// Exact: every sample is kept (8 bytes per region per report, and as much for its self time) and
+// p50/p95 are exact, by nearest rank. Sketch: count, min, max and a 128-bit integer sum are exact,
+// p50/p95 come from the sketch (Note [Stats sketch]); at most kSketchMaxBuckets counts per region
+// and as many for its self times.
 struct StatsAccumulator::State {
-  // What add() touches in Sketch mode comes first, in one or two cache lines.
-  struct Series {
+  // One series of durations (a region's, or its self times'). What add() touches in Sketch
+  // mode comes first, in one or two cache lines.
+  struct Durations {
     uint64_t count = 0;
     uint64_t min = UINT64_MAX, max = 0;  // meaningful once count != 0
     uint64_t sum_low = 0, sum_high = 0;  // the exact sum, sum_high * 2^64 + sum_low
     Sketch sketch;
     std::vector<uint64_t> samples;  // StatsMode::Exact
-    uint64_t unmeasurable = 0;
-    int depth = 0;
-    std::string path;
 
-    void add(const RegionTiming& region, StatsMode mode) {
-      if (!region.measurable()) {
-        ++unmeasurable;
-        return;
-      }
-      const uint64_t v = region.duration_ns();
+    void add(uint64_t v, StatsMode mode) {
       if (mode == StatsMode::Exact) {
         samples.push_back(v);
         return;
@@ -145,6 +139,65 @@ struct StatsAccumulator::State {
       sum_low += v;
       if (sum_low < v) ++sum_high;
       sketch.add(v);
+    }
+
+    // count, min, mean, p50, p95 and max, as RegionStats documents them.
+    struct Summary {
+      uint64_t count = 0;
+      double min = 0, mean = 0, p50 = 0, p95 = 0, max = 0;
+    };
+    Summary summarize(StatsMode mode) {
+      Summary out;
+      if (mode == StatsMode::Exact) {
+        out.count = samples.size();
+        if (samples.empty()) return out;
+        std::vector<uint64_t>& sorted = samples;
+        std::sort(sorted.begin(), sorted.end());
+        double sum = 0;
+        for (uint64_t v : sorted) sum += static_cast<double>(v);
+        out.min = static_cast<double>(sorted.front());
+        out.max = static_cast<double>(sorted.back());
+        out.mean = sum / static_cast<double>(sorted.size());
+        out.p50 = static_cast<double>(sorted[nearest_rank_of(sorted.size(), 50) - 1]);
+        out.p95 = static_cast<double>(sorted[nearest_rank_of(sorted.size(), 95) - 1]);
+        return out;
+      }
+      out.count = count;
+      if (count == 0) return out;
+      out.min = static_cast<double>(min);
+      out.max = static_cast<double>(max);
+      const double sum =
+          std::ldexp(static_cast<double>(sum_high), 64) + static_cast<double>(sum_low);
+      out.mean = std::clamp(sum / static_cast<double>(count), out.min, out.max);
+      out.p50 = std::clamp(sketch.value_at_rank(nearest_rank_of(count, 50)), out.min, out.max);
+      out.p95 = std::clamp(sketch.value_at_rank(nearest_rank_of(count, 95)), out.min, out.max);
+      return out;
+    }
+  };
+  // The self times (RegionTiming::self_ns) equal the durations for a region without children,
+  // the common case (leaves): they get a series of their own only from the first sample where
+  // they differ (a copy of the durations' series then, which held the same samples), so a leaf
+  // costs one series update per report, not two.
+  struct Series {
+    Durations total;
+    Durations self;  // meaningful once self_apart; before, the self times are `total`'s samples
+    bool self_apart = false;
+    uint64_t unmeasurable = 0;
+    int depth = 0;
+    std::string path;
+
+    void add(const RegionTiming& region, StatsMode mode) {
+      if (!region.measurable()) {
+        ++unmeasurable;
+        return;
+      }
+      const uint64_t v = region.duration_ns();
+      if (!self_apart && (!region.self_measurable() || region.self_ns() != v)) {
+        self = total;
+        self_apart = true;
+      }
+      total.add(v, mode);
+      if (self_apart && region.self_measurable()) self.add(region.self_ns(), mode);
     }
   };
   explicit State(StatsMode m) : mode(m) {}
@@ -216,7 +269,7 @@ void StatsAccumulator::add(const ReplayReport& report) {
 std::vector<size_t> StatsAccumulator::sketch_buckets() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   std::vector<size_t> buckets;
-  for (const State::Series& s : state_->series) buckets.push_back(s.sketch.counts.size());
+  for (const State::Series& s : state_->series) buckets.push_back(s.total.sketch.counts.size());
   return buckets;
 }
 
@@ -234,33 +287,20 @@ std::vector<RegionStats> StatsAccumulator::stats() const {
     out.path = std::move(s.path);
     out.depth = s.depth;
     out.unmeasurable = s.unmeasurable;
-    if (state_->mode == StatsMode::Exact) {
-      out.count = s.samples.size();
-      if (!s.samples.empty()) {
-        std::vector<uint64_t>& sorted = s.samples;
-        std::sort(sorted.begin(), sorted.end());
-        double sum = 0;
-        for (uint64_t v : sorted) sum += static_cast<double>(v);
-        out.min_ns = static_cast<double>(sorted.front());
-        out.max_ns = static_cast<double>(sorted.back());
-        out.mean_ns = sum / static_cast<double>(sorted.size());
-        out.p50_ns = static_cast<double>(sorted[nearest_rank_of(sorted.size(), 50) - 1]);
-        out.p95_ns = static_cast<double>(sorted[nearest_rank_of(sorted.size(), 95) - 1]);
-      }
-    } else {
-      out.count = s.count;
-      if (s.count != 0) {
-        out.min_ns = static_cast<double>(s.min);
-        out.max_ns = static_cast<double>(s.max);
-        const double sum =
-            std::ldexp(static_cast<double>(s.sum_high), 64) + static_cast<double>(s.sum_low);
-        out.mean_ns = std::clamp(sum / static_cast<double>(s.count), out.min_ns, out.max_ns);
-        out.p50_ns = std::clamp(s.sketch.value_at_rank(nearest_rank_of(s.count, 50)), out.min_ns,
-                                out.max_ns);
-        out.p95_ns = std::clamp(s.sketch.value_at_rank(nearest_rank_of(s.count, 95)), out.min_ns,
-                                out.max_ns);
-      }
-    }
+    const State::Durations::Summary total = s.total.summarize(state_->mode);
+    out.count = total.count;
+    out.min_ns = total.min;
+    out.mean_ns = total.mean;
+    out.p50_ns = total.p50;
+    out.p95_ns = total.p95;
+    out.max_ns = total.max;
+    const State::Durations::Summary self = s.self_apart ? s.self.summarize(state_->mode) : total;
+    out.self_count = self.count;
+    out.self_min_ns = self.min;
+    out.self_mean_ns = self.mean;
+    out.self_p50_ns = self.p50;
+    out.self_p95_ns = self.p95;
+    out.self_max_ns = self.max;
     result.push_back(std::move(out));
   }
   return result;

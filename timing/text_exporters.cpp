@@ -90,37 +90,43 @@ void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats)
       return cell + std::string(width - cell_width, ' ');
     };
     out << padded("region", 6)
-        << fmt::format("  {:>8}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}\n", "count", "min_us",
-                       "mean_us", "p50_us", "p95_us", "max_us");
+        << fmt::format("  {:>8}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}\n", "count",
+                       "min_us", "mean_us", "p50_us", "p95_us", "max_us", "self_p50_us");
     for (size_t i = 0; i < stats.size(); ++i) {
       const RegionStats& s = stats[i];
       out << padded(cells[i].first, cells[i].second)
-          << fmt::format("  {:>8}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>12.3f}\n",
-                         s.count, to_us(s.min_ns), to_us(s.mean_ns), to_us(s.p50_ns),
-                         to_us(s.p95_ns), to_us(s.max_ns));
+          << fmt::format(
+                 "  {:>8}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>12.3f}\n",
+                 s.count, to_us(s.min_ns), to_us(s.mean_ns), to_us(s.p50_ns), to_us(s.p95_ns),
+                 to_us(s.max_ns), to_us(s.self_p50_ns));
     }
   });
 }
 
 void write_stats_csv(std::ostream& out, const std::vector<RegionStats>& stats) {
   export_to(out, "the statistics CSV", [&] {
-    out << "path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns\n";
+    out << "path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns,self_count,self_min_ns,"
+           "self_mean_ns,self_p50_ns,self_p95_ns,self_max_ns\n";
     for (const RegionStats& s : stats)
-      out << fmt::format("{},{},{},{},{},{},{},{}\n", csv_field(s.path), s.depth, s.count, s.min_ns,
-                         s.mean_ns, s.p50_ns, s.p95_ns, s.max_ns);
+      out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(s.path), s.depth,
+                         s.count, s.min_ns, s.mean_ns, s.p50_ns, s.p95_ns, s.max_ns, s.self_count,
+                         s.self_min_ns, s.self_mean_ns, s.self_p50_ns, s.self_p95_ns,
+                         s.self_max_ns);
   });
 }
 
 void write_reports_csv(std::ostream& out, const std::vector<ReplayReport>& reports) {
   export_to(out, "the reports CSV", [&] {
     out << "graph_id,replay_index,backend,device,path,depth,stream_id,lane,start_ns,end_ns,"
-           "duration_ns,metadata\n";
+           "duration_ns,self_ns,metadata\n";
     for (const ReplayReport& r : reports)
       for (const RegionTiming& t : r.regions()) {
-        // An unmeasurable region (RegionTiming::measurable) has no times: empty fields.
-        const std::string times =
-            t.measurable() ? fmt::format("{},{},{}", t.start_ns(), t.end_ns(), t.duration_ns())
-                           : ",,";
+        // An unmeasurable region (RegionTiming::measurable) has no times: empty fields; so has
+        // an unmeasurable self time (RegionTiming::self_measurable).
+        std::string times =
+            t.measurable() ? fmt::format("{},{},{},", t.start_ns(), t.end_ns(), t.duration_ns())
+                           : ",,,";
+        if (t.self_measurable()) times += fmt::format("{}", t.self_ns());
         out << fmt::format("{},{},{},{},{},{},{},{},{},{}\n", r.graph_id(), r.replay_index(),
                            csv_field(r.backend()), r.device(), csv_field(t.path()), t.depth(),
                            t.stream_id(), csv_field(t.lane()), times,

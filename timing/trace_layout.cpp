@@ -251,7 +251,9 @@ std::string slice_category(const ReplayReport& report) {
 
 bool writes_metadata_entry(const Metadata& metadata, size_t k) {
   const std::string& key = metadata[k].first;
-  if (key == "path" || key == "stream" || key == "graph_id" || key == "replay_index") return false;
+  if (key == "path" || key == "stream" || key == "graph_id" || key == "replay_index" ||
+      key == "self_us" || key == "self_ns")
+    return false;
   for (size_t later = k + 1; later < metadata.size(); ++later)
     if (same_valid_utf8(key, metadata[later].first)) return false;
   return true;

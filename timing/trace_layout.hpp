@@ -90,8 +90,8 @@ std::string process_name(const TraceProcess& process, const ReplayReport& named_
 std::string slice_category(const ReplayReport& report);
 
 // Whether a trace writes metadata entry `k` as an argument of its slice: a key repeated (once
-// made valid UTF-8, Note [Exported text]) keeps its last value, and path, stream, graph_id and
-// replay_index are the writers' own (so each key is written once).
+// made valid UTF-8, Note [Exported text]) keeps its last value, and path, stream, graph_id,
+// replay_index, self_us and self_ns are the writers' own (so each key is written once).
 bool writes_metadata_entry(const Metadata& metadata, size_t k);
 
 }  // namespace accgraph::timing::detail

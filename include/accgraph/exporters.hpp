@@ -19,15 +19,18 @@ namespace accgraph::timing {
 /// disk, a closed pipe, a stream that had failed before the call; what reached `out` then is
 /// incomplete), or when anything else goes wrong (e.g. out of memory).
 ///
-/// A fixed-width text table: region, count, min, mean, p50, p95, max (microseconds). Control
-/// characters in a path are shown as \xNN (C1 controls as \u00NN), so each region is one line.
+/// A fixed-width text table: region, count, min, mean, p50, p95, max and self p50
+/// (RegionStats::self_p50_ns), in microseconds. Control characters in a path are shown as \xNN
+/// (C1 controls as \u00NN), so each region is one line.
 ACCGRAPH_API void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats);
-/// CSV with a header row: path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns. A field
-/// holding a comma, a double quote, CR or LF is quoted, with its quotes doubled (RFC 4180).
+/// CSV with a header row: path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns,self_count,
+/// self_min_ns,self_mean_ns,self_p50_ns,self_p95_ns,self_max_ns. A field holding a comma, a
+/// double quote, CR or LF is quoted, with its quotes doubled (RFC 4180).
 ACCGRAPH_API void write_stats_csv(std::ostream& out, const std::vector<RegionStats>& stats);
 /// CSV, one row per region per report: graph_id,replay_index,backend,device,path,depth,
-/// stream_id,lane,start_ns,end_ns,duration_ns,metadata (key=value pairs joined by ';'; the
-/// times are empty for an unmeasurable region). Quoted as in write_stats_csv.
+/// stream_id,lane,start_ns,end_ns,duration_ns,self_ns,metadata (self_ns: RegionTiming::self_ns;
+/// metadata: key=value pairs joined by ';'; the times are empty for an unmeasurable region, and
+/// self_ns when !self_measurable()). Quoted as in write_stats_csv.
 ACCGRAPH_API void write_reports_csv(std::ostream& out, const std::vector<ReplayReport>& reports);
 /// Chrome trace JSON ({"traceEvents":[...], "displayTimeUnit":"ns"}, ph "X", ts/dur in
 /// microseconds relative to the earliest start in `reports`, cat "graph <id>" or "eager");
@@ -35,7 +38,8 @@ ACCGRAPH_API void write_reports_csv(std::ostream& out, const std::vector<ReplayR
 /// per stream ("stream <id>", in id order), then one per lane (RegionInfo::lane, named after
 /// it, in the order first seen; a lane collects the regions of every stream of that process
 /// that name it); both named by "M" events. args hold the metadata, path, stream, graph_id and
-/// replay_index. Regions of one track that overlap without nesting (other graphs' replays,
+/// replay_index, and self_us (RegionTiming::self_ns in microseconds) when the region's self time
+/// is measurable. Regions of one track that overlap without nesting (other graphs' replays,
 /// regions ended on another stream, two streams' regions in one lane) move to extra tracks
 /// "<track> (overlap <k>)", so every track nests. Control characters are escaped as JSON
 /// requires. Written to `out` event by event as it goes: besides the reports, the writer holds

@@ -50,10 +50,11 @@ struct PerfettoOptions {
 /// tracks sharing the track's sibling_merge_key, so the UI still shows one row (Note [Backing
 /// tracks]). Each region is a slice (begin and end packets) with category "graph <id>" or
 /// "eager" and debug annotations: its metadata, typed (Note [Typed annotations]), then path,
-/// graph_id, replay_index and stream. Each process track also carries one instant event
-/// "accgraph trace info" (category "accgraph") with rank, world_size, host, host_clock,
-/// host_clock_uncertainty_ns, backend, device, clock_calibrated, clock_offset_ns and
-/// clock_uncertainty_ns. Unmeasurable regions are left out. Text is written as valid UTF-8.
+/// graph_id, replay_index, stream and self_ns (RegionTiming::self_ns, when self_measurable()).
+/// Each process track also carries one instant event "accgraph trace info" (category
+/// "accgraph") with rank, world_size, host, host_clock, host_clock_uncertainty_ns, backend, device,
+/// clock_calibrated, clock_offset_ns and clock_uncertainty_ns. Unmeasurable regions are left out.
+/// Text is written as valid UTF-8.
 ///
 /// Written packet by packet through a 64 KiB buffer; besides the reports it holds a sorted index
 /// of the regions and their begin/end packets (about 72 bytes per region at the peak), never

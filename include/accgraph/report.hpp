@@ -59,9 +59,15 @@ class ACCGRAPH_API ReportLayout {
   uint32_t marker_count() const { return marker_count_; }
 
  private:
+  friend class ReplayReport;
   ReportSource source_;
   std::vector<RegionInfo> regions_;
   uint32_t marker_count_ = 0;
+  // The direct children of region i, in layout order: children_[child_begin_[i] ..
+  // child_begin_[i + 1]). Built once with the layout, so a report's self times allocate nothing
+  // (Note [Self time] in timing/report.cpp).
+  std::vector<uint32_t> child_begin_;
+  std::vector<uint32_t> children_;
 };
 
 /// One region of one replay, made on demand from its report: it refers to the layout's
@@ -72,7 +78,9 @@ class RegionTiming {
   RegionTiming() = default;
   /// `start_ns`/`end_ns` on the backend's marker clock; either equal to
   /// TimestampMarkers::kUnmeasurable (UINT64_MAX) makes the region unmeasurable.
-  RegionTiming(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns);
+  /// A timing made this way knows no children: self_ns() is duration_ns() (a report's
+  /// regions() and region() know them).
+  ACCGRAPH_API RegionTiming(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns);
 
   const RegionInfo& info() const { return *info_; }
   const std::string& name() const { return info_->name; }
@@ -91,11 +99,37 @@ class RegionTiming {
   uint64_t end_ns() const { return end_ns_; }
   uint64_t duration_ns() const { return end_ns_ >= start_ns_ ? end_ns_ - start_ns_ : 0; }
 
+  /// The region's own time: duration_ns() minus the time its direct children in the same
+  /// report (RegionInfo::parent) cover, e.g. the glue work between two child regions. Children
+  /// that run one after the other inside the region: exactly duration_ns() minus the sum of
+  /// their durations. Children on other streams or lanes may overlap each other or the
+  /// region's edges: the union of their intervals, clipped to the region's, is subtracted, so
+  /// self_ns() is never negative and never more than duration_ns() (Note [Self time] in
+  /// timing/report.cpp). 0 when !self_measurable().
+  uint64_t self_ns() const { return self_ns_; }
+  /// True when the region and every one of its direct children are measurable().
+  bool self_measurable() const { return self_measurable_; }
+
  private:
+  friend class ReplayReport;
+  // What the constructor does; inline, so that a report's timing_of() pays no call into the
+  // exported (interposable) constructor for every region it makes.
+  void assign(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns) {
+    constexpr uint64_t kUnmeasurable = UINT64_MAX;  // TimestampMarkers::kUnmeasurable
+    info_ = &info;
+    measurable_ = start_ns != kUnmeasurable && end_ns != kUnmeasurable;
+    self_measurable_ = measurable_;
+    if (!measurable_) return;
+    start_ns_ = start_ns;
+    end_ns_ = end_ns;
+    self_ns_ = duration_ns();
+  }
   const RegionInfo* info_ = nullptr;
   uint64_t start_ns_ = 0;
   uint64_t end_ns_ = 0;
+  uint64_t self_ns_ = 0;
   bool measurable_ = false;
+  bool self_measurable_ = false;
 };
 
 /// A region as a report's builder takes it: what was recorded and its two times.
@@ -149,6 +183,7 @@ class ACCGRAPH_API ReplayReport {
 
  private:
   RegionTiming timing_of(size_t index) const;
+  void set_self_time(RegionTiming& timing, size_t index) const;
   std::shared_ptr<const ReportLayout> layout_;
   uint64_t graph_id_ = 0;
   uint64_t replay_index_ = 0;

@@ -23,21 +23,29 @@ class ReplayReport;
 /// exact 128-bit integer sum over count, rounded to double; p50_ns/p95_ns are within 1/128
 /// (0.79%) relative error of the exact nearest-rank values, exact below 128 ns, and always
 /// inside [min_ns, max_ns].
+///
+/// The self_ fields are the same statistics, with the same exactness and error bound, over
+/// the region's self times (RegionTiming::self_ns: its duration minus what its direct children
+/// cover), from the reports in which it was self_measurable() (self_count <= count).
 struct RegionStats {
   std::string path;
   int depth = 0;
   uint64_t count = 0;         ///< measured samples (the other fields are over these)
   uint64_t unmeasurable = 0;  ///< reports in which the region was not measurable
   double min_ns = 0, mean_ns = 0, p50_ns = 0, p95_ns = 0, max_ns = 0;
+  uint64_t self_count = 0;  ///< measured self times (the self_ fields below are over these)
+  double self_min_ns = 0, self_mean_ns = 0, self_p50_ns = 0, self_p95_ns = 0, self_max_ns = 0;
 };
 
 /// How StatsAccumulator keeps the durations of each region.
 enum class StatsMode {
   /// Bounded memory: exact count/min/max/sum and a log-bucketed histogram for p50/p95 (at most
-  /// 3776 bucket counts, 30 KiB, per region whatever the number of reports; a region whose
-  /// durations stay within a factor of 2^k of each other uses about 64k+1 of them).
+  /// 3776 bucket counts, 30 KiB, per region and as many for its self times, whatever the number
+  /// of reports; a region whose durations stay within a factor of 2^k of each other uses about
+  /// 64k+1 of them).
   Sketch,
-  /// Every sample (8 bytes per region per report, without bound): exact percentiles.
+  /// Every sample (16 bytes per region per report with its self time, without bound): exact
+  /// percentiles.
   Exact,
 };
 
@@ -60,8 +68,9 @@ class ACCGRAPH_API StatsAccumulator {
   void add(const ReplayReport& report);
   std::vector<RegionStats> stats() const;
   void clear();
-  /// Memory diagnostics: the buckets each region's sketch holds now, in first-seen order (all 0
-  /// in StatsMode::Exact; at most 3776 each).
+  /// Memory diagnostics: the buckets each region's duration sketch holds now, in first-seen
+  /// order (all 0 in StatsMode::Exact; at most 3776 each; its self-time sketch holds as many
+  /// again at most).
   std::vector<size_t> sketch_buckets() const;
 
  private:

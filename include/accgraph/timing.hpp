@@ -84,6 +84,13 @@ struct ProfilerOptions {
   bool collect_stats = true;
 };
 
+/// Calls a caller chose not to time, counted by reason (Profiler::note_untimed).
+struct UntimedCalls {
+  std::string reason;
+  uint64_t count = 0;
+  std::string first_name;  ///< the name given with the first such call
+};
+
 /// Receives each report. The reference is valid only during the call (the profiler reuses the
 /// report's storage for the next replay of the same graph): copy what you keep.
 using Sink = std::function<void(const ReplayReport&)>;
@@ -198,6 +205,16 @@ class ACCGRAPH_API Profiler {
   std::vector<RegionStats> stats() const;
   /// Reports delivered so far (counted even when not kept).
   uint64_t delivered() const;
+
+  /// Counts a call that a caller (e.g. a framework integration) saw but did not time, under
+  /// `reason` ("called outside a capture", ...); `name` names it (kept for the first call of
+  /// each reason). Thread-safe and cheap: a lock and a lookup by reason; no report is made.
+  void note_untimed(std::string name, std::string reason);
+  /// The untimed calls noted so far, one entry per reason in first-seen order.
+  std::vector<UntimedCalls> untimed() const;
+  /// stats() as write_stats_table writes it, followed by one line per untimed reason:
+  /// "untimed: <count> call(s) not timed: <reason> (first: <first_name>)".
+  std::string stats_table() const;
 
  private:
   // Shared so that a Region that outlives its Profiler can tell (it holds a weak reference).

@@ -315,6 +315,11 @@ void check_trace(const Fuzzed& fuzzed) {
             "an X event's dur is not its region's duration: " + key);
     require(args["stream"].get<uint64_t>() == t.stream_id(),
             "an X event's args.stream is not its region's stream: " + key);
+    require(t.self_measurable()
+                ? args.contains("self_us") &&
+                      args["self_us"].get<double>() == static_cast<double>(t.self_ns()) / 1000.0
+                : !args.contains("self_us"),
+            "an X event's args.self_us is not its region's self time: " + key);
     require(event.contains("cat") &&
                 event["cat"] == (r.graph_id() == 0 ? std::string("eager")
                                                    : "graph " + std::to_string(r.graph_id())),
@@ -393,7 +398,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check_trace(fuzzed);
   check_csv(write_to_memory("write_reports_csv",
                             [&](std::ostream& out) { write_reports_csv(out, reports); }),
-            regions, 12, "the reports CSV");
+            regions, 13, "the reports CSV");
 
   StatsAccumulator accumulator;
   for (const ReplayReport& r : reports) {
@@ -407,7 +412,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::vector<RegionStats> stats = accumulator.stats();
   check_csv(
       write_to_memory("write_stats_csv", [&](std::ostream& out) { write_stats_csv(out, stats); }),
-      stats.size(), 8, "the statistics CSV");
+      stats.size(), 14, "the statistics CSV");
   const std::string table = write_to_memory(
       "write_stats_table", [&](std::ostream& out) { write_stats_table(out, stats); });
   size_t lines = 0;

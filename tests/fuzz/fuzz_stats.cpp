@@ -10,7 +10,9 @@
 // bytes, any depth, durations up to 2^64-2 (a marker time of UINT64_MAX makes a region
 // unmeasurable), end < start (duration 0). The model takes each region's duration from the
 // layout's marker indices and the report's times, not from RegionTiming, and checks that
-// RegionTiming agrees.
+// RegionTiming agrees; likewise each region's self time (its duration minus the union of its
+// direct children's intervals clipped to it; measurable when it and they are), whose
+// statistics (RegionStats::self_*) get the same checks.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -68,7 +70,41 @@ struct ModelSeries {
   int depth = 0;
   std::vector<uint64_t> samples;
   uint64_t unmeasurable = 0;
+  std::vector<uint64_t> self_samples;
 };
+
+// Region `i`'s self time, from the markers alone (sorting every time, unlike the library), or
+// false when it is not measurable.
+bool model_self(const ReplayReport& report, size_t i, uint64_t& self) {
+  const std::vector<uint64_t>& times = report.marker_times();
+  const std::vector<RegionInfo>& regions = report.layout().regions();
+  auto interval = [&](size_t k, std::pair<uint64_t, uint64_t>& out) {
+    const uint64_t start = times.at(regions[k].begin_marker), end = times.at(regions[k].end_marker);
+    out = {start, std::max(start, end)};
+    return start != kUnmeasurable && end != kUnmeasurable;
+  };
+  std::pair<uint64_t, uint64_t> parent;
+  if (!interval(i, parent)) return false;
+  std::vector<std::pair<uint64_t, uint64_t>> children;
+  for (size_t k = i + 1; k < regions.size(); ++k) {
+    if (regions[k].parent != static_cast<int>(i)) continue;
+    std::pair<uint64_t, uint64_t> child;
+    if (!interval(k, child)) return false;
+    children.emplace_back(std::clamp(child.first, parent.first, parent.second),
+                          std::clamp(child.second, parent.first, parent.second));
+  }
+  std::sort(children.begin(), children.end());
+  uint64_t covered = 0, reach = parent.first;  // the union so far ends at `reach`
+  for (const auto& [start, end] : children) {
+    const uint64_t from = std::max(start, reach);
+    if (end > from) {
+      covered += end - from;
+      reach = end;
+    }
+  }
+  self = parent.second - parent.first - covered;
+  return true;
+}
 
 struct Model {
   std::vector<ModelSeries> series;
@@ -83,6 +119,18 @@ struct Model {
       const bool measurable = start != kUnmeasurable && end != kUnmeasurable;
       const uint64_t duration = measurable && end >= start ? end - start : 0;
       const RegionTiming timing = report.region(i);
+      uint64_t self = 0;
+      const bool self_measurable = model_self(report, i, self);
+      if (timing.self_measurable() != self_measurable ||
+          timing.self_ns() != (self_measurable ? self : 0)) {
+        std::fprintf(stderr,
+                     "fuzz_stats: region %zu: self time %llu (measurable %d), expected %llu "
+                     "(measurable %d)\n",
+                     i, static_cast<unsigned long long>(timing.self_ns()),
+                     timing.self_measurable() ? 1 : 0, static_cast<unsigned long long>(self),
+                     self_measurable ? 1 : 0);
+        std::abort();
+      }
       if (timing.measurable() != measurable || timing.duration_ns() != duration ||
           (measurable && (timing.start_ns() != start || timing.end_ns() != end)) ||
           &timing.info() != &info) {
@@ -91,11 +139,12 @@ struct Model {
         std::abort();
       }
       auto [it, fresh] = index.emplace(info.path, series.size());
-      if (fresh) series.push_back({info.path, info.depth, {}});
+      if (fresh) series.push_back({info.path, info.depth, {}, 0, {}});
       if (measurable)
         series[it->second].samples.push_back(duration);
       else
         ++series[it->second].unmeasurable;
+      if (self_measurable) series[it->second].self_samples.push_back(self);
     }
   }
   void clear() {
@@ -118,6 +167,40 @@ uint64_t nearest_rank(const std::vector<uint64_t>& sorted, uint64_t percent) {
   return sorted[rank - 1];
 }
 
+// min, max, p50, p95 and mean of series `i` against `samples` ("self " for its self times).
+void check_samples(const std::string& prefix, size_t i, bool exact_mode,
+                   const std::vector<uint64_t>& samples, double min_ns, double mean_ns,
+                   double p50_ns, double p95_ns, double max_ns) {
+  auto fail = [&](const char* what, double got, double want) {
+    mismatch((prefix + what).c_str(), i, got, want);
+  };
+  if (samples.empty()) {
+    if (min_ns != 0 || mean_ns != 0 || p50_ns != 0 || p95_ns != 0 || max_ns != 0)
+      fail("a field of a series without samples", max_ns, 0);
+    return;
+  }
+  std::vector<uint64_t> sorted = samples;
+  std::sort(sorted.begin(), sorted.end());
+  auto exact = [](uint64_t v) { return static_cast<double>(v); };
+  if (min_ns != exact(sorted.front())) fail("min", min_ns, exact(sorted.front()));
+  if (max_ns != exact(sorted.back())) fail("max", max_ns, exact(sorted.back()));
+  for (uint64_t percent : {50, 95}) {
+    const double want = exact(nearest_rank(sorted, percent));
+    const double value = percent == 50 ? p50_ns : p95_ns;
+    const char* what = percent == 50 ? "p50" : "p95";
+    if (exact_mode ? value != want : std::fabs(value - want) > want / 128) fail(what, value, want);
+    if (value < min_ns || value > max_ns) fail(what, value, want);
+  }
+  long double sum = 0;
+  for (uint64_t v : sorted) sum += static_cast<long double>(v);
+  double mean = static_cast<double>(sum / static_cast<long double>(sorted.size()));
+  // Summing n doubles loses at most about n ulps; 1e-9 relative is far above that for the
+  // sizes a fuzz input can produce, and far below any real error (a lost or doubled sample).
+  if (std::fabs(mean_ns - mean) > 1e-9 * mean + 1e-9) fail("mean", mean_ns, mean);
+  if (mean_ns < min_ns * (1 - 1e-12) || mean_ns > max_ns * (1 + 1e-12))
+    fail("mean (outside [min, max])", mean_ns, mean);
+}
+
 void check(const StatsAccumulator& stats, const Model& model) {
   const bool exact_mode = stats.mode() == StatsMode::Exact;
   std::vector<RegionStats> got = stats.stats();
@@ -138,32 +221,12 @@ void check(const StatsAccumulator& stats, const Model& model) {
     if (g.unmeasurable != m.unmeasurable)
       mismatch("unmeasurable", i, static_cast<double>(g.unmeasurable),
                static_cast<double>(m.unmeasurable));
-    if (m.samples.empty()) {
-      if (g.min_ns != 0 || g.mean_ns != 0 || g.p50_ns != 0 || g.p95_ns != 0 || g.max_ns != 0)
-        mismatch("a field of a series without samples", i, g.max_ns, 0);
-      continue;
-    }
-    std::vector<uint64_t> sorted = m.samples;
-    std::sort(sorted.begin(), sorted.end());
-    auto exact = [](uint64_t v) { return static_cast<double>(v); };
-    if (g.min_ns != exact(sorted.front())) mismatch("min", i, g.min_ns, exact(sorted.front()));
-    if (g.max_ns != exact(sorted.back())) mismatch("max", i, g.max_ns, exact(sorted.back()));
-    for (uint64_t percent : {50, 95}) {
-      const double want = exact(nearest_rank(sorted, percent));
-      const double value = percent == 50 ? g.p50_ns : g.p95_ns;
-      const char* what = percent == 50 ? "p50" : "p95";
-      if (exact_mode ? value != want : std::fabs(value - want) > want / 128)
-        mismatch(what, i, value, want);
-      if (value < g.min_ns || value > g.max_ns) mismatch(what, i, value, want);
-    }
-    long double sum = 0;
-    for (uint64_t v : sorted) sum += static_cast<long double>(v);
-    double mean = static_cast<double>(sum / static_cast<long double>(sorted.size()));
-    // Summing n doubles loses at most about n ulps; 1e-9 relative is far above that for the
-    // sizes a fuzz input can produce, and far below any real error (a lost or doubled sample).
-    if (std::fabs(g.mean_ns - mean) > 1e-9 * mean + 1e-9) mismatch("mean", i, g.mean_ns, mean);
-    if (g.mean_ns < g.min_ns * (1 - 1e-12) || g.mean_ns > g.max_ns * (1 + 1e-12))
-      mismatch("mean (outside [min, max])", i, g.mean_ns, mean);
+    check_samples("", i, exact_mode, m.samples, g.min_ns, g.mean_ns, g.p50_ns, g.p95_ns, g.max_ns);
+    if (g.self_count != m.self_samples.size())
+      mismatch("self_count", i, static_cast<double>(g.self_count),
+               static_cast<double>(m.self_samples.size()));
+    check_samples("self ", i, exact_mode, m.self_samples, g.self_min_ns, g.self_mean_ns,
+                  g.self_p50_ns, g.self_p95_ns, g.self_max_ns);
   }
   for (size_t buckets : stats.sketch_buckets())
     if (buckets > (exact_mode ? 0 : accgraph::timing::kSketchMaxBuckets))

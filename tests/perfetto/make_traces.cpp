@@ -40,7 +40,7 @@ struct Region {
   std::string lane;
   uint64_t start = 0, end = 0;
   Metadata metadata;
-  json expected_args = json::object();  // typed, without path/graph_id/replay_index/stream
+  json expected_args = json::object();  // typed, without path/graph_id/replay_index/stream/self_ns
   std::string expected_name;            // when not `name` (invalid UTF-8)
 };
 
@@ -52,7 +52,8 @@ ReplayReport make_report(const ReportSource& source, uint64_t graph_id, uint64_t
                          const std::vector<Region>& regions, const std::string& process_name,
                          Expected& expected, int64_t expected_shift = 0) {
   std::vector<RegionSample> samples;
-  std::vector<std::string> paths, expected_paths;  // as recorded, as the trace shows them
+  std::vector<std::string> paths, expected_paths;   // as recorded, as the trace shows them
+  std::vector<std::pair<size_t, size_t>> slice_of;  // (region, its expected slice)
   for (const Region& r : regions) {
     const std::string shown = r.expected_name.empty() ? r.name : r.expected_name;
     RegionSample s;
@@ -76,6 +77,7 @@ ReplayReport make_report(const ReportSource& source, uint64_t graph_id, uint64_t
     args["graph_id"] = {"int", graph_id};
     args["replay_index"] = {"int", replay_index};
     args["stream"] = {"int", r.stream};
+    slice_of.emplace_back(samples.size() - 1, expected.slices.size());
     expected.slices.push_back({
         {"process", process_name},
         {"track", r.lane.empty() ? "stream " + std::to_string(r.stream) : r.lane},
@@ -86,7 +88,15 @@ ReplayReport make_report(const ReportSource& source, uint64_t graph_id, uint64_t
         {"args", args},
     });
   }
-  return ReplayReport::from_samples(source, graph_id, replay_index, std::move(samples));
+  ReplayReport report =
+      ReplayReport::from_samples(source, graph_id, replay_index, std::move(samples));
+  // self_ns: the region minus its direct children (RegionTiming::self_ns, checked on its own
+  // in tests/unit/test_report.cpp), written when measurable.
+  for (const auto& [region, slice] : slice_of) {
+    const RegionTiming t = report.region(region);
+    if (t.self_measurable()) expected.slices[slice]["args"]["self_ns"] = {"int", t.self_ns()};
+  }
+  return report;
 }
 
 ReportSource source(std::string backend, int device, std::string device_name) {

@@ -154,10 +154,11 @@ TEST_CASE("write_perfetto_trace: a failed stream is an error, no reports an empt
 }
 
 TEST_CASE("write_perfetto_trace: metadata values become typed annotations") {
-  const Metadata meta = {
-      {"n", "42"},           {"neg", "-3"},  {"half", "0.5"},   {"yes", "true"},
-      {"list", "[0, 1, 2]"}, {"text", "x1"}, {"padded", "007"}, {"huge", "18446744073709551615"},
-      {"stream", "mine"}};
+  const Metadata meta = {{"n", "42"},           {"neg", "-3"},
+                         {"half", "0.5"},       {"yes", "true"},
+                         {"list", "[0, 1, 2]"}, {"text", "x1"},
+                         {"padded", "007"},     {"huge", "18446744073709551615"},
+                         {"stream", "mine"},    {"self_ns", "mine too"}};
   const pb::Trace trace = decode(
       write({ReplayReport::from_samples(source("host", 0), 3, 4, {sample("r", 10, 20, meta)})}));
   const pb::TrackEvent* begin = nullptr;
@@ -177,6 +178,28 @@ TEST_CASE("write_perfetto_trace: metadata values become typed annotations") {
   CHECK(annotation(*begin, "stream")->int_value() == 1);  // the writer's own key wins
   CHECK(annotation(*begin, "graph_id")->int_value() == 3);
   CHECK(annotation(*begin, "replay_index")->int_value() == 4);
+  CHECK(annotation(*begin, "self_ns")->int_value() == 10);  // no children: the duration
+}
+
+TEST_CASE("write_perfetto_trace: self_ns is the region minus its children, when measurable") {
+  RegionSample child = sample("c", 30, 50);
+  child.info.parent = 0;
+  RegionSample lost = sample("lost", 0, 0);
+  lost.info.parent = 0;
+  lost.measurable = false;
+  const pb::Trace trace = decode(
+      write({ReplayReport::from_samples(source("host", 0), 1, 0,
+                                        {sample("p", 10, 110), child, sample("q", 200, 300)}),
+             ReplayReport::from_samples(source("host", 0), 1, 1, {sample("r", 400, 500), lost})}));
+  std::map<std::string, const pb::TrackEvent*> begins;
+  for (const pb::TracePacket& p : trace.packet())
+    if (p.has_track_event() && p.track_event().type() == pb::TrackEvent::TYPE_SLICE_BEGIN)
+      begins[p.track_event().name()] = &p.track_event();
+  REQUIRE(begins.size() == 4);  // the unmeasurable region is left out
+  CHECK(annotation(*begins["p"], "self_ns")->int_value() == 80);
+  CHECK(annotation(*begins["c"], "self_ns")->int_value() == 20);
+  CHECK(annotation(*begins["q"], "self_ns")->int_value() == 100);
+  CHECK(annotation(*begins["r"], "self_ns") == nullptr);  // its child is unmeasurable
 }
 
 TEST_CASE("merge_perfetto_traces: each rank on the host clock, ids renumbered, one process each") {

@@ -150,6 +150,11 @@ def test_a_rank_and_clock_offsets_reach_the_trace(tmp_path):
                 if p.HasField("track_event") and p.track_event.name == "step")
     layer = next(a for a in step.debug_annotations if a.name == "layer")
     assert layer.WhichOneof("value") == "int_value" and layer.int_value == 3
+    # self_ns: the step minus its two lane children, as RegionTiming.self_ns has it.
+    self_ns = {a.int_value for p in trace.packet
+               if p.HasField("track_event") and p.track_event.name == "step"
+               for a in p.track_event.debug_annotations if a.name == "self_ns"}
+    assert self_ns == {r[0].self_ns for r in reports}
 
 
 def test_merge_puts_the_ranks_on_one_clock(tmp_path):

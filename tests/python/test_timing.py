@@ -78,8 +78,110 @@ def test_stats(stream):
     assert s.count + s.unmeasurable == 10 and s.depth == 1
     assert s.min_ns <= s.p50_ns <= s.p95_ns <= s.max_ns
     assert s.to_dict()["count"] == s.count
+    assert s.self_count == s.count  # no children: self = duration
+    assert (s.self_min_ns, s.self_p50_ns, s.self_max_ns) == (s.min_ns, s.p50_ns, s.max_ns)
+    assert s.to_dict()["self_p50_ns"] == s.self_p50_ns
     table = prof.stats_table()
-    assert "outer/fill" in table and "p95" in table
+    assert "outer/fill" in table and "p95" in table and "self_p50_us" in table.splitlines()[0]
+    assert "untimed" not in table
+
+
+def self_time_capture(prof, stream, gap_s):
+    """A parent with two children and a delay (glue) between them, captured and replayed."""
+    g = accgraph.Graph(stream.backend)
+    prof.attach(g)
+    with g.capture(stream):
+        with prof.region(stream, "parent"):
+            with prof.region(stream, "a"):
+                stream.delay(0.0001)
+            stream.delay(gap_s)
+            with prof.region(stream, "b"):
+                stream.delay(0.0001)
+    return g
+
+
+def test_self_time_holds_the_gap_between_children(stream):
+    if not stream.capabilities.timed_delay:
+        pytest.skip("the backend has no timed delay")
+    prof = accgraph.Profiler(stats_mode="exact")
+    g = self_time_capture(prof, stream, gap_s=0.002)
+    for _ in range(3):
+        g.replay()
+    prof.flush()
+    reports = prof.reports()
+    assert len(reports) == 3
+    for r in reports:
+        parent, a, b = r
+        assert parent.measurable and a.measurable and b.measurable
+        assert parent.self_measurable and a.self_measurable
+        assert parent.self_ns == parent.duration_ns - a.duration_ns - b.duration_ns
+        assert parent.self_ns >= b.start_ns - a.end_ns >= 2_000_000  # the delay lasts >= 2 ms
+        assert a.self_ns == a.duration_ns
+        assert parent.to_dict()["self_ns"] == parent.self_ns
+        assert parent.to_dict()["self_measurable"] is True
+    stats = {s.path: s for s in prof.stats()}
+    selves = sorted(r[0].self_ns for r in reports)
+    assert stats["parent"].self_count == 3
+    assert stats["parent"].self_p50_ns == selves[1]
+    assert stats["parent"].self_max_ns == selves[2]
+    assert stats["parent"].self_p50_ns < stats["parent"].p50_ns
+
+
+def test_self_time_in_the_exporters(stream, tmp_path):
+    if not stream.capabilities.timed_delay:
+        pytest.skip("the backend has no timed delay")
+    prof = accgraph.Profiler()
+    self_time_capture(prof, stream, gap_s=0.001).replay()
+    prof.flush()
+    parent = prof.reports()[0][0]
+    prof.write_csv(tmp_path / "r.csv")
+    rows = list(csv.DictReader((tmp_path / "r.csv").open()))
+    assert int(rows[0]["self_ns"]) == parent.self_ns
+    prof.write_stats_csv(tmp_path / "s.csv")
+    stats_rows = list(csv.DictReader((tmp_path / "s.csv").open()))
+    assert float(stats_rows[0]["self_p50_ns"]) == prof.stats()[0].self_p50_ns
+    prof.write_chrome_trace(tmp_path / "t.json")
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    parent_event = next(e for e in events if e.get("ph") == "X" and e["name"] == "parent")
+    assert parent_event["args"]["self_us"] == pytest.approx(parent.self_ns / 1000)
+
+
+def test_note_untimed_counts_by_reason_and_ends_the_table():
+    prof = accgraph.Profiler()
+    assert prof.untimed() == []
+    prof.note_untimed("layer1", "outside a capture")
+    prof.note_untimed("layer2", "outside a capture")
+    prof.note_untimed(name="head", reason="no stream")
+    untimed = prof.untimed()
+    assert [(u.reason, u.count, u.first_name) for u in untimed] == [
+        ("outside a capture", 2, "layer1"), ("no stream", 1, "head")]
+    assert isinstance(untimed[0], accgraph.UntimedCalls)
+    with pytest.raises(AttributeError):
+        untimed[0].count = 5  # read-only
+    assert "count=2" in repr(untimed[0])
+    lines = prof.stats_table().splitlines()
+    assert lines[-2:] == [
+        "untimed: 2 call(s) not timed: outside a capture (first: layer1)",
+        "untimed: 1 call(s) not timed: no stream (first: head)",
+    ]
+    with pytest.raises(TypeError):
+        prof.note_untimed("x")
+
+
+def test_note_untimed_from_threads_loses_no_count():
+    prof = accgraph.Profiler()
+
+    def note(i):
+        for _ in range(500):
+            prof.note_untimed(f"t{i}", "busy")
+
+    threads = [threading.Thread(target=note, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    (only,) = prof.untimed()
+    assert only.count == 2000 and only.first_name.startswith("t")
 
 
 def test_exporters(stream, tmp_path):

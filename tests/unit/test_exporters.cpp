@@ -193,9 +193,9 @@ TEST_CASE("reports csv: invalid UTF-8 replaced, control characters kept inside q
   for (size_t i = 0; i < name_cases().size(); ++i) {
     const NameCase& c = name_cases()[i];
     CAPTURE(c.expected);
-    REQUIRE(records[1 + i].size() == 12);
+    REQUIRE(records[1 + i].size() == 13);
     CHECK(records[1 + i][4] == c.expected);
-    CHECK(records[1 + i][11] == "key " + c.expected + "=value " + c.expected);
+    CHECK(records[1 + i][12] == "key " + c.expected + "=value " + c.expected);
   }
 }
 
@@ -212,7 +212,7 @@ TEST_CASE("stats csv: paths with separators, quotes, line breaks and invalid UTF
   CHECK(records[2][0] == "say \"hi\"");
   CHECK(records[3][0] == "two\r\nlines");
   CHECK(records[4][0] == "bad" + kFFFD + ",byte");
-  for (const auto& record : records) CHECK(record.size() == 8);
+  for (const auto& record : records) CHECK(record.size() == 14);
 }
 
 TEST_CASE("stats table: one line per region, control characters shown as escapes") {
@@ -312,8 +312,9 @@ TEST_CASE("exporters: an unmeasurable region is left out of the trace and has em
 
   std::ostringstream csv;
   write_reports_csv(csv, {report});
-  CHECK(csv.str().find("outer/lost,1,0,,,,,") != std::string::npos);
-  CHECK(csv.str().find("outer/lost/inner,2,0,,2000,3000,1000,") != std::string::npos);
+  CHECK(csv.str().find(",outer,0,0,,1000,5000,4000,,\n") != std::string::npos);  // lost child
+  CHECK(csv.str().find(",outer/lost,1,0,,,,,,\n") != std::string::npos);
+  CHECK(csv.str().find(",outer/lost/inner,2,0,,2000,3000,1000,1000,\n") != std::string::npos);
 }
 
 namespace {
@@ -383,6 +384,8 @@ std::vector<ReplayReport> golden_trace_reports() {
           {"bad\xFF", "two"},  // the same key once made valid UTF-8: the last one wins
           {"path", "overridden by the region's path"},
           {"graph_id", "overridden"},
+          {"self_us", "overridden by the region's self time"},
+          {"self_ns", "dropped: the Perfetto writer's own"},
           {"", "empty key"}}),
       lost,
       at("inside lost", 5, t0 + 20'050, t0 + 20'060, 1, 1),  // parent unmeasurable
@@ -403,7 +406,9 @@ std::vector<ReplayReport> golden_trace_reports() {
 // What write_chrome_trace wrote for golden_trace_reports() when it built one nlohmann::json
 // document (commit 4b21339), parsed and written again one event a line (ASCII, keys sorted);
 // since the zero-copy reports, X events also carry "stream" in args, durations are end - start
-// (the "odd" region's given UINT64_MAX duration is gone) and "backwards" ends before it starts.
+// (the "odd" region's given UINT64_MAX duration is gone) and "backwards" ends before it starts;
+// since issue 20, X events carry "self_us" (RegionTiming::self_ns, e.g. step: 9 us minus the
+// union of forward and crossing, 5.9 us).
 const char* const kGoldenTrace = R"json({"traceEvents":[
 {"args":{"name":"host device 0 (cpu)"},"name":"process_name","ph":"M","pid":2,"tid":0},
 {"args":{"name":"host device 1 (second \"cpu\"\ufffd)"},"name":"process_name","ph":"M","pid":1,"tid":0},
@@ -412,35 +417,35 @@ const char* const kGoldenTrace = R"json({"traceEvents":[
 {"args":{"sort_index":1},"name":"thread_sort_index","ph":"M","pid":1,"tid":1},
 {"args":{"name":"stream 1 (overlap 1)"},"name":"thread_name","ph":"M","pid":1,"tid":2},
 {"args":{"sort_index":2},"name":"thread_sort_index","ph":"M","pid":1,"tid":2},
-{"args":{"batch":"7","graph_id":1,"path":"step","replay_index":0,"stream":1},"cat":"graph 1","dur":9.0,"name":"step","ph":"X","pid":1,"tid":1,"ts":0.0},
-{"args":{"graph_id":1,"path":"forward","replay_index":0,"stream":1},"cat":"graph 1","dur":3.9,"name":"forward","ph":"X","pid":1,"tid":1,"ts":0.1},
-{"args":{"graph_id":1,"path":"crossing","replay_index":0,"stream":1},"cat":"graph 1","dur":2.5,"name":"crossing","ph":"X","pid":1,"tid":2,"ts":3.5},
-{"args":{"graph_id":1,"path":"tail","replay_index":0,"stream":1},"cat":"graph 1","dur":0.0,"name":"tail","ph":"X","pid":1,"tid":1,"ts":9.0},
+{"args":{"batch":"7","graph_id":1,"path":"step","replay_index":0,"self_us":3.1,"stream":1},"cat":"graph 1","dur":9.0,"name":"step","ph":"X","pid":1,"tid":1,"ts":0.0},
+{"args":{"graph_id":1,"path":"forward","replay_index":0,"self_us":3.9,"stream":1},"cat":"graph 1","dur":3.9,"name":"forward","ph":"X","pid":1,"tid":1,"ts":0.1},
+{"args":{"graph_id":1,"path":"crossing","replay_index":0,"self_us":1.1,"stream":1},"cat":"graph 1","dur":2.5,"name":"crossing","ph":"X","pid":1,"tid":2,"ts":3.5},
+{"args":{"graph_id":1,"path":"tail","replay_index":0,"self_us":0.0,"stream":1},"cat":"graph 1","dur":0.0,"name":"tail","ph":"X","pid":1,"tid":1,"ts":9.0},
 {"args":{"name":"stream 2"},"name":"thread_name","ph":"M","pid":1,"tid":3},
 {"args":{"sort_index":3},"name":"thread_sort_index","ph":"M","pid":1,"tid":3},
-{"args":{"graph_id":1,"path":"copy","replay_index":0,"stream":2},"cat":"graph 1","dur":1.4,"name":"copy","ph":"X","pid":1,"tid":3,"ts":3.6},
+{"args":{"graph_id":1,"path":"copy","replay_index":0,"self_us":1.4,"stream":2},"cat":"graph 1","dur":1.4,"name":"copy","ph":"X","pid":1,"tid":3,"ts":3.6},
 {"args":{"name":"stream 5"},"name":"thread_name","ph":"M","pid":2,"tid":4},
 {"args":{"sort_index":4},"name":"thread_sort_index","ph":"M","pid":2,"tid":4},
 {"args":{"name":"stream 5 (overlap 1)"},"name":"thread_name","ph":"M","pid":2,"tid":5},
 {"args":{"sort_index":5},"name":"thread_sort_index","ph":"M","pid":2,"tid":5},
-{"args":{"graph_id":2,"path":"graph2","replay_index":0,"stream":5},"cat":"graph 2","dur":0.7,"name":"graph2","ph":"X","pid":2,"tid":4,"ts":20.0},
-{"args":{"graph_id":0,"path":"inside lost","replay_index":18446744073709551615,"stream":5},"cat":"eager","dur":0.01,"name":"inside lost","ph":"X","pid":2,"tid":4,"ts":20.05},
-{"args":{"graph_id":2,"path":"inner","replay":"0","replay_index":0,"stream":5},"cat":"graph 2","dur":0.233,"name":"inner","ph":"X","pid":2,"tid":4,"ts":20.1},
-{"args":{"graph_id":3,"path":"graph3","replay_index":0,"stream":5},"cat":"graph 3","dur":0.7,"name":"graph3","ph":"X","pid":2,"tid":5,"ts":20.3},
-{"args":{"graph_id":3,"path":"inner","replay":"0","replay_index":0,"stream":5},"cat":"graph 3","dur":0.233,"name":"inner","ph":"X","pid":2,"tid":5,"ts":20.4},
-{"args":{"graph_id":2,"path":"graph2","replay_index":1,"stream":5},"cat":"graph 2","dur":0.7,"name":"graph2","ph":"X","pid":2,"tid":4,"ts":21.0},
-{"args":{"graph_id":2,"path":"inner","replay":"1","replay_index":1,"stream":5},"cat":"graph 2","dur":0.233,"name":"inner","ph":"X","pid":2,"tid":4,"ts":21.1},
-{"args":{"graph_id":3,"path":"graph3","replay_index":1,"stream":5},"cat":"graph 3","dur":0.7,"name":"graph3","ph":"X","pid":2,"tid":5,"ts":21.3},
-{"args":{"graph_id":3,"path":"inner","replay":"1","replay_index":1,"stream":5},"cat":"graph 3","dur":0.233,"name":"inner","ph":"X","pid":2,"tid":5,"ts":21.4},
+{"args":{"graph_id":2,"path":"graph2","replay_index":0,"self_us":0.467,"stream":5},"cat":"graph 2","dur":0.7,"name":"graph2","ph":"X","pid":2,"tid":4,"ts":20.0},
+{"args":{"graph_id":0,"path":"inside lost","replay_index":18446744073709551615,"self_us":0.01,"stream":5},"cat":"eager","dur":0.01,"name":"inside lost","ph":"X","pid":2,"tid":4,"ts":20.05},
+{"args":{"graph_id":2,"path":"inner","replay":"0","replay_index":0,"self_us":0.233,"stream":5},"cat":"graph 2","dur":0.233,"name":"inner","ph":"X","pid":2,"tid":4,"ts":20.1},
+{"args":{"graph_id":3,"path":"graph3","replay_index":0,"self_us":0.467,"stream":5},"cat":"graph 3","dur":0.7,"name":"graph3","ph":"X","pid":2,"tid":5,"ts":20.3},
+{"args":{"graph_id":3,"path":"inner","replay":"0","replay_index":0,"self_us":0.233,"stream":5},"cat":"graph 3","dur":0.233,"name":"inner","ph":"X","pid":2,"tid":5,"ts":20.4},
+{"args":{"graph_id":2,"path":"graph2","replay_index":1,"self_us":0.467,"stream":5},"cat":"graph 2","dur":0.7,"name":"graph2","ph":"X","pid":2,"tid":4,"ts":21.0},
+{"args":{"graph_id":2,"path":"inner","replay":"1","replay_index":1,"self_us":0.233,"stream":5},"cat":"graph 2","dur":0.233,"name":"inner","ph":"X","pid":2,"tid":4,"ts":21.1},
+{"args":{"graph_id":3,"path":"graph3","replay_index":1,"self_us":0.467,"stream":5},"cat":"graph 3","dur":0.7,"name":"graph3","ph":"X","pid":2,"tid":5,"ts":21.3},
+{"args":{"graph_id":3,"path":"inner","replay":"1","replay_index":1,"self_us":0.233,"stream":5},"cat":"graph 3","dur":0.233,"name":"inner","ph":"X","pid":2,"tid":5,"ts":21.4},
 {"args":{"name":"stream 7"},"name":"thread_name","ph":"M","pid":2,"tid":6},
 {"args":{"sort_index":6},"name":"thread_sort_index","ph":"M","pid":2,"tid":6},
-{"args":{"":"empty key","bad\ufffd":"two","ctrl":"\u0001\u0002\u001b[31m\r\n","dup":"second","graph_id":0,"path":"say \"hi\"\\ \u0001\t\n\u001f\u007f caf\u00e9 \ud83d\ude00 bad\ufffd","quote\"":"back\\slash","replay_index":18446744073709551615,"stream":7},"cat":"eager","dur":0.001,"name":"say \"hi\"\\ \u0001\t\n\u001f\u007f caf\u00e9 \ud83d\ude00 bad\ufffd","ph":"X","pid":2,"tid":6,"ts":0.05},
-{"args":{"graph_id":0,"path":"backwards","replay_index":18446744073709551615,"stream":7},"cat":"eager","dur":0.0,"name":"backwards","ph":"X","pid":2,"tid":6,"ts":0.06},
-{"args":{"graph_id":0,"path":"odd","replay_index":18446744073709551615,"stream":7},"cat":"eager","dur":0.001,"name":"odd","ph":"X","pid":2,"tid":6,"ts":123456789012.345},
-{"args":{"graph_id":0,"path":"zero","replay_index":18446744073709551615,"stream":7},"cat":"eager","dur":0.0,"name":"zero","ph":"X","pid":2,"tid":6,"ts":123456789012.346},
+{"args":{"":"empty key","bad\ufffd":"two","ctrl":"\u0001\u0002\u001b[31m\r\n","dup":"second","graph_id":0,"path":"say \"hi\"\\ \u0001\t\n\u001f\u007f caf\u00e9 \ud83d\ude00 bad\ufffd","quote\"":"back\\slash","replay_index":18446744073709551615,"self_us":0.001,"stream":7},"cat":"eager","dur":0.001,"name":"say \"hi\"\\ \u0001\t\n\u001f\u007f caf\u00e9 \ud83d\ude00 bad\ufffd","ph":"X","pid":2,"tid":6,"ts":0.05},
+{"args":{"graph_id":0,"path":"backwards","replay_index":18446744073709551615,"self_us":0.0,"stream":7},"cat":"eager","dur":0.0,"name":"backwards","ph":"X","pid":2,"tid":6,"ts":0.06},
+{"args":{"graph_id":0,"path":"odd","replay_index":18446744073709551615,"self_us":0.001,"stream":7},"cat":"eager","dur":0.001,"name":"odd","ph":"X","pid":2,"tid":6,"ts":123456789012.345},
+{"args":{"graph_id":0,"path":"zero","replay_index":18446744073709551615,"self_us":0.0,"stream":7},"cat":"eager","dur":0.0,"name":"zero","ph":"X","pid":2,"tid":6,"ts":123456789012.346},
 {"args":{"name":"stream 0"},"name":"thread_name","ph":"M","pid":3,"tid":7},
 {"args":{"sort_index":7},"name":"thread_sort_index","ph":"M","pid":3,"tid":7},
-{"args":{"graph_id":9,"path":"ze","replay_index":0,"stream":0},"cat":"graph 9","dur":0.01,"name":"ze","ph":"X","pid":3,"tid":7,"ts":0.01}
+{"args":{"graph_id":9,"path":"ze","replay_index":0,"self_us":0.01,"stream":0},"cat":"graph 9","dur":0.01,"name":"ze","ph":"X","pid":3,"tid":7,"ts":0.01}
 ],"displayTimeUnit":"ns"})json";
 
 TEST_CASE("chrome trace: the same document as the writer before streaming (golden)") {

@@ -113,6 +113,105 @@ TEST_CASE("RegionTiming is read through methods; regions() yields references to 
   CHECK(first.depth() == 0);
 }
 
+TEST_CASE("self time: duration minus the direct children, the gap between them included") {
+  // parent [1000, 2000): a [1100, 1300), a gap, b [1500, 1900) with a grandchild inside b.
+  const ReplayReport r =
+      report(1, 0,
+             {region("p", 1000, 2000), child_of(region("p/a", 1100, 1300, 1, 1), 0),
+              child_of(region("p/b", 1500, 1900, 1, 1), 0),
+              child_of(region("p/b/c", 1600, 1700, 1, 2), 2), region("q", 2000, 2100)});
+  const RegionTiming p = r.region(0), a = r.region(1), b = r.region(2), c = r.region(3);
+  CHECK(p.self_measurable());
+  CHECK(p.self_ns() == p.duration_ns() - a.duration_ns() - b.duration_ns());
+  CHECK(p.self_ns() == 400);
+  CHECK(p.self_ns() >= b.start_ns() - a.end_ns());  // the gap between the children is self
+  CHECK(b.self_ns() == 300);                        // only direct children: c, not deeper
+  CHECK(a.self_ns() == a.duration_ns());            // no children
+  CHECK(c.self_ns() == 100);
+  CHECK(r.region(4).self_ns() == 100);
+  // regions() yields the same values as region(i).
+  std::vector<uint64_t> selves;
+  for (const RegionTiming& t : r.regions()) selves.push_back(t.self_ns());
+  CHECK(selves == std::vector<uint64_t>{400, 200, 300, 100, 100});
+  // A RegionTiming made by hand knows no children.
+  const RegionTiming alone(r.layout().regions()[0], 1000, 2000);
+  CHECK(alone.self_ns() == 1000);
+  CHECK(alone.self_measurable());
+}
+
+TEST_CASE("self time: an unmeasurable child or region makes self unmeasurable") {
+  RegionSample lost = child_of(region("p/lost", 0, 0, 1, 1), 0);
+  lost.measurable = false;
+  const ReplayReport r = report(1, 0,
+                                {region("p", 0, 1000), child_of(region("p/a", 100, 200, 1, 1), 0),
+                                 lost, child_of(region("p/lost/x", 300, 400, 1, 2), 2)});
+  CHECK(r.region(0).measurable());
+  CHECK_FALSE(r.region(0).self_measurable());
+  CHECK(r.region(0).self_ns() == 0);
+  CHECK(r.region(1).self_measurable());
+  CHECK_FALSE(r.region(2).self_measurable());  // not measurable itself
+  CHECK(r.region(3).self_measurable());        // its parent's state does not matter
+  CHECK(r.region(3).self_ns() == 100);
+
+  StatsAccumulator acc(StatsMode::Exact);
+  acc.add(r);
+  const std::vector<RegionStats> stats = acc.stats();
+  CHECK(stats[0].count == 1);
+  CHECK(stats[0].self_count == 0);
+  CHECK(stats[0].self_p50_ns == 0);
+  std::ostringstream csv;
+  write_reports_csv(csv, {r});
+  CHECK(csv.str().find("\n1,0,host,0,p,0,1,,0,1000,1000,,\n") != std::string::npos);
+  CHECK(csv.str().find("p/a,1,1,,100,200,100,100,") != std::string::npos);
+}
+
+TEST_CASE("self time: overlapping children count once, and only inside the parent") {
+  // Children on two lanes overlap each other: [100, 400) and [300, 600) cover 500 ns of the
+  // parent [0, 1000); a plain sum (600) would overstate them.
+  const ReplayReport lanes =
+      report(1, 0,
+             {region("p", 0, 1000), child_of(region("p/a", 100, 400, 1, 1), 0),
+              child_of(region("p/b", 300, 600, 2, 1), 0)});
+  CHECK(lanes.region(0).self_ns() == 500);
+  // Children out of start order (opened on one stream, run first on another) give the same.
+  const ReplayReport reversed = report(
+      1, 0,
+      {region("p", 0, 1000), child_of(region("p/b", 300, 600, 2, 1), 0),
+       child_of(region("p/a", 100, 400, 1, 1), 0), child_of(region("p/c", 800, 900, 2, 1), 0)});
+  CHECK(reversed.region(0).self_ns() == 400);
+  // A child on another stream that runs past the parent's edges: only its part inside counts,
+  // so self never goes negative.
+  const ReplayReport edges =
+      report(1, 0,
+             {region("p", 1000, 2000), child_of(region("p/early", 500, 1200, 2, 1), 0),
+              child_of(region("p/late", 1900, 3000, 2, 1), 0)});
+  CHECK(edges.region(0).self_ns() == 700);  // 1000 - 200 - 100
+  const ReplayReport covering =
+      report(1, 0, {region("p", 1000, 2000), child_of(region("p/all", 0, 5000, 2, 1), 0)});
+  CHECK(covering.region(0).self_ns() == 0);
+  CHECK(covering.region(0).self_measurable());
+  // Random children: 0 <= self <= duration, and = duration - sum when they neither overlap nor
+  // leave the parent.
+  std::mt19937_64 rng(20);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<RegionSample> regions = {region("p", 1000, 2000)};
+    for (int i = 0; i < 6; ++i) {
+      const uint64_t start = 500 + rng() % 2000;
+      regions.push_back(child_of(region("p/c", start, start + rng() % 400, 1, 1), 0));
+    }
+    const RegionTiming p = report(1, 0, regions).region(0);
+    CHECK(p.self_ns() <= p.duration_ns());
+    uint64_t covered = 0;  // by brute force, one nanosecond at a time
+    for (uint64_t t = 1000; t < 2000; ++t)
+      for (size_t i = 1; i < regions.size(); ++i)
+        if (regions[i].start_ns <= t && t < regions[i].end_ns) {
+          ++covered;
+          break;
+        }
+    CHECK(p.self_ns() == 1000 - covered);
+  }
+}
+
 TEST_CASE("stats: count, min, mean and nearest-rank percentiles over known samples") {
   StatsAccumulator acc(StatsMode::Exact);
   for (uint64_t i = 1; i <= 20; ++i)
@@ -161,14 +260,17 @@ TEST_CASE("stats table: aligned columns in microseconds with three decimals") {
   std::vector<std::string> lines = lines_of(out.str());
   REQUIRE(lines.size() == 3);
   CHECK(lines[0].rfind("region", 0) == 0);
-  for (const char* column : {"count", "min_us", "mean_us", "p50_us", "p95_us", "max_us"})
+  for (const char* column :
+       {"count", "min_us", "mean_us", "p50_us", "p95_us", "max_us", "self_p50_us"})
     CHECK(lines[0].find(column) != std::string::npos);
   CHECK(lines[0].size() == lines[1].size());
   CHECK(lines[1].size() == lines[2].size());
   CHECK(lines[1].find("1.500") != std::string::npos);
   CHECK(lines[2].find("0.002") != std::string::npos);
-  // Numbers end in the same column as their header.
+  // Numbers end in the same column as their header; the last column is the self p50 (these
+  // regions have no parent links, so self = duration).
   CHECK(lines[1].rfind("1.500") + 5 == lines[0].size());
+  CHECK(lines[0].rfind("self_p50_us") + 11 == lines[0].size());
 }
 
 TEST_CASE("stats csv: header and exact values") {
@@ -178,8 +280,10 @@ TEST_CASE("stats csv: header and exact values") {
   write_stats_csv(out, acc.stats());
   std::vector<std::string> lines = lines_of(out.str());
   REQUIRE(lines.size() == 2);
-  CHECK(lines[0] == "path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns");
-  CHECK(lines[1] == "\"a,b\",0,2,100,200,100,300,300");
+  CHECK(lines[0] ==
+        "path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns,self_count,self_min_ns,self_mean_ns,"
+        "self_p50_ns,self_p95_ns,self_max_ns");
+  CHECK(lines[1] == "\"a,b\",0,2,100,200,100,300,300,2,100,200,100,300,300");
 }
 
 TEST_CASE("reports csv: one row per region, metadata as k=v;k=v, fields escaped") {
@@ -194,9 +298,9 @@ TEST_CASE("reports csv: one row per region, metadata as k=v;k=v, fields escaped"
   CHECK(
       lines[0] ==
       "graph_id,replay_index,backend,device,path,depth,stream_id,lane,start_ns,end_ns,duration_ns,"
-      "metadata");
-  CHECK(lines[1] == "7,3,host,0,outer,0,5,,1000,2000,1000,\"bytes=4096;note=a,b\"");
-  CHECK(lines[2] == "7,3,host,0,\"outer/in\"\"ner\",1,5,,1100,1200,100,\"q=say \"\"hi\"\"\"");
+      "self_ns,metadata");
+  CHECK(lines[1] == "7,3,host,0,outer,0,5,,1000,2000,1000,1000,\"bytes=4096;note=a,b\"");
+  CHECK(lines[2] == "7,3,host,0,\"outer/in\"\"ner\",1,5,,1100,1200,100,100,\"q=say \"\"hi\"\"\"");
 
   std::ostringstream newline;
   write_reports_csv(newline, {report(1, 0, {region("x", 0, 1, 1, 0, {{"k", "line\nbreak"}})})});
@@ -254,6 +358,8 @@ TEST_CASE("chrome trace: events, units, args and metadata events") {
   CHECK(mm.at("ts").get<double>() == doctest::Approx(0.25));
   CHECK(mm.at("dur").get<double>() == doctest::Approx(0.5));
   CHECK(mm.at("args").at("path") == "step/mm");
+  CHECK(step0.at("args").at("self_us").get<double>() == doctest::Approx(1.0));  // 1.5 - 0.5
+  CHECK(mm.at("args").at("self_us").get<double>() == doctest::Approx(0.5));
   CHECK(find("step", 1).at("ts").get<double>() == doctest::Approx(10.0));
   nlohmann::json eager = find("eager", 0);
   CHECK(eager.at("cat") == "eager");

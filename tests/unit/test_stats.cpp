@@ -10,7 +10,9 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../../timing/stats_internal.hpp"  // kSketchMaxBuckets
@@ -134,6 +136,36 @@ void check_sketch_against_exact(const std::vector<uint64_t>& samples) {
   CHECK(s.p95_ns <= s.max_ns);
   if (want.p50_ns < 128) CHECK(s.p50_ns == want.p50_ns);  // one bucket per value below 128
   if (want.p95_ns < 128) CHECK(s.p95_ns == want.p95_ns);
+  // A region without children: its self time is its duration, in the same kind of series.
+  for (const RegionStats* r : {&e, &s}) {
+    CHECK(r->self_count == r->count);
+    CHECK(r->self_min_ns == r->min_ns);
+    CHECK(r->self_mean_ns == r->mean_ns);
+    CHECK(r->self_p50_ns == r->p50_ns);
+    CHECK(r->self_p95_ns == r->p95_ns);
+    CHECK(r->self_max_ns == r->max_ns);
+  }
+}
+
+// A parent of duration `self + child` with one child of duration `child`.
+ReplayReport parent_with_child(uint64_t self, uint64_t child) {
+  RegionSample parent;
+  parent.info.name = "p";
+  parent.end_ns = self + child;
+  RegionSample inner;
+  inner.info.name = "c";
+  inner.info.parent = 0;
+  inner.info.depth = 1;
+  inner.start_ns = self;
+  inner.end_ns = self + child;
+  return ReplayReport::from_samples({}, 1, 0, {parent, inner});
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
 }
 
 }  // namespace
@@ -148,6 +180,59 @@ TEST_CASE("stats sketch: p50/p95 within 1/128 of exact nearest rank on fixed-see
       for (uint64_t& v : samples) v = d.draw(rng);
       check_sketch_against_exact(samples);
     }
+  }
+}
+
+TEST_CASE("stats: self times get their own series, within the same bound") {
+  std::mt19937_64 rng(20261126);
+  std::vector<uint64_t> selves, durations;
+  StatsAccumulator sketch;
+  StatsAccumulator exact(StatsMode::Exact);
+  for (int i = 0; i < 5001; ++i) {
+    const uint64_t self = rng() % 1'000'000, child = rng() % 50'000'000;
+    selves.push_back(self);
+    durations.push_back(self + child);
+    sketch.add(parent_with_child(self, child));
+    exact.add(parent_with_child(self, child));
+  }
+  const RegionStats want_self = reference(selves), want = reference(durations);
+  const RegionStats e = exact.stats()[0], s = sketch.stats()[0];
+  CHECK(e.path == "p");
+  CHECK(e.self_count == 5001);
+  CHECK(e.self_min_ns == want_self.min_ns);
+  CHECK(e.self_max_ns == want_self.max_ns);
+  CHECK(e.self_mean_ns == want_self.mean_ns);
+  CHECK(e.self_p50_ns == want_self.p50_ns);
+  CHECK(e.self_p95_ns == want_self.p95_ns);
+  CHECK(e.p50_ns == want.p50_ns);  // the durations' series is not mixed with the self times
+  CHECK(s.self_count == 5001);
+  CHECK(s.self_min_ns == want_self.min_ns);
+  CHECK(s.self_max_ns == want_self.max_ns);
+  CHECK(std::fabs(s.self_p50_ns - want_self.p50_ns) <= kSketchRelativeError * want_self.p50_ns);
+  CHECK(std::fabs(s.self_p95_ns - want_self.p95_ns) <= kSketchRelativeError * want_self.p95_ns);
+  CHECK(std::fabs(s.p50_ns - want.p50_ns) <= kSketchRelativeError * want.p50_ns);
+  CHECK(s.self_p50_ns < s.p50_ns / 10);
+  // The child's own series: no children, self = duration.
+  CHECK(e.self_count == exact.stats()[1].self_count);
+}
+
+TEST_CASE("stats: self times equal to the durations at first, apart later, keep every sample") {
+  // "p" without children in its first reports (self = duration), then with a child: the self
+  // series must hold the earlier samples too.
+  for (StatsMode mode : {StatsMode::Sketch, StatsMode::Exact}) {
+    CAPTURE(static_cast<int>(mode));
+    StatsAccumulator acc(mode);
+    for (uint64_t v : {10, 20, 30}) acc.add(report_of("p", v));
+    acc.add(parent_with_child(5, 1000));
+    acc.add(parent_with_child(7, 1000));
+    const RegionStats s = acc.stats()[0];
+    CHECK(s.count == 5);
+    CHECK(s.self_count == 5);
+    CHECK(s.self_min_ns == 5);
+    CHECK(s.self_max_ns == 30);
+    CHECK(s.self_p50_ns == 10);  // 5, 7, 10, 20, 30
+    CHECK(s.self_mean_ns == doctest::Approx(72.0 / 5));
+    CHECK(s.max_ns == 1007);
   }
 }
 
@@ -258,4 +343,83 @@ TEST_CASE("profiler: stats_mode chooses the statistics' mode (Sketch by default)
       CHECK(got.p50_ns != want.p50_ns);
     }
   }
+}
+
+TEST_CASE("profiler: a parent's self time holds the gap between its two children (host)") {
+  ProfilerOptions options;
+  options.stats_mode = StatsMode::Exact;
+  Profiler prof(options);
+  Stream stream = Stream::create("host");
+  {
+    auto parent = prof.region(stream, "parent");
+    {
+      auto a = prof.region(stream, "a");
+      stream.delay(std::chrono::microseconds(100));
+    }
+    stream.delay(std::chrono::milliseconds(2));  // glue between the children: the parent's own
+    {
+      auto b = prof.region(stream, "b");
+      stream.delay(std::chrono::microseconds(100));
+    }
+  }
+  prof.flush();
+  const std::vector<ReplayReport> reports = prof.reports();
+  REQUIRE(reports.size() == 1);
+  REQUIRE(reports[0].size() == 3);
+  const RegionTiming p = reports[0].region(0), a = reports[0].region(1), b = reports[0].region(2);
+  REQUIRE(p.measurable());
+  CHECK(p.self_measurable());
+  CHECK(a.parent() == 0);
+  CHECK(b.parent() == 0);
+  CHECK(p.self_ns() == p.duration_ns() - a.duration_ns() - b.duration_ns());
+  CHECK(p.self_ns() >= b.start_ns() - a.end_ns());
+  CHECK(b.start_ns() - a.end_ns() >= 2'000'000);  // a delay lasts at least as long as asked
+  CHECK(a.self_ns() == a.duration_ns());
+  const std::vector<RegionStats> stats = prof.stats();
+  REQUIRE(stats.size() == 3);
+  CHECK(stats[0].self_count == 1);
+  CHECK(stats[0].self_p50_ns == static_cast<double>(p.self_ns()));
+  CHECK(stats[0].p50_ns == static_cast<double>(p.duration_ns()));
+  const std::vector<std::string> table = lines_of(prof.stats_table());
+  REQUIRE(table.size() == 4);
+  CHECK(table[0].find("self_p50_us") != std::string::npos);
+}
+
+TEST_CASE("profiler: note_untimed counts calls by reason; the stats table ends with them") {
+  Profiler prof;
+  CHECK(prof.untimed().empty());
+  CHECK(prof.stats_table().find("untimed") == std::string::npos);
+  prof.note_untimed("layer1", "called outside a capture");
+  prof.note_untimed("layer2", "called outside a capture");
+  prof.note_untimed("head", "no stream");
+  prof.note_untimed("layer3", "called outside a capture");
+  const std::vector<UntimedCalls> untimed = prof.untimed();
+  REQUIRE(untimed.size() == 2);
+  CHECK(untimed[0].reason == "called outside a capture");
+  CHECK(untimed[0].count == 3);
+  CHECK(untimed[0].first_name == "layer1");
+  CHECK(untimed[1].reason == "no stream");
+  CHECK(untimed[1].count == 1);
+  CHECK(untimed[1].first_name == "head");
+  const std::vector<std::string> table = lines_of(prof.stats_table());
+  REQUIRE(table.size() == 3);  // the header (no regions), then one line per reason
+  CHECK(table[0].rfind("region", 0) == 0);
+  CHECK(table[1] == "untimed: 3 call(s) not timed: called outside a capture (first: layer1)");
+  CHECK(table[2] == "untimed: 1 call(s) not timed: no stream (first: head)");
+}
+
+TEST_CASE("profiler: note_untimed from many threads loses no count") {
+  Profiler prof;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&prof, t] {
+      for (int i = 0; i < 2000; ++i)
+        prof.note_untimed("t" + std::to_string(t), i % 2 == 0 ? "even" : "odd");
+    });
+  for (std::thread& thread : threads) thread.join();
+  const std::vector<UntimedCalls> untimed = prof.untimed();
+  REQUIRE(untimed.size() == 2);
+  CHECK(untimed[0].count == 4000);
+  CHECK(untimed[1].count == 4000);
+  CHECK(untimed[0].first_name.rfind('t', 0) == 0);
 }

@@ -235,7 +235,7 @@ class PerfettoTraceWriter {
   }
 
   // A slice's name, category and annotations: its metadata typed (Note [Typed annotations]),
-  // then the writer's own path, graph_id, replay_index and stream.
+  // then the writer's own path, graph_id, replay_index, stream and (when measurable) self_ns.
   void describe_slice(const TraceSlice& slice, pb::TrackEvent& event) const {
     const ReplayReport& r = reports_[slice.report];
     const RegionTiming t = r.region(slice.region);
@@ -252,6 +252,7 @@ class PerfettoTraceWriter {
     add_annotation(event, "graph_id", static_cast<int64_t>(r.graph_id()));
     add_annotation(event, "replay_index", static_cast<int64_t>(r.replay_index()));
     add_annotation(event, "stream", static_cast<int64_t>(t.stream_id()));
+    if (t.self_measurable()) add_annotation(event, "self_ns", static_cast<int64_t>(t.self_ns()));
   }
 
   // Process k's "accgraph trace info" instant: what merge_perfetto_traces reads.

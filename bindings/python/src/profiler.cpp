@@ -319,15 +319,23 @@ void def_profiler_results(ProfilerClass& cls) {
            nb::sig("def write_stats_csv(self, path: str | os.PathLike[str]) -> None"),
            "Writes the statistics as CSV, one row per region path.")
       .def(
-          "stats_table",
-          [](PyProfiler& self) {
-            std::ostringstream out;
-            timing::write_stats_table(out, self.get().stats());
-            return out.str();
-          },
+          "stats_table", [](PyProfiler& self) { return self.get().stats_table(); },
           nb::call_guard<nb::gil_scoped_release>(),
           "The statistics as a fixed-width text table (microseconds), as `accgraph demo` "
-          "prints it.")
+          "prints it, then one line per reason of note_untimed(): \"untimed: <count> call(s) "
+          "not timed: <reason> (first: <name>)\".")
+      .def(
+          "note_untimed",
+          [](PyProfiler& self, std::string name, std::string reason) {
+            self.get().note_untimed(std::move(name), std::move(reason));
+          },
+          nb::arg("name"), nb::arg("reason"),
+          "Counts a call that was seen but not timed, under `reason`; `name` is kept for the "
+          "first call of each reason. stats_table() ends with one line per reason.")
+      .def(
+          "untimed", [](PyProfiler& self) { return self.get().untimed(); },
+          nb::call_guard<nb::gil_scoped_release>(),
+          "The calls noted by note_untimed(), one UntimedCalls per reason in first-seen order.")
       .def(
           "_region_loop_ns",
           [](PyProfiler& self, PyStream& stream, std::string name, uint64_t count) {
@@ -350,6 +358,17 @@ void def_profiler_results(ProfilerClass& cls) {
 }  // namespace
 
 void bind_profiler(nb::module_& m) {
+  nb::class_<timing::UntimedCalls>(m, "UntimedCalls",
+                                   "Calls noted by Profiler.note_untimed() under one reason "
+                                   "(read-only).")
+      .def_ro("reason", &timing::UntimedCalls::reason, "Why the calls were not timed.")
+      .def_ro("count", &timing::UntimedCalls::count, "How many calls were noted.")
+      .def_ro("first_name", &timing::UntimedCalls::first_name,
+              "The name given with the first of them.")
+      .def("__repr__", [](const timing::UntimedCalls& u) {
+        return "UntimedCalls(reason='" + u.reason + "', count=" + std::to_string(u.count) +
+               ", first_name='" + u.first_name + "')";
+      });
   ProfilerClass cls(m, "Profiler", nb::type_slots(profiler_slots),
                     "Times regions of captured graphs and of eager work "
                     "(accgraph::timing::Profiler):\n\n"

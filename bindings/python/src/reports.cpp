@@ -30,6 +30,8 @@ nb::dict timing_dict(const RegionTiming& r) {
   d["end_ns"] = r.end_ns();
   d["duration_ns"] = r.duration_ns();
   d["measurable"] = r.measurable();
+  d["self_ns"] = r.self_ns();
+  d["self_measurable"] = r.self_measurable();
   d["metadata"] = metadata_dict(r.metadata());
   return d;
 }
@@ -70,6 +72,12 @@ nb::dict stats_dict(const RegionStats& s) {
   d["p50_ns"] = s.p50_ns;
   d["p95_ns"] = s.p95_ns;
   d["max_ns"] = s.max_ns;
+  d["self_count"] = s.self_count;
+  d["self_min_ns"] = s.self_min_ns;
+  d["self_mean_ns"] = s.self_mean_ns;
+  d["self_p50_ns"] = s.self_p50_ns;
+  d["self_p95_ns"] = s.self_p95_ns;
+  d["self_max_ns"] = s.self_max_ns;
   return d;
 }
 
@@ -122,6 +130,14 @@ void bind_region_timing(nb::module_& m) {
           "measurable", [](const PyRegionTiming& r) { return r.timing.measurable(); },
           "False when the backend could not place a marker in time; the statistics "
           "leave such regions out.")
+      .def_prop_ro(
+          "self_ns", [](const PyRegionTiming& r) { return r.timing.self_ns(); },
+          "The region's own time: duration_ns minus the time its direct children in the same "
+          "report cover (their union, clipped to the region: never negative); 0 when not "
+          "self_measurable.")
+      .def_prop_ro(
+          "self_measurable", [](const PyRegionTiming& r) { return r.timing.self_measurable(); },
+          "True when the region and all its direct children are measurable.")
       .def(
           "to_dict", [](const PyRegionTiming& r) { return timing_dict(r.timing); },
           "The attributes as a dict.")
@@ -184,6 +200,13 @@ void bind_region_stats(nb::module_& m) {
       .def_ro("p50_ns", &RegionStats::p50_ns, "Median duration.")
       .def_ro("p95_ns", &RegionStats::p95_ns, "95th percentile duration.")
       .def_ro("max_ns", &RegionStats::max_ns, "Longest duration.")
+      .def_ro("self_count", &RegionStats::self_count,
+              "Measured self times (reports where RegionTiming.self_measurable).")
+      .def_ro("self_min_ns", &RegionStats::self_min_ns, "Shortest self time.")
+      .def_ro("self_mean_ns", &RegionStats::self_mean_ns, "Mean self time.")
+      .def_ro("self_p50_ns", &RegionStats::self_p50_ns, "Median self time.")
+      .def_ro("self_p95_ns", &RegionStats::self_p95_ns, "95th percentile self time.")
+      .def_ro("self_max_ns", &RegionStats::self_max_ns, "Longest self time.")
       .def("to_dict", &stats_dict, "The attributes as a dict.")
       .def("__repr__", [](const RegionStats& s) {
         return "RegionStats(path='" + s.path + "', count=" + std::to_string(s.count) +
