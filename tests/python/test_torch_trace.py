@@ -183,8 +183,10 @@ def kineto_trace(reports, programmatic=False, correlation=True, foreign=True,
                 mine.append(kernel(f"work_{n}_{i}", t + 500, times[i + 1] - t - 1000, corr))
                 if i == 0:  # a graph's fill node: labelled as kernels are
                     mine[-1]["cat"] = "gpu_memset"
+        # A record kernel and the work after it take one row, the next pair the next row, so
+        # both kernel kinds land on every row whatever markers the regions share.
         for i, e in enumerate(mine):
-            e["tid"] = e["args"]["stream"] = rows[i % len(rows)]
+            e["tid"] = e["args"]["stream"] = rows[(i // 2) % len(rows)]
         mine.append(kernel(END, times[-1] + 400, 1200, corr))
         for e in mine:
             if correlation == "each":
