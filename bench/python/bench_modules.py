@@ -23,6 +23,7 @@ only (12), all timed by one Profiler (lazy delivery) and replayed in interleaved
 from __future__ import annotations
 
 import argparse
+import pathlib
 import statistics
 import sys
 import time
@@ -42,55 +43,16 @@ TARGETS = {"all modules": 1.10, "depth <= 2": 1.04, "blocks": 1.01}
 
 
 def make_model(torch: Any) -> Any:
-    nn = torch.nn
+    """The GPT-2-like model of examples/python/torch_modules.py (its one definition), with
+    BLOCKS blocks, bf16, eval."""
+    import importlib.util
 
-    class Attention(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.c_attn = nn.Linear(D_MODEL, 3 * D_MODEL)
-            self.c_proj = nn.Linear(D_MODEL, D_MODEL)
-
-        def forward(self, x: Any) -> Any:
-            b, t, c = x.shape
-            q, k, v = self.c_attn(x).split(D_MODEL, dim=2)
-            q, k, v = (z.view(b, t, HEADS, c // HEADS).transpose(1, 2) for z in (q, k, v))
-            y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-            return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
-
-    class MLP(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.c_fc = nn.Linear(D_MODEL, 4 * D_MODEL)
-            self.gelu = nn.GELU(approximate="tanh")
-            self.c_proj = nn.Linear(4 * D_MODEL, D_MODEL)
-
-        def forward(self, x: Any) -> Any:
-            return self.c_proj(self.gelu(self.c_fc(x)))
-
-    class Block(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.ln_1 = nn.LayerNorm(D_MODEL)
-            self.attn = Attention()
-            self.ln_2 = nn.LayerNorm(D_MODEL)
-            self.mlp = MLP()
-
-        def forward(self, x: Any) -> Any:
-            x = x + self.attn(self.ln_1(x))
-            return x + self.mlp(self.ln_2(x))
-
-    class GPT(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.h = nn.ModuleList([Block() for _ in range(BLOCKS)])
-            self.ln_f = nn.LayerNorm(D_MODEL)
-
-        def forward(self, x: Any) -> Any:
-            for block in self.h:
-                x = block(x)
-            return self.ln_f(x)
-
-    return GPT().to(device="cuda", dtype=torch.bfloat16).eval()
+    path = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python" / "torch_modules.py"
+    spec = importlib.util.spec_from_file_location("accgraph_example_torch_modules", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    assert (example.D_MODEL, example.HEADS) == (D_MODEL, HEADS), "the example's model changed"
+    return example.GPT(BLOCKS).to(device="cuda", dtype=torch.bfloat16).eval()
 
 
 def capture(torch: Any, model: Any, x: Any) -> Tuple[Any, Any]:

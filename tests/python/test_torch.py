@@ -6,6 +6,7 @@ torch.cuda.CUDAGraph as it was. Skipped, with the reason, without torch, a GPU o
 backend (test_torch_standin.py runs the wrappers on the host backend everywhere)."""
 
 import os
+import pathlib
 import warnings
 
 import pytest
@@ -281,57 +282,23 @@ def test_torch_imports_after_accgraph_in_a_fresh_interpreter():
 
 # --- module timing (issue 20) ---------------------------------------------------------------------
 
-D_MODEL, HEADS, BATCH, SEQ = 768, 12, 8, 256
+BATCH, SEQ = 8, 256
 
 
-class Attention(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.c_attn = torch.nn.Linear(D_MODEL, 3 * D_MODEL)
-        self.c_proj = torch.nn.Linear(D_MODEL, D_MODEL)
+def _example_model_module():
+    """examples/python/torch_modules.py, the one definition of the GPT-2-like model (also timed
+    by bench/python/bench_modules.py): loaded as a module, its main() not run."""
+    import importlib.util
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, c = x.shape
-        q, k, v = self.c_attn(x).split(D_MODEL, dim=2)
-        q, k, v = (z.view(b, t, HEADS, c // HEADS).transpose(1, 2) for z in (q, k, v))
-        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+    path = pathlib.Path(__file__).parents[2] / "examples" / "python" / "torch_modules.py"
+    spec = importlib.util.spec_from_file_location("accgraph_example_torch_modules", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-class MLP(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.c_fc = torch.nn.Linear(D_MODEL, 4 * D_MODEL)
-        self.gelu = torch.nn.GELU(approximate="tanh")
-        self.c_proj = torch.nn.Linear(4 * D_MODEL, D_MODEL)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.c_proj(self.gelu(self.c_fc(x)))
-
-
-class Block(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ln_1 = torch.nn.LayerNorm(D_MODEL)
-        self.attn = Attention()
-        self.ln_2 = torch.nn.LayerNorm(D_MODEL)
-        self.mlp = MLP()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x))  # the residual add: glue between attn and ln_2
-        return x + self.mlp(self.ln_2(x))
-
-
-class GPT(torch.nn.Module):
-    def __init__(self, blocks: int) -> None:
-        super().__init__()
-        self.h = torch.nn.ModuleList([Block() for _ in range(blocks)])
-        self.ln_f = torch.nn.LayerNorm(D_MODEL)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for block in self.h:
-            x = block(x)
-        return self.ln_f(x)
+_example = _example_model_module()
+D_MODEL, GPT = _example.D_MODEL, _example.GPT  # Block: x = x + attn(ln_1(x)), the glue add
 
 
 BLOCK_PATHS = ["ln_1", "attn", "attn/c_attn", "attn/c_proj", "ln_2", "mlp", "mlp/c_fc",
@@ -466,7 +433,6 @@ def test_torch_compile_records_no_module_region_and_keeps_graph_region():
 
 
 def test_python_m_accgraph_torch_runs_the_example(tmp_path):
-    import pathlib
     import subprocess
     import sys
 
