@@ -92,6 +92,30 @@ def test_one_report_per_replay_with_the_model_regions(torch):
         assert {r.stream_id for r in report} == {capture_stream.id}
 
 
+def test_a_capture_without_regions_replays_natively(torch):
+    """Nothing recorded in the capture: no profiler reports its replays (replay_hooks 0), so
+    replay() calls PyTorch's directly, without ForeignGraph.launch (its count stays 0); the
+    same graph recaptured with regions goes through launch again."""
+    prof = accgraph.Profiler()
+    with accgraph.torch.instrumented(prof):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            torch.cuda.current_stream().work(0)
+        foreign = accgraph.torch.foreign_graph(g)
+        assert foreign is not None and foreign.replay_hooks == 0
+        for _ in range(3):
+            g.replay()
+        assert foreign.replay_count == 0
+        g.reset()
+        with torch.cuda.graph(g):
+            model(torch, prof)
+        assert accgraph.torch.foreign_graph(g).replay_hooks == 1
+        g.replay()
+        assert accgraph.torch.foreign_graph(g).replay_count == 1
+        prof.flush()
+    assert prof.delivered == 1
+
+
 def test_a_capture_ended_in_two_steps(monkeypatch):
     """Recent PyTorch ends a capture in capture_end_pre (called by capture_end, or directly)."""
     torch = make_torch(end_in_two_steps=True)

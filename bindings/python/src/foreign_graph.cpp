@@ -158,6 +158,11 @@ void bind_foreign_graph(nb::module_& m) {
       .def_prop_ro(
           "replay_count", [](PyForeignGraph& self) { return self.graph->graph().replay_count(); },
           "Launches counted since the last capture_begin.")
+      .def_prop_ro(
+          "replay_hooks", [](PyForeignGraph& self) { return self.graph->graph().replay_hooks(); },
+          "How many profilers' timings and replay observers act on each launch. 0 after a "
+          "capture in which no region was recorded (no profiler reports its launches): an "
+          "owner may then launch natively without launch() (accgraph.torch does).")
       .def("__repr__", &foreign_repr);
 }
 

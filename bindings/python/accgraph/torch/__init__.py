@@ -97,7 +97,9 @@ __all__ = [
 #   inside, and the launch is numbered; one report per replay. On the host that is a raw-stream
 #   read, a dict look-up and one call into C++ that releases the GIL; no synchronisation with
 #   lazy delivery (a replay waits only when ring_depth replays are unread). On the device: the
-#   markers recorded into the capture (bench/python/bench_torch.py measures both).
+#   markers recorded into the capture (bench/python/bench_torch.py measures both). A capture in
+#   which no region was recorded has nothing to report (ForeignGraph.replay_hooks is 0 after
+#   its capture_end): its replays call the original directly, as if untimed.
 # - reset: ForeignGraph.reset() (the reports of pending replays are delivered), then the
 #   original.
 # - destruction: the ForeignGraph is an attribute of the instance, dropped with it before
@@ -209,7 +211,8 @@ class _GraphTiming:
         self.foreign = ForeignGraph(_BACKEND)
         self.device = 0
         self.stream: Optional[Stream] = None
-        self.ready = False  # a finished capture: replays are launched through the ForeignGraph
+        # A finished capture with regions: replays are launched through the ForeignGraph.
+        self.ready = False
         self.graph_region_open = False
 
 
@@ -321,7 +324,9 @@ def _end(installation: _Installation, graph: Any, end_native: Callable[..., Any]
         finally:
             reset_native(graph)
         raise
-    timing.ready = True
+    # A capture that recorded no region gives no profiler anything to report (no marker node,
+    # no ring: Note [Deferred ring]): its replays go straight to PyTorch, at no cost.
+    timing.ready = timing.foreign.replay_hooks > 0
 
 
 def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
