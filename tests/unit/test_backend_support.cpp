@@ -1,6 +1,6 @@
 // Tests of the SPI helpers for backend authors in accgraph/spi/: stream_cast, check_device_index,
 // HandleTable, FirstFailure, run_every_node, delay_on_this_thread (until 0.2 together in
-// backend_support.hpp), steady_clock_markers.hpp and native_call.hpp.
+// backend_support.hpp), steady_clock_markers.hpp, slot_ring_markers.hpp and native_call.hpp.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -18,6 +18,7 @@
 #include "accgraph/spi/native_call.hpp"
 #include "accgraph/spi/priority.hpp"
 #include "accgraph/spi/run_every_node.hpp"
+#include "accgraph/spi/slot_ring_markers.hpp"
 #include "accgraph/spi/steady_clock_markers.hpp"
 #include "accgraph/spi/stream_cast.hpp"
 #include "check_error.hpp"
@@ -214,6 +215,83 @@ struct FakeCall {
 int fake_alloc(int result) { return result; }
 
 }  // namespace
+
+// A slot-ring marker set whose "device" is this test: a slot completes when the test says so,
+// and its times are sequence * 10 + marker.
+class FakeSlotRing final : public accgraph::SlotRingMarkers {
+ public:
+  FakeSlotRing() : SlotRingMarkers("fake", 2, 4) {}
+  std::string strategy() const override { return "fake"; }
+  uint64_t resolution_ns() const override { return 1; }
+
+  bool done[2] = {false, false};
+  int blocks = 0;
+  int warnings = 0;
+  bool ambiguous = false;
+  uint64_t data[2][4] = {};
+
+ protected:
+  void check_stream(accgraph::StreamImpl&, const char*) override {}
+  void record_marker(accgraph::StreamImpl&, uint32_t) override {}
+  bool poll_slot(size_t index) override { return done[index]; }
+  void block_on_slot(size_t index, const std::string&) override {
+    ++blocks;
+    done[index] = true;
+  }
+  void publish_slot(accgraph::StreamImpl&, uint64_t sequence, size_t index) override {
+    done[index] = false;
+    for (size_t k = 0; k < used(); ++k) data[index][k] = sequence * 10 + k;
+  }
+  bool window_is_unambiguous(uint64_t) const override { return !ambiguous; }
+  void warn_unmeasurable(uint64_t, uint64_t) override { ++warnings; }
+  void read_slot(size_t index, uint64_t* times, size_t count) override {
+    for (size_t k = 0; k < count; ++k) times[k] = data[index][k];
+  }
+};
+
+TEST_CASE("SlotRingMarkers: slots, the wait for a busy slot, the read errors, unmeasurable once") {
+  FakeSlotRing m;
+  FakeStream stream;
+  uint64_t t[4] = {};
+  CHECK(m.ring_depth() == 2);
+  CHECK_FALSE(m.is_complete(0));
+  CHECK_ACCGRAPH_ERROR(m.wait(0), ErrorCode::InvalidState, "was never launched");
+  CHECK_ACCGRAPH_ERROR(m.record(stream, 4), ErrorCode::InvalidArgument, "beyond the 4 markers");
+
+  m.begin_sequence(stream);
+  m.record(stream, 0);
+  m.record(stream, 2);
+  m.after_eager_sequence(stream, 0);
+  CHECK_FALSE(m.is_complete(0));  // published, not observed
+  CHECK_FALSE(m.is_complete(1));  // not launched
+  m.done[0] = true;
+  CHECK(m.is_complete(0));
+  m.read(0, t, 3);
+  CHECK(t[0] == 0);
+  CHECK(t[2] == 2);
+  CHECK_ACCGRAPH_ERROR(m.read(0, t, 4), ErrorCode::InvalidArgument, "sequence 0 recorded 3");
+  CHECK_ACCGRAPH_ERROR(m.read(0, t, 5), ErrorCode::InvalidArgument, "holds at most 4");
+
+  m.begin_sequence(stream);
+  m.record(stream, 0);
+  m.after_eager_sequence(stream, 1);
+  m.begin_sequence(stream);
+  m.record(stream, 1);
+  m.after_eager_sequence(stream, 2);  // slot 0 was read: no wait
+  CHECK(m.blocks == 0);
+  CHECK(m.is_complete(0));  // overwritten by sequence 2: complete, but no longer readable
+  CHECK_ACCGRAPH_ERROR(m.read(0, t, 1), ErrorCode::InvalidState, "overwritten by sequence 2");
+  m.begin_sequence(stream);
+  m.after_eager_sequence(stream, 3);  // slot 1 still in flight: waited for first
+  CHECK(m.blocks == 1);
+
+  m.done[0] = true;
+  m.ambiguous = true;  // the counter may have wrapped: every marker unmeasurable, one warning
+  m.read(2, t, 2);
+  CHECK(t[0] == accgraph::TimestampMarkers::kUnmeasurable);
+  CHECK(t[1] == accgraph::TimestampMarkers::kUnmeasurable);
+  CHECK(m.warnings == 1);
+}
 
 TEST_CASE("native_call_name: the called function from the call's source text") {
   CHECK(accgraph::native_call_name("cudaStreamEndCapture(stream_, &graph)") ==
