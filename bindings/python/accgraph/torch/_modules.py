@@ -116,15 +116,22 @@ class _Names:
         if not self.foreign_named:
             return None
         info = _Info(module, None, self.selector)
-        key, by_id = id(module), self.by_id
-
-        def forget(_: Any) -> None:  # modules made in each forward must not pile up here
-            if by_id.get(key) is info:
-                del by_id[key]
-
-        info.ref = weakref.ref(module, forget)
-        by_id[key] = info
+        # Modules made in each forward must not pile up here.
+        info.ref = _keep_while_alive(self.by_id, module, info)
         return info
+
+
+def _keep_while_alive(table: Dict[int, Any], obj: Any, value: Any) -> "weakref.ref[Any]":
+    """Stores `value` in `table` under id(obj) until `obj` dies (then the entry goes, unless
+    another value replaced it); returns the weak reference to `obj` that does it."""
+    key = id(obj)
+
+    def forget(_: Any) -> None:
+        if table.get(key) is value:
+            del table[key]
+
+    table[key] = value
+    return weakref.ref(obj, forget)
 
 
 def _compile_pattern(what: str, pattern: Union[str, Pattern[str], None]) -> Optional[Pattern[str]]:
@@ -219,14 +226,8 @@ class ModuleTiming:
             if names is None or names.root_ref() is not root or names.generation != self.generation:
                 names = _Names(root, self._selected)
                 names.generation = self.generation
-                key, by_root = id(root), self.by_root
-
-                def forget(_: Any) -> None:  # roots made at each step must not pile up here
-                    if by_root.get(key) is names:
-                        del by_root[key]
-
-                names.root_ref = weakref.ref(root, forget)
-                by_root[key] = names
+                # Roots made at each step must not pile up here.
+                names.root_ref = _keep_while_alive(self.by_root, root, names)
             return names
         if self.tree_generation != self.generation:
             self.tree = _Names.union([r for r in (ref() for ref in self.roots) if r is not None],
