@@ -60,8 +60,8 @@ def test_instrument_and_uninstrument_put_back_the_same_functions(torch):
     provider = accgraph.set_default_stream_provider(None)
     accgraph.torch.instrument(accgraph.Profiler())
     assert accgraph.torch.is_instrumented()
-    assert all(getattr(cls, name) is not fn for name, fn in before.items())
-    assert cls.replay.__wrapped__ is before["replay"]  # functools.wraps: torch's docs stay
+    assert all(getattr(cls, name) is not fn for name, fn in before.items() if name != "replay")
+    assert cls.replay is before["replay"]  # replays are wrapped per timed instance only
     assert accgraph.set_default_stream_provider(None) is not None  # PyTorch's current stream
     accgraph.torch.uninstrument()
     assert not accgraph.torch.is_instrumented()
@@ -935,3 +935,44 @@ def test_without_the_cuda_backend(monkeypatch):
     with pytest.raises(accgraph.torch.TorchUnavailableError,
                        match=r"accgraph's cuda backend is unavailable \(.+\)"):
         accgraph.torch.instrument(accgraph.Profiler())
+
+
+def test_only_graphs_with_regions_get_a_timed_replay_of_their_own(torch):
+    # Note [Wrapping CUDAGraph]: the class's replay stays PyTorch's; a capture that recorded
+    # regions gives its instance a timed replay, which goes with reset(), a new capture and
+    # uninstrument(), and which does not keep a dropped graph alive.
+    import gc
+    import weakref
+
+    prof = accgraph.Profiler()
+    with accgraph.torch.instrumented(prof):
+        plain = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(plain):
+            torch.cuda.current_stream().work(0)
+        assert "replay" not in plain.__dict__
+        assert plain.replay.__func__ is torch.cuda.CUDAGraph.replay
+        g = captured(torch, prof)
+        assert g.replay.__wrapped__ is torch.cuda.CUDAGraph.replay  # functools.wraps
+        g.replay()
+        plain.replay()
+        prof.flush()
+        assert prof.delivered == 1
+        g.reset()
+        assert "replay" not in g.__dict__
+        g = captured(torch, prof)
+        assert "replay" in g.__dict__
+        with torch.cuda.graph(g := torch.cuda.CUDAGraph()):
+            torch.cuda.current_stream().work(0)  # recaptured without regions
+        assert "replay" not in g.__dict__
+        timed = captured(torch, prof)
+        gone = weakref.ref(captured(torch, prof))
+        gc.disable()
+        try:
+            assert gone() is None  # freed without the cycle collector
+        finally:
+            gc.enable()
+    assert "replay" not in timed.__dict__  # uninstrument() took it back
+    timed.replay()  # untimed now
+    torch.cuda.default_stream.synchronize()
+    prof.flush()
+    assert prof.delivered == 1

@@ -92,14 +92,19 @@ __all__ = [
 # - capture_end (and capture_end_pre where the installed PyTorch has it): ForeignGraph.
 #   capture_end() first, while the native capture is still open (the last markers go into it),
 #   then the original; if the original fails, the ForeignGraph is reset.
-# - replay: ForeignGraph.launch(stream, original replay) on the current stream of the capture
+# - replay: not wrapped on the class. A capture that recorded regions gives its instance a
+#   `replay` attribute of its own (an instance attribute wins over the class's method), which
+#   runs ForeignGraph.launch(stream, original replay) on the current stream of the capture
 #   device (where PyTorch replays): the marker ring is made ready, the original replay runs
 #   inside, and the launch is numbered; one report per replay. On the host that is a raw-stream
 #   read, a dict look-up and one call into C++ that releases the GIL; no synchronisation with
 #   lazy delivery (a replay waits only when ring_depth replays are unread). On the device: the
-#   markers recorded into the capture (bench/python/bench_torch.py measures both). A capture in
-#   which no region was recorded has nothing to report (ForeignGraph.replay_hooks is 0 after
-#   its capture_end): its replays call the original directly, as if untimed.
+#   markers recorded into the capture (bench/python/bench_torch.py measures both). Every other
+#   graph (a capture in which no region was recorded, whose ForeignGraph.replay_hooks is 0 after
+#   its capture_end; a graph captured before instrument()) keeps PyTorch's own method: no
+#   instrumentation code runs on its replays at all (issue 20: host cost per replay()). The
+#   attribute holds the graph weakly (no reference cycle delays freeing a dropped graph's
+#   memory) and goes when the graph is reset, recaptured or uninstrumented.
 # - reset: ForeignGraph.reset() (the reports of pending replays are delivered), then the
 #   original.
 # - destruction: the ForeignGraph is an attribute of the instance, dropped with it before
@@ -199,6 +204,8 @@ class _Installation:
         # of its capture does not block uninstrument()).
         self.capturing: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
         self.patches: Dict[str, Callable[..., Any]] = {}
+        # graph -> its own timed replay (Note [Wrapping CUDAGraph]); set by _make_patches.
+        self.timed_replay: Callable[[Any], Callable[..., Any]] = lambda graph: None
 
 
 class _GraphTiming:
@@ -286,7 +293,7 @@ def _begin(installation: _Installation, graph: Any, stream: Stream, device: int)
             _timed_graphs.add(graph)
         elif timing.foreign.state != GraphState.EMPTY:
             timing.foreign.reset()
-        timing.ready = False
+        _set_ready(graph, timing, False)
         timing.graph_region_open = False
         timing.foreign.capture_begin(stream)
     except Error as e:
@@ -326,7 +333,30 @@ def _end(installation: _Installation, graph: Any, end_native: Callable[..., Any]
         raise
     # A capture that recorded no region gives no profiler anything to report (no marker node,
     # no ring: Note [Deferred ring]): its replays go straight to PyTorch, at no cost.
-    timing.ready = timing.foreign.replay_hooks > 0
+    _set_ready(graph, timing, timing.foreign.replay_hooks > 0)
+
+
+# The name of the per-instance replay (Note [Wrapping CUDAGraph]).
+_REPLAY = "replay"
+
+
+def _set_ready(graph: Any, timing: _GraphTiming, ready: bool) -> None:
+    """Whether `graph`'s replays are launched through its ForeignGraph: the instance gets or
+    loses its own timed `replay` (Note [Wrapping CUDAGraph])."""
+    timing.ready = ready
+    if ready:
+        graph.__dict__[_REPLAY] = timing.installation.timed_replay(graph)
+    else:
+        _drop_timed_replay(graph)
+
+
+def _drop_timed_replay(graph: Any) -> None:
+    try:
+        replay = graph.__dict__.get(_REPLAY)
+        if getattr(replay, "_accgraph_timed", False):
+            del graph.__dict__[_REPLAY]
+    except AttributeError:  # an instance without a __dict__ never got one
+        pass
 
 
 def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
@@ -363,7 +393,7 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
             except BaseException:
                 timing = _timing_of(self)
                 if timing is not None and timing.installation is installation:
-                    timing.ready = False
+                    _set_ready(self, timing, False)
                     timing.foreign.reset()  # the native capture failed: nothing will run
                 raise
 
@@ -371,31 +401,40 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
 
     raw_stream = installation.raw_stream
     partial = functools.partial
+    ref = weakref.ref
 
-    @functools.wraps(original_replay)
-    def replay(self: Any, *args: Any, **kwargs: Any) -> Any:
-        # The per-replay path (issue 20: <= 1 us on the host): _timing_of and _current inlined.
-        try:
-            timing = self.__dict__.get(_ATTRIBUTE)
-        except AttributeError:  # an instance without a __dict__ carries no timing
-            timing = None
-        if timing is None or not timing.ready or timing.installation is not installation:
-            return original_replay(self, *args, **kwargs)
-        device = timing.device
-        stream = _streams.get((device, raw_stream(device)))
-        if stream is None:
-            stream = _wrap_current(torch, device)
-        # trusted: CUDAGraph.replay launches its executable exactly once or raises before
-        # launching, so no fence is needed (Note [Launch fences]: it would cost two kernels).
-        timing.foreign.launch(stream, partial(original_replay, self, *args, **kwargs)
-                              if args or kwargs else partial(original_replay, self), trusted=True)
-        return None
+    def timed_replay(graph: Any) -> Callable[..., Any]:
+        """The `replay` of one instance whose capture recorded regions."""
+        graph_ref = ref(graph)
+
+        @functools.wraps(original_replay)
+        def replay(*args: Any, **kwargs: Any) -> Any:
+            # The per-replay path (issue 20: <= 1 us on the host): _current inlined.
+            self = graph_ref()
+            timing = self.__dict__.get(_ATTRIBUTE) if self is not None else None
+            if timing is None or not timing.ready or _installed is not installation:
+                return original_replay(self, *args, **kwargs)
+            device = timing.device
+            stream = _streams.get((device, raw_stream(device)))
+            if stream is None:
+                stream = _wrap_current(torch, device)
+            # trusted: CUDAGraph.replay launches its executable exactly once or raises before
+            # launching, so no fence is needed (Note [Launch fences]: it would cost two kernels).
+            timing.foreign.launch(stream, partial(original_replay, self, *args, **kwargs)
+                                  if args or kwargs else partial(original_replay, self),
+                                  trusted=True)
+            return None
+
+        replay._accgraph_timed = True  # type: ignore[attr-defined]
+        return replay
+
+    installation.timed_replay = timed_replay
 
     @functools.wraps(original_reset)
     def reset(self: Any, *args: Any, **kwargs: Any) -> Any:
         timing = _timing_of(self)
         if timing is not None:
-            timing.ready = False
+            _set_ready(self, timing, False)
             installation.capturing.pop(id(self), None)
             try:
                 if timing.foreign.state != GraphState.EMPTY:
@@ -409,7 +448,6 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
     patches["capture_end"] = ending(original_end)
     if "capture_end_pre" in originals:
         patches["capture_end_pre"] = ending(originals["capture_end_pre"])
-    patches["replay"] = replay
     patches["reset"] = reset
     return patches
 
@@ -514,6 +552,7 @@ def _at_exit() -> None:
         warnings.warn(f"accgraph.torch: uninstrumenting at exit failed: {e}", RuntimeWarning)
     for graph in list(_timed_graphs):
         try:
+            _drop_timed_replay(graph)
             graph.__dict__.pop(_ATTRIBUTE, None)  # its ForeignGraph goes, as reset() does
         except Exception as e:  # noqa: BLE001 - at exit, say it and go on
             warnings.warn(f"accgraph.torch: releasing a graph's timing at exit failed: {e}",
@@ -558,6 +597,8 @@ def _uninstrument(force: bool) -> None:
                     setattr(cls, name, installation.originals[name])
                 else:
                     delattr(cls, name)
+            for graph in list(_timed_graphs):  # their replays are PyTorch's own again
+                _drop_timed_replay(graph)
             _default_stream.set_default_stream_provider(installation.previous_provider)
             installation.modules = None
             _installed = None
