@@ -56,15 +56,15 @@ cudaStreamCaptureMode to_cuda(CaptureMode mode) noexcept {
 
 namespace {
 
-/// ACCGRAPH_CUDA_PROGRAMMATIC_MARKERS=0 launches device-timestamp markers as plain kernels
-/// (Note [Programmatic markers] in kernels.cu); unset, empty or 1 lets sm_90+ devices use
-/// programmatic dependent launch.
-bool programmatic_markers_enabled() {
-  const char* value = std::getenv("ACCGRAPH_CUDA_PROGRAMMATIC_MARKERS");
+/// An on/off switch from the environment for the device-timestamp markers: unset, empty or 1 is
+/// on, 0 is off. ACCGRAPH_CUDA_PROGRAMMATIC_MARKERS=0 launches them as plain kernels (Note
+/// [Programmatic markers] in kernels.cu); ACCGRAPH_CUDA_DETACHED_MARKERS=0 keeps captured
+/// markers in the stream's chain (Note [Detached markers] in markers.cpp).
+bool marker_switch(const char* name) {
+  const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0' || std::strcmp(value, "1") == 0) return true;
   if (std::strcmp(value, "0") == 0) return false;
-  log(LogLevel::Warning,
-      fmt::format("cuda: ignoring ACCGRAPH_CUDA_PROGRAMMATIC_MARKERS='{}': use 0 or 1", value));
+  log(LogLevel::Warning, fmt::format("cuda: ignoring {}='{}': use 0 or 1", name, value));
   return true;
 }
 
@@ -75,7 +75,7 @@ std::string version_text(int version) {
 struct DeviceEntry {
   DeviceInfo info;
   uint64_t resolution_ns = 0;
-  bool programmatic_markers = false;  // Note [Programmatic markers] in kernels.cu
+  DeviceMarkerModes marker_modes;
 };
 
 class CudaBackend final : public Backend, public ClockSampling {
@@ -176,8 +176,7 @@ class CudaBackend final : public Backend, public ClockSampling {
     DeviceGuard guard(device);
     if (strategy == kStrategyExternalEvents)
       return make_external_event_markers(device, depth, entry.resolution_ns);
-    return make_device_timestamp_markers(device, depth, entry.resolution_ns,
-                                         entry.programmatic_markers);
+    return make_device_timestamp_markers(device, depth, entry.resolution_ns, entry.marker_modes);
   }
 
   void sample_clock(int device, timing::ClockSample* samples, size_t count) override {
@@ -243,7 +242,9 @@ std::unique_ptr<Backend> make_cuda_backend() {
     DeviceEntry entry;
     entry.info.index = d;
     entry.info.name = fmt::format("{} (sm_{}{})", prop.name, prop.major, prop.minor);
-    entry.programmatic_markers = prop.major >= 9 && programmatic_markers_enabled();
+    entry.marker_modes.programmatic =
+        prop.major >= 9 && marker_switch("ACCGRAPH_CUDA_PROGRAMMATIC_MARKERS");
+    entry.marker_modes.detached = marker_switch("ACCGRAPH_CUDA_DETACHED_MARKERS");
     try {
       DeviceGuard guard(d);
       entry.resolution_ns = measure_globaltimer_resolution_ns();

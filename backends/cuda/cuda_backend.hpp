@@ -46,7 +46,9 @@ cudaError_t launch_spin(cudaStream_t stream, uint64_t ns);
 cudaError_t launch_write_globaltimer(cudaStream_t stream, uint64_t* out);
 /// Note [Device timestamp ring]: *stamp = %globaltimer (one store, nothing read first).
 /// programmatic: launched as a programmatic dependent (Note [Programmatic markers]; sm_90+).
-cudaError_t launch_marker_record(cudaStream_t stream, uint64_t* stamp, bool programmatic);
+/// priority: when not null, the launch's scheduling priority (Note [Detached markers]).
+cudaError_t launch_marker_record(cudaStream_t stream, uint64_t* stamp, bool programmatic,
+                                 const int* priority = nullptr);
 /// Stamps per staging chunk (Note [Device timestamp ring]): a sequence's marker i is written to
 /// chunk[i / kStagingChunk][i % kStagingChunk].
 inline constexpr size_t kStagingChunk = 128;
@@ -331,9 +333,15 @@ class CudaGraph final : public GraphImplInterface {
 
 // --- markers ---------------------------------------------------------------------------------
 
+/// How device-timestamp markers are launched (each switchable from the environment).
+struct DeviceMarkerModes {
+  bool programmatic = false;  ///< Note [Programmatic markers] in kernels.cu (sm_90+)
+  bool detached = true;       ///< Note [Detached markers] in markers.cpp (captures)
+};
+
 std::unique_ptr<TimestampMarkers> make_device_timestamp_markers(int device, size_t ring_depth,
                                                                 uint64_t resolution_ns,
-                                                                bool programmatic);
+                                                                DeviceMarkerModes modes);
 std::unique_ptr<TimestampMarkers> make_external_event_markers(int device, size_t ring_depth,
                                                               uint64_t resolution_ns);
 

@@ -169,21 +169,30 @@ cudaError_t launch_write_globaltimer(cudaStream_t stream, uint64_t* out) {
   return cudaGetLastError();
 }
 
-cudaError_t launch_marker_record(cudaStream_t stream, uint64_t* stamp, bool programmatic) {
-  if (!programmatic) {
+cudaError_t launch_marker_record(cudaStream_t stream, uint64_t* stamp, bool programmatic,
+                                 const int* priority) {
+  if (!programmatic && priority == nullptr) {
     marker_record_kernel<<<1, 1, 0, stream>>>(stamp);
     return cudaGetLastError();
   }
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attributes[2] = {};
+  unsigned count = 0;
+  if (programmatic) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (priority != nullptr) {  // Note [Detached markers] in markers.cpp
+    attributes[count].id = cudaLaunchAttributePriority;
+    attributes[count++].val.priority = *priority;
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(1);
   config.blockDim = dim3(1);
   config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, marker_record_programmatic_kernel, stamp);
+  config.attrs = attributes;
+  config.numAttrs = count;
+  return programmatic ? cudaLaunchKernelEx(&config, marker_record_programmatic_kernel, stamp)
+                      : cudaLaunchKernelEx(&config, marker_record_kernel, stamp);
 }
 
 cudaError_t launch_marker_end(cudaStream_t stream, uint64_t* counter, uint64_t fixed,

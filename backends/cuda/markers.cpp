@@ -6,7 +6,10 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -50,6 +53,99 @@ class PrivateStream {
   cudaStream_t stream_ = nullptr;
 };
 
+// Note [Detached markers]: a marker recorded into a capture (device timestamps) is a side branch
+// of the graph, not a link of the stream's chain. It depends on what the stream's next operation
+// would depend on (the capture's dependency set, cudaStreamGetCaptureInfo), so it starts when
+// everything before it has finished, as an in-stream marker would; but afterwards the stream's
+// dependency set is put back as it was (cudaStreamUpdateCaptureDependencies, Set), so the work
+// after it does not wait for it. A marker left in the chain costs the critical path its launch
+// latency and run time (about 1.6 us of device time each on H100, measured with bench_modules;
+// issue 20); a detached one costs what its one thread takes from the SMs beside the work.
+// - Every detached marker also depends on the previous detached marker of its stream (kept per
+//   cudaStream_t for the sequence being recorded), so a stream's markers run in order, and the
+//   sequence's tail kernel (end_sequence) joins the last one of every stream, so the stamps it
+//   copies are all written (CUDA allows nodes taken out of a dependency set to stay unjoined,
+//   "if they are unreachable from the stream at cudaStreamEndCapture", but the tail must wait).
+// - A marker runs beside the region's first kernel (a begin) or the next region's (an end), both
+//   made ready by the same completion: it is launched at the greatest scheduling priority of the
+//   device (cudaLaunchAttributePriority), so that its one thread is dispatched before that
+//   kernel's blocks fill the SMs and its timestamp is not held back by them.
+// - A marker whose stream has an empty dependency set (the first operation of a capture) stays in
+//   the chain: there is nothing to wait for, and an empty set cannot be put back.
+// - After a detached marker the stream's capture tail (Note [CUDA capture tail]) is what it was
+//   before it, so a boundary with nothing enqueued since still shares that marker (Note
+//   [Boundary sharing]), and one with work enqueued between does not.
+// - Eager markers (not capturing) stay in the stream: there is no graph to branch.
+
+/// A capturing stream's dependency set and its edge data, copied (CUDA's arrays are valid only
+/// until the next call on the stream).
+class CaptureDependencies {
+ public:
+  /// Reads `stream`'s set; false when the stream is not actively capturing.
+  bool read(cudaStream_t stream) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    const cudaGraphNode_t* nodes = nullptr;
+    const cudaGraphEdgeData* edges = nullptr;  // asked for: else programmatic edges are lossy
+    size_t count = 0;
+    ACCGRAPH_CUDA_CHECK(
+        cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &nodes, &edges, &count),
+        "record: reading the capture's dependency set");
+    if (status != cudaStreamCaptureStatusActive) return false;
+    nodes_.assign(nodes, nodes + count);
+    edges_.clear();
+    if (edges != nullptr) edges_.assign(edges, edges + count);
+    return true;
+  }
+  bool empty() const { return nodes_.empty(); }
+  /// Makes the set `stream`'s dependency set again.
+  void restore(cudaStream_t stream) {
+    ACCGRAPH_CUDA_CHECK(cudaStreamUpdateCaptureDependencies(
+                            stream, nodes_.data(), edges_.empty() ? nullptr : edges_.data(),
+                            nodes_.size(), cudaStreamSetCaptureDependencies),
+                        "record: restoring the capture's dependency set after a marker");
+  }
+
+ private:
+  std::vector<cudaGraphNode_t> nodes_;
+  std::vector<cudaGraphEdgeData> edges_;
+};
+
+/// Adds `nodes` to `stream`'s capture dependency set.
+void add_capture_dependencies(cudaStream_t stream, std::vector<cudaGraphNode_t>& nodes,
+                              const char* what) {
+  if (nodes.empty()) return;
+  ACCGRAPH_CUDA_CHECK(
+      cudaStreamUpdateCaptureDependencies(stream, nodes.data(), nullptr, nodes.size(),
+                                          cudaStreamAddCaptureDependencies),
+      what);
+}
+
+/// The node just captured on `stream`: its dependency set, which is that node alone.
+cudaGraphNode_t last_captured_node(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaGraphNode_t* nodes = nullptr;
+  const cudaGraphEdgeData* edges = nullptr;
+  size_t count = 0;
+  ACCGRAPH_CUDA_CHECK(
+      cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &nodes, &edges, &count),
+      "record: reading the marker node just captured");
+  if (status != cudaStreamCaptureStatusActive || count != 1 || nodes == nullptr)
+    throw Error(ErrorCode::BackendError,
+                fmt::format("record: after a marker launch the capturing stream depends on {} "
+                            "nodes, not on the marker alone: report this as a bug",
+                            count),
+                kBackendName);
+  return nodes[0];
+}
+
+/// The greatest scheduling priority of the current device (numerically the least).
+int greatest_priority() {
+  int least = 0, greatest = 0;
+  ACCGRAPH_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest),
+                      "record: reading the device's priority range");
+  return greatest;
+}
+
 // --- device timestamps -----------------------------------------------------------------------
 
 /// Device memory of `stamps` stamps on the current device, allocated even inside a capture.
@@ -88,8 +184,12 @@ struct PinnedWords {
 // with the markers the sequences record.
 class DeviceTimestampMarkers final : public TimestampMarkers {
  public:
-  DeviceTimestampMarkers(int device, size_t ring, uint64_t resolution_ns, bool programmatic)
-      : device_(device), ring_(ring), resolution_ns_(resolution_ns), programmatic_(programmatic) {}
+  DeviceTimestampMarkers(int device, size_t ring, uint64_t resolution_ns, DeviceMarkerModes modes)
+      : device_(device),
+        ring_(ring),
+        resolution_ns_(resolution_ns),
+        programmatic_(modes.programmatic),
+        detached_markers_(modes.detached) {}
 
   ~DeviceTimestampMarkers() override { release(); }
 
@@ -104,6 +204,7 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
     DeviceGuard guard(stream.device());
     ensure_done_flags();
     markers_in_sequence_ = 0;
+    detached_.clear();
     if (stream_is_capturing(stream.handle())) {
       // Its replays are numbered by the device counter (fixed 0); chunks of its own, since
       // another capture on this marker set may be replayed concurrently.
@@ -128,8 +229,14 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
     CudaStream& stream = as_cuda_stream(stream_impl, "record");
     DeviceGuard guard(stream.device());
     markers_in_sequence_ = std::max<size_t>(markers_in_sequence_, size_t{marker} + 1);
-    ACCGRAPH_CUDA_CHECK(launch_marker_record(stream.handle(), stamp_address(marker), programmatic_),
-                        "record");
+    uint64_t* stamp = stamp_address(marker);
+    CaptureDependencies before;
+    if (eager_sequence_value_ != 0 || !detached_markers_ || !before.read(stream.handle()) ||
+        before.empty()) {
+      ACCGRAPH_CUDA_CHECK(launch_marker_record(stream.handle(), stamp, programmatic_), "record");
+      return;
+    }
+    record_detached(stream.handle(), stamp, before);
   }
 
   void end_sequence(StreamImpl& stream_impl) override {
@@ -153,6 +260,7 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
     } else {
       counter = ensure_counter();
       capture_ring_ = ring_index;
+      join_detached(stream.handle());
     }
     ACCGRAPH_CUDA_CHECK(
         launch_marker_end(stream.handle(), counter, eager_sequence_value_, chunks, stamps.device,
@@ -161,6 +269,7 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
         "end_sequence");
     in_sequence_ = false;
     current_chunks_ = nullptr;
+    detached_.clear();
   }
 
   void before_launch(GraphImplInterface&, StreamImpl& stream_impl, uint64_t sequence) override {
@@ -236,6 +345,33 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
  private:
   volatile uint64_t* done_host() const { return done_.host; }
 
+  // Note [Detached markers]: the marker as a side branch of the capture, after the stream's
+  // previous detached marker; the stream's dependency set (`before`) is put back.
+  void record_detached(cudaStream_t stream, uint64_t* stamp, CaptureDependencies& before) {
+    auto previous = std::find_if(detached_.begin(), detached_.end(),
+                                 [&](const auto& entry) { return entry.first == stream; });
+    if (previous != detached_.end()) {
+      std::vector<cudaGraphNode_t> after{previous->second};
+      add_capture_dependencies(stream, after, "record: ordering a marker after the previous one");
+    }
+    if (!priority_) priority_ = greatest_priority();
+    ACCGRAPH_CUDA_CHECK(launch_marker_record(stream, stamp, programmatic_, &*priority_), "record");
+    const cudaGraphNode_t node = last_captured_node(stream);
+    before.restore(stream);
+    if (previous != detached_.end())
+      previous->second = node;
+    else
+      detached_.emplace_back(stream, node);
+  }
+
+  // Before a captured tail: it waits for the last detached marker of every stream.
+  void join_detached(cudaStream_t stream) {
+    std::vector<cudaGraphNode_t> last;
+    last.reserve(detached_.size());
+    for (const auto& entry : detached_) last.push_back(entry.second);
+    add_capture_dependencies(stream, last, "end_sequence: joining the markers");
+  }
+
   // Where marker `marker` of the current sequence writes; allocates the chunks up to it.
   uint64_t* stamp_address(uint32_t marker) {
     std::vector<uint64_t*>& chunks = *current_chunks_;
@@ -308,6 +444,7 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
   size_t ring_;
   uint64_t resolution_ns_;
   bool programmatic_;                    // Note [Programmatic markers] in kernels.cu
+  bool detached_markers_;                // Note [Detached markers]
   PinnedWords done_;                     // done[ring]: the published sequence number + 1
   std::vector<PinnedWords> rings_;       // pinned stamp rings [ring][stride]; back() is the current
   std::vector<uint32_t> slot_ring_;      // per ring slot: the ring its latest sequence writes
@@ -321,6 +458,9 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
   size_t markers_in_sequence_ = 0;     // markers recorded since begin_sequence (copied by the tail)
   uint64_t launched_ = 0;              // the host's count of sequences begun
   uint64_t device_counter_ = 0;        // what the device counter will hold before the next launch
+  // The captured sequence's last detached marker per stream (Note [Detached markers]).
+  std::vector<std::pair<cudaStream_t, cudaGraphNode_t>> detached_;
+  std::optional<int> priority_;  // the device's greatest scheduling priority, once read
 };
 
 // --- external events -------------------------------------------------------------------------
@@ -575,8 +715,8 @@ class ExternalEventMarkers final : public TimestampMarkers {
 
 std::unique_ptr<TimestampMarkers> make_device_timestamp_markers(int device, size_t ring_depth,
                                                                 uint64_t resolution_ns,
-                                                                bool programmatic) {
-  return std::make_unique<DeviceTimestampMarkers>(device, ring_depth, resolution_ns, programmatic);
+                                                                DeviceMarkerModes modes) {
+  return std::make_unique<DeviceTimestampMarkers>(device, ring_depth, resolution_ns, modes);
 }
 
 std::unique_ptr<TimestampMarkers> make_external_event_markers(int device, size_t ring_depth,

@@ -203,15 +203,29 @@ bool CudaStream::is_capturing() const {
 // Note [CUDA capture tail]: (capture.tail) in accgraph/spi/capture_tail.hpp on CUDA. While a
 // stream captures, cudaStreamGetCaptureInfo names the set of nodes the next captured operation
 // on it will depend on: every operation captured on the stream (accgraph's or a framework's on
-// the same cudaStream_t) becomes a new node and replaces that set by itself, and so does a join
-// (a wait on an event recorded on another capturing stream adds that stream's nodes). So while
-// the set is one node, that node names the tail exactly: the token is its handle, XOR the
-// capture id shifted into the top 16 bits (node handles are host pointers, unique among live
-// nodes of one capture; the id tells two captures apart should a handle be reused). Within one
-// capture the XOR with a constant keeps distinct nodes distinct. Any other answer gives 0:
-// not capturing (or an invalidated capture), an empty set (nothing captured on the stream yet),
-// several nodes (after a join), the call failing. One runtime call, no device switch (the
-// query takes the stream itself), nothing enqueued.
+// the same cudaStream_t) becomes a new node and replaces that set by itself, and a join (a wait
+// on an event recorded on another capturing stream) adds that stream's nodes. A detached marker
+// (Note [Detached markers] in markers.cpp) puts the set back as it was. So the set changes
+// exactly when something was enqueued (or joined), and the token names the set:
+// - one node: its handle, XOR the capture id shifted into the top 16 bits (node handles are host
+//   pointers, unique among live nodes of one capture; the id tells two captures apart should a
+//   handle be reused). Within one capture the XOR with a constant keeps distinct nodes distinct.
+// - several nodes (after a join, or after a detached marker following a join): a 64-bit mix of
+//   the capture id and the handles, independent of their order. Two different sets share a
+//   token with probability about 2^-64 (then one boundary would share a marker wrongly).
+// Any other answer gives 0: not capturing (or an invalidated capture), an empty set (nothing
+// captured on the stream yet), the call failing. One runtime call, no device switch (the query
+// takes the stream itself), nothing enqueued.
+namespace {
+uint64_t mix64(uint64_t x) noexcept {  // splitmix64's finaliser
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
 uint64_t CudaStream::capture_tail() const noexcept {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;
@@ -226,8 +240,12 @@ uint64_t CudaStream::capture_tail() const noexcept {
     (void)cudaGetLastError();  // not sticky (e.g. the legacy stream beside a global capture)
     return 0;
   }
-  if (status != cudaStreamCaptureStatusActive || count != 1 || nodes == nullptr) return 0;
-  return reinterpret_cast<uint64_t>(nodes[0]) ^ (static_cast<uint64_t>(id) << 48);
+  if (status != cudaStreamCaptureStatusActive || count == 0 || nodes == nullptr) return 0;
+  if (count == 1) return reinterpret_cast<uint64_t>(nodes[0]) ^ (static_cast<uint64_t>(id) << 48);
+  uint64_t sum = 0;  // order-independent: a set
+  for (size_t i = 0; i < count; ++i) sum += mix64(reinterpret_cast<uint64_t>(nodes[i]));
+  const uint64_t token = mix64(sum ^ mix64(static_cast<uint64_t>(id) + count));
+  return token != 0 ? token : 1;
 }
 
 }  // namespace accgraph::detail::cuda
