@@ -62,16 +62,20 @@ class PrivateStream {
 // latency and run time (about 1.6 us of device time each on H100, measured with bench_modules;
 // issue 20); a detached one costs what its one thread takes from the SMs beside the work.
 // - Every detached marker also depends on the previous detached marker of its stream (kept per
-//   cudaStream_t for the sequence being recorded), so a stream's markers run in order, and the
-//   sequence's tail kernel (end_sequence) joins the last one of every stream, so the stamps it
-//   copies are all written (CUDA allows nodes taken out of a dependency set to stay unjoined,
-//   "if they are unreachable from the stream at cudaStreamEndCapture", but the tail must wait).
+//   cudaStream_t for the sequence being recorded), so a stream's markers run in order, and on
+//   the last one of every other stream whose dependency set at that marker (its anchor) has
+//   been joined into this stream's set since (a fork's branch joined back: the branch's end
+//   precedes what the origin records after the join, as nesting requires). The sequence's tail
+//   kernel (end_sequence) joins the last one of every stream, so the stamps it copies are all
+//   written (CUDA allows nodes taken out of a dependency set to stay unjoined, "if they are
+//   unreachable from the stream at cudaStreamEndCapture", but the tail must wait).
 // - A marker runs beside the region's first kernel (a begin) or the next region's (an end), both
 //   made ready by the same completion: it is launched at the greatest scheduling priority of the
 //   device (cudaLaunchAttributePriority), so that its one thread is dispatched before that
 //   kernel's blocks fill the SMs and its timestamp is not held back by them.
-// - A marker whose stream has an empty dependency set (the first operation of a capture) stays in
-//   the chain: there is nothing to wait for, and an empty set cannot be put back.
+// - A marker whose stream has an empty dependency set (the first operation of a capture) is
+//   detached too (the empty set is put back), unless CUDA refuses to set an empty set: then it
+//   stays in the chain, which only costs the capture's first kernel the marker's latency.
 // - After a detached marker the stream's capture tail (Note [CUDA capture tail]) is what it was
 //   before it, so a boundary with nothing enqueued since still shares that marker (Note
 //   [Boundary sharing]), and one with work enqueued between does not.
@@ -96,13 +100,28 @@ class CaptureDependencies {
     if (edges != nullptr) edges_.assign(edges, edges + count);
     return true;
   }
-  bool empty() const { return nodes_.empty(); }
-  /// Makes the set `stream`'s dependency set again.
-  void restore(cudaStream_t stream) {
-    ACCGRAPH_CUDA_CHECK(cudaStreamUpdateCaptureDependencies(
-                            stream, nodes_.data(), edges_.empty() ? nullptr : edges_.data(),
-                            nodes_.size(), cudaStreamSetCaptureDependencies),
-                        "record: restoring the capture's dependency set after a marker");
+  const std::vector<cudaGraphNode_t>& nodes() const { return nodes_; }
+  /// Whether every node of `subset` is in the set.
+  bool contains_all(const std::vector<cudaGraphNode_t>& subset) const {
+    for (cudaGraphNode_t node : subset)
+      if (std::find(nodes_.begin(), nodes_.end(), node) == nodes_.end()) return false;
+    return true;
+  }
+  /// Makes the set `stream`'s dependency set again. An empty set is tried once per call: when
+  /// CUDA refuses to set one, false (the stream then depends on what it captured last).
+  bool restore(cudaStream_t stream) {
+    cudaError_t err = cudaStreamUpdateCaptureDependencies(
+        stream, nodes_.data(), edges_.empty() ? nullptr : edges_.data(), nodes_.size(),
+        cudaStreamSetCaptureDependencies);
+    if (err != cudaSuccess && nodes_.empty()) {
+      (void)cudaGetLastError();
+      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+      ACCGRAPH_CUDA_CHECK(cudaStreamIsCapturing(stream, &status),
+                          "record: reading the capture state after a marker");
+      if (status == cudaStreamCaptureStatusActive) return false;
+    }
+    ACCGRAPH_CUDA_CHECK(err, "record: restoring the capture's dependency set after a marker");
+    return true;
   }
 
  private:
@@ -231,8 +250,7 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
     markers_in_sequence_ = std::max<size_t>(markers_in_sequence_, size_t{marker} + 1);
     uint64_t* stamp = stamp_address(marker);
     CaptureDependencies before;
-    if (eager_sequence_value_ != 0 || !detached_markers_ || !before.read(stream.handle()) ||
-        before.empty()) {
+    if (eager_sequence_value_ != 0 || !detached_markers_ || !before.read(stream.handle())) {
       ACCGRAPH_CUDA_CHECK(launch_marker_record(stream.handle(), stamp, programmatic_), "record");
       return;
     }
@@ -348,27 +366,34 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
   // Note [Detached markers]: the marker as a side branch of the capture, after the stream's
   // previous detached marker; the stream's dependency set (`before`) is put back.
   void record_detached(cudaStream_t stream, uint64_t* stamp, CaptureDependencies& before) {
-    auto previous = std::find_if(detached_.begin(), detached_.end(),
-                                 [&](const auto& entry) { return entry.first == stream; });
-    if (previous != detached_.end()) {
-      std::vector<cudaGraphNode_t> after{previous->second};
-      add_capture_dependencies(stream, after, "record: ordering a marker after the previous one");
-    }
+    // The markers this one follows: its stream's previous one, and that of every other stream
+    // joined into this one since (the set it was recorded at is part of this stream's set).
+    std::vector<cudaGraphNode_t> after;
+    for (const DetachedMarker& m : detached_)
+      if (m.stream == stream || (!m.anchor.empty() && before.contains_all(m.anchor)))
+        after.push_back(m.node);
+    add_capture_dependencies(stream, after, "record: ordering a marker after the earlier ones");
     if (!priority_) priority_ = greatest_priority();
     ACCGRAPH_CUDA_CHECK(launch_marker_record(stream, stamp, programmatic_, &*priority_), "record");
     const cudaGraphNode_t node = last_captured_node(stream);
-    before.restore(stream);
-    if (previous != detached_.end())
-      previous->second = node;
-    else
-      detached_.emplace_back(stream, node);
+    const bool detached = before.restore(stream);
+    auto own = std::find_if(detached_.begin(), detached_.end(),
+                            [&](const DetachedMarker& m) { return m.stream == stream; });
+    if (!detached) {  // in the chain: what follows on the stream follows it and those before it
+      if (own != detached_.end()) detached_.erase(own);
+    } else if (own != detached_.end()) {
+      own->node = node;
+      own->anchor = before.nodes();
+    } else {
+      detached_.push_back(DetachedMarker{stream, node, before.nodes()});
+    }
   }
 
   // Before a captured tail: it waits for the last detached marker of every stream.
   void join_detached(cudaStream_t stream) {
     std::vector<cudaGraphNode_t> last;
     last.reserve(detached_.size());
-    for (const auto& entry : detached_) last.push_back(entry.second);
+    for (const DetachedMarker& m : detached_) last.push_back(m.node);
     add_capture_dependencies(stream, last, "end_sequence: joining the markers");
   }
 
@@ -459,7 +484,12 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
   uint64_t launched_ = 0;              // the host's count of sequences begun
   uint64_t device_counter_ = 0;        // what the device counter will hold before the next launch
   // The captured sequence's last detached marker per stream (Note [Detached markers]).
-  std::vector<std::pair<cudaStream_t, cudaGraphNode_t>> detached_;
+  struct DetachedMarker {
+    cudaStream_t stream;
+    cudaGraphNode_t node;
+    std::vector<cudaGraphNode_t> anchor;  // the stream's dependency set it was recorded at
+  };
+  std::vector<DetachedMarker> detached_;
   std::optional<int> priority_;  // the device's greatest scheduling priority, once read
 };
 
