@@ -1,18 +1,16 @@
 // Level Zero graphs, capture path chosen per device at start-up: native record-and-replay graphs
 // (Ext or Exp flavour, see level_zero_graph_ext.hpp) or a regular command list replayed through a
 // command queue (Note [Command-list capture]).
-#include <atomic>
 #include <fstream>
 
 #include <fmt/format.h>
 
+#include "common/private_pool_graph.hpp"
 #include "level_zero_backend.hpp"
 
 namespace accgraph::detail::level_zero {
 
 namespace {
-
-std::atomic<uint64_t> next_pool_id{1};
 
 // Note [Command-list capture]: without the graph extension, a capture records the stream's
 // operations into a regular command list, bracketed by two events of the graph:
@@ -27,17 +25,13 @@ std::atomic<uint64_t> next_pool_id{1};
 // on another stream than the previous one first waits for that stream. A regular list may be
 // submitted again while it runs, because the queue is in-order and each execution waits for its
 // own `start`.
-class ZeGraph final : public GraphImplInterface {
+class ZeGraph final : public PrivatePoolGraph {
  public:
   ZeGraph(std::shared_ptr<Runtime> runtime, const GraphArgs& args)
       : runtime_(std::move(runtime)), args_(args) {}
 
   ~ZeGraph() override {
-    try {
-      reset();
-    } catch (const std::exception& e) {
-      log(LogLevel::Warning, fmt::format("level_zero: destroying a graph: {}", e.what()));
-    }
+    reset_for_destructor(kBackendName);
     if (queue_ != nullptr)
       ACCGRAPH_ZE_LOG(zeCommandQueueDestroy(queue_), "destroying a graph's queue");
   }
@@ -79,7 +73,7 @@ class ZeGraph final : public GraphImplInterface {
     path_ = device.capture.path;
     // pool_sharing is false: the core passes only new private pools (Note [Capability gates]
     // in accgraph/backend.hpp).
-    if (pool.is_new_private()) pool_id_ = PoolId{next_pool_id.fetch_add(1), 0};
+    if (pool.is_new_private()) take_new_pool_id();
   }
 
   void capture_end() override {
@@ -189,7 +183,6 @@ class ZeGraph final : public GraphImplInterface {
     operations_.clear();
   }
 
-  PoolId pool() const override { return pool_id_; }
   void enable_debug_mode() override { debug_ = true; }
 
   void debug_dump(const std::string& path) override {
@@ -260,7 +253,6 @@ class ZeGraph final : public GraphImplInterface {
   bool debug_ = false;
   DeviceState* device_ = nullptr;
   CapturePath path_ = CapturePath::CommandList;
-  PoolId pool_id_;
   std::shared_ptr<StreamCore> capture_core_;  // while capturing
   std::weak_ptr<StreamCore> last_replay_;     // the stream of the latest replay
   std::vector<std::string> operations_;
