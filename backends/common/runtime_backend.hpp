@@ -22,7 +22,8 @@ struct RingDepths {
 };
 
 /// Note [Runtime backends]: level_zero and vulkan keep what they discover at start-up in one
-/// shared `Runtime` (its `devices`: a unique_ptr<DeviceState> per device, numbered from 0) and
+/// shared `Runtime` (its `devices`: a unique_ptr<DeviceState> per device, numbered from 0, each
+/// with its `index`, `name` and `timer`, whose resolution_ns() capabilities() reports) and
 /// build their objects with three free functions of their own namespace, found here by
 /// argument-dependent lookup on the Runtime:
 ///
@@ -32,10 +33,10 @@ struct RingDepths {
 ///
 /// The forwarding (device list, device lookup with the SPI's index check, buffer, graph and marker
 /// factories with the strategy and ring-depth checks, the capabilities every such backend reports
-/// alike: its marker strategies, the default ring depth and the resolution of DeviceState's
-/// `timer`) is written once, here; a backend's class keeps what differs: its streams, the rest of
-/// a device's capabilities (device_capabilities) and the marker strategies a device offers
-/// (marker_strategies, which both create_markers and capabilities use, so they agree).
+/// alike: its marker strategies, the default ring depth and the timer's resolution) is written
+/// once, here; a backend's class keeps what differs: its streams, the rest of a device's
+/// capabilities (device_capabilities) and the marker strategies a device offers (marker_strategies,
+/// which both create_markers and capabilities use, so they agree).
 template <class Runtime>
 class RuntimeBackend : public Backend {
  public:
