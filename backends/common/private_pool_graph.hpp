@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <memory>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -18,12 +20,19 @@ namespace accgraph::detail {
 /// (Capabilities::pool_sharing is false, so the core passes only new private pools, Note
 /// [Capability gates] in accgraph/spi/backend.hpp): each capture takes a new pool id, from one
 /// counter per module, and pool() reports it. Their destructors reset() the graph, which must not
-/// throw there, so a failure is logged as a warning instead.
+/// throw there, so a failure is logged as a warning instead. A graph holds the backend's shared
+/// `Runtime`, which (destroyed after every member of the derived graph) outlives what the graph
+/// made from it.
+template <class Runtime>
 class PrivatePoolGraph : public GraphImplInterface {
  public:
+  explicit PrivatePoolGraph(std::shared_ptr<Runtime> runtime) : runtime_(std::move(runtime)) {}
+
   PoolId pool() const override { return pool_id_; }
 
  protected:
+  Runtime& runtime() const noexcept { return *runtime_; }
+
   /// Gives the capture being begun a new pool id, which pool() returns from now on.
   void take_new_pool_id() noexcept {
     static std::atomic<uint64_t> next_id{1};
@@ -41,6 +50,7 @@ class PrivatePoolGraph : public GraphImplInterface {
   }
 
  private:
+  std::shared_ptr<Runtime> runtime_;
   PoolId pool_id_;
 };
 

@@ -25,10 +25,9 @@ namespace {
 // on another stream than the previous one first waits for that stream. A regular list may be
 // submitted again while it runs, because the queue is in-order and each execution waits for its
 // own `start`.
-class ZeGraph final : public PrivatePoolGraph {
+class ZeGraph final : public PrivatePoolGraph<Runtime> {
  public:
-  ZeGraph(std::shared_ptr<Runtime> runtime, const GraphArgs& args)
-      : runtime_(std::move(runtime)), args_(args) {}
+  using PrivatePoolGraph::PrivatePoolGraph;
 
   ~ZeGraph() override {
     reset_for_destructor(kBackendName);
@@ -53,7 +52,7 @@ class ZeGraph final : public PrivatePoolGraph {
                                   device.compute_ordinal,
                                   device.in_order_flags ? kCommandListFlagInOrder : 0u};
       ze_command_list_handle_t list = nullptr;
-      ACCGRAPH_ZE_CHECK(zeCommandListCreate(runtime_->context, device.handle, &desc, &list),
+      ACCGRAPH_ZE_CHECK(zeCommandListCreate(runtime().context, device.handle, &desc, &list),
                         "capture_begin: creating the recording list");
       recorded_ = list;
       ze_event_handle_t start = (*bracket_)[0];
@@ -215,10 +214,10 @@ class ZeGraph final : public PrivatePoolGraph {
  private:
   void prepare_command_list_path(DeviceState& device) {
     if (!bracket_)
-      bracket_ = std::make_unique<EventSet>(*runtime_, 2, "capture_begin: creating events");
+      bracket_ = std::make_unique<EventSet>(runtime(), 2, "capture_begin: creating events");
     if (queue_ != nullptr) return;
     const ze_command_queue_desc_t desc = compute_queue_desc(device);
-    ACCGRAPH_ZE_CHECK(zeCommandQueueCreate(runtime_->context, device.handle, &desc, &queue_),
+    ACCGRAPH_ZE_CHECK(zeCommandQueueCreate(runtime().context, device.handle, &desc, &queue_),
                       "capture_begin: creating the replay queue");
   }
 
@@ -248,8 +247,6 @@ class ZeGraph final : public PrivatePoolGraph {
     recorded_ = nullptr;
   }
 
-  std::shared_ptr<Runtime> runtime_;
-  GraphArgs args_;
   bool debug_ = false;
   DeviceState* device_ = nullptr;
   CapturePath path_ = CapturePath::CommandList;
@@ -268,9 +265,11 @@ class ZeGraph final : public PrivatePoolGraph {
 
 }  // namespace
 
+// GraphArgs holds nothing a level_zero graph reads: the core honours keep_graph (it calls
+// instantiate).
 std::unique_ptr<GraphImplInterface> make_graph(std::shared_ptr<Runtime> runtime,
-                                               const GraphArgs& args) {
-  return std::make_unique<ZeGraph>(std::move(runtime), args);
+                                               const GraphArgs& /*args*/) {
+  return std::make_unique<ZeGraph>(std::move(runtime));
 }
 
 }  // namespace accgraph::detail::level_zero

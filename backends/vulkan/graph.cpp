@@ -22,10 +22,9 @@ namespace {
 // previous queue's latest submission (which includes that replay and anything the markers
 // submitted after it). A replay on a capturing stream appends the graph's operations to that
 // capture (replay.nested), so they run each time the outer graph is replayed.
-class VkGraph final : public PrivatePoolGraph {
+class VkGraph final : public PrivatePoolGraph<Runtime> {
  public:
-  VkGraph(std::shared_ptr<Runtime> runtime, const GraphArgs& args)
-      : runtime_(std::move(runtime)), args_(args) {}
+  using PrivatePoolGraph::PrivatePoolGraph;
 
   ~VkGraph() override {
     reset_for_destructor(kBackendName);
@@ -181,8 +180,6 @@ class VkGraph final : public PrivatePoolGraph {
     leaked_ = false;
   }
 
-  std::shared_ptr<Runtime> runtime_;
-  GraphArgs args_;
   DeviceState* device_ = nullptr;
   std::shared_ptr<StreamCore> capture_core_;  // while capturing
   std::vector<Operation> operations_;
@@ -196,9 +193,10 @@ class VkGraph final : public PrivatePoolGraph {
 
 }  // namespace
 
+// GraphArgs holds nothing a vulkan graph reads: the core honours keep_graph (it calls instantiate).
 std::unique_ptr<GraphImplInterface> make_graph(std::shared_ptr<Runtime> runtime,
-                                               const GraphArgs& args) {
-  return std::make_unique<VkGraph>(std::move(runtime), args);
+                                               const GraphArgs& /*args*/) {
+  return std::make_unique<VkGraph>(std::move(runtime));
 }
 
 }  // namespace accgraph::detail::vulkan
