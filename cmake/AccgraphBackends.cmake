@@ -9,7 +9,8 @@ include("${CMAKE_CURRENT_LIST_DIR}/accgraphPlugin.cmake")  # accgraph_plugin_exp
 # - otherwise a MODULE library accgraph_backend_<name> placed in lib/accgraph/ of the build and
 #   install trees, exporting only the plugin entry point (the version script of
 #   accgraph_plugin_exports(), the same as for out-of-tree plugins), linking LIBS privately and
-#   including the backend's folder.
+#   including the backend's folder and backends/ (backends/common/: helpers only in-tree
+#   backends share).
 # - SUPPORT_SOURCES: the backend's pure helpers as a static library accgraph_<name>_support
 #   (linked by the module, and by tests/<name> to test them without a driver), which links
 #   SUPPORT_LIBS publicly and gives the backend's folder as an include directory.
@@ -39,7 +40,9 @@ function(accgraph_add_backend)
   set(target accgraph_backend_${ARG_NAME})
   add_library(${target} MODULE ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE accgraph::accgraph fmt::fmt ${ARG_LIBS})
-  target_include_directories(${target} PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
+  # backends/ too, for the helpers only in-tree backends share: "common/<helper>.hpp".
+  target_include_directories(${target} PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}"
+    "${PROJECT_SOURCE_DIR}/backends")
   target_compile_features(${target} PRIVATE cxx_std_17)
   set_target_properties(${target} PROPERTIES
     PREFIX "lib"

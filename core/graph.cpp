@@ -6,6 +6,7 @@
 #include <atomic>
 #include <exception>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -54,6 +55,21 @@ void remove_capturing(const AcceleratorGraph* graph) noexcept {
                 entries.end());
 }
 
+// Error(InvalidState) for a call graph `id` cannot take now: "<operation>: graph <id> <problem>:
+// <advice>", attributed to `backend`.
+Error order_error(const char* operation, uint64_t id, std::string_view problem, const char* advice,
+                  const std::string& backend) {
+  return Error(ErrorCode::InvalidState,
+               fmt::format("{}: graph {} {}: {}", operation, id, problem, advice), backend);
+}
+
+// The same with the graph's state after the problem: "... <problem> (<state>): <advice>".
+Error state_error(const char* operation, uint64_t id, GraphState state, const char* problem,
+                  const char* advice, const std::string& backend) {
+  return order_error(operation, id, fmt::format("{} ({})", problem, to_string(state)), advice,
+                     backend);
+}
+
 std::string supported_modes(const Capabilities& caps) {
   std::string text = "Default";
   for (CaptureMode mode : caps.capture_modes) text += fmt::format(", {}", to_string(mode));
@@ -91,17 +107,11 @@ AcceleratorGraph::~AcceleratorGraph() {
 
 void AcceleratorGraph::capture_begin(Stream& stream, PoolId pool, CaptureMode mode) {
   if (state_ == GraphState::Capturing)
-    throw Error(ErrorCode::InvalidState,
-                fmt::format("capture_begin: graph {} is already capturing: call capture_end() "
-                            "before capturing again",
-                            id_),
-                backend_name_);
+    throw order_error("capture_begin", id_, "is already capturing",
+                      "call capture_end() before capturing again", backend_name_);
   if (state_ != GraphState::Empty)
-    throw Error(ErrorCode::InvalidState,
-                fmt::format("capture_begin: graph {} already holds a capture ({}): call reset() "
-                            "before capturing again",
-                            id_, to_string(state_)),
-                backend_name_);
+    throw state_error("capture_begin", id_, state_, "already holds a capture",
+                      "call reset() before capturing again", backend_name_);
   const std::shared_ptr<detail::StreamState>& state =
       detail::StreamAccess::shared(stream, "capture_begin");
   if (stream.backend_name() != backend_name_)
@@ -183,11 +193,8 @@ void AcceleratorGraph::capture_end() {
                               "aborted the capture; keep the stream alive until capture_end",
                               id_, capture_stream_id_),
                   backend_name_);
-    throw Error(ErrorCode::InvalidState,
-                fmt::format("capture_end: graph {} is not capturing ({}): call "
-                            "capture_begin(stream) first",
-                            id_, to_string(state_)),
-                backend_name_);
+    throw state_error("capture_end", id_, state_, "is not capturing",
+                      "call capture_begin(stream) first", backend_name_);
   }
   try {
     // The capture stream is alive: its destruction would have aborted this capture.
@@ -215,17 +222,11 @@ void AcceleratorGraph::capture_end() {
 
 void AcceleratorGraph::instantiate() {
   if (state_ == GraphState::Instantiated)
-    throw Error(ErrorCode::InvalidState,
-                fmt::format("instantiate: graph {} is already instantiated: replay() it, or "
-                            "reset() and capture again",
-                            id_),
-                backend_name_);
+    throw order_error("instantiate", id_, "is already instantiated",
+                      "replay() it, or reset() and capture again", backend_name_);
   if (state_ != GraphState::Captured)
-    throw Error(ErrorCode::InvalidState,
-                fmt::format("instantiate: graph {} has no finished capture ({}): capture_begin "
-                            "and capture_end first",
-                            id_, to_string(state_)),
-                backend_name_);
+    throw state_error("instantiate", id_, state_, "has no finished capture",
+                      "capture_begin and capture_end first", backend_name_);
   impl_->instantiate();
   state_ = GraphState::Instantiated;
   detail::notify_observers([&](GraphObserver& o) { o.on_instantiate(*this); });
@@ -233,11 +234,9 @@ void AcceleratorGraph::instantiate() {
 
 void AcceleratorGraph::replay() {
   if (capture_stream_id_ == 0 || state_ == GraphState::Empty)
-    throw Error(ErrorCode::InvalidState,
-                fmt::format("replay: graph {} has nothing captured: capture work with "
-                            "capture_begin/capture_end before replaying",
-                            id_),
-                backend_name_);
+    throw order_error("replay", id_, "has nothing captured",
+                      "capture work with capture_begin/capture_end before replaying",
+                      backend_name_);
   std::shared_ptr<detail::StreamState> state = capture_stream_.lock();
   if (!state)
     throw Error(ErrorCode::InvalidState,
@@ -251,25 +250,20 @@ void AcceleratorGraph::replay() {
 
 void AcceleratorGraph::replay(Stream& stream) {
   if (foreign_)
-    throw Error(ErrorCode::InvalidState,
-                fmt::format("replay: graph {} is a foreign graph, which its owner launches: "
-                            "call ForeignGraph::launch(stream, fn) with the owner's launch",
-                            id_),
-                backend_name_);
+    throw order_error("replay", id_, "is a foreign graph, which its owner launches",
+                      "call ForeignGraph::launch(stream, fn) with the owner's launch",
+                      backend_name_);
   replay_on(stream);
 }
 
 void AcceleratorGraph::replay_on(Stream& stream) {
   if (state_ == GraphState::Empty)
-    throw Error(ErrorCode::InvalidState,
-                fmt::format("replay: graph {} has nothing captured: capture work with "
-                            "capture_begin/capture_end before replaying",
-                            id_),
-                backend_name_);
+    throw order_error("replay", id_, "has nothing captured",
+                      "capture work with capture_begin/capture_end before replaying",
+                      backend_name_);
   if (state_ == GraphState::Capturing)
-    throw Error(ErrorCode::InvalidState,
-                fmt::format("replay: graph {} is still capturing: call capture_end() first", id_),
-                backend_name_);
+    throw order_error("replay", id_, "is still capturing", "call capture_end() first",
+                      backend_name_);
   detail::StreamAccess::shared(stream, "replay");
   if (stream.backend_name() != backend_name_ || stream.device() != device_)
     throw Error(ErrorCode::InvalidArgument,
@@ -324,11 +318,8 @@ void AcceleratorGraph::enable_debug_mode() { impl_->enable_debug_mode(); }
 
 void AcceleratorGraph::debug_dump(const std::string& path) {
   if (state_ == GraphState::Empty || state_ == GraphState::Capturing)
-    throw Error(ErrorCode::InvalidState,
-                fmt::format("debug_dump: graph {} has no finished capture ({}): call "
-                            "enable_debug_mode(), capture, then debug_dump(path)",
-                            id_, to_string(state_)),
-                backend_name_);
+    throw state_error("debug_dump", id_, state_, "has no finished capture",
+                      "call enable_debug_mode(), capture, then debug_dump(path)", backend_name_);
   if (path.empty())
     throw Error(ErrorCode::InvalidArgument, "debug_dump: the path is empty", backend_name_);
   impl_->debug_dump(path);

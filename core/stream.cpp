@@ -54,6 +54,12 @@ void check_fits(const char* operation, size_t bytes, const char* which, const Bu
                 backend_name);
 }
 
+// " (graph N)" for the graph a stream captures into, empty when accgraph does not know it (a
+// capture begun natively): for the messages of what a capturing stream refuses.
+std::string graph_suffix(const AcceleratorGraph* graph) {
+  return graph ? fmt::format(" (graph {})", graph->id()) : std::string();
+}
+
 }  // namespace
 
 namespace detail {
@@ -243,12 +249,11 @@ void Stream::wait(Stream& other) {
   // Note [Fork/join] in backend.hpp: the two waits no backend can record are refused here, so
   // every backend gives the same error (and CUDA's capture is not invalidated by them).
   if (!other_capturing && s.impl->is_capturing()) {
-    AcceleratorGraph* graph = capturing_graph();
     throw Error(ErrorCode::InvalidState,
                 fmt::format("wait: this stream is capturing{} but the stream it waits for is not: "
                             "a graph cannot wait for eager work; synchronize() that stream before "
                             "capture_begin, or fork it into the capture first (other.wait(this))",
-                            graph ? fmt::format(" (graph {})", graph->id()) : std::string()),
+                            graph_suffix(capturing_graph())),
                 s.backend_name);
   }
   if (other_capturing && s.impl->is_capturing()) {
@@ -285,12 +290,11 @@ void Stream::wait(Stream& other) {
 void Stream::synchronize() {
   detail::StreamState& s = state();
   if (s.impl->is_capturing()) {
-    AcceleratorGraph* graph = capturing_graph();
     throw Error(ErrorCode::InvalidState,
                 fmt::format("synchronize() is not allowed while the stream is capturing{}: the "
                             "captured work has not run; end the capture first (capture_end), or "
                             "reset() the graph to abandon it",
-                            graph ? fmt::format(" (graph {})", graph->id()) : std::string()),
+                            graph_suffix(capturing_graph())),
                 s.backend_name);
   }
   s.impl->synchronize();

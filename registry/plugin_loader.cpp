@@ -277,17 +277,8 @@ std::unique_ptr<Backend> create_plugin_backend(const AccgraphPluginApi* api,
 
 }  // namespace
 
-PluginLibrary& PluginLibrary::operator=(PluginLibrary&& other) noexcept {
-  if (this != &other) {
-    PluginLibrary closing(std::move(*this));
-    handle_ = other.handle_;
-    other.handle_ = nullptr;
-  }
-  return *this;
-}
-
-PluginLibrary::~PluginLibrary() {
-  if (handle_ != nullptr && dlclose(handle_) != 0) {
+void PluginLibrary::Close::operator()(void* handle) const noexcept {
+  if (dlclose(handle) != 0) {
     const char* why = dlerror();
     log(LogLevel::Warning, fmt::format("closing a rejected plugin library failed: {}",
                                        escape_for_message(why ? why : "no reason given")));

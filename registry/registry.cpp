@@ -69,6 +69,21 @@ struct RegistryAccess {
 
 namespace {
 
+// Why a backend's code failed, called in a catch block: an accgraph::Error's message as it is,
+// another exception's what() after "<what> failed: ". A backend must throw accgraph::Error;
+// anything else still only makes the backend (or its device list) unavailable.
+std::string current_failure(const char* what) {
+  try {
+    throw;
+  } catch (const Error& e) {
+    return e.message();
+  } catch (const std::exception& e) {
+    return fmt::format("{} failed: {}", what, e.what());
+  } catch (...) {
+    return fmt::format("{} threw an exception that is not a std::exception", what);
+  }
+}
+
 // Creates the entry's backend once; afterwards returns it or nullptr with the reason kept.
 Backend* ensure_created(Entry& entry) {
   std::lock_guard<std::mutex> lock(entry.create_mutex);
@@ -82,13 +97,8 @@ Backend* ensure_created(Entry& entry) {
       return nullptr;
     }
     entry.backend = std::move(created);
-  } catch (const Error& e) {
-    entry.unavailable_reason = e.message();
-  } catch (const std::exception& e) {
-    entry.unavailable_reason = fmt::format("its factory failed: {}", e.what());
   } catch (...) {
-    // A factory must throw accgraph::Error; anything else still only makes it unavailable.
-    entry.unavailable_reason = "its factory threw an exception that is not a std::exception";
+    entry.unavailable_reason = current_failure("its factory");
   }
   return entry.backend.get();
 }
@@ -103,12 +113,8 @@ DeviceList list_devices(const Backend& backend) {
   DeviceList list;
   try {
     list.devices = backend.devices();
-  } catch (const Error& e) {
-    list.problem = e.message();
-  } catch (const std::exception& e) {
-    list.problem = fmt::format("listing its devices failed: {}", e.what());
   } catch (...) {
-    list.problem = "listing its devices threw an exception that is not a std::exception";
+    list.problem = current_failure("listing its devices");
   }
   return list;
 }

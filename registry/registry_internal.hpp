@@ -15,26 +15,23 @@ namespace accgraph::detail {
 
 /// Owns a dlopen handle: closes it when destroyed unless keep_loaded() was called. Every path
 /// that rejects a library after opening it (a bad table, a throwing entry point, a duplicate
-/// name found by Registry::load_plugin) closes it through this owner.
+/// name found by Registry::load_plugin) closes it through this owner. Move-only.
 class PluginLibrary {
  public:
   PluginLibrary() = default;
   explicit PluginLibrary(void* handle) : handle_(handle) {}
-  PluginLibrary(PluginLibrary&& other) noexcept : handle_(other.handle_) {
-    other.handle_ = nullptr;
-  }
-  PluginLibrary& operator=(PluginLibrary&& other) noexcept;
-  PluginLibrary(const PluginLibrary&) = delete;
-  PluginLibrary& operator=(const PluginLibrary&) = delete;
-  ~PluginLibrary();
 
-  void* get() const { return handle_; }
+  void* get() const { return handle_.get(); }
   /// The backend's code and vtables live in the library: once registered it stays loaded until
   /// the process ends (Note [Plugin ABI]).
-  void keep_loaded() { handle_ = nullptr; }
+  void keep_loaded() { (void)handle_.release(); }
 
  private:
-  void* handle_ = nullptr;
+  /// dlclose, a failure logged as a warning.
+  struct Close {
+    void operator()(void* handle) const noexcept;
+  };
+  std::unique_ptr<void, Close> handle_;
 };
 
 /// A plugin library opened and checked, ready to register.

@@ -4,6 +4,7 @@
 #include "host_entry.hpp"
 
 #include "accgraph/spi/clock_sampling.hpp"
+#include "accgraph/spi/device_index.hpp"
 #include "accgraph/spi/steady_clock_markers.hpp"
 
 namespace accgraph::detail::host {

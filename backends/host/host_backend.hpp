@@ -1,26 +1,21 @@
 // Internal: the host backend's objects (queue, stream, buffer, pools, graph, markers). Uses only
-// the SPI headers and their helpers (backend_support.hpp, steady_clock_markers.hpp,
-// pool_table.hpp), like a plugin; the teaching copies for plugin authors are the installed
-// examples (out_of_tree_backend, async_backend).
+// the installed kit (accgraph/spi/), like a plugin; the teaching copies for plugin authors are
+// the installed examples (out_of_tree_backend, async_backend).
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "accgraph/error.hpp"
 #include "accgraph/spi/backend.hpp"
 #include "accgraph/spi/capture_tail.hpp"
 #include "accgraph/spi/debug_dump.hpp"
-#include "accgraph/spi/device_index.hpp"
 #include "accgraph/spi/handle_table.hpp"
 #include "accgraph/spi/host_delay.hpp"
 #include "accgraph/spi/host_memory_buffer.hpp"

@@ -11,6 +11,7 @@
 #include "accgraph/spi/message_escape.hpp"
 #include "accgraph/spi/plugin.hpp"  // ACCGRAPH_DEFINE_PLUGIN and accgraph::priority
 #include "accgraph/version.hpp"
+#include "common/runtime_backend.hpp"
 #include "level_zero_backend.hpp"
 
 namespace accgraph::detail::level_zero {
@@ -342,33 +343,17 @@ std::shared_ptr<Runtime> discover() {
   return runtime;
 }
 
-class ZeBackend final : public Backend {
+// The forwarding members (devices, capabilities, allocate, create_graph, create_markers) are
+// RuntimeBackend's (Note [Runtime backends] in common/runtime_backend.hpp).
+class ZeBackend final : public RuntimeBackend<Runtime> {
  public:
-  ZeBackend() : runtime_(discover()) {}
-
-  std::string name() const override { return kBackendName; }
-
-  std::vector<DeviceInfo> devices() const override {
-    std::vector<DeviceInfo> out;
-    for (const auto& device : runtime_->devices) out.push_back({device->index, device->name});
-    return out;
-  }
-
-  Capabilities capabilities(int device) const override {
-    DeviceState& state = device_state(device, "capabilities");
-    Capabilities caps;
-    caps.timed_delay = state.spin_kernel != nullptr;
-    caps.marker_strategies = {kStrategyGlobalTimestamps};
-    caps.marker_ring_depth = kDefaultRingDepth;
-    caps.timer_resolution_ns = state.timer.resolution_ns();
-    return caps;
-  }
+  ZeBackend() : RuntimeBackend(kBackendName, discover(), {kDefaultRingDepth, kMaxRingDepth}) {}
 
   std::unique_ptr<StreamImpl> create_stream(int device) override {
     DeviceState& state = device_state(device, "create_stream");
-    ze_command_list_handle_t list = create_immediate_list(*runtime_, state);
+    ze_command_list_handle_t list = create_immediate_list(*runtime(), state);
     try {
-      return std::make_unique<ZeStream>(runtime_, state, list, Ownership::Owned);
+      return std::make_unique<ZeStream>(runtime(), state, list, Ownership::Owned);
     } catch (...) {
       ACCGRAPH_ZE_LOG(zeCommandListDestroy(list), "create_stream: cleaning up");
       throw;
@@ -383,39 +368,27 @@ class ZeBackend final : public Backend {
                   "ze_command_list_handle_t created in this backend's context",
                   kBackendName);
     auto list = static_cast<ze_command_list_handle_t>(native_handle);
-    std::shared_ptr<StreamCore> owner = find_list_owner(*runtime_, list);
+    std::shared_ptr<StreamCore> owner = find_list_owner(*runtime(), list);
     if (owner != nullptr && &owner->device != &state)
       throw Error(ErrorCode::InvalidArgument,
                   fmt::format("wrap_stream: command list {} belongs to a level_zero stream on "
                               "device {}, not device {}: wrap it with device {}",
                               native_handle, owner->device.index, device, owner->device.index),
                   kBackendName);
-    return std::make_unique<ZeStream>(runtime_, state, list, Ownership::Borrowed, std::move(owner));
-  }
-
-  std::unique_ptr<BufferImpl> allocate(int device, size_t bytes, MemoryKind kind) override {
-    return allocate_buffer(runtime_, device_state(device, "allocate"), bytes, kind);
-  }
-
-  std::unique_ptr<GraphImplInterface> create_graph(const GraphArgs& args) override {
-    return make_graph(runtime_, args);
-  }
-
-  std::unique_ptr<TimestampMarkers> create_markers(int device,
-                                                   const MarkerOptions& options) override {
-    DeviceState& state = device_state(device, "create_markers");
-    options.resolve_strategy({kStrategyGlobalTimestamps}, kBackendName);
-    return make_markers(runtime_, state,
-                        options.resolve_ring_depth(kDefaultRingDepth, kMaxRingDepth, kBackendName));
+    return std::make_unique<ZeStream>(runtime(), state, list, Ownership::Borrowed,
+                                      std::move(owner));
   }
 
  private:
-  DeviceState& device_state(int device, const char* operation) const {
-    return *runtime_->devices[check_device_index(device, runtime_->devices.size(), kBackendName,
-                                                 operation)];
+  Capabilities device_capabilities(const DeviceState& state) const override {
+    Capabilities caps;
+    caps.timed_delay = state.spin_kernel != nullptr;
+    return caps;
   }
 
-  std::shared_ptr<Runtime> runtime_;
+  std::vector<std::string> marker_strategies(const DeviceState& /*state*/) const override {
+    return {kStrategyGlobalTimestamps};
+  }
 };
 
 }  // namespace

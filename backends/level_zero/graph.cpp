@@ -1,18 +1,16 @@
 // Level Zero graphs, capture path chosen per device at start-up: native record-and-replay graphs
 // (Ext or Exp flavour, see level_zero_graph_ext.hpp) or a regular command list replayed through a
 // command queue (Note [Command-list capture]).
-#include <atomic>
 #include <fstream>
 
 #include <fmt/format.h>
 
+#include "common/private_pool_graph.hpp"
 #include "level_zero_backend.hpp"
 
 namespace accgraph::detail::level_zero {
 
 namespace {
-
-std::atomic<uint64_t> next_pool_id{1};
 
 // Note [Command-list capture]: without the graph extension, a capture records the stream's
 // operations into a regular command list, bracketed by two events of the graph:
@@ -27,17 +25,12 @@ std::atomic<uint64_t> next_pool_id{1};
 // on another stream than the previous one first waits for that stream. A regular list may be
 // submitted again while it runs, because the queue is in-order and each execution waits for its
 // own `start`.
-class ZeGraph final : public GraphImplInterface {
+class ZeGraph final : public PrivatePoolGraph<Runtime> {
  public:
-  ZeGraph(std::shared_ptr<Runtime> runtime, const GraphArgs& args)
-      : runtime_(std::move(runtime)), args_(args) {}
+  using PrivatePoolGraph::PrivatePoolGraph;
 
   ~ZeGraph() override {
-    try {
-      reset();
-    } catch (const std::exception& e) {
-      log(LogLevel::Warning, fmt::format("level_zero: destroying a graph: {}", e.what()));
-    }
+    reset_for_destructor(kBackendName);
     if (queue_ != nullptr)
       ACCGRAPH_ZE_LOG(zeCommandQueueDestroy(queue_), "destroying a graph's queue");
   }
@@ -59,7 +52,7 @@ class ZeGraph final : public GraphImplInterface {
                                   device.compute_ordinal,
                                   device.in_order_flags ? kCommandListFlagInOrder : 0u};
       ze_command_list_handle_t list = nullptr;
-      ACCGRAPH_ZE_CHECK(zeCommandListCreate(runtime_->context, device.handle, &desc, &list),
+      ACCGRAPH_ZE_CHECK(zeCommandListCreate(runtime().context, device.handle, &desc, &list),
                         "capture_begin: creating the recording list");
       recorded_ = list;
       ze_event_handle_t start = (*bracket_)[0];
@@ -79,7 +72,7 @@ class ZeGraph final : public GraphImplInterface {
     path_ = device.capture.path;
     // pool_sharing is false: the core passes only new private pools (Note [Capability gates]
     // in accgraph/backend.hpp).
-    if (pool.is_new_private()) pool_id_ = PoolId{next_pool_id.fetch_add(1), 0};
+    if (pool.is_new_private()) take_new_pool_id();
   }
 
   void capture_end() override {
@@ -189,7 +182,6 @@ class ZeGraph final : public GraphImplInterface {
     operations_.clear();
   }
 
-  PoolId pool() const override { return pool_id_; }
   void enable_debug_mode() override { debug_ = true; }
 
   void debug_dump(const std::string& path) override {
@@ -222,10 +214,10 @@ class ZeGraph final : public GraphImplInterface {
  private:
   void prepare_command_list_path(DeviceState& device) {
     if (!bracket_)
-      bracket_ = std::make_unique<EventSet>(*runtime_, 2, "capture_begin: creating events");
+      bracket_ = std::make_unique<EventSet>(runtime(), 2, "capture_begin: creating events");
     if (queue_ != nullptr) return;
     const ze_command_queue_desc_t desc = compute_queue_desc(device);
-    ACCGRAPH_ZE_CHECK(zeCommandQueueCreate(runtime_->context, device.handle, &desc, &queue_),
+    ACCGRAPH_ZE_CHECK(zeCommandQueueCreate(runtime().context, device.handle, &desc, &queue_),
                       "capture_begin: creating the replay queue");
   }
 
@@ -255,12 +247,9 @@ class ZeGraph final : public GraphImplInterface {
     recorded_ = nullptr;
   }
 
-  std::shared_ptr<Runtime> runtime_;
-  GraphArgs args_;
   bool debug_ = false;
   DeviceState* device_ = nullptr;
   CapturePath path_ = CapturePath::CommandList;
-  PoolId pool_id_;
   std::shared_ptr<StreamCore> capture_core_;  // while capturing
   std::weak_ptr<StreamCore> last_replay_;     // the stream of the latest replay
   std::vector<std::string> operations_;
@@ -276,9 +265,11 @@ class ZeGraph final : public GraphImplInterface {
 
 }  // namespace
 
+// GraphArgs holds nothing a level_zero graph reads: the core honours keep_graph (it calls
+// instantiate).
 std::unique_ptr<GraphImplInterface> make_graph(std::shared_ptr<Runtime> runtime,
-                                               const GraphArgs& args) {
-  return std::make_unique<ZeGraph>(std::move(runtime), args);
+                                               const GraphArgs& /*args*/) {
+  return std::make_unique<ZeGraph>(std::move(runtime));
 }
 
 }  // namespace accgraph::detail::level_zero

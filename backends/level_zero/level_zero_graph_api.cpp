@@ -17,6 +17,9 @@ const char* to_string(GraphFlavor flavor) noexcept {
 
 namespace {
 
+/// Whether a driver of the flavour must have an entry point: a missing required one is listed.
+enum class Need { Required, Optional };
+
 template <class Pfn>
 void lookup(ze_driver_handle_t driver, const char* name, Pfn& out,
             std::vector<std::string>* missing) {
@@ -36,25 +39,34 @@ GraphApi GraphApi::resolve(ze_driver_handle_t driver, GraphFlavor flavor,
                            std::vector<std::string>& missing) {
   GraphApi api;
   api.flavor_ = flavor;
-  if (flavor == GraphFlavor::Ext) {
-    lookup(driver, "zeCommandListBeginGraphCaptureExt", api.begin_ext_, &missing);
-    lookup(driver, "zeCommandListEndGraphCaptureExt", api.end_ext_, &missing);
-    lookup(driver, "zeGraphInstantiateExt", api.instantiate_ext_, &missing);
-    lookup(driver, "zeCommandListAppendGraphExt", api.append_ext_, &missing);
-    lookup(driver, "zeGraphDestroyExt", api.destroy_graph_ext_, &missing);
-    lookup(driver, "zeExecutableGraphDestroyExt", api.destroy_executable_ext_, &missing);
-    lookup(driver, "zeGraphDumpContentsExt", api.dump_ext_, nullptr);
-    lookup(driver, "zeCommandListIsGraphCaptureEnabledExt", api.is_capturing_ext_, nullptr);
-  } else if (flavor == GraphFlavor::Exp) {
-    lookup(driver, "zeCommandListBeginGraphCaptureExp", api.begin_exp_, &missing);
-    lookup(driver, "zeCommandListEndGraphCaptureExp", api.end_exp_, &missing);
-    lookup(driver, "zeCommandListInstantiateGraphExp", api.instantiate_exp_, &missing);
-    lookup(driver, "zeCommandListAppendGraphExp", api.append_exp_, &missing);
-    lookup(driver, "zeGraphDestroyExp", api.destroy_graph_exp_, &missing);
-    lookup(driver, "zeExecutableGraphDestroyExp", api.destroy_executable_exp_, &missing);
-    lookup(driver, "zeGraphDumpContentsExp", api.dump_exp_, nullptr);
-    lookup(driver, "zeCommandListIsGraphCaptureEnabledExp", api.is_capturing_exp_, nullptr);
-  }
+  if (flavor == GraphFlavor::None) return api;
+  // One line an entry point, its two flavours side by side (as in the calls below); a driver
+  // without the optional ones still captures.
+  const bool ext = flavor == GraphFlavor::Ext;
+  auto find = [&](const char* ext_name, auto& ext_fn, const char* exp_name, auto& exp_fn,
+                  Need need) {
+    std::vector<std::string>* report = need == Need::Required ? &missing : nullptr;
+    if (ext)
+      lookup(driver, ext_name, ext_fn, report);
+    else
+      lookup(driver, exp_name, exp_fn, report);
+  };
+  find("zeCommandListBeginGraphCaptureExt", api.begin_ext_, "zeCommandListBeginGraphCaptureExp",
+       api.begin_exp_, Need::Required);
+  find("zeCommandListEndGraphCaptureExt", api.end_ext_, "zeCommandListEndGraphCaptureExp",
+       api.end_exp_, Need::Required);
+  find("zeGraphInstantiateExt", api.instantiate_ext_, "zeCommandListInstantiateGraphExp",
+       api.instantiate_exp_, Need::Required);
+  find("zeCommandListAppendGraphExt", api.append_ext_, "zeCommandListAppendGraphExp",
+       api.append_exp_, Need::Required);
+  find("zeGraphDestroyExt", api.destroy_graph_ext_, "zeGraphDestroyExp", api.destroy_graph_exp_,
+       Need::Required);
+  find("zeExecutableGraphDestroyExt", api.destroy_executable_ext_, "zeExecutableGraphDestroyExp",
+       api.destroy_executable_exp_, Need::Required);
+  find("zeGraphDumpContentsExt", api.dump_ext_, "zeGraphDumpContentsExp", api.dump_exp_,
+       Need::Optional);
+  find("zeCommandListIsGraphCaptureEnabledExt", api.is_capturing_ext_,
+       "zeCommandListIsGraphCaptureEnabledExp", api.is_capturing_exp_, Need::Optional);
   return api;
 }
 

@@ -12,6 +12,7 @@
 
 #include "accgraph/spi/plugin.hpp"  // ACCGRAPH_DEFINE_PLUGIN and accgraph::priority
 #include "accgraph/version.hpp"
+#include "common/runtime_backend.hpp"
 #include "vulkan_backend.hpp"
 
 #if ACCGRAPH_VULKAN_SPIN_SHADER
@@ -620,35 +621,16 @@ std::shared_ptr<Runtime> discover() {
   return runtime;
 }
 
-class VkBackend final : public Backend, public ClockSampling {
+// The forwarding members (devices, capabilities, allocate, create_graph, create_markers) are
+// RuntimeBackend's (Note [Runtime backends] in common/runtime_backend.hpp).
+class VkBackend final : public RuntimeBackend<Runtime>, public ClockSampling {
  public:
-  VkBackend() : runtime_(discover()) {}
-
-  std::string name() const override { return kBackendName; }
-
-  std::vector<DeviceInfo> devices() const override {
-    std::vector<DeviceInfo> out;
-    for (const auto& device : runtime_->devices) out.push_back({device->index, device->name});
-    return out;
-  }
-
-  Capabilities capabilities(int device) const override {
-    const DeviceState& state = device_state(device, "capabilities");
-    Capabilities caps;
-    // Nothing is illegal during a capture: it only redirects the capturing stream's operations
-    // (Note [Recorded graphs] in graph.cpp), so every mode is honoured by doing nothing.
-    caps.capture_modes = {CaptureMode::Global, CaptureMode::ThreadLocal, CaptureMode::Relaxed};
-    caps.timed_delay = state.spin_pipeline != VK_NULL_HANDLE;
-    if (state.timestamps) caps.marker_strategies = {kStrategyTimestampQueries};
-    caps.marker_ring_depth = kDefaultRingDepth;
-    caps.timer_resolution_ns = state.timer.resolution_ns();
-    return caps;
-  }
+  VkBackend() : RuntimeBackend(kBackendName, discover(), {kDefaultRingDepth, kMaxRingDepth}) {}
 
   std::unique_ptr<StreamImpl> create_stream(int device) override {
     DeviceState& state = device_state(device, "create_stream");
     return std::make_unique<VkStream>(
-        std::make_shared<StreamCore>(runtime_, state, state.pick_queue(), Ownership::Owned));
+        std::make_shared<StreamCore>(runtime(), state, state.pick_queue(), Ownership::Owned));
   }
 
   std::unique_ptr<StreamImpl> wrap_stream(int device, void* native_handle) override {
@@ -667,25 +649,7 @@ class VkBackend final : public Backend, public ClockSampling {
                               native_handle, device),
                   kBackendName);
     return std::make_unique<VkStream>(
-        std::make_shared<StreamCore>(runtime_, state, *queue, Ownership::Borrowed));
-  }
-
-  std::unique_ptr<BufferImpl> allocate(int device, size_t bytes, MemoryKind kind) override {
-    return allocate_buffer(runtime_, device_state(device, "allocate"), bytes, kind);
-  }
-
-  std::unique_ptr<GraphImplInterface> create_graph(const GraphArgs& args) override {
-    return make_graph(runtime_, args);
-  }
-
-  std::unique_ptr<TimestampMarkers> create_markers(int device,
-                                                   const MarkerOptions& options) override {
-    DeviceState& state = device_state(device, "create_markers");
-    std::vector<std::string> offered;
-    if (state.timestamps) offered.push_back(kStrategyTimestampQueries);
-    options.resolve_strategy(offered, kBackendName);
-    return make_markers(runtime_, state,
-                        options.resolve_ring_depth(kDefaultRingDepth, kMaxRingDepth, kBackendName));
+        std::make_shared<StreamCore>(runtime(), state, *queue, Ownership::Borrowed));
   }
 
   void sample_clock(int device, timing::ClockSample* samples, size_t count) override {
@@ -693,12 +657,19 @@ class VkBackend final : public Backend, public ClockSampling {
   }
 
  private:
-  DeviceState& device_state(int device, const char* operation) const {
-    return *runtime_->devices[check_device_index(device, runtime_->devices.size(), kBackendName,
-                                                 operation)];
+  Capabilities device_capabilities(const DeviceState& state) const override {
+    Capabilities caps;
+    // Nothing is illegal during a capture: it only redirects the capturing stream's operations
+    // (Note [Recorded graphs] in graph.cpp), so every mode is honoured by doing nothing.
+    caps.capture_modes = {CaptureMode::Global, CaptureMode::ThreadLocal, CaptureMode::Relaxed};
+    caps.timed_delay = state.spin_pipeline != VK_NULL_HANDLE;
+    return caps;
   }
 
-  std::shared_ptr<Runtime> runtime_;
+  std::vector<std::string> marker_strategies(const DeviceState& state) const override {
+    if (state.timestamps) return {kStrategyTimestampQueries};
+    return {};
+  }
 };
 
 }  // namespace

@@ -1,16 +1,13 @@
 // Vulkan graphs: a capture records the stream's operations; instantiate records them into one
 // primary command buffer; replay submits it (Note [Recorded graphs]).
-#include <atomic>
-
 #include <fmt/format.h>
 
+#include "common/private_pool_graph.hpp"
 #include "vulkan_backend.hpp"
 
 namespace accgraph::detail::vulkan {
 
 namespace {
-
-std::atomic<uint64_t> next_pool_id{1};
 
 // Note [Recorded graphs]: while a stream captures, its operations (copies, fills, markers,
 // delays) are appended to the graph's list of operations instead of being submitted: that list
@@ -25,17 +22,12 @@ std::atomic<uint64_t> next_pool_id{1};
 // previous queue's latest submission (which includes that replay and anything the markers
 // submitted after it). A replay on a capturing stream appends the graph's operations to that
 // capture (replay.nested), so they run each time the outer graph is replayed.
-class VkGraph final : public GraphImplInterface {
+class VkGraph final : public PrivatePoolGraph<Runtime> {
  public:
-  VkGraph(std::shared_ptr<Runtime> runtime, const GraphArgs& args)
-      : runtime_(std::move(runtime)), args_(args) {}
+  using PrivatePoolGraph::PrivatePoolGraph;
 
   ~VkGraph() override {
-    try {
-      reset();
-    } catch (const std::exception& e) {
-      log(LogLevel::Warning, fmt::format("vulkan: destroying a graph: {}", e.what()));
-    }
+    reset_for_destructor(kBackendName);
     if (pool_ != VK_NULL_HANDLE && !leaked_)
       vk().vkDestroyCommandPool(device_->device, pool_, nullptr);
   }
@@ -53,7 +45,7 @@ class VkGraph final : public GraphImplInterface {
     }
     capture_core_ = std::move(core);
     device_ = &capture_core_->device;
-    pool_id_ = PoolId{next_pool_id.fetch_add(1), 0};
+    take_new_pool_id();
   }
 
   void capture_end() override {
@@ -133,7 +125,6 @@ class VkGraph final : public GraphImplInterface {
     last_value_ = 0;
   }
 
-  PoolId pool() const override { return pool_id_; }
   void enable_debug_mode() override {}  // the operations are always kept: nothing to switch on
 
   void debug_dump(const std::string& path) override {
@@ -189,10 +180,7 @@ class VkGraph final : public GraphImplInterface {
     leaked_ = false;
   }
 
-  std::shared_ptr<Runtime> runtime_;
-  GraphArgs args_;
   DeviceState* device_ = nullptr;
-  PoolId pool_id_;
   std::shared_ptr<StreamCore> capture_core_;  // while capturing
   std::vector<Operation> operations_;
   VkCommandPool pool_ = VK_NULL_HANDLE;
@@ -205,9 +193,10 @@ class VkGraph final : public GraphImplInterface {
 
 }  // namespace
 
+// GraphArgs holds nothing a vulkan graph reads: the core honours keep_graph (it calls instantiate).
 std::unique_ptr<GraphImplInterface> make_graph(std::shared_ptr<Runtime> runtime,
-                                               const GraphArgs& args) {
-  return std::make_unique<VkGraph>(std::move(runtime), args);
+                                               const GraphArgs& /*args*/) {
+  return std::make_unique<VkGraph>(std::move(runtime));
 }
 
 }  // namespace accgraph::detail::vulkan

@@ -31,6 +31,7 @@ from typing import Any, Dict, List, Tuple
 
 import accgraph
 import accgraph.torch
+from bench_torch import load_torch  # this folder, the script's, is on sys.path
 
 BLOCKS, D_MODEL, HEADS, BATCH, SEQ = 12, 768, 12, 8, 256
 # name -> (depth, include): the filters of each timed graph.
@@ -90,15 +91,9 @@ def main() -> int:
     parser.add_argument("--host-replays", type=int, default=20,
                         help="back-to-back replay() calls per round (part 2)")
     args = parser.parse_args()
-    try:
-        torch = accgraph.torch._load_torch()
-        accgraph.torch._require_backend()
-    except accgraph.torch.TorchUnavailableError as e:
-        print(f"bench_modules: skipped: {e.message}")
+    torch = load_torch("bench_modules")
+    if torch is None:
         return 0
-    print(f"accgraph {accgraph.__version__}, torch {torch.__version__} "
-          f"(CUDA {torch.version.cuda}), {torch.cuda.get_device_name()}, "
-          f"Python {sys.version.split()[0]}")
     torch.manual_seed(0)
     model = make_model(torch)
     x = torch.randn(BATCH, SEQ, D_MODEL, device="cuda", dtype=torch.bfloat16)

@@ -322,6 +322,20 @@ def bench_accuracy(torch: Any, replays: int) -> List[str]:
     return lines
 
 
+def load_torch(bench: str) -> Any:
+    """torch, with accgraph's CUDA backend, after a line naming the versions and the GPU; None,
+    after a line saying why `bench` is skipped, without them (also used by bench_modules.py)."""
+    try:
+        torch = accgraph.torch._load_torch()
+        accgraph.torch._require_backend()
+    except accgraph.torch.TorchUnavailableError as e:
+        print(f"{bench}: skipped: {e.message}")
+        return None
+    print(f"accgraph {accgraph.__version__}, torch {torch.__version__} (CUDA {torch.version.cuda}), "
+          f"{torch.cuda.get_device_name()}, Python {sys.version.split()[0]}")
+    return torch
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replays", type=int, default=1000, help="replays per round (part 1)")
@@ -330,14 +344,9 @@ def main() -> int:
     parser.add_argument("--accuracy-replays", type=int, default=200, help="replays (part 3)")
     args = parser.parse_args()
 
-    try:
-        torch = accgraph.torch._load_torch()
-        accgraph.torch._require_backend()
-    except accgraph.torch.TorchUnavailableError as e:
-        print(f"bench_torch: skipped: {e.message}")
+    torch = load_torch("bench_torch")
+    if torch is None:
         return 0
-    print(f"accgraph {accgraph.__version__}, torch {torch.__version__} (CUDA {torch.version.cuda}), "
-          f"{torch.cuda.get_device_name()}, Python {sys.version.split()[0]}")
     failed = False
     for part in (lambda: bench_overhead(torch, args.replays, args.rounds),
                  lambda: bench_host_cost(torch, args.samples),

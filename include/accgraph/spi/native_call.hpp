@@ -87,21 +87,22 @@ struct NativeCall {
 
 }  // namespace accgraph
 
-/// ACCGRAPH_NATIVE_CHECK(MyCall, my_sync(queue), "synchronize"): throws the Error of Note
-/// [Native calls] when the call fails, naming the function the expression calls.
-#define ACCGRAPH_NATIVE_CHECK(TRAITS, EXPR, WHAT)                                        \
-  do {                                                                                   \
-    const auto accgraph_native_result_ = (EXPR);                                         \
-    if (!TRAITS::succeeded(accgraph_native_result_))                                     \
-      ::accgraph::NativeCall<TRAITS>::fail(accgraph_native_result_,                      \
-                                           ::accgraph::native_call_name(#EXPR), (WHAT)); \
+/// The body of the two macros below: evaluates EXPR once and hands a failed result to
+/// NativeCall<TRAITS>::ON_FAILURE (fail or log_failure) with the name of the function EXPR calls
+/// (CALL_TEXT: EXPR as written, stringified by the public macro before any expansion).
+#define ACCGRAPH_DETAIL_NATIVE_CALL(TRAITS, EXPR, CALL_TEXT, WHAT, ON_FAILURE)                     \
+  do {                                                                                             \
+    const auto accgraph_native_result_ = (EXPR);                                                   \
+    if (!TRAITS::succeeded(accgraph_native_result_))                                               \
+      ::accgraph::NativeCall<TRAITS>::ON_FAILURE(accgraph_native_result_,                          \
+                                                 ::accgraph::native_call_name(CALL_TEXT), (WHAT)); \
   } while (0)
 
+/// ACCGRAPH_NATIVE_CHECK(MyCall, my_sync(queue), "synchronize"): throws the Error of Note
+/// [Native calls] when the call fails, naming the function the expression calls.
+#define ACCGRAPH_NATIVE_CHECK(TRAITS, EXPR, WHAT) \
+  ACCGRAPH_DETAIL_NATIVE_CALL(TRAITS, EXPR, #EXPR, WHAT, fail)
+
 /// The same for destructors and other places that must not throw: logs instead.
-#define ACCGRAPH_NATIVE_LOG(TRAITS, EXPR, WHAT)                                                 \
-  do {                                                                                          \
-    const auto accgraph_native_result_ = (EXPR);                                                \
-    if (!TRAITS::succeeded(accgraph_native_result_))                                            \
-      ::accgraph::NativeCall<TRAITS>::log_failure(accgraph_native_result_,                      \
-                                                  ::accgraph::native_call_name(#EXPR), (WHAT)); \
-  } while (0)
+#define ACCGRAPH_NATIVE_LOG(TRAITS, EXPR, WHAT) \
+  ACCGRAPH_DETAIL_NATIVE_CALL(TRAITS, EXPR, #EXPR, WHAT, log_failure)

@@ -1,0 +1,104 @@
+// Internal to the in-tree module backends (level_zero, vulkan): the Backend members that only
+// forward to a shared Runtime's devices and to the backend's factories (Note [Runtime backends]).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "accgraph/spi/backend.hpp"
+#include "accgraph/spi/device_index.hpp"
+#include "accgraph/types.hpp"
+
+namespace accgraph::detail {
+
+/// The marker ring depths a backend builds by default and at the most.
+struct RingDepths {
+  size_t default_depth;
+  size_t max_depth;
+};
+
+/// Note [Runtime backends]: level_zero and vulkan keep what they discover at start-up in one
+/// shared `Runtime` (its `devices`: a unique_ptr<DeviceState> per device, numbered from 0, each
+/// with its `index`, `name` and `timer`, whose resolution_ns() capabilities() reports) and
+/// build their objects with three free functions of their own namespace, found here by
+/// argument-dependent lookup on the Runtime:
+///
+///   allocate_buffer(const std::shared_ptr<Runtime>&, DeviceState&, size_t bytes, MemoryKind)
+///   make_graph(std::shared_ptr<Runtime>, const GraphArgs&)
+///   make_markers(std::shared_ptr<Runtime>, DeviceState&, size_t ring_depth)
+///
+/// The forwarding (device list, device lookup with the SPI's index check, buffer, graph and marker
+/// factories with the strategy and ring-depth checks, the capabilities every such backend reports
+/// alike: its marker strategies, the default ring depth and the timer's resolution) is written
+/// once, here; a backend's class keeps what differs: its streams, the rest of a device's
+/// capabilities (device_capabilities) and the marker strategies a device offers (marker_strategies,
+/// which both create_markers and capabilities use, so they agree).
+template <class Runtime>
+class RuntimeBackend : public Backend {
+ public:
+  using DeviceState = std::decay_t<decltype(*std::declval<Runtime&>().devices.front())>;
+
+  std::string name() const override { return name_; }
+
+  Capabilities capabilities(int device) const override {
+    const DeviceState& state = device_state(device, "capabilities");
+    Capabilities caps = device_capabilities(state);
+    caps.marker_strategies = marker_strategies(state);
+    caps.marker_ring_depth = depths_.default_depth;
+    caps.timer_resolution_ns = state.timer.resolution_ns();
+    return caps;
+  }
+
+  std::vector<DeviceInfo> devices() const override {
+    std::vector<DeviceInfo> out;
+    for (const auto& device : runtime_->devices) out.push_back({device->index, device->name});
+    return out;
+  }
+
+  std::unique_ptr<BufferImpl> allocate(int device, size_t bytes, MemoryKind kind) override {
+    return allocate_buffer(runtime_, device_state(device, "allocate"), bytes, kind);
+  }
+
+  std::unique_ptr<GraphImplInterface> create_graph(const GraphArgs& args) override {
+    return make_graph(runtime_, args);
+  }
+
+  std::unique_ptr<TimestampMarkers> create_markers(int device,
+                                                   const MarkerOptions& options) override {
+    DeviceState& state = device_state(device, "create_markers");
+    options.resolve_strategy(marker_strategies(state), name_);
+    return make_markers(
+        runtime_, state,
+        options.resolve_ring_depth(depths_.default_depth, depths_.max_depth, name_));
+  }
+
+ protected:
+  RuntimeBackend(std::string name, std::shared_ptr<Runtime> runtime, RingDepths depths)
+      : name_(std::move(name)), runtime_(std::move(runtime)), depths_(depths) {}
+
+  /// What `state` can do, but for the marker fields and timer_resolution_ns, which
+  /// capabilities() fills in.
+  virtual Capabilities device_capabilities(const DeviceState& state) const = 0;
+
+  /// The marker strategies `state` offers, the default first (empty: no markers).
+  virtual std::vector<std::string> marker_strategies(const DeviceState& state) const = 0;
+
+  /// Device `device`, or Error(InvalidArgument) naming `operation` (check_device_index).
+  DeviceState& device_state(int device, const char* operation) const {
+    return *runtime_
+                ->devices[check_device_index(device, runtime_->devices.size(), name_, operation)];
+  }
+
+  const std::shared_ptr<Runtime>& runtime() const noexcept { return runtime_; }
+
+ private:
+  std::string name_;
+  std::shared_ptr<Runtime> runtime_;
+  RingDepths depths_;
+};
+
+}  // namespace accgraph::detail
