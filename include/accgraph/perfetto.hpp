@@ -97,12 +97,12 @@ struct TraceEvent {
 /// One process per pid that has slices or instants (its pid when the pid is an int32, else a
 /// number above every such pid), named by its process_name metadata (else the pid's text), with
 /// its process_labels and process_sort_index (legacy_sort_index). In it one track per (pid, tid),
-/// named by the thread_name metadata (else "thread <tid>"), ordered by thread_sort_index, then as
-/// first seen. 'X' events are slices (begin and end packets, ns exact; category and args as
-/// debug annotations, typed as TraceEventArg says), 'i'/'I' instants on their thread's track.
-/// Slices of one thread that overlap without nesting go to further backing tracks sharing the
-/// track's sibling_merge_key, so the UI still shows one row (Note [Backing tracks]). Text is
-/// written as valid UTF-8.
+/// named by the thread_name metadata (else "thread <tid>" for a number, the tid's text for a
+/// string), ordered by thread_sort_index, then as first seen. 'X' events are slices (begin and end
+/// packets, ns exact; category and args as debug annotations, typed as TraceEventArg says), 'i'/'I'
+/// instants on their thread's track. Slices of one thread that overlap without nesting go to
+/// further backing tracks sharing the track's sibling_merge_key, so the UI still shows one row
+/// (Note [Backing tracks]). Text is written as valid UTF-8.
 ///
 /// Throws only accgraph::Error: InvalidArgument for an event of any other phase (flow 's'/'f',
 /// 'B'/'E', counters: leave them out), a slice whose end does not fit 64 bits, or when `out`

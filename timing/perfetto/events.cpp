@@ -277,7 +277,8 @@ bool EventTraceWriter::write_descriptors(uint32_t k) {
     detail::BackingTracks backing;
     backing.first_uuid = track_uuid_[t];
     backing.parent_uuid = k + 1;
-    backing.name = detail::valid_utf8(thread.name.value_or("thread " + thread.id));
+    backing.name = detail::valid_utf8(
+        thread.name.value_or(parse_integer(thread.id) ? "thread " + thread.id : thread.id));
     backing.order_rank = static_cast<int32_t>(t - p.first_track);
     backing.merge_key = fmt::format("{}/thread/{}", pid_[k], detail::valid_utf8(thread.id));
     backing.stacks = layout_.tracks[t].stacks;
