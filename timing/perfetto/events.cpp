@@ -117,7 +117,7 @@ class EventTraceWriter {
             throw Error(ErrorCode::InvalidArgument,
                         fmt::format("write_perfetto_events: event {} ('{}') ends after 2^64 ns "
                                     "(ts_ns {}, dur_ns {}): give times in nanoseconds that fit",
-                                    i, e.name, e.ts_ns, e.dur_ns));
+                                    i, detail::valid_utf8(e.name), e.ts_ns, e.dur_ns));
           slices_.push_back({static_cast<uint32_t>(i), thread_of(e, i)});
           break;
         }
@@ -131,7 +131,8 @@ class EventTraceWriter {
                                   "is not written: give only complete slices ('X'), instants "
                                   "('i', 'I') and metadata ('M'), leaving flow, counter and "
                                   "begin/end events out",
-                                  i, e.name, detail::valid_utf8(std::string(1, e.phase))));
+                                  i, detail::valid_utf8(e.name),
+                                  detail::valid_utf8(std::string(1, e.phase))));
       }
     }
   }
