@@ -1,5 +1,6 @@
-// Traces in either format chosen by the file name (Chrome JSON, native Perfetto), the merge of
-// several ranks' Perfetto traces (accgraph/perfetto.hpp), and device clock offsets
+// Traces in either format chosen by the file name (Chrome JSON, native Perfetto), Chrome trace
+// events as a Perfetto trace (annotate_trace's .pftrace), the merge of several ranks' Perfetto
+// traces (accgraph/perfetto.hpp), and device clock offsets
 // (accgraph/clock.hpp). The Perfetto half needs accgraph::perfetto (libprotobuf); a package
 // built without it raises UnsupportedError from those calls and says how to get them.
 #include <nanobind/stl/optional.h>
