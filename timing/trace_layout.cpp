@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
@@ -136,36 +137,13 @@ class LayoutBuilder {
 
   // Every track's stacks (Note [Trace layout]), and the ranges of tracks and slices.
   void assign_stacks() {
-    std::vector<int32_t> stack_of(first_index_.back(), -1);  // by first_index_ + region
-    std::vector<uint32_t> track_of(first_index_.back(), 0);
-    for (const TraceSlice& s : layout_.slices) track_of[slot(s.report, s.region)] = s.track;
-    StackAssigner assigner;
-    for (size_t begin = 0; begin < layout_.slices.size();) {
-      const uint32_t track = layout_.slices[begin].track;
-      assigner.start_track();
-      size_t end = begin;
-      for (; end < layout_.slices.size() && layout_.slices[end].track == track; ++end) {
-        TraceSlice& s = layout_.slices[end];
-        const int parent = reports_[s.report].layout().regions()[s.region].parent;
-        int32_t parent_stack = -1;
-        if (parent >= 0) {
-          const size_t at = slot(s.report, static_cast<size_t>(parent));
-          if (stack_of[at] >= 0 && track_of[at] == track) parent_stack = stack_of[at];
-        }
-        s.stack = assigner.assign(Span{s.start_ns, s.end_ns}, parent_stack);
-        stack_of[slot(s.report, s.region)] = s.stack;
-      }
-      TraceTrack& t = layout_.tracks[track];
-      t.stacks = assigner.used();
-      t.first_slice = static_cast<uint32_t>(begin);
-      t.end_slice = static_cast<uint32_t>(end);
-      begin = end;
-    }
-    for (uint32_t t = 0; t < layout_.tracks.size(); ++t) {
-      TraceProcess& p = layout_.processes[layout_.tracks[t].process];
-      if (!p.has_slices()) p.first_track = t;
-      p.end_track = t + 1;
-    }
+    std::vector<int64_t> slice_at(first_index_.back(), -1);  // by first_index_ + region
+    for (size_t k = 0; k < layout_.slices.size(); ++k)
+      slice_at[slot(layout_.slices[k].report, layout_.slices[k].region)] = static_cast<int64_t>(k);
+    detail::assign_stacks(layout_, [&](const TraceSlice& s) -> int64_t {
+      const int parent = reports_[s.report].layout().regions()[s.region].parent;
+      return parent >= 0 ? slice_at[slot(s.report, static_cast<size_t>(parent))] : -1;
+    });
   }
 
   TraceLayout take() { return std::move(layout_); }
@@ -225,6 +203,34 @@ class LayoutBuilder {
 };
 
 }  // namespace
+
+void assign_stacks(TraceLayout& layout,
+                   const std::function<int64_t(const TraceSlice&)>& parent_of) {
+  StackAssigner assigner;
+  std::vector<TraceSlice>& slices = layout.slices;
+  for (size_t begin = 0; begin < slices.size();) {
+    const uint32_t track = slices[begin].track;
+    assigner.start_track();
+    size_t end = begin;
+    for (; end < slices.size() && slices[end].track == track; ++end) {
+      TraceSlice& s = slices[end];
+      const int64_t parent = parent_of(s);
+      const bool placed = parent >= 0 && slices[static_cast<size_t>(parent)].track == track;
+      const int32_t parent_stack = placed ? slices[static_cast<size_t>(parent)].stack : -1;
+      s.stack = assigner.assign(Span{s.start_ns, s.end_ns}, parent_stack);
+    }
+    TraceTrack& t = layout.tracks[track];
+    t.stacks = assigner.used();
+    t.first_slice = static_cast<uint32_t>(begin);
+    t.end_slice = static_cast<uint32_t>(end);
+    begin = end;
+  }
+  for (uint32_t t = 0; t < layout.tracks.size(); ++t) {
+    TraceProcess& p = layout.processes[layout.tracks[t].process];
+    if (!p.has_slices()) p.first_track = t;
+    p.end_track = t + 1;
+  }
+}
 
 std::string TraceTrack::name() const {
   return is_lane ? std::string(lane) : fmt::format("stream {}", stream_id);

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -82,6 +83,13 @@ struct TraceLayout {
 // The layout of `reports` (Note [Trace layout]). InvalidArgument, naming `what` ("the Chrome
 // trace"), when there are more reports than a trace can index.
 TraceLayout layout_trace(const std::vector<ReplayReport>& reports, const char* what);
+
+// Gives every slice of `layout` its stack (Note [Trace layout]) and sets the tracks' slice ranges
+// and the processes' track ranges. The slices must be sorted by track, then start, longer first
+// (parents before their children), with stack -1; `parent_of` gives the index of a slice's
+// enclosing slice in layout.slices, or -1 for none: a slice stays on its parent's stack when it
+// nests there. What layout_trace does for reports, and write_perfetto_events for any events.
+void assign_stacks(TraceLayout& layout, const std::function<int64_t(const TraceSlice&)>& parent_of);
 
 // "<backend> device <n>", with " (<device name>)" when `named_by` has one.
 std::string process_name(const TraceProcess& process, const ReplayReport& named_by);

@@ -1,6 +1,6 @@
-// Native Perfetto traces (.pftrace) of replay reports, and the merge of several ranks' traces
-// into one timeline on a common clock. Library accgraph::perfetto (target accgraph_perfetto),
-// built when libprotobuf is found; the core library does not depend on it.
+// Native Perfetto traces (.pftrace) of replay reports and of Chrome trace events, and the merge of
+// several ranks' traces into one timeline on a common clock. Library accgraph::perfetto (target
+// accgraph_perfetto), built when libprotobuf is found; the core library does not depend on it.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +63,52 @@ struct PerfettoOptions {
 ACCGRAPH_PERFETTO_API void write_perfetto_trace(std::ostream& out,
                                                 const std::vector<ReplayReport>& reports,
                                                 const PerfettoOptions& options = {});
+
+/// One argument of a TraceEvent ("args" of Chrome's JSON).
+struct TraceEventArg {
+  std::string name;
+  /// A string's text, or (is_text false) any other JSON value as its JSON text: a number, true,
+  /// false or a list of them is written typed (Note [Typed annotations]), anything else (an
+  /// object, null) as its text.
+  std::string value;
+  bool is_text = true;
+};
+
+/// One event of a Chrome JSON trace (the Trace Event Format, as torch.profiler's Kineto writes
+/// it), for write_perfetto_events.
+struct TraceEvent {
+  /// 'X' a complete slice (ts, dur), 'i' or 'I' an instant (ts), 'M' metadata: process_name,
+  /// process_labels, process_sort_index, thread_name and thread_sort_index are read (their
+  /// "name", "labels" or "sort_index" argument), other metadata is ignored.
+  char phase = 'X';
+  std::string name;
+  std::string category;  ///< "cat"; "" for none
+  /// The JSON values of "pid" and "tid" as text: a number as written ("6046"), a string's text
+  /// ("Spans").
+  std::string pid, tid;
+  uint64_t ts_ns = 0;   ///< "ts" (microseconds) in nanoseconds, exactly
+  uint64_t dur_ns = 0;  ///< "dur" in nanoseconds ('X')
+  std::vector<TraceEventArg> args;
+};
+
+/// Writes Chrome trace `events` as a native Perfetto trace (.pftrace), with the same tracks and
+/// times: what accgraph.torch.annotate_trace writes for a .pftrace output.
+///
+/// One process per pid that has slices or instants (its pid when the pid is an int32, else a
+/// number above every such pid), named by its process_name metadata (else the pid's text), with
+/// its process_labels and process_sort_index (legacy_sort_index). In it one track per (pid, tid),
+/// named by the thread_name metadata (else "thread <tid>" for a number, the tid's text for a
+/// string), ordered by thread_sort_index, then as first seen. 'X' events are slices (begin and end
+/// packets, ns exact; category and args as debug annotations, typed as TraceEventArg says), 'i'/'I'
+/// instants on their thread's track. Slices of one thread that overlap without nesting go to
+/// further backing tracks sharing the track's sibling_merge_key, so the UI still shows one row
+/// (Note [Backing tracks]). Text is written as valid UTF-8.
+///
+/// Throws only accgraph::Error: InvalidArgument for an event of any other phase (flow 's'/'f',
+/// 'B'/'E', counters: leave them out), a slice whose end does not fit 64 bits, or when `out`
+/// fails.
+ACCGRAPH_PERFETTO_API void write_perfetto_events(std::ostream& out,
+                                                 const std::vector<TraceEvent>& events);
 
 /// One input of a merge, as merge_perfetto_traces found it.
 struct MergedRank {

@@ -618,3 +618,175 @@ TEST_CASE(
     names.push_back(entry.path().filename().string());
   CHECK(names == std::vector<std::string>{"existing.pftrace"});
 }
+
+namespace {
+
+TraceEvent trace_event(char phase, std::string name, std::string pid, std::string tid,
+                       uint64_t ts_ns, uint64_t dur_ns = 0, std::vector<TraceEventArg> args = {}) {
+  TraceEvent e;
+  e.phase = phase;
+  e.name = std::move(name);
+  e.category = phase == 'M' ? "" : "kernel";
+  e.pid = std::move(pid);
+  e.tid = std::move(tid);
+  e.ts_ns = ts_ns;
+  e.dur_ns = dur_ns;
+  e.args = std::move(args);
+  return e;
+}
+
+std::string write_events(const std::vector<TraceEvent>& events) {
+  std::ostringstream out;
+  write_perfetto_events(out, events);
+  return out.str();
+}
+
+// A decoded trace of write_perfetto_events: the tracks, and each slice as its begin and end
+// packets on one track (a stack walk per track, which fails the test when they do not nest).
+struct DecodedEvents {
+  std::map<uint64_t, pb::TrackDescriptor> tracks;
+  struct Slice {
+    std::string name;
+    uint64_t start, end, track;
+    pb::TrackEvent begin;
+  };
+  std::vector<Slice> slices;
+  std::vector<std::pair<uint64_t, pb::TrackEvent>> instants;  // (timestamp, event)
+
+  explicit DecodedEvents(const std::string& bytes) {
+    std::map<uint64_t, std::vector<Slice>> open;
+    uint64_t last_time = 0;
+    const pb::Trace trace = decode(bytes);
+    for (const pb::TracePacket& p : trace.packet()) {
+      if (p.has_track_descriptor()) {
+        tracks[p.track_descriptor().uuid()] = p.track_descriptor();
+        continue;
+      }
+      REQUIRE(p.has_track_event());
+      CHECK(p.timestamp() >= last_time);  // Note [Packet order]
+      last_time = p.timestamp();
+      const pb::TrackEvent& e = p.track_event();
+      REQUIRE(tracks.count(e.track_uuid()) == 1);
+      auto& stack = open[e.track_uuid()];
+      if (e.type() == pb::TrackEvent::TYPE_INSTANT) {
+        instants.emplace_back(p.timestamp(), e);
+      } else if (e.type() == pb::TrackEvent::TYPE_SLICE_BEGIN) {
+        stack.push_back(Slice{e.name(), p.timestamp(), 0, e.track_uuid(), e});
+      } else {
+        REQUIRE(!stack.empty());
+        stack.back().end = p.timestamp();
+        slices.push_back(stack.back());
+        stack.pop_back();
+      }
+    }
+    for (const auto& [track, stack] : open) CHECK(stack.empty());
+  }
+  const Slice& slice(const std::string& name) const {
+    const auto it =
+        std::find_if(slices.begin(), slices.end(), [&](const Slice& s) { return s.name == name; });
+    REQUIRE(it != slices.end());
+    return *it;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("write_perfetto_events: processes, threads, exact slices on backing tracks, instants") {
+  const uint64_t t0 = 4882595085587708;  // Kineto's microseconds since boot, in ns
+  const std::vector<TraceEvent> events = {
+      trace_event('X', "A", "0", "7", t0 + 1000, 4000,
+                  {{"accgraph_region", "h.0/attn", true},
+                   {"correlation", "42", false},
+                   {"digits", "17", true},
+                   {"ranks", "[0, 1]", false}}),
+      trace_event('M', "process_name", "0", "0", t0, 0, {{"name", "python", true}}),
+      trace_event('M', "process_labels", "0", "0", t0, 0, {{"labels", "GPU 0", true}}),
+      trace_event('M', "process_sort_index", "0", "0", t0, 0, {{"sort_index", "5000000", false}}),
+      trace_event('M', "thread_name", "0", "7", t0, 0, {{"name", "stream 7 ", true}}),
+      trace_event('M', "thread_sort_index", "0", "9", t0, 0, {{"sort_index", "1", false}}),
+      trace_event('M', "process_sort_index", "6046", "0", t0, 0, {{"sort_index", "6046", false}}),
+      trace_event('X', "B", "0", "7", t0 + 2000, 1000),  // inside A
+      trace_event('X', "C", "0", "7", t0 + 4000, 3001),  // overlaps A without nesting
+      trace_event('X', "D", "0", "9", t0 + 1, 0),        // zero length, on a thread sorted first
+      trace_event('X', "E", "Spans", "PyTorch Profiler", t0 + 5, 10),
+      trace_event('i', "mark", "6046", "1", t0 + 3000),
+      trace_event('M', "not_read", "0", "7", t0),
+  };
+  const DecodedEvents trace(write_events(events));
+
+  // The processes: numeric pids kept, "Spans" above them; names, labels and sort indices.
+  std::map<int, const pb::TrackDescriptor*> process;
+  for (const auto& [uuid, d] : trace.tracks)
+    if (d.has_process()) process[d.process().pid()] = &d;
+  REQUIRE(process.size() == 3);
+  REQUIRE(process.count(0) == 1);
+  REQUIRE(process.count(6046) == 1);
+  CHECK(process[0]->process().process_name() == "python");
+  CHECK(process[0]->process().legacy_sort_index() == 5000000);
+  REQUIRE(process[0]->process().process_labels_size() == 1);
+  CHECK(process[0]->process().process_labels(0) == "GPU 0");
+  CHECK(process[6046]->process().process_name() == "6046");
+  const pb::TrackDescriptor* spans = process.rbegin()->second;
+  CHECK(spans->process().pid() == 6047);
+  CHECK(spans->process().process_name() == "Spans");
+
+  // Exact times; B nests in A, C overlaps A: another backing track of the same row.
+  const auto& a = trace.slice("A");
+  const auto& b = trace.slice("B");
+  const auto& c = trace.slice("C");
+  CHECK(a.start == t0 + 1000);
+  CHECK(a.end == t0 + 5000);
+  CHECK(b.start == t0 + 2000);
+  CHECK(b.end == t0 + 3000);
+  CHECK(c.start == t0 + 4000);
+  CHECK(c.end == t0 + 7001);
+  CHECK(b.track == a.track);
+  CHECK(c.track != a.track);
+  const pb::TrackDescriptor& row = trace.tracks.at(a.track);
+  CHECK(row.name() == "stream 7 ");
+  CHECK(trace.tracks.at(c.track).name() == "stream 7 ");
+  CHECK(trace.tracks.at(c.track).sibling_merge_key() == row.sibling_merge_key());
+  CHECK(row.parent_uuid() == process[0]->uuid());
+  const auto& d = trace.slice("D");
+  CHECK(d.start == t0 + 1);
+  CHECK(d.end == t0 + 1);
+  const pb::TrackDescriptor& d_row = trace.tracks.at(d.track);
+  CHECK(d_row.name() == "thread 9");
+  CHECK(d_row.sibling_order_rank() < row.sibling_order_rank());  // thread_sort_index 1
+  CHECK(d_row.sibling_merge_key() != row.sibling_merge_key());
+  CHECK(trace.tracks.at(trace.slice("E").track).parent_uuid() == spans->uuid());
+  CHECK(trace.tracks.at(trace.slice("E").track).name() == "PyTorch Profiler");
+
+  // Category and arguments: text stays text, other JSON values are typed.
+  REQUIRE(a.begin.categories_size() == 1);
+  CHECK(a.begin.categories(0) == "kernel");
+  REQUIRE(annotation(a.begin, "accgraph_region") != nullptr);
+  CHECK(annotation(a.begin, "accgraph_region")->string_value() == "h.0/attn");
+  CHECK(annotation(a.begin, "correlation")->int_value() == 42);
+  CHECK(annotation(a.begin, "digits")->string_value() == "17");
+  CHECK(annotation(a.begin, "ranks")->array_values_size() == 2);
+
+  REQUIRE(trace.instants.size() == 1);
+  CHECK(trace.instants[0].first == t0 + 3000);
+  CHECK(trace.instants[0].second.name() == "mark");
+  CHECK(trace.tracks.at(trace.instants[0].second.track_uuid()).parent_uuid() ==
+        process[6046]->uuid());
+  CHECK(trace.slices.size() == 5);
+}
+
+TEST_CASE("write_perfetto_events: phases it cannot write and times past 2^64 are errors") {
+  CHECK_ACCGRAPH_ERROR(write_events({trace_event('f', "ac2g", "0", "7", 10)}),
+                       ErrorCode::InvalidArgument,
+                       "event 0 ('ac2g') has phase 'f', which is not written: give only");
+  CHECK_ACCGRAPH_ERROR(write_events({trace_event('X', "k", "0", "7", UINT64_MAX - 5, 6)}),
+                       ErrorCode::InvalidArgument, "event 0 ('k') ends after 2^64 ns");
+  std::ostringstream failed;
+  failed.setstate(std::ios::badbit);
+  CHECK_ACCGRAPH_ERROR(write_perfetto_events(failed, {trace_event('X', "k", "0", "7", 5, 1)}),
+                       ErrorCode::InvalidArgument,
+                       "writing the Perfetto trace of trace events failed: the output stream");
+  CHECK(write_events({}).empty());
+  // Metadata alone lists no process.
+  CHECK(write_events({trace_event('M', "process_name", "0", "0", 0, 0, {{"name", "p", true}})})
+            .empty());
+}

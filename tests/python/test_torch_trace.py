@@ -16,6 +16,8 @@ import json
 import os
 import pathlib
 import re
+from collections import Counter
+from decimal import Decimal
 
 import pytest
 
@@ -450,14 +452,148 @@ def test_no_reports(tmp_path, host, reports):
         annotate_trace(kineto_trace(reports), tmp_path / "out.json", 42)
 
 
-def test_outputs_it_does_not_write(tmp_path, reports):
-    with pytest.raises(accgraph.UnsupportedError, match=r"\.pftrace output is not supported"):
-        annotate_trace(kineto_trace(reports), tmp_path / "out.pftrace", reports)
+def test_outputs_it_does_not_write(tmp_path, reports, monkeypatch):
     with pytest.raises(accgraph.InvalidArgumentError, match=r"\.json or \.json\.gz"):
         annotate_trace(kineto_trace(reports), tmp_path / "out.txt", reports)
     with pytest.raises(accgraph.InvalidArgumentError, match="not Chrome trace JSON"):
         (tmp_path / "bad.json").write_text("{")
         annotate_trace(tmp_path / "bad.json", tmp_path / "out.json", reports)
+    # A package built without accgraph::perfetto says so, and writes nothing.
+    monkeypatch.setattr(accgraph._accgraph, "perfetto_supported", lambda: False)
+    with pytest.raises(accgraph.UnsupportedError, match="built without Perfetto support"):
+        annotate_trace(kineto_trace(reports), tmp_path / "out.pftrace", reports)
+    assert not (tmp_path / "out.pftrace").exists()
+
+
+# --- .pftrace output, read back with the perfetto package's own protos ---------------------------
+
+
+def needs_pftrace():
+    """The .pftrace tests decode with the perfetto package (as tests/python/test_perfetto.py
+    does): skipped without it or without accgraph::perfetto, unless required."""
+    if not accgraph.perfetto_supported():
+        pytest.skip("this accgraph package was built without libprotobuf (no .pftrace support)")
+    try:
+        from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace
+    except ImportError as error:
+        if os.environ.get("ACCGRAPH_TEST_REQUIRE_PERFETTO") == "1":
+            pytest.fail(f"ACCGRAPH_TEST_REQUIRE_PERFETTO=1 but the perfetto package cannot be "
+                        f"imported ({error})")
+        pytest.skip(f"the perfetto package cannot be imported ({error}): pip install perfetto")
+    return Trace
+
+
+def annotation_value(a):
+    if a.array_values:
+        return [annotation_value(v) for v in a.array_values]
+    kind = a.WhichOneof("value")
+    return getattr(a, kind) if kind else None
+
+
+def decode_pftrace(path):
+    """The slices of a .pftrace as (name, category, start_ns, end_ns, args, track), each from
+    its begin and end packets on one track (which must nest), and the track descriptors."""
+    Trace = needs_pftrace()
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
+
+    trace = Trace()
+    trace.ParseFromString(pathlib.Path(path).read_bytes())
+    tracks, open_, done = {}, {}, []
+    for p in trace.packet:
+        if p.HasField("track_descriptor"):
+            tracks[p.track_descriptor.uuid] = p.track_descriptor
+            continue
+        e = p.track_event
+        if e.type == TrackEvent.TYPE_SLICE_BEGIN:
+            args = {a.name: annotation_value(a) for a in e.debug_annotations}
+            open_.setdefault(e.track_uuid, []).append(
+                [e.name, tuple(e.categories), p.timestamp, None, args, e.track_uuid])
+        elif e.type == TrackEvent.TYPE_SLICE_END:
+            begun = open_[e.track_uuid].pop()
+            begun[3] = p.timestamp
+            done.append(tuple(begun))
+    assert not any(open_.values())
+    return done, tracks
+
+
+def exact_ns(text):
+    return int(Decimal(text) * 1000)
+
+
+def json_slices(path):
+    """The 'X' events of a Chrome JSON output, times in exact ns (read as text)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as f:
+        trace = json.load(f, parse_float=str)
+    out = []
+    for e in trace["traceEvents"]:
+        if isinstance(e, dict) and e.get("ph") == "X":
+            start = exact_ns(e["ts"])
+            out.append((e["name"], e.get("cat", ""), start, start + exact_ns(e.get("dur", "0")),
+                        e.get("args", {})))
+    return out
+
+
+def check_pftrace_matches_json(pftrace, json_path):
+    """Every slice of the JSON output is in the .pftrace with the same ns times; each annotated
+    slice with its path, each kernel of a timed replay with its accgraph_region."""
+    got, tracks = decode_pftrace(pftrace)
+    want = json_slices(json_path)
+    assert Counter((n, (c,) if c else (), s, e) for n, c, s, e, _ in want) == \
+        Counter(g[:4] for g in got)
+    annotated = Counter((n, s, e, a["accgraph_path"], a["replay_index"])
+                        for n, c, s, e, a in want if c == "gpu_user_annotation")
+    assert annotated
+    assert annotated == Counter((n, s, e, a["accgraph_path"], a["replay_index"])
+                                for n, c, s, e, a, _ in got if c == ("gpu_user_annotation",))
+    labelled = Counter((n, s, e, a["accgraph_region"]) for n, c, s, e, a in want
+                       if "accgraph_region" in a)
+    assert labelled
+    assert labelled == Counter((n, s, e, a["accgraph_region"]) for n, c, s, e, a, _ in got
+                               if "accgraph_region" in a)
+    return got, tracks
+
+
+def test_pftrace_holds_the_json_outputs_slices_to_the_ns(tmp_path, reports):
+    needs_pftrace()
+    start = 1_764_000_000_000_000_123  # microseconds since the epoch: more than a double holds
+    built = kineto_trace(reports, start_ns=start)
+    src = tmp_path / "trace.json"
+    src.write_text(dumps(built))
+    json_summary = annotate_trace(src, tmp_path / "annotated.json", reports)
+    summary = annotate_trace(src, tmp_path / "annotated.pftrace", reports)
+    assert summary == json_summary
+    got, tracks = check_pftrace_matches_json(tmp_path / "annotated.pftrace",
+                                             tmp_path / "annotated.json")
+    model = [g for g in got if g[4].get("accgraph_path") == "model" and
+             g[4]["replay_index"] == 0]
+    assert model[0][2] == start
+    # The rows as the JSON names them: the stream's, and accgraph's rows under it.
+    names = {tracks[g[5]].name for g in got}
+    assert "accgraph regions depth 0 (stream 7)" in names
+    assert "accgraph side depth 1 (stream 7)" in names
+
+
+@pytest.mark.skipif(not (FIXTURE_TRACE.exists() and FIXTURE_REPORTS.exists()),
+                    reason="the recorded fixture is not there yet: run "
+                           "tests/python/data/record_torch_trace.py on a GPU")
+def test_pftrace_of_the_recorded_torch_profiler_trace(tmp_path):
+    needs_pftrace()
+    json_summary = annotate_trace(FIXTURE_TRACE, tmp_path / "annotated.json", FIXTURE_REPORTS)
+    summary = annotate_trace(FIXTURE_TRACE, tmp_path / "annotated.pftrace", FIXTURE_REPORTS)
+    assert summary == json_summary
+    got, tracks = check_pftrace_matches_json(tmp_path / "annotated.pftrace",
+                                             tmp_path / "annotated.json")
+    # Programmatic marker kernels start while the kernel before them runs: a stream row whose
+    # slices overlap without nesting, which shows on backing tracks of one merge key.
+    by_row = {}
+    for g in got:
+        by_row.setdefault(tracks[g[5]].sibling_merge_key, set()).add(g[5])
+    assert any(len(uuids) > 1 for uuids in by_row.values())
+    processes = [t for t in tracks.values() if t.HasField("process")]
+    gpu = [t for t in processes if t.process.pid == PID]
+    assert gpu and gpu[0].process.process_labels == ["GPU 0"]
+    assert gpu[0].process.legacy_sort_index == 5000000
 
 
 # --- real CUPTI traces: the recorded fixture, and one recorded here on a GPU ----------------------

@@ -12,42 +12,24 @@
 
 #include "../export_errors.hpp"
 #include "../exported_text.hpp"
-#include "../trace_layout.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/perfetto.hpp"
 #include "annotations.hpp"
 #include "packet_io.hpp"
 #include "trace_info.hpp"
+#include "tracks.hpp"
 
 namespace accgraph::timing {
 
 namespace {
 
 namespace pb = accgraph::pftrace;
+using detail::add_annotation;
+using detail::TimedEvent;
 using detail::TraceLayout;
 using detail::TraceProcess;
 using detail::TraceSlice;
 using detail::TraceTrack;
-
-// Note [Backing tracks]: a Perfetto track shows its slices as a stack, so every track's
-// begin/end packets must nest. A track of the layout whose regions overlap without nesting has
-// several stacks (Note [Trace layout]); each stack is a *backing* track of the same name and the
-// same sibling_merge_key (SIBLING_MERGE_BEHAVIOR_BY_SIBLING_MERGE_KEY), which the UI draws as
-// one row: nothing is moved to a made-up track and no time is changed (the method of the
-// CUDA-graph annotation tutorial).
-//
-// Every track, even one with a single backing track, gets its own merge key, so a lane named
-// like a stream ("stream 3") is never merged with that stream's track by name.
-constexpr uint32_t kSequenceId = 1;
-
-// A packet to write after the descriptors: a slice's begin or end, or a process's trace info.
-// Sorted by host time (Note [Packet order]).
-struct Event {
-  enum Kind : uint8_t { Info, Begin, End };
-  uint64_t host_ns;
-  uint32_t index;  // into the layout's slices (Begin, End) or processes (Info)
-  Kind kind;
-};
 
 // Note [Packet order]: the event packets are written in the order of their time on the host
 // clock (the packet's device time minus its device's offset, PerfettoOptions::clocks; the device
@@ -55,18 +37,6 @@ struct Event {
 // simply time order. With several it is the order merge_perfetto_traces needs: it shifts every
 // device onto the host clock and interleaves the ranks' files by time, so each file must already
 // be in host-time order for the merged trace to be in time order too.
-
-void add_annotation(pb::TrackEvent& event, std::string_view name, int64_t value) {
-  pb::DebugAnnotation* a = event.add_debug_annotations();
-  a->set_name(std::string(name));
-  a->set_int_value(value);
-}
-
-void add_annotation(pb::TrackEvent& event, std::string_view name, std::string_view value) {
-  pb::DebugAnnotation* a = event.add_debug_annotations();
-  a->set_name(std::string(name));
-  a->set_string_value(detail::valid_utf8(value));
-}
 
 const DeviceClockOffset* find_clock(const PerfettoOptions& options, const TraceProcess& p) {
   for (const DeviceClockOffset& clock : options.clocks)
@@ -134,7 +104,7 @@ class PerfettoTraceWriter {
   void write() {
     for (uint32_t k = 0; k < layout_.processes.size(); ++k)
       if (layout_.processes[k].has_slices() && !write_descriptors(k)) return;
-    for (const Event& event : timed_events())
+    for (const TimedEvent& event : timed_events())
       if (!write_event(event)) return;
     writer_.flush();
   }
@@ -143,31 +113,19 @@ class PerfettoTraceWriter {
   // Process k's descriptor and its tracks' backing tracks.
   bool write_descriptors(uint32_t k) {
     const TraceProcess& p = layout_.processes[k];
-    packet_.Clear();
-    pb::TrackDescriptor* d = packet_.mutable_track_descriptor();
-    d->set_uuid(ids_.process_uuid[k]);
-    d->mutable_process()->set_pid(ids_.pid[k]);
-    d->mutable_process()->set_process_name(process_name(p));
-    d->set_child_ordering(pb::TrackDescriptor::EXPLICIT);
+    detail::start_process_track(packet_, ids_.process_uuid[k], ids_.pid[k], process_name(p));
     if (!writer_.write(packet_)) return false;
     for (uint32_t t = p.first_track; t < p.end_track; ++t) {
       const TraceTrack& track = layout_.tracks[t];
-      const std::string name = detail::valid_utf8(track.name());
-      const std::string merge_key = track.is_lane
-                                        ? fmt::format("{}/lane/{}", ids_.pid[k], name)
+      detail::BackingTracks backing;
+      backing.first_uuid = ids_.track_uuid[t];
+      backing.parent_uuid = ids_.process_uuid[k];
+      backing.name = detail::valid_utf8(track.name());
+      backing.order_rank = static_cast<int32_t>(t - p.first_track);
+      backing.merge_key = track.is_lane ? fmt::format("{}/lane/{}", ids_.pid[k], backing.name)
                                         : fmt::format("{}/stream/{}", ids_.pid[k], track.stream_id);
-      for (int32_t b = 0; b < track.stacks; ++b) {
-        packet_.Clear();
-        d = packet_.mutable_track_descriptor();
-        d->set_uuid(ids_.track_uuid[t] + static_cast<uint64_t>(b));
-        d->set_parent_uuid(ids_.process_uuid[k]);
-        d->set_name(name);
-        d->set_sibling_order_rank(static_cast<int32_t>(t - p.first_track));
-        d->set_sibling_merge_behavior(
-            pb::TrackDescriptor::SIBLING_MERGE_BEHAVIOR_BY_SIBLING_MERGE_KEY);
-        d->set_sibling_merge_key(merge_key);
-        if (!writer_.write(packet_)) return false;
-      }
+      backing.stacks = track.stacks;
+      if (!detail::write_backing_tracks(writer_, packet_, backing)) return false;
     }
     return true;
   }
@@ -180,57 +138,29 @@ class PerfettoTraceWriter {
 
   // The trace infos, then the slices' begin and end packets per backing track in nesting order;
   // then all of them stably by host time.
-  std::vector<Event> timed_events() const {
-    std::vector<Event> events;
+  std::vector<TimedEvent> timed_events() const {
+    std::vector<TimedEvent> events;
     events.reserve(2 * layout_.slices.size() + layout_.processes.size());
     for (uint32_t k = 0; k < layout_.processes.size(); ++k)
       if (layout_.processes[k].has_slices())
-        events.push_back(
-            Event{ids_.host_time(layout_.processes[k].first_start_ns, k), k, Event::Info});
+        events.push_back(TimedEvent{ids_.host_time(layout_.processes[k].first_start_ns, k), k,
+                                    TimedEvent::Instant});
     std::vector<std::vector<uint32_t>> open;  // per backing track: its open slices
-    for (const TraceTrack& track : layout_.tracks) add_slice_events(track, open, events);
-    std::stable_sort(events.begin(), events.end(),
-                     [](const Event& a, const Event& b) { return a.host_ns < b.host_ns; });
+    for (const TraceTrack& track : layout_.tracks)
+      detail::add_slice_events(layout_, track, ids_.offset_ns[track.process], open, events);
+    detail::sort_by_time(events);
     return events;
   }
 
-  // A stack walk over the track's slices in layout order.
-  void add_slice_events(const TraceTrack& track, std::vector<std::vector<uint32_t>>& open,
-                        std::vector<Event>& events) const {
-    const auto close = [&](std::vector<uint32_t>& stack) {
-      const TraceSlice& closed = layout_.slices[stack.back()];
-      events.push_back(
-          Event{ids_.host_time(closed.end_ns, track.process), stack.back(), Event::End});
-      stack.pop_back();
-    };
-    open.assign(static_cast<size_t>(track.stacks), {});
-    for (uint32_t s = track.first_slice; s < track.end_slice; ++s) {
-      const TraceSlice& slice = layout_.slices[s];
-      auto& stack = open[static_cast<size_t>(slice.stack)];
-      while (!stack.empty() && layout_.slices[stack.back()].end_ns <= slice.start_ns &&
-             slice.end_ns > layout_.slices[stack.back()].end_ns)
-        close(stack);
-      events.push_back(Event{ids_.host_time(slice.start_ns, track.process), s, Event::Begin});
-      stack.push_back(s);
-    }
-    for (auto& stack : open)
-      while (!stack.empty()) close(stack);
-  }
-
-  bool write_event(const Event& ev) {
-    if (ev.kind == Event::Info) return write_info(ev.index);
+  bool write_event(const TimedEvent& ev) {
+    if (ev.kind == TimedEvent::Instant) return write_info(ev.index);
     const TraceSlice& slice = layout_.slices[ev.index];
-    packet_.Clear();
-    packet_.set_timestamp(ev.kind == Event::Begin ? slice.start_ns : slice.end_ns);
-    packet_.set_trusted_packet_sequence_id(kSequenceId);
-    pb::TrackEvent* event = packet_.mutable_track_event();
-    event->set_track_uuid(ids_.track_uuid[slice.track] + static_cast<uint64_t>(slice.stack));
-    if (ev.kind == Event::End) {
-      event->set_type(pb::TrackEvent::TYPE_SLICE_END);
-    } else {
-      event->set_type(pb::TrackEvent::TYPE_SLICE_BEGIN);
-      describe_slice(slice, *event);
-    }
+    const bool begin = ev.kind == TimedEvent::Begin;
+    pb::TrackEvent& event = detail::start_track_event(
+        packet_, begin ? slice.start_ns : slice.end_ns,
+        ids_.track_uuid[slice.track] + static_cast<uint64_t>(slice.stack),
+        begin ? pb::TrackEvent::TYPE_SLICE_BEGIN : pb::TrackEvent::TYPE_SLICE_END);
+    if (begin) describe_slice(slice, event);
     return writer_.write(packet_);
   }
 
@@ -258,12 +188,8 @@ class PerfettoTraceWriter {
   // Process k's "accgraph trace info" instant: what merge_perfetto_traces reads.
   bool write_info(uint32_t k) {
     const TraceProcess& p = layout_.processes[k];
-    packet_.Clear();
-    packet_.set_timestamp(p.first_start_ns);
-    packet_.set_trusted_packet_sequence_id(kSequenceId);
-    pb::TrackEvent* event = packet_.mutable_track_event();
-    event->set_type(pb::TrackEvent::TYPE_INSTANT);
-    event->set_track_uuid(ids_.process_uuid[k]);
+    pb::TrackEvent* event = &detail::start_track_event(
+        packet_, p.first_start_ns, ids_.process_uuid[k], pb::TrackEvent::TYPE_INSTANT);
     event->set_name(detail::kInfoEventName);
     event->add_categories(detail::kInfoCategory);
     add_annotation(*event, "rank", options_.rank);

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
+from . import _accgraph
 from ._accgraph import Profiler, ReplayReport
 from ._errors import InvalidArgumentError, UnsupportedError, make_error
 
@@ -331,6 +332,8 @@ def _ns(value: Any) -> int:
     """Microseconds of the trace (a JSON number) in integer nanoseconds, exactly."""
     if isinstance(value, _Number):
         return round(Decimal(value.text) * 1000)
+    if isinstance(value, str) and value.startswith(_EXACT):  # a new slice's edge (_us)
+        return round(Decimal(value[len(_EXACT):]) * 1000)
     if isinstance(value, int):
         return value * 1000
     return round(Decimal(repr(float(value))) * 1000)
@@ -618,6 +621,53 @@ def _write(data: Dict[str, Any], output: str) -> None:
                      "choose a writable path") from e
 
 
+# The phases a Perfetto trace of track events holds (accgraph::timing::write_perfetto_events).
+_PERFETTO_PHASES = ("X", "i", "I", "M")
+_PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace")
+
+
+def _json_text(value: Any) -> str:
+    """A JSON value's text: a number as the trace wrote it."""
+    if isinstance(value, _Number):
+        return value.text
+    return json.dumps(value, default=str)
+
+
+def _id_text(value: Any) -> str:
+    """A pid or tid as write_perfetto_events takes it: a string's text, a number's JSON text."""
+    return value if isinstance(value, str) else _json_text(value)
+
+
+def _perfetto_event(ev: Any) -> Optional[Tuple[Any, ...]]:
+    """`ev` as (phase, name, category, pid, tid, ts_ns, dur_ns, args), or None when a Perfetto
+    trace of track events has no place for it (flow and counter events, no time)."""
+    if not isinstance(ev, dict) or ev.get("ph") not in _PERFETTO_PHASES:
+        return None
+    try:
+        ts = _ns(ev.get("ts", 0))
+        dur = _ns(ev.get("dur", 0)) if ev["ph"] == "X" else 0
+    except (TypeError, ValueError, ArithmeticError):
+        return None
+    if ts < 0 or dur < 0:
+        return None
+    args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+    return (ev["ph"], str(ev.get("name", "")), str(ev.get("cat", "")), _id_text(ev.get("pid")),
+            _id_text(ev.get("tid")), ts, dur,
+            [(str(k), v, True) if isinstance(v, str) else (str(k), _json_text(v), False)
+             for k, v in args.items()])
+
+
+def _write_perfetto(data: Dict[str, Any], output: str) -> None:
+    """`data`'s events as a native Perfetto trace, through accgraph::timing::
+    write_perfetto_events (Note [Trace events in Perfetto] in timing/perfetto/events.cpp)."""
+    events = [e for e in map(_perfetto_event, data["traceEvents"]) if e is not None]
+    try:
+        _accgraph._write_perfetto_events(output, events)
+    except OSError as e:
+        raise _error(InvalidArgumentError, f"cannot write {output!r}: {e.strerror or e}: "
+                     "choose a writable path") from e
+
+
 def annotate_trace(trace: Union[str, os.PathLike, Dict[str, Any]],
                    output: Union[str, os.PathLike],
                    profiler_or_reports: Union[Any, Sequence[Any], str, os.PathLike],
@@ -630,7 +680,9 @@ def annotate_trace(trace: Union[str, os.PathLike, Dict[str, Any]],
     kernel of a timed replay carrying ``args["accgraph_region"]`` (its innermost region's path,
     "" when outside every region) and ``args["accgraph_replay"]`` ("graph_id:replay_index");
     accgraph's marker kernels carry ``args["accgraph_marker"]``. Kernels of other work are left
-    as they are. `output` ends in ``.json`` or ``.json.gz`` (Perfetto opens both).
+    as they are. `output` ends in ``.json`` or ``.json.gz`` (Chrome JSON; Perfetto opens both)
+    or ``.pftrace`` (a native Perfetto trace of the same slices, instants and process and
+    thread names, ns exact, written by the C++ library; flow arrows and counters are left out).
 
     `profiler_or_reports`: the accgraph Profiler that timed the replays (its kept reports:
     flush it first), a list of ReplayReport, or the path of Profiler.write_csv's file.
@@ -642,15 +694,21 @@ def annotate_trace(trace: Union[str, os.PathLike, Dict[str, Any]],
 
     InvalidArgumentError when no replay of the trace matches a report, saying why (no marker
     kernels, marker counts that differ, gaps that disagree, no reports); UnsupportedError for
-    a ``.pftrace`` output or reports of the external_events marker strategy."""
+    reports of the external_events marker strategy, or a ``.pftrace`` output from a package
+    built without Perfetto support (accgraph.perfetto_supported())."""
     output = os.fspath(output)
-    if output.endswith(".pftrace") or output.endswith(".perfetto-trace"):
+    perfetto = output.endswith(_PERFETTO_SUFFIXES)
+    if perfetto and not _accgraph.perfetto_supported():
         raise _error(UnsupportedError,
-                     f"writing {output!r}: .pftrace output is not supported yet: write .json "
-                     "or .json.gz (Perfetto opens Chrome JSON directly)")
-    if not (output.endswith(".json") or output.endswith(".json.gz")):
+                     f"writing {output!r}: this accgraph package was built without Perfetto "
+                     "support (accgraph::perfetto; libprotobuf-dev and protobuf-compiler were "
+                     "missing when it was built): install them (scripts/ensure-packages.sh) and "
+                     "reinstall it (pip install .), or write .json or .json.gz, which Perfetto "
+                     "opens too")
+    if not perfetto and not (output.endswith(".json") or output.endswith(".json.gz")):
         raise _error(InvalidArgumentError,
-                     f"output {output!r} must end in .json or .json.gz (Chrome JSON)")
+                     f"output {output!r} must end in .json or .json.gz (Chrome JSON) or "
+                     ".pftrace (Perfetto)")
     if not tolerance_us > 0:
         raise _error(InvalidArgumentError, f"tolerance_us must be positive (got {tolerance_us})")
     reports = _reports_of(profiler_or_reports)
@@ -671,7 +729,10 @@ def annotate_trace(trace: Union[str, os.PathLike, Dict[str, Any]],
         labelled += k
     events.extend(rows.added)
     events.extend(slices)
-    _write(data, output)
+    if perfetto:
+        _write_perfetto(data, output)
+    else:
+        _write(data, output)
     return {"replays": len(matches), "regions": regions, "kernels_labelled": labelled,
             "unmatched_replays": len(sequences) - len(matches),
             "max_marker_residual_ns": max(m.residual_ns for m in matches),

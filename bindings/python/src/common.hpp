@@ -211,6 +211,14 @@ timing::StatsMode parse_stats_mode(const EnumOrName<timing::StatsMode>& value);
 /// A pool id from None (a new private pool) or a (first, second) pair such as Graph.pool().
 PoolId parse_pool(const std::optional<std::pair<uint64_t, uint64_t>>& pool);
 
+/// A list of `convert(item)` for each of `items`: a list attribute in a to_dict().
+template <class Items, class Convert>
+nb::list list_of(const Items& items, Convert&& convert) {
+  nb::list out;
+  for (const auto& item : items) out.append(convert(item));
+  return out;
+}
+
 /// A path argument: str or os.PathLike.
 std::string fs_path(nb::handle path);
 

@@ -1,5 +1,6 @@
-// Traces in either format chosen by the file name (Chrome JSON, native Perfetto), the merge of
-// several ranks' Perfetto traces (accgraph/perfetto.hpp), and device clock offsets
+// Traces in either format chosen by the file name (Chrome JSON, native Perfetto), Chrome trace
+// events as a Perfetto trace (annotate_trace's .pftrace), the merge of several ranks' Perfetto
+// traces (accgraph/perfetto.hpp), and device clock offsets
 // (accgraph/clock.hpp). The Perfetto half needs accgraph::perfetto (libprotobuf); a package
 // built without it raises UnsupportedError from those calls and says how to get them.
 #include <nanobind/stl/optional.h>
@@ -53,9 +54,7 @@ nb::dict rank_dict(const MergedRank& r) {
   d["rank"] = r.rank;
   d["host"] = r.host;
   d["host_clock_uncertainty_ns"] = r.host_clock_uncertainty_ns;
-  nb::list clocks;
-  for (const DeviceClockOffset& c : r.clocks) clocks.append(clock_dict(c));
-  d["clocks"] = clocks;
+  d["clocks"] = list_of(r.clocks, clock_dict);
   d["uncalibrated"] = r.uncalibrated;
   d["packets"] = r.packets;
   return d;
@@ -64,9 +63,7 @@ nb::dict rank_dict(const MergedRank& r) {
 nb::dict summary_dict(const MergeSummary& s) {
   nb::dict d;
   d["world_size"] = s.world_size;
-  nb::list ranks;
-  for (const MergedRank& r : s.ranks) ranks.append(rank_dict(r));
-  d["ranks"] = ranks;
+  d["ranks"] = list_of(s.ranks, rank_dict);
   d["alignment_uncertainty_ns"] = s.alignment_uncertainty_ns;
   d["warnings"] = s.warnings;
   return d;
@@ -137,6 +134,41 @@ void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& 
 }
 
 namespace {
+
+// (phase, name, category, pid, tid, ts_ns, dur_ns, args): a TraceEvent as Python gives it, args
+// as (name, value, is_text).
+using EventTuple =
+    std::tuple<std::string, std::string, std::string, std::string, std::string, uint64_t, uint64_t,
+               std::vector<std::tuple<std::string, std::string, bool>>>;
+
+void write_events_file(nb::handle path, const std::vector<EventTuple>& tuples) {
+  const std::string file = fs_path(path);
+  require_perfetto("annotate_trace('" + file + "')");
+#if ACCGRAPH_PYTHON_WITH_PERFETTO
+  std::vector<timing::TraceEvent> events(tuples.size());
+  for (size_t i = 0; i < tuples.size(); ++i) {
+    const auto& [phase, name, category, pid, tid, ts_ns, dur_ns, args] = tuples[i];
+    if (phase.size() != 1)
+      throw Error(ErrorCode::InvalidArgument, "write_perfetto_events: event " + std::to_string(i) +
+                                                  " has phase '" + phase +
+                                                  "': give one character ('X', 'i', 'I' or 'M')");
+    timing::TraceEvent& e = events[i];
+    e.phase = phase[0];
+    e.name = name;
+    e.category = category;
+    e.pid = pid;
+    e.tid = tid;
+    e.ts_ns = ts_ns;
+    e.dur_ns = dur_ns;
+    for (const auto& [arg, value, is_text] : args)
+      e.args.push_back(timing::TraceEventArg{arg, value, is_text});
+  }
+  write_output(file, "the Perfetto trace",
+               [&](std::ostream& out) { timing::write_perfetto_events(out, events); });
+#else
+  (void)tuples;
+#endif
+}
 
 // Whether Perfetto traces are supported, ClockOffset and estimate_clock_offset.
 void bind_clock_offsets(nb::module_& m) {
@@ -243,6 +275,19 @@ void bind_trace_writing(nb::module_& m) {
       "cannot hold them.");
 }
 
+// _write_perfetto_events: what annotate_trace writes for a .pftrace output.
+void bind_event_writing(nb::module_& m) {
+  m.def("_write_perfetto_events", &write_events_file, nb::arg("path"), nb::arg("events"),
+        nb::sig("def _write_perfetto_events(path: str | os.PathLike[str], events: "
+                "collections.abc.Sequence[tuple[str, str, str, str, str, int, int, "
+                "collections.abc.Sequence[tuple[str, str, bool]]]]) -> None"),
+        "Writes Chrome trace events as a native Perfetto trace (accgraph::timing::"
+        "write_perfetto_events), each event (phase, name, category, pid, tid, ts_ns, dur_ns, "
+        "args) with pid and tid as text and args as (name, value, is_text): value is the JSON "
+        "text of a non-string value. Internal: accgraph.torch.annotate_trace calls it for a "
+        ".pftrace output. UnsupportedError in a package built without Perfetto support.");
+}
+
 // merge_traces and what it reports.
 void bind_trace_merging(nb::module_& m) {
   nb::class_<MergedRank>(m, "MergedRank", "One input of merge_traces(), as it was merged.")
@@ -305,6 +350,7 @@ void bind_trace_merging(nb::module_& m) {
 void bind_perfetto(nb::module_& m) {
   bind_clock_offsets(m);
   bind_trace_writing(m);
+  bind_event_writing(m);
   bind_trace_merging(m);
 }
 

@@ -41,9 +41,9 @@ PyRegionTiming region_at(const ReplayReport& report, size_t i) {
 }
 
 nb::list region_list(const ReplayReport& report) {
-  nb::list out;
-  for (size_t i = 0; i < report.size(); ++i) out.append(nb::cast(region_at(report, i)));
-  return out;
+  return list_of(report.regions(), [&](const RegionTiming& t) {
+    return nb::cast(PyRegionTiming{report.shared_layout(), t});
+  });
 }
 
 nb::dict report_dict(const ReplayReport& r) {
@@ -55,9 +55,7 @@ nb::dict report_dict(const ReplayReport& r) {
   d["device_name"] = r.device_name();
   d["marker_strategy"] = r.marker_strategy();
   d["resolution_ns"] = r.resolution_ns();
-  nb::list regions;
-  for (size_t i = 0; i < r.size(); ++i) regions.append(timing_dict(r.region(i)));
-  d["regions"] = regions;
+  d["regions"] = list_of(r.regions(), timing_dict);
   return d;
 }
 
