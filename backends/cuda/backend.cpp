@@ -56,16 +56,17 @@ cudaStreamCaptureMode to_cuda(CaptureMode mode) noexcept {
 
 namespace {
 
-/// An on/off switch from the environment for the device-timestamp markers: unset, empty or 1 is
-/// on, 0 is off. ACCGRAPH_CUDA_PROGRAMMATIC_MARKERS=0 launches them as plain kernels (Note
-/// [Programmatic markers] in kernels.cu); ACCGRAPH_CUDA_DETACHED_MARKERS=0 keeps captured
-/// markers in the stream's chain (Note [Detached markers] in markers.cpp).
-bool marker_switch(const char* name) {
+/// An on/off switch from the environment for the device-timestamp markers: unset or empty gives
+/// `fallback`, 1 is on, 0 is off. ACCGRAPH_CUDA_PROGRAMMATIC_MARKERS=0 launches them as plain
+/// kernels (Note [Programmatic markers] in kernels.cu); ACCGRAPH_CUDA_DETACHED_MARKERS=1 makes
+/// captured markers side branches of the graph (Note [Detached markers] in markers.cpp).
+bool marker_switch(const char* name, bool fallback) {
   const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0' || std::strcmp(value, "1") == 0) return true;
+  if (value == nullptr || *value == '\0') return fallback;
+  if (std::strcmp(value, "1") == 0) return true;
   if (std::strcmp(value, "0") == 0) return false;
   log(LogLevel::Warning, fmt::format("cuda: ignoring {}='{}': use 0 or 1", name, value));
-  return true;
+  return fallback;
 }
 
 std::string version_text(int version) {
@@ -243,8 +244,8 @@ std::unique_ptr<Backend> make_cuda_backend() {
     entry.info.index = d;
     entry.info.name = fmt::format("{} (sm_{}{})", prop.name, prop.major, prop.minor);
     entry.marker_modes.programmatic =
-        prop.major >= 9 && marker_switch("ACCGRAPH_CUDA_PROGRAMMATIC_MARKERS");
-    entry.marker_modes.detached = marker_switch("ACCGRAPH_CUDA_DETACHED_MARKERS");
+        prop.major >= 9 && marker_switch("ACCGRAPH_CUDA_PROGRAMMATIC_MARKERS", true);
+    entry.marker_modes.detached = marker_switch("ACCGRAPH_CUDA_DETACHED_MARKERS", false);
     try {
       DeviceGuard guard(d);
       entry.resolution_ns = measure_globaltimer_resolution_ns();

@@ -336,7 +336,7 @@ class CudaGraph final : public GraphImplInterface {
 /// How device-timestamp markers are launched (each switchable from the environment).
 struct DeviceMarkerModes {
   bool programmatic = false;  ///< Note [Programmatic markers] in kernels.cu (sm_90+)
-  bool detached = true;       ///< Note [Detached markers] in markers.cpp (captures)
+  bool detached = false;      ///< Note [Detached markers] in markers.cpp (captures, opt-in)
 };
 
 std::unique_ptr<TimestampMarkers> make_device_timestamp_markers(int device, size_t ring_depth,

@@ -53,14 +53,20 @@ class PrivateStream {
   cudaStream_t stream_ = nullptr;
 };
 
-// Note [Detached markers]: a marker recorded into a capture (device timestamps) is a side branch
-// of the graph, not a link of the stream's chain. It depends on what the stream's next operation
-// would depend on (the capture's dependency set, cudaStreamGetCaptureInfo), so it starts when
-// everything before it has finished, as an in-stream marker would; but afterwards the stream's
-// dependency set is put back as it was (cudaStreamUpdateCaptureDependencies, Set), so the work
-// after it does not wait for it. A marker left in the chain costs the critical path its launch
-// latency and run time (about 1.6 us of device time each on H100, measured with bench_modules;
-// issue 20); a detached one costs what its one thread takes from the SMs beside the work.
+// Note [Detached markers] (opt-in: ACCGRAPH_CUDA_DETACHED_MARKERS=1): a marker recorded into a
+// capture (device timestamps) becomes a side branch of the graph instead of a link of the
+// stream's chain. It depends on what the stream's next operation would depend on (the
+// capture's dependency set, cudaStreamGetCaptureInfo), so it starts when everything before it
+// has finished, as a chained marker does; afterwards the stream's dependency set is put back
+// (cudaStreamUpdateCaptureDependencies, Set), so the work after it does not wait for it.
+// Measured on H100 with bench_modules (GPT-2-small-like, 2026-11-27): device time per replay,
+// every module timed, 1.013x untimed detached against 1.157x chained; bench_torch's regions
+// minus CUPTI's kernel spans, median -0.13 us detached against +0.99 us chained.
+// Why it is not the default: a detached marker is dispatched beside the work that follows it,
+// not before it, so a boundary may be timed up to ~0.6 us after that work began (measured: a
+// region around a 10 us delay after a fill read 9.3-9.7 us; the gap between two regions
+// around a 2 ms delay read 600 ns short). Chained markers keep the guarantees the tests and
+// the conformance rules check (a region contains its work; a gap is at least its delay).
 // - Every detached marker also depends on the previous detached marker of its stream (kept per
 //   cudaStream_t for the sequence being recorded), so a stream's markers run in order, and on
 //   the last one of every other stream whose dependency set at that marker (its anchor) has
@@ -73,9 +79,8 @@ class PrivateStream {
 //   made ready by the same completion: it is launched at the greatest scheduling priority of the
 //   device (cudaLaunchAttributePriority), so that its one thread is dispatched before that
 //   kernel's blocks fill the SMs and its timestamp is not held back by them.
-// - A marker whose stream has an empty dependency set (the first operation of a capture) is
-//   detached too (the empty set is put back), unless CUDA refuses to set an empty set: then it
-//   stays in the chain, which only costs the capture's first kernel the marker's latency.
+// - A marker whose stream has an empty dependency set (the first operation of a capture) stays in
+//   the chain: there is nothing before it to wait for, and an empty set is not put back.
 // - After a detached marker the stream's capture tail (Note [CUDA capture tail]) is what it was
 //   before it, so a boundary with nothing enqueued since still shares that marker (Note
 //   [Boundary sharing]), and one with work enqueued between does not.
@@ -107,21 +112,12 @@ class CaptureDependencies {
       if (std::find(nodes_.begin(), nodes_.end(), node) == nodes_.end()) return false;
     return true;
   }
-  /// Makes the set `stream`'s dependency set again. An empty set is tried once per call: when
-  /// CUDA refuses to set one, false (the stream then depends on what it captured last).
-  bool restore(cudaStream_t stream) {
-    cudaError_t err = cudaStreamUpdateCaptureDependencies(
-        stream, nodes_.data(), edges_.empty() ? nullptr : edges_.data(), nodes_.size(),
-        cudaStreamSetCaptureDependencies);
-    if (err != cudaSuccess && nodes_.empty()) {
-      (void)cudaGetLastError();
-      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-      ACCGRAPH_CUDA_CHECK(cudaStreamIsCapturing(stream, &status),
-                          "record: reading the capture state after a marker");
-      if (status == cudaStreamCaptureStatusActive) return false;
-    }
-    ACCGRAPH_CUDA_CHECK(err, "record: restoring the capture's dependency set after a marker");
-    return true;
+  /// Makes the (non-empty) set `stream`'s dependency set again.
+  void restore(cudaStream_t stream) {
+    ACCGRAPH_CUDA_CHECK(cudaStreamUpdateCaptureDependencies(
+                            stream, nodes_.data(), edges_.empty() ? nullptr : edges_.data(),
+                            nodes_.size(), cudaStreamSetCaptureDependencies),
+                        "record: restoring the capture's dependency set after a marker");
   }
 
  private:
@@ -250,7 +246,8 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
     markers_in_sequence_ = std::max<size_t>(markers_in_sequence_, size_t{marker} + 1);
     uint64_t* stamp = stamp_address(marker);
     CaptureDependencies before;
-    if (eager_sequence_value_ != 0 || !detached_markers_ || !before.read(stream.handle())) {
+    if (eager_sequence_value_ != 0 || !detached_markers_ || !before.read(stream.handle()) ||
+        before.nodes().empty()) {
       ACCGRAPH_CUDA_CHECK(launch_marker_record(stream.handle(), stamp, programmatic_), "record");
       return;
     }
@@ -370,18 +367,15 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
     // joined into this one since (the set it was recorded at is part of this stream's set).
     std::vector<cudaGraphNode_t> after;
     for (const DetachedMarker& m : detached_)
-      if (m.stream == stream || (!m.anchor.empty() && before.contains_all(m.anchor)))
-        after.push_back(m.node);
+      if (m.stream == stream || before.contains_all(m.anchor)) after.push_back(m.node);
     add_capture_dependencies(stream, after, "record: ordering a marker after the earlier ones");
     if (!priority_) priority_ = greatest_priority();
     ACCGRAPH_CUDA_CHECK(launch_marker_record(stream, stamp, programmatic_, &*priority_), "record");
     const cudaGraphNode_t node = last_captured_node(stream);
-    const bool detached = before.restore(stream);
+    before.restore(stream);
     auto own = std::find_if(detached_.begin(), detached_.end(),
                             [&](const DetachedMarker& m) { return m.stream == stream; });
-    if (!detached) {  // in the chain: what follows on the stream follows it and those before it
-      if (own != detached_.end()) detached_.erase(own);
-    } else if (own != detached_.end()) {
+    if (own != detached_.end()) {
       own->node = node;
       own->anchor = before.nodes();
     } else {
