@@ -177,7 +177,7 @@ class CudaBackend final : public Backend, public ClockSampling {
     if (strategy == kStrategyExternalEvents)
       return make_external_event_markers(device, depth, entry.resolution_ns);
     return make_device_timestamp_markers(device, depth, entry.resolution_ns,
-                                         entry.programmatic_markers);
+                                         entry.programmatic_markers, options);
   }
 
   void sample_clock(int device, timing::ClockSample* samples, size_t count) override {

@@ -333,7 +333,8 @@ class CudaGraph final : public GraphImplInterface {
 
 std::unique_ptr<TimestampMarkers> make_device_timestamp_markers(int device, size_t ring_depth,
                                                                 uint64_t resolution_ns,
-                                                                bool programmatic);
+                                                                bool programmatic,
+                                                                const MarkerOptions& sizing);
 std::unique_ptr<TimestampMarkers> make_external_event_markers(int device, size_t ring_depth,
                                                               uint64_t resolution_ns);
 
