@@ -71,9 +71,11 @@ GraphTiming* ProfilerCore::timing_of(const AcceleratorGraph& graph) const {
 std::shared_ptr<MarkerRing> ProfilerCore::create_ring(Backend& backend,
                                                       const std::string& backend_name, int device,
                                                       uint64_t graph_id, bool fenced) {
+  // Eager sets never resize (marker.budget): they get no budget.
+  const size_t budget = graph_id == 0 ? 0 : options.marker_memory;
   std::shared_ptr<MarkerRing> ring = MarkerRing::create(
       backend, backend_name, device, graph_id,
-      MarkerOptions{options.marker_strategy, options.ring_depth, options.marker_memory}, fenced);
+      MarkerOptions{options.marker_strategy, options.ring_depth, budget}, fenced);
   collector.add(ring);
   return ring;
 }
