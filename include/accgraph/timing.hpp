@@ -78,9 +78,9 @@ struct ProfilerOptions {
   /// backend; at least 1, at most the backend's maximum), so a replay loop that runs ahead of
   /// the device waits for it only when that many replays are unread (ring_waits() counts it).
   /// 1 MiB: 1,024 replays of a 100-region graph on cuda (its maximum), 2,048 of a graph of up
-  /// to 64 markers on host. Backends that cannot size their ring (slot rings, cuda's external
-  /// events, plugins built before 0.2.x) keep their default depth. Note [Marker budget] in
-  /// spi/backend.hpp.
+  /// to 64 markers on host. Backends that do not size their ring by it (the optional rule
+  /// marker.budget: slot rings, cuda's external events, older plugins) keep their default
+  /// depth. Note [Marker budget] in spi/backend.hpp.
   size_t marker_memory = size_t{1} << 20;
   /// Start a background thread that delivers completed replays as they finish.
   bool background_collector = false;
