@@ -127,8 +127,8 @@ void GraphTiming::before_replay(AcceleratorGraph& graph, Stream& stream) {
   std::shared_ptr<ProfilerCore> core = reporting_core();
   if (!core) return;
   if (detail::StreamAccess::capturing(stream)) refuse_nested_replay(graph, stream);
-  // Never overwrite a slot that was not read: collect the oldest replay first.
-  if (layout_) core->collector.make_room(*ring_);
+  // Never overwrite a slot that was not read: collect the oldest replay first (counted).
+  if (layout_) core->make_room(*ring_);
   ring_->before_launch(detail::GraphAccess::impl(graph), detail::StreamAccess::impl(stream));
 }
 

@@ -55,7 +55,7 @@ std::shared_ptr<MarkerRing> MarkerRing::create(Backend& backend, const std::stri
   auto ring = std::make_shared<MarkerRing>(std::move(markers), std::move(source), graph_id);
   if (fenced) {
     ring->backend_ = &backend;
-    ring->fence_options_ = MarkerOptions{options.strategy, ring->depth_};
+    ring->fence_strategy_ = options.strategy;
   }
   return ring;
 }
@@ -82,6 +82,7 @@ void MarkerRing::record(StreamImpl& stream, uint32_t marker) {
 void MarkerRing::end_sequence(StreamImpl& stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   markers_->end_sequence(stream);
+  if (!depth_final_) depth_ = std::max<size_t>(1, markers_->ring_depth());  // Note [Marker budget]
 }
 
 bool MarkerRing::full() const {
@@ -98,6 +99,10 @@ void MarkerRing::before_launch(GraphImplInterface& graph, StreamImpl& stream) {
     out_of_step_ = false;
   }
   markers_->before_launch(graph, stream, next_sequence_);
+  if (!depth_final_) {  // Note [Marker budget] in backend.hpp: sized by now, and for good
+    depth_ = std::max<size_t>(1, markers_->ring_depth());
+    depth_final_ = true;
+  }
 }
 
 void MarkerRing::after_launch(GraphImplInterface& graph, StreamImpl& stream,
@@ -115,8 +120,10 @@ TimestampMarkers& MarkerRing::fence_for(StreamImpl& stream) {
   void* queue = stream.native_handle();
   for (Fence& fence : fences_)
     if (fence.queue == queue) return *fence.markers;
-  std::unique_ptr<TimestampMarkers> markers =
-      backend_->create_markers(source_.device, fence_options_);
+  MarkerOptions options;
+  options.strategy = fence_strategy_;
+  options.ring_depth = depth_;  // final: fences follow the graph's first launch
+  std::unique_ptr<TimestampMarkers> markers = backend_->create_markers(source_.device, options);
   if (!markers)
     throw Error(ErrorCode::BackendError,
                 fmt::format("create_markers returned no marker set for device {}: the backend "

@@ -44,7 +44,12 @@ class MarkerRing {
 
   const ReportSource& source() const { return source_; }
   uint64_t graph_id() const { return graph_id_; }
-  size_t depth() const { return depth_; }
+  /// The backend's ring depth: final once the capture ended and the first launch began (a set
+  /// may size itself by its memory budget until then: Note [Marker budget] in backend.hpp).
+  size_t depth() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return depth_;
+  }
 
   // Recording, eagerly or into a capture.
   void begin_sequence(StreamImpl& stream);
@@ -104,15 +109,16 @@ class MarkerRing {
   std::unique_ptr<TimestampMarkers> markers_;
   const ReportSource source_;
   const uint64_t graph_id_;
-  const size_t depth_;
   mutable std::mutex mutex_;  // below, and every call into markers_
+  size_t depth_;              // markers_->ring_depth(), read again until it is final
+  bool depth_final_ = false;  // the first launch began: the depth no longer changes
   uint64_t next_sequence_ = 0;
   uint64_t launches_ = 0;  // counted launches: the next report's replay_index
   std::deque<Pending> pending_;
 
   // Fenced rings only (Note [Launch fences]).
   Backend* backend_ = nullptr;
-  MarkerOptions fence_options_;
+  std::string fence_strategy_;  // the fences' markers: this strategy, the ring's final depth
   struct Fence {
     void* queue = nullptr;  // the native queue its eager sequences run on
     std::unique_ptr<TimestampMarkers> markers;

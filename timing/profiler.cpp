@@ -217,7 +217,17 @@ std::string Profiler::stats_table() const {
   std::ostringstream out;
   write_stats_table(out, stats());
   out << impl_->store.untimed_lines();
+  if (const uint64_t waits = impl_->ring_waits())
+    out << fmt::format(
+        "ring waits: {} launch(es) waited {:.3f} ms in all for a full marker ring (every replay "
+        "in it unread): raise ProfilerOptions::marker_memory (or ring_depth), or flush() "
+        "between bursts of replays\n",
+        waits, static_cast<double>(impl_->ring_wait_time().count()) / 1e6);
   return out.str();
 }
+
+uint64_t Profiler::ring_waits() const { return impl_->ring_waits(); }
+
+std::chrono::nanoseconds Profiler::ring_wait_time() const { return impl_->ring_wait_time(); }
 
 }  // namespace accgraph::timing

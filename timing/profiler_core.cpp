@@ -1,6 +1,7 @@
 // ProfilerCore (profiler_core.hpp).
 #include "profiler_core.hpp"
 
+#include <chrono>
 #include <utility>
 
 #include <fmt/format.h>
@@ -70,9 +71,11 @@ GraphTiming* ProfilerCore::timing_of(const AcceleratorGraph& graph) const {
 std::shared_ptr<MarkerRing> ProfilerCore::create_ring(Backend& backend,
                                                       const std::string& backend_name, int device,
                                                       uint64_t graph_id, bool fenced) {
-  std::shared_ptr<MarkerRing> ring =
-      MarkerRing::create(backend, backend_name, device, graph_id,
-                         MarkerOptions{options.marker_strategy, options.ring_depth}, fenced);
+  // Eager sets never resize (marker.budget): they get no budget.
+  const size_t budget = graph_id == 0 ? 0 : options.marker_memory;
+  std::shared_ptr<MarkerRing> ring = MarkerRing::create(
+      backend, backend_name, device, graph_id,
+      MarkerOptions{options.marker_strategy, options.ring_depth, budget}, fenced);
   collector.add(ring);
   return ring;
 }
@@ -81,7 +84,26 @@ void ProfilerCore::sequence_done(MarkerRing& ring, Sequence kind) {
   if (options.delivery == Delivery::Immediate)
     collector.collect_all(ring);
   else if (kind == Sequence::EagerTree)
+    make_room(ring);
+}
+
+void ProfilerCore::make_room(MarkerRing& ring) {
+  if (!ring.full()) return;
+  const auto start = std::chrono::steady_clock::now();
+  try {
     collector.make_room(ring);
+  } catch (...) {
+    count_wait(start);
+    throw;
+  }
+  count_wait(start);
+}
+
+void ProfilerCore::count_wait(std::chrono::steady_clock::time_point start) {
+  const auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::steady_clock::now() - start);
+  ring_waits_.fetch_add(1, std::memory_order_relaxed);
+  ring_wait_ns_.fetch_add(static_cast<uint64_t>(waited.count()), std::memory_order_relaxed);
 }
 
 // --- regions -----------------------------------------------------------------------------------

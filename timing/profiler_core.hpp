@@ -3,6 +3,8 @@
 // place its marker rings are made and the one place a finished sequence is handed on.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -53,6 +55,13 @@ class ProfilerCore : public detail::InstrumentOwner,
   /// next tree (a graph's ring makes room before each launch instead).
   enum class Sequence { GraphReplay, EagerTree };
   void sequence_done(MarkerRing& ring, Sequence kind);
+  /// Before a launch on `ring` (and after an eager tree closed): while the ring is full,
+  /// collects its oldest replays, counting the wait (Profiler::ring_waits).
+  void make_room(MarkerRing& ring);
+  uint64_t ring_waits() const { return ring_waits_.load(std::memory_order_relaxed); }
+  std::chrono::nanoseconds ring_wait_time() const {
+    return std::chrono::nanoseconds(ring_wait_ns_.load(std::memory_order_relaxed));
+  }
 
   // --- regions (Profiler::region/begin/end) ---
   /// Opens a region on `stream`: into the capture the stream records into now, or eagerly.
@@ -66,10 +75,13 @@ class ProfilerCore : public detail::InstrumentOwner,
   // natively.
   GraphTiming* capture_of(Stream& stream, const char* operation, const std::string& name) const;
   void give_eager_ring(Stream& stream);
+  void count_wait(std::chrono::steady_clock::time_point start);
 
   mutable std::mutex attach_mutex_;  // below
   bool attach_all_ = false;
-  std::set<uint64_t> attached_;  // graph ids
+  std::set<uint64_t> attached_;            // graph ids
+  std::atomic<uint64_t> ring_waits_{0};    // launches that found their ring full
+  std::atomic<uint64_t> ring_wait_ns_{0};  // and the time they spent making room
 };
 
 }  // namespace accgraph::timing

@@ -177,7 +177,8 @@ class CudaBackend final : public Backend, public ClockSampling {
     DeviceGuard guard(device);
     if (strategy == kStrategyExternalEvents)
       return make_external_event_markers(device, depth, entry.resolution_ns);
-    return make_device_timestamp_markers(device, depth, entry.resolution_ns, entry.marker_modes);
+    return make_device_timestamp_markers(device, depth, entry.resolution_ns, entry.marker_modes,
+                                         options);
   }
 
   void sample_clock(int device, timing::ClockSample* samples, size_t count) override {

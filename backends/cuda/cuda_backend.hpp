@@ -341,7 +341,8 @@ struct DeviceMarkerModes {
 
 std::unique_ptr<TimestampMarkers> make_device_timestamp_markers(int device, size_t ring_depth,
                                                                 uint64_t resolution_ns,
-                                                                DeviceMarkerModes modes);
+                                                                DeviceMarkerModes modes,
+                                                                const MarkerOptions& sizing);
 std::unique_ptr<TimestampMarkers> make_external_event_markers(int device, size_t ring_depth,
                                                               uint64_t resolution_ns);
 

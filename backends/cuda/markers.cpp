@@ -199,9 +199,13 @@ struct PinnedWords {
 // with the markers the sequences record.
 class DeviceTimestampMarkers final : public TimestampMarkers {
  public:
-  DeviceTimestampMarkers(int device, size_t ring, uint64_t resolution_ns, DeviceMarkerModes modes)
+  // `sizing`: create_markers' options; with a memory budget (and no explicit depth) the first
+  // captured sequence sizes the ring (ensure_ring).
+  DeviceTimestampMarkers(int device, size_t ring, uint64_t resolution_ns, DeviceMarkerModes modes,
+                         const MarkerOptions& sizing)
       : device_(device),
         ring_(ring),
+        memory_budget_(sizing.ring_depth == 0 ? sizing.memory_budget : 0),
         resolution_ns_(resolution_ns),
         programmatic_(modes.programmatic),
         detached_markers_(modes.detached) {}
@@ -409,13 +413,16 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
   // sequence.
   void ensure_done_flags() {
     if (done_.host != nullptr) return;
-    done_ = PinnedWords::allocate(ring_, "begin_sequence: allocating the marker done flags");
+    // Room for the deepest ring the budget may give (ensure_ring), so sizing never reallocates.
+    done_ = PinnedWords::allocate(memory_budget_ != 0 ? kMaxRingDepth : ring_,
+                                  "begin_sequence: allocating the marker done flags");
     slot_ring_.assign(ring_, 0);
   }
 
   // The index in rings_ of a pinned ring with room for `count` stamps per slot: the current one,
   // or a new one (the stride doubles, so a growing set reallocates rarely).
   uint32_t ensure_ring(size_t count) {
+    size_by_budget(count);
     if (!rings_.empty() && rings_.back().stride >= count)
       return static_cast<uint32_t>(rings_.size() - 1);
     const size_t stride = rings_.empty() ? count : std::max(count, 2 * rings_.back().stride);
@@ -425,6 +432,19 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
     ring.stride = stride;
     rings_.push_back(ring);
     return static_cast<uint32_t>(rings_.size() - 1);
+  }
+
+  // marker.budget (Note [Marker budget] in backend.hpp): the first sequence, when captured and
+  // nothing ran on this set yet, sizes the ring to the budget: per slot its stamps (pinned) and
+  // a done flag. Called at its end_sequence, before anything uses ring_ for it.
+  void size_by_budget(size_t count) {
+    if (memory_budget_ == 0 || !rings_.empty() || eager_sequence_value_ != 0 || launched_ != 0 ||
+        counter_ != nullptr || !eager_chunks_.empty())
+      return;
+    MarkerOptions sizing;
+    sizing.memory_budget = memory_budget_;
+    ring_ = sizing.budget_depth((count + 1) * sizeof(uint64_t), ring_, kMaxRingDepth);
+    slot_ring_.assign(ring_, 0);  // the done flags have room for kMaxRingDepth
   }
 
   // The device replay counter, at the first captured tail. Its contents are unknown: the first
@@ -460,7 +480,8 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
   }
 
   int device_;
-  size_t ring_;
+  size_t ring_;           // final once a sequence ran (size_by_budget)
+  size_t memory_budget_;  // bytes the ring may be sized to; 0: ring_ is fixed
   uint64_t resolution_ns_;
   bool programmatic_;                    // Note [Programmatic markers] in kernels.cu
   bool detached_markers_;                // Note [Detached markers]
@@ -739,8 +760,9 @@ class ExternalEventMarkers final : public TimestampMarkers {
 
 std::unique_ptr<TimestampMarkers> make_device_timestamp_markers(int device, size_t ring_depth,
                                                                 uint64_t resolution_ns,
-                                                                DeviceMarkerModes modes) {
-  return std::make_unique<DeviceTimestampMarkers>(device, ring_depth, resolution_ns, modes);
+                                                                DeviceMarkerModes modes,
+                                                                const MarkerOptions& sizing) {
+  return std::make_unique<DeviceTimestampMarkers>(device, ring_depth, resolution_ns, modes, sizing);
 }
 
 std::unique_ptr<TimestampMarkers> make_external_event_markers(int device, size_t ring_depth,

@@ -61,7 +61,7 @@ class HostBackend final : public Backend, public ClockSampling {
                                                    const MarkerOptions& options) override {
     check_device(device, "create_markers");
     options.resolve_strategy({kStrategySteadyClock}, kBackendName);
-    return make_markers(options.resolve_ring_depth(kDefaultRingDepth, kMaxRingDepth, kBackendName));
+    return make_markers(options);
   }
 
   // The markers' clock is steady_clock, read by this thread itself: round trips of tens of ns.

@@ -212,6 +212,6 @@ class HostGraph final : public GraphImplInterface {
 // --- markers ---------------------------------------------------------------------------------
 
 /// steady_clock markers (accgraph/steady_clock_markers.hpp) run by the streams' workers.
-std::unique_ptr<TimestampMarkers> make_markers(size_t ring_depth);
+std::unique_ptr<TimestampMarkers> make_markers(const MarkerOptions& options);
 
 }  // namespace accgraph::detail::host

@@ -5,12 +5,16 @@
 
 namespace accgraph::detail::host {
 
-std::unique_ptr<TimestampMarkers> make_markers(size_t ring_depth) {
+// A graph's set sizes its ring by options.memory_budget at its first launch (Note [Marker
+// budget] in backend.hpp).
+std::unique_ptr<TimestampMarkers> make_markers(const MarkerOptions& options) {
   return std::make_unique<SteadyClockMarkers>(
-      kBackendName, kStrategySteadyClock, ring_depth,
+      kBackendName, kStrategySteadyClock,
+      options.resolve_ring_depth(kDefaultRingDepth, kMaxRingDepth, kBackendName),
       [](StreamImpl& stream, const char* name, std::function<void()> op) {
         as_host_stream(stream, name).queue()->enqueue({name, 0, std::move(op)});
-      });
+      },
+      options, kMaxRingDepth);
 }
 
 }  // namespace accgraph::detail::host

@@ -1,5 +1,6 @@
-// accgraph-bench-cuda: issue 3's benchmarks a-e on one GPU, every figure a ratio measured side by
-// side in one process on the same captured work. Prints a table with the targets; --json FILE.
+// accgraph-bench-cuda: issue 3's benchmarks a-e on one GPU, the timing layer v2 measures and
+// issue 21's run-ahead loop (r), every figure a ratio measured side by side in one process on the
+// same captured work. Prints a table with the targets; --json FILE.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../../core/internal/timing_seam.hpp"
+#include "../common/run_ahead.hpp"
 #include "../common/timing_v2.hpp"
 #include "accgraph/accgraph.hpp"
 #include "cuda_test_kernels.hpp"
@@ -417,6 +419,13 @@ int main(int argc, char** argv) {
         [](Stream& s) { check(accgraph_test::launch_empty(native(s)), "empty"); }, memory_replays,
         [](const std::string& line) { row(line); });
     results["v2"] = accgraph_bench::to_json(v2);
+    row("");
+    row("(r) run ahead: 400 replays back to back of a graph of 10 regions of 20 us delays, host "
+        "time per replay() call, default ProfilerOptions (median of 5 rounds)  [target <= 1.10x, "
+        "every report delivered]");
+    results["run_ahead"] = accgraph_bench::to_json(accgraph_bench::bench_run_ahead(
+        "cuda", [](Stream& s) { s.delay(std::chrono::microseconds(20)); }, 10, 400, 5,
+        [](const std::string& line) { row(line); }));
   } catch (const Error& e) {
     std::fprintf(stderr, "accgraph-bench-cuda: %s\n", e.what());
     return e.code() == ErrorCode::Unavailable ? 77 : 1;

@@ -1,5 +1,6 @@
-// accgraph-bench-host: (a) replay overhead per node, (b) timed vs untimed replay, on the host
-// backend, (c) the Chrome trace writer vs the one before it streamed. Every figure is a ratio
+// accgraph-bench-host: (a) replay overhead per node, (b) timed vs untimed replay, (r) a replay loop
+// running ahead of the device, timed vs untimed, on the host backend, (c) the Chrome trace writer
+// vs the one before it streamed. Every figure is a ratio
 // against a baseline measured side by side in the same run, in interleaved rounds (medians), so
 // machine noise hits both alike. Numbers, not pass/fail.
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "../common/run_ahead.hpp"
 #include "../common/timing_v2.hpp"
 #include "accgraph/accgraph.hpp"
 #include "timing/exported_text.hpp"
@@ -529,6 +531,12 @@ int main(int argc, char** argv) {
                  accgraph::backend("host").devices().at(0).name);
       bench_replay_overhead();
       bench_timed_replay();
+      fmt::print(
+          "\n(r) run ahead: 400 replays back to back of a graph of 10 regions of 20 us delays, "
+          "host time per replay() call, default ProfilerOptions (median of 5 rounds)\n");
+      results["run_ahead"] = accgraph_bench::to_json(accgraph_bench::bench_run_ahead(
+          "host", [](Stream& s) { s.delay(std::chrono::microseconds(20)); }, 10, 400, 5,
+          [](const std::string& line) { fmt::print("{}\n", line); }));
       fmt::print(
           "\n(v2) timing layer v2 (issue 8), steady_clock markers, each figure against its "
           "baseline in this run\n");

@@ -70,8 +70,18 @@ struct ProfilerOptions {
   Delivery delivery = Delivery::Lazy;
   /// Marker strategy (Capabilities::marker_strategies); empty = the backend's default.
   std::string marker_strategy;
-  /// Replays in flight per graph with distinct marker storage; 0 = the backend's default.
+  /// Replays in flight per graph with distinct marker storage; 0 = sized by marker_memory (or
+  /// the backend's default depth when that is 0). Not 0: exactly this many, whatever the memory.
   size_t ring_depth = 0;
+  /// Bytes of marker storage per timed graph. Once its capture ended, the graph's marker ring
+  /// holds as many replays as fit (markers per replay x bytes per stamp: 8 on every in-tree
+  /// backend; at least 1, at most the backend's maximum), so a replay loop that runs ahead of
+  /// the device waits for it only when that many replays are unread (ring_waits() counts it).
+  /// 1 MiB: 1,024 replays of a 100-region graph on cuda (its maximum), 2,048 of a graph of up
+  /// to 64 markers on host. Backends that do not size their ring by it (the optional rule
+  /// marker.budget: slot rings, cuda's external events, older plugins) keep their default
+  /// depth. Note [Marker budget] in spi/backend.hpp.
+  size_t marker_memory = size_t{1} << 20;
   /// Start a background thread that delivers completed replays as they finish.
   bool background_collector = false;
   std::chrono::microseconds collector_period{200};
@@ -109,7 +119,8 @@ using Sink = std::function<void(const ReplayReport&)>;
 /// capture the same region is timed eagerly on the stream (one report, graph_id 0, per
 /// outermost region). No host synchronisation per region; at most one wait per replay, and
 /// only when the graph's marker ring is full (the oldest replay is collected first, so no
-/// report is lost).
+/// report is lost; ring_waits() counts these waits). The ring holds as many replays as
+/// ProfilerOptions::marker_memory allows.
 ///
 /// Shared markers: a region boundary (begin or end) reuses the last marker recorded on its
 /// stream when nothing was enqueued there since (siblings share end and begin, a parent and its
@@ -213,8 +224,17 @@ class ACCGRAPH_API Profiler {
   /// The untimed calls noted so far, one entry per reason in first-seen order.
   std::vector<UntimedCalls> untimed() const;
   /// stats() as write_stats_table writes it, followed by one line per untimed reason:
-  /// "untimed: <count> call(s) not timed: <reason> (first: <first_name>)".
+  /// "untimed: <count> call(s) not timed: <reason> (first: <first_name>)", and, when a launch
+  /// waited for a full marker ring, "ring waits: <count> launch(es) waited ...".
   std::string stats_table() const;
+
+  /// Launches that waited because their marker ring was full (all of its replays unread: the
+  /// oldest was collected first), and how long they waited in all: the host time timing took
+  /// from a loop that runs ahead of the device. A graph replay counts as a launch, and so does an
+  /// eager region tree (its ring makes room for the next one as it closes). 0 while the rings
+  /// fit the loop (ProfilerOptions::marker_memory, ring_depth).
+  uint64_t ring_waits() const;
+  std::chrono::nanoseconds ring_wait_time() const;
 
  private:
   // Shared so that a Region that outlives its Profiler can tell (it holds a weak reference).

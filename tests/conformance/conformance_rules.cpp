@@ -165,6 +165,12 @@ const std::vector<Rule>& rules() {
        "Unsupported/InvalidArgument for unknown strategies and too deep rings",
        "create_markers ignores MarkerOptions (use MarkerOptions::resolve_strategy and "
        "resolve_ring_depth)"},
+      {"marker.budget", "Note [Marker budget]",
+       "(optional) a set may size its ring by MarkerOptions::memory_budget once, after a "
+       "captured sequence ended and before its first launch; an explicit ring_depth wins; no "
+       "replay is lost or overwritten",
+       "the set resizes storage that a launched replay already writes, or sizes by the budget "
+       "though ring_depth was given (use MarkerOptions::budget_depth)"},
       {"clock.sample", "Note [Clock sampling]",
        "(optional) sample_clock reads the device's marker clock between two CLOCK_REALTIME "
        "reads, samples in order, so calibrate_clock's offset puts marker times on the host clock",

@@ -404,6 +404,58 @@ ACCGRAPH_CONFORMANCE_CASE("markers: create_markers honours MarkerOptions", "mark
                        ErrorCode::InvalidArgument, "ring depth");
 }
 
+ACCGRAPH_CONFORMANCE_CASE("marker ring: a memory budget never loses a replay; ring_depth wins",
+                          "marker.budget") {
+  Backend& spi = backend_object();
+  const Capabilities& caps = capabilities();
+  // A set starts at the depth asked for (the default without one), whatever the budget: it may
+  // size itself only once a captured sequence ended.
+  for (const std::string& strategy : caps.marker_strategies) {
+    INFO("strategy " << strategy);
+    CHECK(spi.create_markers(0, MarkerOptions{strategy, 0, size_t{1} << 20})->ring_depth() ==
+          caps.marker_ring_depth);
+    CHECK(spi.create_markers(0, MarkerOptions{strategy, 3, size_t{1} << 20})->ring_depth() == 3);
+  }
+  // Replays back to back through a ring sized by a budget (generous, then 1 byte: at least one
+  // slot), and through an explicit depth of 2 with a generous budget: every report, in order,
+  // each from its own slot. A full ring makes the launch collect the oldest replay first and
+  // collection is lazy, so exactly kReplays - depth launches wait on a ring of `depth`.
+  const uint64_t kReplays = 2 * caps.marker_ring_depth + 8;
+  struct Sizing {
+    size_t ring_depth;
+    size_t marker_memory;
+  };
+  for (const Sizing sizing :
+       {Sizing{0, size_t{1} << 20}, Sizing{0, 1}, Sizing{2, size_t{1} << 20}}) {
+    INFO("ring_depth " << sizing.ring_depth << ", marker_memory " << sizing.marker_memory);
+    ProfilerOptions options;
+    options.ring_depth = sizing.ring_depth;
+    options.marker_memory = sizing.marker_memory;
+    Profiler profiler(options);
+    ReportCollector collected(profiler);
+    Stream stream = make_stream();
+    Buffer data = Buffer::allocate(stream, 4096);
+    AcceleratorGraph graph(backend());
+    profiler.attach(graph);
+    graph.capture_begin(stream);
+    {
+      auto region = profiler.region(stream, "fill");
+      stream_fill_known(stream, data);
+    }
+    graph.capture_end();
+    for (uint64_t i = 0; i < kReplays; ++i) graph.replay();
+    const uint64_t waits = profiler.ring_waits();
+    profiler.flush();
+    const std::vector<TimedReplay>& reports = collected.replays();
+    REQUIRE(reports.size() == kReplays);
+    for (uint64_t i = 0; i < kReplays; ++i) CHECK(reports[i].replay_index == i);
+    check_replays_apart(reports, "fill");
+    CHECK(waits < kReplays);  // the first launch always finds room
+    if (sizing.ring_depth != 0) CHECK(waits == kReplays - sizing.ring_depth);
+    stream.synchronize();
+  }
+}
+
 ACCGRAPH_CONFORMANCE_CASE("clocks: sample_clock reads the marker clock between two host reads",
                           "clock.sample") {
   Backend& spi = backend_object();

@@ -621,6 +621,96 @@ TEST_CASE("cuda: both marker strategies keep K replays in flight") {
   }
 }
 
+// Note [Marker budget]: device timestamps size their ring by the budget at the first captured
+// end_sequence (stamps + a done flag per slot), and every slot of the grown ring is its own;
+// external events keep the default depth; an explicit depth wins.
+TEST_CASE("cuda: a marker budget sizes the device-timestamp ring once the capture ended") {
+  Backend& b = backend("cuda");
+  const size_t kDefault = b.capabilities(0).marker_ring_depth;
+  CHECK(b.create_markers(0, MarkerOptions{"external_events", 0, 1u << 20})->ring_depth() ==
+        kDefault);
+  for (const size_t explicit_depth : {size_t{0}, size_t{5}}) {
+    CAPTURE(explicit_depth);
+    // 3 markers: (3 + 1) x 8 bytes a slot, so 4 KiB holds 128 slots.
+    auto markers = b.create_markers(0, MarkerOptions{"device_timestamps", explicit_depth, 4096});
+    CHECK(markers->ring_depth() == (explicit_depth != 0 ? explicit_depth : kDefault));
+    Stream s = Stream::create("cuda");
+    AcceleratorGraph g("cuda");
+    g.capture_begin(s);
+    markers->begin_sequence(detail::StreamAccess::impl(s));
+    markers->record(detail::StreamAccess::impl(s), 0);
+    s.delay(5us);
+    markers->record(detail::StreamAccess::impl(s), 1);
+    markers->record(detail::StreamAccess::impl(s), 2);
+    markers->end_sequence(detail::StreamAccess::impl(s));
+    g.capture_end();
+    const size_t depth = markers->ring_depth();
+    CHECK(depth == (explicit_depth != 0 ? explicit_depth : 128));
+    // Two rounds of `depth` launches back to back, nothing read in between: each its own slot.
+    uint64_t previous_end = 0;
+    for (uint64_t round = 0; round < 2; ++round) {
+      for (uint64_t i = 0; i < depth; ++i) {
+        const uint64_t seq = round * depth + i;
+        markers->before_launch(detail::GraphAccess::impl(g), detail::StreamAccess::impl(s), seq);
+        g.replay();
+        markers->after_launch(detail::GraphAccess::impl(g), detail::StreamAccess::impl(s), seq);
+        CHECK(markers->ring_depth() == depth);  // final from the first launch on
+      }
+      for (uint64_t i = 0; i < depth; ++i) {
+        const uint64_t seq = round * depth + i;
+        markers->wait(seq);
+        std::vector<uint64_t> t = read_times(*markers, seq, 3);
+        REQUIRE(t.size() == 3);
+        CHECK(t[0] > previous_end);
+        CHECK(t[1] - t[0] >= 5000);
+        CHECK(t[2] >= t[1]);
+        previous_end = t[2];
+      }
+    }
+    s.synchronize();
+  }
+}
+
+// Issue 21 item 1 on the GPU: 400 replays of a 200 us graph back to back at default settings
+// never wait for the ring, cost the host far less than the device time, and lose no report.
+TEST_CASE("cuda: a replay loop running ahead of the GPU never waits at the default budget") {
+  Stream s = Stream::create("cuda");
+  timing::Profiler prof;
+  uint64_t delivered = 0;
+  bool in_order = true;
+  prof.add_sink([&](const timing::ReplayReport& r) {
+    in_order = in_order && r.replay_index() == delivered;
+    ++delivered;
+  });
+  AcceleratorGraph g("cuda");
+  prof.attach(g);
+  g.capture_begin(s);
+  for (int r = 0; r < 10; ++r) {
+    auto region = prof.region(s, fmt::format("r{}", r));
+    s.delay(20us);
+  }
+  g.capture_end();
+  g.replay();  // warm up (the first launch uploads the graph)
+  s.synchronize();
+  prof.flush();
+  delivered = 0;
+  constexpr int kReplays = 400;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kReplays; ++i) g.replay();
+  const auto t1 = std::chrono::steady_clock::now();
+  s.synchronize();
+  const auto t2 = std::chrono::steady_clock::now();
+  prof.flush();
+  const double host = std::chrono::duration<double>(t1 - t0).count();
+  const double device = std::chrono::duration<double>(t2 - t0).count();
+  INFO("host " << host * 1e6 / kReplays << " us per replay(), device " << device * 1e6 / kReplays
+               << " us per replay, ring waits " << prof.ring_waits());
+  CHECK(prof.ring_waits() == 0);
+  CHECK(delivered == kReplays);
+  CHECK(in_order);
+  CHECK(host < 0.2 * device);
+}
+
 // Eager sequences enqueued one after the other on two streams run at the same time on the
 // device; each must keep its own stamps (device timestamps stage them per ring slot, see Note
 // [Device timestamp ring]). B's first marker lands inside A's interval: with one shared staging

@@ -330,6 +330,44 @@ def test_background_collector_with_a_thread_in_flush(stream):
     assert prof.delivered == 50
 
 
+def run_ahead(stream, replays=200, **options):
+    """Replays back to back of a graph whose replay takes 1 ms of device time, then flush."""
+    prof = accgraph.Profiler(**options)
+    indices = []
+    prof.add_sink(lambda r: indices.append(r.replay_index))
+    g = accgraph.Graph(stream.backend)
+    prof.attach(g)
+    with g.capture(stream):
+        with prof.region(stream, "step"):
+            stream.delay(0.001)
+    for _ in range(replays):
+        g.replay()
+    prof.flush()
+    assert indices == list(range(replays))  # no report lost, in order
+    return prof
+
+
+def test_ring_waits_count_launches_that_found_the_marker_ring_full(stream):
+    """Note [Marker budget]: a ring sized by marker_memory holds a loop that runs ahead of the
+    device (no wait, no table line); a small one makes it wait, counted, and the table says so."""
+    if not stream.capabilities.timed_delay:
+        pytest.skip("the backend has no timed delay")
+    small = run_ahead(stream, ring_depth=2)  # an explicit depth wins over the memory budget
+    assert small.ring_waits == 198  # every launch once two replays were unread
+    assert isinstance(small.ring_wait_time, float)
+    assert small.ring_wait_time > 0.0
+    assert "ring waits: 198 launch(es) waited" in small.stats_table().splitlines()[-1]
+    ample = run_ahead(stream, marker_memory=1 << 20, ring_depth=0)
+    if stream.backend != "host":
+        return  # other backends may keep a fixed ring (marker.budget is optional)
+    assert ample.ring_waits == 0
+    assert ample.ring_wait_time == 0.0
+    assert "ring waits:" not in ample.stats_table()
+    assert accgraph.Profiler(marker_memory=0).ring_waits == 0
+    with pytest.raises(TypeError):
+        accgraph.Profiler(marker_memory=-1)
+
+
 def test_bad_options():
     with pytest.raises(accgraph.InvalidArgumentError, match="unknown delivery 'soon'"):
         accgraph.Profiler(delivery="soon")

@@ -117,7 +117,7 @@ void def_profiler_setup(ProfilerClass& cls) {
          [](PyProfiler* self, EnumOrName<Delivery> delivery, size_t ring_depth,
             std::optional<std::string> marker_strategy, bool background_collector,
             std::optional<int64_t> keep_reports, EnumOrName<StatsMode> stats_mode,
-            std::optional<double> collector_period, bool collect_stats) {
+            std::optional<double> collector_period, bool collect_stats, size_t marker_memory) {
            ProfilerOptions options;
            options.delivery = parse_delivery(delivery);
            options.ring_depth = ring_depth;
@@ -127,6 +127,7 @@ void def_profiler_setup(ProfilerClass& cls) {
                keep_reports ? timing::KeepReports(*keep_reports) : timing::KeepReports::all();
            options.stats_mode = parse_stats_mode(stats_mode);
            options.collect_stats = collect_stats;
+           options.marker_memory = marker_memory;
            if (collector_period) {
              if (!(*collector_period > 0 && *collector_period <= 3600))
                throw Error(ErrorCode::InvalidArgument,
@@ -145,8 +146,12 @@ void def_profiler_setup(ProfilerClass& cls) {
          nb::arg("marker_strategy") = nb::none(), nb::arg("background_collector") = false,
          nb::arg("keep_reports").none() = 1024, nb::arg("stats_mode") = StatsMode::Sketch,
          nb::arg("collector_period") = nb::none(), nb::arg("collect_stats") = true,
+         nb::arg("marker_memory") = ProfilerOptions{}.marker_memory,
          "`delivery`: 'lazy' or 'immediate'. `ring_depth`: replays in flight per graph (0: "
-         "the backend's default). `marker_strategy`: one of Capabilities.marker_strategies "
+         "as many as `marker_memory` holds). `marker_memory`: bytes of marker storage per "
+         "graph (default 1 MiB; 0: the backend's default depth); a replay waits for the "
+         "device only when its graph's ring is full (ring_waits counts it). `marker_strategy`: one "
+         "of Capabilities.marker_strategies "
          "(None: the backend's default). `background_collector`: a thread delivers completed "
          "replays every `collector_period` seconds. `keep_reports`: how many of the last "
          "reports reports() keeps (0: none; None: every one, memory grows without bound). "
@@ -280,6 +285,16 @@ void def_profiler_results(ProfilerClass& cls) {
       .def_prop_ro(
           "delivered", [](PyProfiler& self) { return self.get().delivered(); },
           "Reports delivered so far (counted also when not kept).")
+      .def_prop_ro(
+          "ring_waits", [](PyProfiler& self) { return self.get().ring_waits(); },
+          "Launches that waited because their graph's marker ring was full (every replay in it "
+          "unread); 0 while the rings hold the loop (marker_memory, ring_depth).")
+      .def_prop_ro(
+          "ring_wait_time",
+          [](PyProfiler& self) {
+            return static_cast<double>(self.get().ring_wait_time().count()) / 1e9;
+          },
+          "Seconds those launches spent waiting, in all.")
       .def("write_chrome_trace", exporter([](std::ostream& out, Profiler& profiler) {
              timing::write_chrome_trace(out, profiler.reports());
            }),

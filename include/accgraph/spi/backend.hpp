@@ -263,6 +263,10 @@ class ACCGRAPH_API GraphImplInterface {
 struct MarkerOptions {
   std::string strategy;   ///< one of Capabilities::marker_strategies; empty = the backend default
   size_t ring_depth = 0;  ///< requested replays in flight; 0 = the backend default
+  /// Bytes of marker storage the set may size its ring to once it knows what one replay stores
+  /// (marker.budget); 0 = no budget: the ring keeps its depth. An explicit ring_depth wins.
+  /// Appended in 0.2 (the field after ring_depth): see Note [Marker budget].
+  size_t memory_budget = 0;
 
   /// For Backend::create_markers: the strategy to build, `strategy` or `offered[0]` (the
   /// backend's default) when it is empty. Throws Error(Unsupported), attributed to `backend`
@@ -296,6 +300,15 @@ struct MarkerOptions {
                       ": ask for fewer replays in flight",
                   backend);
     return depth;
+  }
+
+  /// For a set that sizes its ring by the budget (marker.budget): the depth for a ring whose
+  /// slot stores `bytes_per_slot` bytes, `current` when ring_depth was given or there is no
+  /// budget, else memory_budget / bytes_per_slot, at least 1 and at most `max_depth`.
+  size_t budget_depth(size_t bytes_per_slot, size_t current, size_t max_depth) const {
+    if (ring_depth != 0 || memory_budget == 0) return current;
+    const size_t depth = memory_budget / (bytes_per_slot == 0 ? 1 : bytes_per_slot);
+    return depth < 1 ? 1 : depth > max_depth ? max_depth : depth;
   }
 };
 
@@ -341,6 +354,31 @@ struct MarkerOptions {
 ///   when empty; an unknown name is Error(Unsupported) listing the offered ones) with
 ///   ring_depth() equal to MarkerOptions::ring_depth (the backend's default when 0; above its
 ///   maximum Error(InvalidArgument)). MarkerOptions::resolve_* do exactly this.
+/// - (marker.budget) Optional. A set created with MarkerOptions::ring_depth 0 and a non-zero
+///   memory_budget may change ring_depth() once, after the end_sequence() of a sequence recorded
+///   into a capture and before its first before_launch() returns, while no sequence of the set
+///   has run (a set belongs to one graph: nothing ran before its first launch): to
+///   MarkerOptions::budget_depth of the bytes one ring slot of that sequence stores. From then
+///   on it never changes. A set that keeps the depth it was created with conforms (every set of
+///   a backend built before this rule). See Note [Marker budget].
+///
+/// Note [Marker budget]: a fixed ring of K replays makes a replay loop that runs ahead of the
+/// device wait for it once K replays are unread, so the host is paced by the device (issue 21:
+/// 9.6x host time per replay on an H100 at K = 16). What K replays cost in memory is known only
+/// when the capture ended (markers per sequence x bytes per stamp), and the set is created at
+/// the capture's first region (Note [Deferred ring] in timing/graph_timing.hpp); before the
+/// first launch nothing has written the storage, so the set can still size it then. The timing
+/// layer (MarkerRing) reads ring_depth() again after end_sequence() and after the first
+/// before_launch(), and waits for the oldest replay only when that many are unread; it counts
+/// every such wait (Profiler::ring_waits). The budget is a ProfilerOptions field
+/// (marker_memory); ring_depth stays an explicit override. The field is appended to
+/// MarkerOptions, so a plugin built before it (which never reads it) keeps working; the plugin
+/// ABI minor is unchanged, as no entry point changed (so nothing stops a plugin that reads the
+/// field from loading into a 0.2 core built before it, which passes no such field: such a
+/// plugin should state the accgraph version it needs). cuda's device timestamps size at
+/// end_sequence (the pinned ring is allocated there), SteadyClockMarkers at the first
+/// before_launch (its capture's operations have not run); slot rings and external events keep
+/// a fixed depth.
 class ACCGRAPH_API TimestampMarkers {
  public:
   /// read() returns this for a marker whose time cannot be determined, e.g. when the device

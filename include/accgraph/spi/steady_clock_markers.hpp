@@ -32,24 +32,50 @@ namespace accgraph {
 /// Storage grows a chunk of kChunkMarkers markers (times ring depth) at a time and chunks never
 /// move, so record() during a capture or between eager records never reallocates memory a
 /// running operation may be writing: record() resolves the chunk on the recording thread and
-/// the operation only stores into it.
+/// the operation only stores into it. Only resize() replaces a chunk's stamps, before any
+/// operation of the ring has run (marker.budget).
 class SteadyClockMarkerRing {
  public:
   static constexpr size_t kChunkMarkers = 64;
 
+  /// kChunkMarkers markers of every ring slot: marker m of slot s is
+  /// stamps[s * kChunkMarkers + m % kChunkMarkers]. Operations hold the Chunk, which never moves.
+  struct Chunk {
+    std::unique_ptr<uint64_t[]> stamps;
+  };
+
   explicit SteadyClockMarkerRing(size_t depth) : depth_(depth == 0 ? 1 : depth) {}
 
-  size_t depth() const noexcept { return depth_; }
+  size_t depth() const noexcept { return depth_.load(std::memory_order_relaxed); }
 
   /// Where marker `marker` of every slot lives: pass the result to write(). Grows the storage;
   /// called on the recording thread, before the operation that writes is enqueued.
-  uint64_t* chunk_for(uint32_t marker) {
+  Chunk* chunk_for(uint32_t marker) {
     std::lock_guard<std::mutex> lock(chunks_mutex_);
     const size_t index = marker / kChunkMarkers;
     while (chunks_.size() <= index)
-      chunks_.push_back(std::make_unique<uint64_t[]>(depth_ * kChunkMarkers));
+      chunks_.push_back(
+          std::make_unique<Chunk>(Chunk{std::make_unique<uint64_t[]>(depth() * kChunkMarkers)}));
     recorded_ = std::max<size_t>(recorded_, size_t{marker} + 1);
     return chunks_[index].get();
+  }
+
+  /// The bytes one ring slot stores (what a sequence of the markers recorded so far needs).
+  size_t bytes_per_slot() {
+    std::lock_guard<std::mutex> lock(chunks_mutex_);
+    return chunks_.size() * kChunkMarkers * sizeof(uint64_t);
+  }
+
+  /// Gives the ring `depth` slots (at least 1), dropping what they held (marker.budget). Only
+  /// while no operation of the ring has run or runs: before the first launch of its graph, whose
+  /// enqueue orders the new storage before the operations that write it.
+  void resize(size_t depth) {
+    depth = std::max<size_t>(1, depth);
+    std::lock_guard<std::mutex> lock(chunks_mutex_);
+    if (depth == this->depth()) return;
+    for (const std::unique_ptr<Chunk>& chunk : chunks_)
+      chunk->stamps = std::make_unique<uint64_t[]>(depth * kChunkMarkers);
+    depth_.store(depth, std::memory_order_relaxed);
   }
 
   /// Run by the begin_sequence operation: the sequence now running takes the next number (the
@@ -66,9 +92,9 @@ class SteadyClockMarkerRing {
   }
 
   /// Run by a marker operation: the time, into the running sequence's slot.
-  void write(uint64_t* chunk, uint32_t marker) noexcept {
-    const uint64_t slot = current_.load(std::memory_order_acquire) % depth_;
-    chunk[slot * kChunkMarkers + marker % kChunkMarkers] = steady_clock_ns();
+  void write(Chunk* chunk, uint32_t marker) noexcept {
+    const uint64_t slot = current_.load(std::memory_order_acquire) % depth();
+    chunk->stamps[slot * kChunkMarkers + marker % kChunkMarkers] = steady_clock_ns();
   }
 
   /// Run by the end_sequence operation: publishes completion of the running sequence.
@@ -91,18 +117,19 @@ class SteadyClockMarkerRing {
 
   /// TimestampMarkers::read with the standard errors, attributed to `backend`.
   void read(uint64_t sequence, uint64_t* times, size_t count, const std::string& backend) {
+    const size_t depth = this->depth();
     if (!is_complete(sequence))
       throw Error(ErrorCode::InvalidState,
                   "read: marker sequence " + std::to_string(sequence) +
                       " has not finished: wait() for it (or poll is_complete()) first",
                   backend);
-    if (started_.load(std::memory_order_acquire) > sequence + depth_)
+    if (started_.load(std::memory_order_acquire) > sequence + depth)
       throw Error(ErrorCode::InvalidState,
                   "read: marker sequence " + std::to_string(sequence) +
-                      " was overwritten by a later one (ring depth " + std::to_string(depth_) +
-                      "): read each sequence before launching " + std::to_string(depth_) + " more",
+                      " was overwritten by a later one (ring depth " + std::to_string(depth) +
+                      "): read each sequence before launching " + std::to_string(depth) + " more",
                   backend);
-    const uint64_t slot = sequence % depth_;
+    const uint64_t slot = sequence % depth;
     std::lock_guard<std::mutex> lock(chunks_mutex_);
     if (count > recorded_)
       throw Error(ErrorCode::InvalidArgument,
@@ -111,15 +138,15 @@ class SteadyClockMarkerRing {
                       ": ask for at most as many as were recorded (record() numbers them from 0)",
                   backend);
     for (size_t m = 0; m < count; ++m)
-      times[m] = chunks_[m / kChunkMarkers][slot * kChunkMarkers + m % kChunkMarkers];
+      times[m] = chunks_[m / kChunkMarkers]->stamps[slot * kChunkMarkers + m % kChunkMarkers];
   }
 
  private:
-  const size_t depth_;
+  std::atomic<size_t> depth_;  // changed only by resize(), before any operation ran
 
-  // chunks_[c][slot * kChunkMarkers + m] is marker c * kChunkMarkers + m of ring slot `slot`.
+  // chunks_[c] holds markers c * kChunkMarkers .. of every ring slot.
   std::mutex chunks_mutex_;
-  std::vector<std::unique_ptr<uint64_t[]>> chunks_;
+  std::vector<std::unique_ptr<Chunk>> chunks_;
   size_t recorded_ = 0;  // 1 + the highest marker recorded
 
   std::atomic<uint64_t> started_{0};  // sequences whose begin_sequence ran
@@ -138,18 +165,27 @@ class SteadyClockMarkerRing {
 ///       "mybackend", "steady_clock", ring_depth,
 ///       [](accgraph::StreamImpl& stream, const char* name, std::function<void()> op) {
 ///         accgraph::stream_cast<MyStream>(stream, "mybackend", name).enqueue(name, std::move(op));
-///       });
+///       },
+///       options, kMaxRingDepth);  // optional: size the ring by options.memory_budget
+///
+/// With `sizing` (create_markers' options) and `max_depth`, a graph's set sizes its ring by
+/// sizing.memory_budget at its first launch (marker.budget, Note [Marker budget] in
+/// backend.hpp): its capture's operations have not run yet, and it knows their markers.
 class SteadyClockMarkers final : public TimestampMarkers {
  public:
   /// Enqueues `op`, named `name` ("marker", "marker begin_sequence", ...), on `stream`.
   using Enqueue =
       std::function<void(StreamImpl& stream, const char* name, std::function<void()> op)>;
 
-  SteadyClockMarkers(std::string backend, std::string strategy, size_t ring_depth, Enqueue enqueue)
+  SteadyClockMarkers(std::string backend, std::string strategy, size_t ring_depth, Enqueue enqueue,
+                     const MarkerOptions& sizing = {}, size_t max_depth = 0)
       : backend_(std::move(backend)),
         strategy_(std::move(strategy)),
         enqueue_(std::move(enqueue)),
-        ring_(std::make_shared<SteadyClockMarkerRing>(ring_depth)) {}
+        ring_(std::make_shared<SteadyClockMarkerRing>(ring_depth)),
+        ring_depth_option_(sizing.ring_depth),
+        memory_budget_(max_depth == 0 ? 0 : sizing.memory_budget),
+        max_depth_(max_depth) {}
 
   std::string strategy() const override { return strategy_; }
   size_t ring_depth() const override { return ring_->depth(); }
@@ -165,7 +201,7 @@ class SteadyClockMarkers final : public TimestampMarkers {
   }
 
   void record(StreamImpl& stream, uint32_t marker) override {
-    uint64_t* chunk = ring_->chunk_for(marker);  // resolved now, on the recording thread
+    SteadyClockMarkerRing::Chunk* chunk = ring_->chunk_for(marker);  // resolved now
     // A constant name: recording a marker formats no string.
     enqueue_(stream, "marker", [ring = ring_, chunk, marker] { ring->write(chunk, marker); });
   }
@@ -178,6 +214,13 @@ class SteadyClockMarkers final : public TimestampMarkers {
   /// the one after the previous launch (the timing layer skipped one to re-align after a foreign
   /// owner's launch that ran no execution, or two), the counter is set first, in stream order.
   void before_launch(GraphImplInterface&, StreamImpl& stream, uint64_t sequence) override {
+    if (!launched_) {  // marker.budget: nothing of this graph's set has run yet
+      launched_ = true;
+      MarkerOptions sizing;
+      sizing.ring_depth = ring_depth_option_;
+      sizing.memory_budget = memory_budget_;
+      ring_->resize(sizing.budget_depth(ring_->bytes_per_slot(), ring_->depth(), max_depth_));
+    }
     if (sequence != expected_launch_)
       enqueue_(stream, "marker before_launch",
                [ring = ring_, sequence] { ring->restart_at(sequence); });
@@ -196,6 +239,11 @@ class SteadyClockMarkers final : public TimestampMarkers {
   const Enqueue enqueue_;
   std::shared_ptr<SteadyClockMarkerRing> ring_;
   uint64_t expected_launch_ = 0;  // the number the next launch should have
+  // marker.budget: the sizing asked for, and whether the graph launched (the depth is final).
+  const size_t ring_depth_option_;
+  const size_t memory_budget_;
+  const size_t max_depth_;
+  bool launched_ = false;
 };
 
 }  // namespace accgraph
