@@ -51,7 +51,11 @@ enum class StatsMode {
 
 /// Accumulates per-region statistics from reports (keyed by region path, in first-seen order).
 /// See RegionStats for which fields are exact in which StatsMode. Thread-safe; stats() copies
-/// the state under the lock and computes outside it.
+/// the state under the lock and computes outside it. The replays of a layout seen before are
+/// staged (their marker times: at most 16 replays, within 256 KiB per layout or one replay's
+/// times if more, in both modes) and folded region by region in batches (Note [Stats fold] in
+/// timing/stats.cpp); stats() and sketch_buckets() fold what is staged first, so they always
+/// cover every report added.
 ///
 ///   StatsAccumulator sketch;                    // bounded memory, p50/p95 within 0.79%
 ///   StatsAccumulator exact(StatsMode::Exact);   // keeps every sample

@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
+#include <new>
 #include <random>
 #include <sstream>
 #include <string>
@@ -422,4 +425,89 @@ TEST_CASE("profiler: note_untimed from many threads loses no count") {
   CHECK(untimed[0].count == 4000);
   CHECK(untimed[1].count == 4000);
   CHECK(untimed[0].first_name.rfind('t', 0) == 0);
+}
+
+// One layout's storage: a layout placed there after the previous one died has its address (and
+// another control block), which StatsAccumulator's per-layout plan must tell from the dead one.
+alignas(ReportLayout) unsigned char layout_storage[sizeof(ReportLayout)];
+
+TEST_CASE("stats: replays of a shared layout are staged, yet every stats() sees all of them") {
+  // Note [Stats fold]: the replays of a layout seen before are folded in batches. Whenever
+  // stats() reads, mid-batch or not, with a second layout of the same paths interleaved, an
+  // unmeasurable region now and then and the first layout freed and another made (perhaps at its
+  // address), the statistics must be those of every report added, as an Exact model computes
+  // them from RegionTiming.
+  for (StatsMode mode : {StatsMode::Sketch, StatsMode::Exact}) {
+    CAPTURE(static_cast<int>(mode));
+    auto make_layout = [](bool same_storage) -> std::shared_ptr<const ReportLayout> {
+      // "p" [0, 5] with children "p/a" [1, 2] and "p/b" [3, 4]; the leaf "c" [5, 6].
+      std::vector<RegionInfo> regions(4);
+      regions[0].name = "p";
+      regions[0].end_marker = 5;
+      regions[1].name = "a";
+      regions[1].parent = 0;
+      regions[1].begin_marker = 1;
+      regions[1].end_marker = 2;
+      regions[2].name = "b";
+      regions[2].parent = 0;
+      regions[2].begin_marker = 3;
+      regions[2].end_marker = 4;
+      regions[3].name = "c";
+      regions[3].begin_marker = 5;
+      regions[3].end_marker = 6;
+      if (same_storage)
+        return std::shared_ptr<const ReportLayout>(
+            new (layout_storage) ReportLayout(ReportSource{}, std::move(regions)),
+            [](const ReportLayout* layout) { layout->~ReportLayout(); });
+      return std::make_shared<const ReportLayout>(ReportSource{}, std::move(regions));
+    };
+    std::shared_ptr<const ReportLayout> first = make_layout(true);
+    const std::shared_ptr<const ReportLayout> second = make_layout(false);
+    std::mt19937_64 rng(21);
+    StatsAccumulator acc(mode);
+    std::vector<std::vector<uint64_t>> durations(4), selves(4);
+    std::vector<uint64_t> unmeasurable(4, 0);
+    for (uint64_t replay = 0; replay < 70; ++replay) {
+      if (replay == 40) {  // the old one dies with replays staged; the new one takes its address
+        const ReportLayout* old = first.get();
+        first.reset();
+        first = make_layout(true);
+        REQUIRE(first.get() == old);
+      }
+      std::vector<uint64_t> times(7);
+      uint64_t now = rng() % 1000;
+      for (uint64_t& t : times) t = now += rng() % 5000;
+      if (rng() % 9 == 0) times[1 + rng() % 6] = kMax;  // some region (and p's self) unmeasurable
+      const ReplayReport report(replay % 5 == 3 ? second : first, 1, replay, times);
+      for (size_t i = 0; i < report.size(); ++i) {
+        const RegionTiming t = report.region(i);
+        if (!t.measurable()) ++unmeasurable[i];
+        if (t.measurable()) durations[i].push_back(t.duration_ns());
+        if (t.self_measurable()) selves[i].push_back(t.self_ns());
+      }
+      acc.add(report);
+      if (replay % 7 != 6 && replay < 60) continue;  // read mid-batch, and at every step at the end
+      const std::vector<RegionStats> stats = acc.stats();
+      REQUIRE(stats.size() == 4);
+      for (size_t i = 0; i < 4; ++i) {
+        CAPTURE(replay);
+        CAPTURE(i);
+        const RegionStats want = reference(durations[i]), want_self = reference(selves[i]);
+        CHECK(stats[i].path == std::vector<std::string>{"p", "p/a", "p/b", "c"}[i]);
+        CHECK(stats[i].count == want.count);
+        CHECK(stats[i].unmeasurable == unmeasurable[i]);
+        CHECK(stats[i].min_ns == want.min_ns);
+        CHECK(stats[i].max_ns == want.max_ns);
+        CHECK(stats[i].self_count == want_self.count);
+        CHECK(stats[i].self_min_ns == want_self.min_ns);
+        CHECK(stats[i].self_max_ns == want_self.max_ns);
+        if (mode == StatsMode::Exact) {
+          CHECK(stats[i].p50_ns == want.p50_ns);
+          CHECK(stats[i].self_p95_ns == want_self.p95_ns);
+        }
+      }
+    }
+    CHECK(selves[0].size() < durations[0].size());  // p's self time was unmeasurable at times
+    CHECK(selves[0] != durations[0]);               // and it was apart from the durations
+  }
 }

@@ -137,8 +137,9 @@ class SteadyClockMarkerRing {
                       "recorded only " + std::to_string(recorded_) +
                       ": ask for at most as many as were recorded (record() numbers them from 0)",
                   backend);
-    for (size_t m = 0; m < count; ++m)
-      times[m] = chunks_[m / kChunkMarkers]->stamps[slot * kChunkMarkers + m % kChunkMarkers];
+    for (size_t first = 0; first < count; first += kChunkMarkers)  // a chunk's slot row at once
+      std::copy_n(chunks_[first / kChunkMarkers]->stamps.get() + slot * kChunkMarkers,
+                  std::min(kChunkMarkers, count - first), times + first);
   }
 
  private:
