@@ -4,7 +4,8 @@
 // const AccgraphPluginApi* (include/accgraph/spi/plugin.h). The core accepts the table when
 //   - struct_size covers at least the 1.0 fields (tables grow only by appending),
 //   - abi_major == ACCGRAPH_PLUGIN_ABI_MAJOR (the C++ SPI objects must match too),
-//   - abi_minor >= ACCGRAPH_PLUGIN_ABI_MINOR_REQUIRED,
+//   - ACCGRAPH_PLUGIN_ABI_MINOR_REQUIRED <= abi_minor <= ACCGRAPH_PLUGIN_ABI_MINOR (a newer minor
+//     may read what this core does not pass, e.g. 2.3's MarkerOptions::memory_budget),
 //   - the backend name is [a-z0-9_]+ and both function pointers are set
 // (check_plugin_table). Before that the file itself is checked (Note [Library check] in
 // shared_library.cpp), and the entry point must not throw. Anything else is rejected with an
@@ -303,6 +304,14 @@ void check_plugin_table(const AccgraphPluginApi* api, const std::string& path) {
                              "least {}.{}; rebuild the plugin against this accgraph",
                              api->abi_major, api->abi_minor, ACCGRAPH_PLUGIN_ABI_MAJOR,
                              ACCGRAPH_PLUGIN_ABI_MINOR_REQUIRED));
+  if (api->abi_minor > ACCGRAPH_PLUGIN_ABI_MINOR)
+    reject(path,
+           fmt::format("it was built for plugin ABI {}.{} but this accgraph ({}.{}.{}) "
+                       "speaks ABI {}.{}: it needs a newer accgraph; install one whose "
+                       "plugin ABI is {}.{} or later, or rebuild the plugin against this one",
+                       api->abi_major, api->abi_minor, ACCGRAPH_VERSION_MAJOR,
+                       ACCGRAPH_VERSION_MINOR, ACCGRAPH_VERSION_PATCH, ACCGRAPH_PLUGIN_ABI_MAJOR,
+                       ACCGRAPH_PLUGIN_ABI_MINOR, api->abi_major, api->abi_minor));
   if (!valid_backend_name(api->backend_name))
     reject(path, fmt::format("its backend name '{}' is not a valid name ([a-z0-9_]+); rename "
                              "the backend",

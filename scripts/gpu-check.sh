@@ -298,7 +298,8 @@ fi
 
 # --- torch: module timing (issue 20) with the python stage's wheel ------------------------------
 # python -m accgraph.torch on the example script, the module-timing benchmark (device time of
-# all modules / depth <= 2 / blocks against the untimed graph, host cost per replay) and a
+# all modules / depth <= 2 / blocks against the untimed graph, host cost per replay; again with
+# ACCGRAPH_CUDA_DETACHED_MARKERS=1) and a
 # torch.profiler trace recorded and annotated (tests/python/data/record_torch_trace.py; its
 # files under $OUT/torch-trace-fixture are the CI fixture of tests/python/test_torch_trace.py).
 if wants torch; then
@@ -317,6 +318,12 @@ else
   (cd "$root" && "$py" bench/python/bench_modules.py) > "$out/bench-modules.log" 2>&1
   rc=$?; say "torch: bench/python/bench_modules.py: rc $rc"
   tee -a "$summary" < "$out/bench-modules.log"
+  [ "$rc" -eq 0 ] || torch_rc=1
+  # The same with captured markers as side branches (opt-in: Note [Detached markers]).
+  (cd "$root" && ACCGRAPH_CUDA_DETACHED_MARKERS=1 "$py" bench/python/bench_modules.py) \
+    > "$out/bench-modules-detached.log" 2>&1
+  rc=$?; say "torch: ACCGRAPH_CUDA_DETACHED_MARKERS=1 bench/python/bench_modules.py: rc $rc"
+  sed -n '/^1\./,/^3\./p' "$out/bench-modules-detached.log" | tee -a "$summary"
   [ "$rc" -eq 0 ] || torch_rc=1
   (cd "$root" && "$py" tests/python/data/record_torch_trace.py "$out/torch-trace-fixture") \
     > "$out/torch-trace.log" 2>&1

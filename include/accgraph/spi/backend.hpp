@@ -265,7 +265,7 @@ struct MarkerOptions {
   size_t ring_depth = 0;  ///< requested replays in flight; 0 = the backend default
   /// Bytes of marker storage the set may size its ring to once it knows what one replay stores
   /// (marker.budget); 0 = no budget: the ring keeps its depth. An explicit ring_depth wins.
-  /// Appended in 0.2 (the field after ring_depth): see Note [Marker budget].
+  /// Appended in 0.2, plugin ABI 2.3 (the field after ring_depth): see Note [Marker budget].
   size_t memory_budget = 0;
 
   /// For Backend::create_markers: the strategy to build, `strategy` or `offered[0]` (the
@@ -372,12 +372,11 @@ struct MarkerOptions {
 /// before_launch(), and waits for the oldest replay only when that many are unread; it counts
 /// every such wait (Profiler::ring_waits). The budget is a ProfilerOptions field
 /// (marker_memory); ring_depth stays an explicit override. The field is appended to
-/// MarkerOptions, so a plugin built before it (which never reads it) keeps working; the plugin
-/// ABI minor is unchanged, as no entry point changed (so nothing stops a plugin that reads the
-/// field from loading into a 0.2 core built before it, which passes no such field: such a
-/// plugin should state the accgraph version it needs). cuda's device timestamps size at
-/// end_sequence (the pinned ring is allocated there), SteadyClockMarkers at the first
-/// before_launch (its capture's operations have not run); slot rings and external events keep
+/// MarkerOptions, so a plugin built before it (which never reads it) keeps working; the field
+/// is plugin ABI 2.3, and a core refuses a plugin of a newer minor than its own, so a plugin
+/// that reads it never loads into a core that does not pass it (Note [Plugin ABI]). cuda's device
+/// timestamps size at end_sequence (the pinned ring is allocated there), SteadyClockMarkers at the
+/// first before_launch (its capture's operations have not run); slot rings and external events keep
 /// a fixed depth.
 class ACCGRAPH_API TimestampMarkers {
  public:

@@ -24,7 +24,7 @@ hand)::
     print(prof.stats_table())
 
 ``Profiler(delivery="immediate")`` delivers each report right after its replay; the default,
-lazy, reads them when the marker ring of ``ring_depth`` replays is full, on ``flush()``, or
+lazy, reads them when a graph's marker ring (sized by ``marker_memory``) is full, on ``flush()``, or
 from the background collector. :func:`uninstrument` (or the :func:`instrumented` block) puts
 PyTorch back. ``collective_metadata`` (from :mod:`accgraph.torch_distributed`) names the
 collective a region times. What it costs per replay and what cannot be timed: the README's
@@ -98,7 +98,8 @@ __all__ = [
 #   device (where PyTorch replays): the marker ring is made ready, the original replay runs
 #   inside, and the launch is numbered; one report per replay. On the host that is a raw-stream
 #   read, a dict look-up and one call into C++ that releases the GIL; no synchronisation with
-#   lazy delivery (a replay waits only when ring_depth replays are unread). On the device: the
+#   lazy delivery (a replay waits only when its graph's marker ring, sized by the profiler's
+#   marker_memory, is full: Profiler.ring_waits counts it). On the device: the
 #   markers recorded into the capture (bench/python/bench_torch.py measures both). Every other
 #   graph (a capture in which no region was recorded, whose ForeignGraph.replay_hooks is 0 after
 #   its capture_end; a graph captured before instrument()) keeps PyTorch's own method: no

@@ -9,7 +9,8 @@ Options:
   --exclude REGEX    do not time modules whose qualified name matches
   --graphs-only      time module calls only inside CUDA graph captures (not eager calls)
   --graph-region N   also time every captured graph as a whole, as region N
-  --ring N           the profiler's ring_depth (replays in flight per graph; 0: the backend's)
+  --ring N           the profiler's ring_depth (replays in flight per graph; 0: sized by its
+                     marker_memory budget)
   --keep N           reports kept for --trace (default 1024: the last ones)
   --trace FILE       write the kept reports as a trace (*.pftrace: Perfetto; else Chrome JSON)
   --csv FILE         write the per-module statistics as CSV
@@ -50,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--graph-region", metavar="NAME", help="also time every captured graph "
                         "as a whole, as region NAME")
     parser.add_argument("--ring", type=int, default=0, metavar="N",
-                        help="replays in flight per graph (0: the backend's default)")
+                        help="replays in flight per graph (0: sized by the marker_memory budget)")
     parser.add_argument("--keep", type=int, default=1024, metavar="N",
                         help="reports kept for --trace (default 1024)")
     parser.add_argument("--trace", metavar="FILE", help="write the kept reports as a trace "
