@@ -59,9 +59,10 @@ class PrivateStream {
 // capture's dependency set, cudaStreamGetCaptureInfo), so it starts when everything before it
 // has finished, as a chained marker does; afterwards the stream's dependency set is put back
 // (cudaStreamUpdateCaptureDependencies, Set), so the work after it does not wait for it.
-// Measured on H100 with bench_modules (GPT-2-small-like, 2026-11-27): device time per replay,
-// every module timed, 1.013x untimed detached against 1.157x chained; bench_torch's regions
-// minus CUPTI's kernel spans, median -0.13 us detached against +0.99 us chained.
+// Measured on H100 with bench_modules (GPT-2-small-like, 2026-11-27, one gpu-check run): device
+// time per replay, every module timed, 1.012x untimed detached against 1.162x chained;
+// bench_torch's regions minus CUPTI's kernel spans, median -0.13 us detached against +1.12 us
+// chained (separate runs).
 // Why it is not the default: a detached marker is dispatched beside the work that follows it,
 // not before it, so a boundary may be timed up to ~0.6 us after that work began (measured: a
 // region around a 10 us delay after a fill read 9.3-9.7 us; the gap between two regions
@@ -77,8 +78,9 @@ class PrivateStream {
 //   unreachable from the stream at cudaStreamEndCapture", but the tail must wait).
 // - A marker runs beside the region's first kernel (a begin) or the next region's (an end), both
 //   made ready by the same completion: it is launched at the greatest scheduling priority of the
-//   device (cudaLaunchAttributePriority), so that its one thread is dispatched before that
-//   kernel's blocks fill the SMs and its timestamp is not held back by them.
+//   device (cudaLaunchAttributePriority), so that where the hardware can it is dispatched before
+//   that kernel's blocks fill the SMs. It does not make it dispatched first: the ~0.6 us above
+//   were measured with it.
 // - A marker whose stream has an empty dependency set (the first operation of a capture) stays in
 //   the chain: there is nothing before it to wait for, and an empty set is not put back.
 // - After a detached marker the stream's capture tail (Note [CUDA capture tail]) is what it was
