@@ -44,12 +44,6 @@ class MarkerRing {
 
   const ReportSource& source() const { return source_; }
   uint64_t graph_id() const { return graph_id_; }
-  /// The backend's ring depth: final once the capture ended and the first launch began (a set
-  /// may size itself by its memory budget until then: Note [Marker budget] in backend.hpp).
-  size_t depth() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return depth_;
-  }
 
   // Recording, eagerly or into a capture.
   void begin_sequence(StreamImpl& stream);

@@ -34,6 +34,18 @@ void stream_fill_known(Stream& stream, Buffer& data) {
   stream.fill(data, 1);
 }
 
+/// Captures into `graph`, attached to `profiler`, one region "fill" around stream_fill_known.
+void capture_fill_region(Profiler& profiler, AcceleratorGraph& graph, Stream& stream,
+                         Buffer& data) {
+  profiler.attach(graph);
+  graph.capture_begin(stream);
+  {
+    auto region = profiler.region(stream, "fill");
+    stream_fill_known(stream, data);
+  }
+  graph.capture_end();
+}
+
 /// Checks that the regions named `path` of consecutive reports do not overlap and move forward:
 /// replay k began after replay k-1 ended (graph.serial), and each read its own slot.
 void check_replays_apart(const std::vector<TimedReplay>& replays, const std::string& path) {
@@ -225,13 +237,7 @@ ACCGRAPH_CONFORMANCE_CASE("marker ring: 40 replays on two streams through a ring
   Stream second = make_stream();
   Buffer data = Buffer::allocate(first, 4096);
   AcceleratorGraph graph(backend());
-  profiler.attach(graph);
-  graph.capture_begin(first);
-  {
-    auto region = profiler.region(first, "fill");
-    stream_fill_known(first, data);
-  }
-  graph.capture_end();
+  capture_fill_region(profiler, graph, first, data);
   // Back to back, alternating streams, never synchronising: up to two sequences in flight.
   constexpr uint64_t kReplays = 40;
   for (uint64_t i = 0; i < kReplays; ++i) graph.replay(i % 2 == 0 ? first : second);
@@ -436,13 +442,7 @@ ACCGRAPH_CONFORMANCE_CASE("marker ring: a memory budget never loses a replay; ri
     Stream stream = make_stream();
     Buffer data = Buffer::allocate(stream, 4096);
     AcceleratorGraph graph(backend());
-    profiler.attach(graph);
-    graph.capture_begin(stream);
-    {
-      auto region = profiler.region(stream, "fill");
-      stream_fill_known(stream, data);
-    }
-    graph.capture_end();
+    capture_fill_region(profiler, graph, stream, data);
     for (uint64_t i = 0; i < kReplays; ++i) graph.replay();
     const uint64_t waits = profiler.ring_waits();
     profiler.flush();
