@@ -196,6 +196,11 @@ class ChromeTraceWriter {
       append_json_double(buffer_, static_cast<double>(t.self_ns()) / 1000.0);
       buffer_ += ',';
     }
+    if (t.raw_duration_ns() != t.duration_ns()) {  // Note [Marker overhead]
+      buffer_ += "\"raw_us\":";
+      append_json_double(buffer_, static_cast<double>(t.raw_duration_ns()) / 1000.0);
+      buffer_ += ',';
+    }
     buffer_ += "\"path\":";
     append_json_string(buffer_, t.path());
     fmt::format_to(std::back_inserter(buffer_),

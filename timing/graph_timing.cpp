@@ -127,9 +127,22 @@ void GraphTiming::before_replay(AcceleratorGraph& graph, Stream& stream) {
   std::shared_ptr<ProfilerCore> core = reporting_core();
   if (!core) return;
   if (detail::StreamAccess::capturing(stream)) refuse_nested_replay(graph, stream);
+  if (!overhead_known_) measure_overhead(*core);
   // Never overwrite a slot that was not read: collect the oldest replay first (counted).
   if (layout_) core->make_room(*ring_);
   ring_->before_launch(detail::GraphAccess::impl(graph), detail::StreamAccess::impl(stream));
+}
+
+// Note [Marker overhead] in marker_overhead.cpp: the capture could not measure it; the first
+// launch can (no report of the layout exists yet, so it is replaced, not changed under one).
+void GraphTiming::measure_overhead(ProfilerCore& core) {
+  overhead_known_ = true;
+  if (!layout_ || layout_->source().marker_overhead_ns != 0) return;
+  const uint64_t overhead = core.marker_overhead(*backend_, backend_name_, device_, true);
+  if (overhead == 0) return;
+  ReportSource source = layout_->source();
+  source.marker_overhead_ns = overhead;
+  layout_ = std::make_shared<const ReportLayout>(std::move(source), layout_->regions());
 }
 
 void GraphTiming::after_replay(AcceleratorGraph& graph, Stream& stream) {

@@ -58,6 +58,8 @@ class GraphTiming final : public detail::GraphInstrument {
   // Whether the replays of this capture are reported: the capture ended with a marker sequence
   // and the profiler lives.
   std::shared_ptr<ProfilerCore> reporting_core() const;
+  // At the first launch: the layout with the device's marker overhead, measured if unknown.
+  void measure_overhead(ProfilerCore& core);
   // The ring, made on first use (caller holds ring_mutex_).
   const std::shared_ptr<MarkerRing>& ring_for(ProfilerCore& core, const char* operation);
 
@@ -73,6 +75,7 @@ class GraphTiming final : public detail::GraphInstrument {
   std::atomic<bool> sequenced_{false};  // ring_'s begin_sequence is in the capture
   std::shared_ptr<Recording> capture_;  // while capturing
   std::shared_ptr<const ReportLayout> layout_;  // after end_capture; null: no region recorded
+  bool overhead_known_ = false;  // measure_overhead ran (on the first launch's thread)
   std::atomic<bool> ended_{false};
   std::atomic<bool> retired_{false};
 };

@@ -9,6 +9,7 @@
 #include "accgraph/error.hpp"
 #include "accgraph/graph.hpp"
 #include "graph_timing.hpp"
+#include "marker_overhead.hpp"
 
 namespace accgraph::timing {
 
@@ -73,11 +74,23 @@ std::shared_ptr<MarkerRing> ProfilerCore::create_ring(Backend& backend,
                                                       uint64_t graph_id, bool fenced) {
   // Eager sets never resize (marker.budget): they get no budget.
   const size_t budget = graph_id == 0 ? 0 : options.marker_memory;
-  std::shared_ptr<MarkerRing> ring = MarkerRing::create(
-      backend, backend_name, device, graph_id,
-      MarkerOptions{options.marker_strategy, options.ring_depth, budget}, fenced);
+  std::shared_ptr<MarkerRing> ring =
+      MarkerRing::create(backend, backend_name, device, graph_id,
+                         MarkerOptions{options.marker_strategy, options.ring_depth, budget}, fenced,
+                         marker_overhead(backend, backend_name, device, graph_id == 0));
   collector.add(ring);
   return ring;
+}
+
+// Note [Marker overhead]: an eager ring is made outside any capture, so it may measure; a
+// graph's is made inside its capture, so it takes what is known, and GraphTiming measures at
+// the graph's first launch.
+uint64_t ProfilerCore::marker_overhead(Backend& backend, const std::string& backend_name,
+                                       int device, bool may_measure) const {
+  if (!options.subtract_marker_overhead) return 0;
+  if (may_measure)
+    return timing::marker_overhead(backend, backend_name, device, options.marker_strategy);
+  return known_marker_overhead(backend_name, device, options.marker_strategy).value_or(0);
 }
 
 void ProfilerCore::sequence_done(MarkerRing& ring, Sequence kind) {

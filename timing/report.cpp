@@ -93,13 +93,14 @@ RegionTiming ReplayReport::region(size_t index) const {
 
 RegionTiming::RegionTiming(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns) {
   static_assert(TimestampMarkers::kUnmeasurable == UINT64_MAX, "RegionTiming::assign assumes it");
-  assign(info, start_ns, end_ns);
+  assign(info, start_ns, end_ns, 0);
 }
 
 RegionTiming ReplayReport::timing_of(size_t index) const {
   const RegionInfo& info = layout_->regions()[index];
   RegionTiming timing;
-  timing.assign(info, times_[info.begin_marker], times_[info.end_marker]);
+  timing.assign(info, times_[info.begin_marker], times_[info.end_marker],
+                layout_->source().marker_overhead_ns);
   if (timing.measurable_ && layout_->child_begin_[index] != layout_->child_begin_[index + 1])
     set_self_time(timing, index);
   return timing;
@@ -114,6 +115,12 @@ RegionTiming ReplayReport::timing_of(size_t index) const {
 // child on another stream or lane may start before the region or end after it (only its part
 // inside counts) and children on parallel lanes may overlap each other (time covered by two of
 // them is taken once): a plain difference of sums could go negative there.
+// The intervals are the edges the regions report, marker overhead taken off (Note [Marker
+// overhead] in marker_overhead.cpp): a marker two children share then leaves its own cost
+// between them, in the parent's self time, where the device spent it. A child no longer than
+// the overhead keeps its raw edges, which may reach past its parent's: only its part inside
+// counts, so duration minus the children's durations can exceed the self time by up to the
+// overhead there.
 // Cost: regions() makes each timing on demand and every region is some region's child at most
 // once, so a pass over a report reads each marker time about twice and allocates nothing. The
 // children come in layout (open) order, which on one stream is start order: the union is then a
@@ -147,18 +154,20 @@ void ReplayReport::set_self_time(RegionTiming& timing, size_t index) const {
   const std::vector<RegionInfo>& regions = layout_->regions();
   const uint32_t* first = layout_->children_.data() + layout_->child_begin_[index];
   const uint32_t* last = layout_->children_.data() + layout_->child_begin_[index + 1];
+  const uint64_t overhead = layout_->source().marker_overhead_ns;  // as timing_of took it off
   const uint64_t lo = timing.start_ns_, hi = std::max(timing.start_ns_, timing.end_ns_);
   uint64_t covered = 0, run_start = lo, run_end = lo;
   bool in_order = true;
   for (const uint32_t* c = first; c != last; ++c) {
     const RegionInfo& child = regions[*c];
-    const uint64_t start = times_[child.begin_marker], end = times_[child.end_marker];
+    uint64_t start = times_[child.begin_marker], end = times_[child.end_marker];
     if (start == kUnmeasurable || end == kUnmeasurable) {
       timing.self_measurable_ = false;
       timing.self_ns_ = 0;
       return;
     }
     if (!in_order) continue;  // still checking that every child is measurable
+    RegionTiming::take_overhead(start, end, overhead);
     const uint64_t s = std::clamp(start, lo, hi), e = std::clamp(std::max(start, end), lo, hi);
     if (s < run_start) {
       in_order = false;
@@ -177,7 +186,8 @@ void ReplayReport::set_self_time(RegionTiming& timing, size_t index) const {
     scratch.clear();
     for (const uint32_t* c = first; c != last; ++c) {
       const RegionInfo& child = regions[*c];
-      const uint64_t start = times_[child.begin_marker], end = times_[child.end_marker];
+      uint64_t start = times_[child.begin_marker], end = times_[child.end_marker];
+      RegionTiming::take_overhead(start, end, overhead);
       scratch.emplace_back(std::clamp(start, lo, hi), std::clamp(std::max(start, end), lo, hi));
     }
     covered = union_length(scratch);

@@ -287,6 +287,7 @@ struct StatsAccumulator::State {
     std::vector<Slot> slots;
     std::vector<uint32_t> parents;  // the regions with children, by parent_rank
     size_t markers = 0;             // the layout's marker_count()
+    uint64_t overhead = 0;          // its source's marker_overhead_ns
     std::vector<uint64_t> times, self_times;
     size_t capacity = 1;  // replays the stage holds: 1 until the layout's second report
     size_t staged = 0;
@@ -331,7 +332,8 @@ struct StatsAccumulator::State {
       const uint64_t* end = plan.times.data() + slot.end;
       for (size_t k = 0; k < n; ++k) {
         const uint64_t b = begin[k * stride], e = end[k * stride];
-        const uint64_t duration = std::max(b, e) - b;  // 0 when end < start
+        uint64_t duration = std::max(b, e) - b;                   // 0 when end < start
+        if (duration > plan.overhead) duration -= plan.overhead;  // Note [Marker overhead]
         const bool unmeasured = (b == kNotMeasured) | (e == kNotMeasured);
         durations[k] = unmeasured ? kNotMeasured : duration;
       }
@@ -384,6 +386,7 @@ struct StatsAccumulator::State {
                                 regions[i].begin_marker, regions[i].end_marker, rank});
     }
     plan.markers = layout->marker_count();
+    plan.overhead = layout->source().marker_overhead_ns;
     plan.times.assign(plan.markers, 0);
     plan.self_times.assign(plan.parents.size(), 0);
     if (by_layout.size() >= prune_at) prune(layout.get());

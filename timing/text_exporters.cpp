@@ -118,7 +118,7 @@ void write_stats_csv(std::ostream& out, const std::vector<RegionStats>& stats) {
 void write_reports_csv(std::ostream& out, const std::vector<ReplayReport>& reports) {
   export_to(out, "the reports CSV", [&] {
     out << "graph_id,replay_index,backend,device,path,depth,stream_id,lane,start_ns,end_ns,"
-           "duration_ns,self_ns,metadata\n";
+           "duration_ns,self_ns,raw_start_ns,raw_end_ns,metadata\n";
     for (const ReplayReport& r : reports)
       for (const RegionTiming& t : r.regions()) {
         // An unmeasurable region (RegionTiming::measurable) has no times: empty fields; so has
@@ -127,6 +127,7 @@ void write_reports_csv(std::ostream& out, const std::vector<ReplayReport>& repor
             t.measurable() ? fmt::format("{},{},{},", t.start_ns(), t.end_ns(), t.duration_ns())
                            : ",,,";
         if (t.self_measurable()) times += fmt::format("{}", t.self_ns());
+        times += t.measurable() ? fmt::format(",{},{}", t.raw_start_ns(), t.raw_end_ns()) : ",,";
         out << fmt::format("{},{},{},{},{},{},{},{},{},{}\n", r.graph_id(), r.replay_index(),
                            csv_field(r.backend()), r.device(), csv_field(t.path()), t.depth(),
                            t.stream_id(), csv_field(t.lane()), times,

@@ -25,6 +25,12 @@ struct ReportSource {
   std::string device_name;
   std::string marker_strategy;
   uint64_t resolution_ns = 0;
+  /// What one marker adds to a region's duration on this device, measured when the profiler
+  /// first times work there, and subtracted from every region longer than it (Note [Marker
+  /// overhead] in timing/marker_overhead.cpp): RegionTiming::duration_ns() is then the time of
+  /// the work between the markers, raw_duration_ns() what the markers read. 0: nothing is
+  /// subtracted (ProfilerOptions::subtract_marker_overhead false, or not measurable here).
+  uint64_t marker_overhead_ns = 0;
 };
 
 /// One region as it was recorded: the same for every replay of its capture.
@@ -79,7 +85,7 @@ class RegionTiming {
   /// `start_ns`/`end_ns` on the backend's marker clock; either equal to
   /// TimestampMarkers::kUnmeasurable (UINT64_MAX) makes the region unmeasurable.
   /// A timing made this way knows no children: self_ns() is duration_ns() (a report's
-  /// regions() and region() know them).
+  /// regions() and region() know them), and subtracts no marker overhead.
   ACCGRAPH_API RegionTiming(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns);
 
   const RegionInfo& info() const { return *info_; }
@@ -95,9 +101,19 @@ class RegionTiming {
   /// its timestamp counter may have wrapped more than once: TimestampMarkers::kUnmeasurable).
   /// start_ns(), end_ns() and duration_ns() are then 0 and the statistics leave the region out.
   bool measurable() const { return measurable_; }
-  uint64_t start_ns() const { return start_ns_; }  ///< on the backend's marker clock
+  /// The region's edges on the backend's marker clock, with the report's marker overhead
+  /// (ReportSource::marker_overhead_ns) taken off: half after the start marker's time, half
+  /// before the end marker's, when the markers are further apart than that overhead. A region
+  /// no longer than the overhead is reported as its markers read it (never negative).
+  uint64_t start_ns() const { return start_ns_; }
   uint64_t end_ns() const { return end_ns_; }
   uint64_t duration_ns() const { return end_ns_ >= start_ns_ ? end_ns_ - start_ns_ : 0; }
+  /// What the region's two markers read (ReplayReport::marker_times), nothing subtracted.
+  uint64_t raw_start_ns() const { return raw_start_ns_; }
+  uint64_t raw_end_ns() const { return raw_end_ns_; }
+  uint64_t raw_duration_ns() const {
+    return raw_end_ns_ >= raw_start_ns_ ? raw_end_ns_ - raw_start_ns_ : 0;
+  }
 
   /// The region's own time: duration_ns() minus the time its direct children in the same
   /// report (RegionInfo::parent) cover, e.g. the glue work between two child regions. Children
@@ -114,19 +130,30 @@ class RegionTiming {
   friend class ReplayReport;
   // What the constructor does; inline, so that a report's timing_of() pays no call into the
   // exported (interposable) constructor for every region it makes.
-  void assign(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns) {
+  void assign(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns, uint64_t overhead_ns) {
     constexpr uint64_t kUnmeasurable = UINT64_MAX;  // TimestampMarkers::kUnmeasurable
     info_ = &info;
     measurable_ = start_ns != kUnmeasurable && end_ns != kUnmeasurable;
     self_measurable_ = measurable_;
     if (!measurable_) return;
-    start_ns_ = start_ns;
-    end_ns_ = end_ns;
+    raw_start_ns_ = start_ns_ = start_ns;
+    raw_end_ns_ = end_ns_ = end_ns;
+    take_overhead(start_ns_, end_ns_, overhead_ns);
     self_ns_ = duration_ns();
+  }
+  // The edges of a region whose markers read [start, end] (Note [Marker overhead] in
+  // timing/marker_overhead.cpp): half the overhead off each, when the region is longer.
+  static void take_overhead(uint64_t& start, uint64_t& end, uint64_t overhead_ns) {
+    if (end > start && end - start > overhead_ns) {
+      start += overhead_ns / 2;
+      end -= overhead_ns - overhead_ns / 2;
+    }
   }
   const RegionInfo* info_ = nullptr;
   uint64_t start_ns_ = 0;
   uint64_t end_ns_ = 0;
+  uint64_t raw_start_ns_ = 0;
+  uint64_t raw_end_ns_ = 0;
   uint64_t self_ns_ = 0;
   bool measurable_ = false;
   bool self_measurable_ = false;
@@ -167,6 +194,7 @@ class ACCGRAPH_API ReplayReport {
   const std::string& device_name() const { return layout_->source().device_name; }
   const std::string& marker_strategy() const { return layout_->source().marker_strategy; }
   uint64_t resolution_ns() const { return layout_->source().resolution_ns; }
+  uint64_t marker_overhead_ns() const { return layout_->source().marker_overhead_ns; }
   const ReportLayout& layout() const { return *layout_; }
   const std::shared_ptr<const ReportLayout>& shared_layout() const { return layout_; }
   const std::vector<uint64_t>& marker_times() const { return times_; }

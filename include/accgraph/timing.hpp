@@ -92,6 +92,11 @@ struct ProfilerOptions {
   /// Feed stats() from every report; false leaves stats() empty and saves its cost per report
   /// (sinks and reports() are unaffected).
   bool collect_stats = true;
+  /// Take what one marker costs off every region's duration (ReportSource::marker_overhead_ns,
+  /// measured once per device and marker strategy when this profiler first times work there;
+  /// RegionTiming::raw_duration_ns keeps what the markers read). Note [Marker overhead] in
+  /// timing/marker_overhead.cpp says how, and when to turn it off.
+  bool subtract_marker_overhead = true;
 };
 
 /// Calls a caller chose not to time, counted by reason (Profiler::note_untimed).

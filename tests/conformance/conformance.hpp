@@ -74,7 +74,9 @@ void fill_and_wait(Stream& stream, Buffer& buffer, uint8_t value);
 bool enqueue_known_duration(Stream& stream, std::chrono::nanoseconds duration);
 
 /// One region of a delivered report, copied out of the timing layer's report types (so that
-/// the cases depend on the report API in one place only).
+/// the cases depend on the report API in one place only). Its times are what the backend's
+/// markers read (RegionTiming::raw_*), before the timing layer takes the marker overhead off:
+/// the cases judge the backend.
 struct TimedRegion {
   std::string path;
   int depth = 0;

@@ -284,8 +284,8 @@ ReportCollector::ReportCollector(timing::Profiler& profiler)
     copy.resolution_ns = report.resolution_ns();
     for (timing::RegionTiming region : report.regions())
       copy.regions.push_back(TimedRegion{
-          region.path(), region.depth(), region.parent(), region.stream_id(), region.start_ns(),
-          region.end_ns(), region.duration_ns(), region.measurable(), region.metadata()});
+          region.path(), region.depth(), region.parent(), region.stream_id(), region.raw_start_ns(),
+          region.raw_end_ns(), region.raw_duration_ns(), region.measurable(), region.metadata()});
     replays->push_back(std::move(copy));
   });
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <sstream>
@@ -161,7 +162,7 @@ TEST_CASE("self time: an unmeasurable child or region makes self unmeasurable") 
   CHECK(stats[0].self_p50_ns == 0);
   std::ostringstream csv;
   write_reports_csv(csv, {r});
-  CHECK(csv.str().find("\n1,0,host,0,p,0,1,,0,1000,1000,,\n") != std::string::npos);
+  CHECK(csv.str().find("\n1,0,host,0,p,0,1,,0,1000,1000,,0,1000,\n") != std::string::npos);
   CHECK(csv.str().find("p/a,1,1,,100,200,100,100,") != std::string::npos);
 }
 
@@ -298,9 +299,10 @@ TEST_CASE("reports csv: one row per region, metadata as k=v;k=v, fields escaped"
   CHECK(
       lines[0] ==
       "graph_id,replay_index,backend,device,path,depth,stream_id,lane,start_ns,end_ns,duration_ns,"
-      "self_ns,metadata");
-  CHECK(lines[1] == "7,3,host,0,outer,0,5,,1000,2000,1000,1000,\"bytes=4096;note=a,b\"");
-  CHECK(lines[2] == "7,3,host,0,\"outer/in\"\"ner\",1,5,,1100,1200,100,100,\"q=say \"\"hi\"\"\"");
+      "self_ns,raw_start_ns,raw_end_ns,metadata");
+  CHECK(lines[1] == "7,3,host,0,outer,0,5,,1000,2000,1000,1000,1000,2000,\"bytes=4096;note=a,b\"");
+  CHECK(lines[2] ==
+        "7,3,host,0,\"outer/in\"\"ner\",1,5,,1100,1200,100,100,1100,1200,\"q=say \"\"hi\"\"\"");
 
   std::ostringstream newline;
   write_reports_csv(newline, {report(1, 0, {region("x", 0, 1, 1, 0, {{"k", "line\nbreak"}})})});
@@ -460,4 +462,90 @@ TEST_CASE("exporters accept empty input") {
   CHECK(lines_of(reports_csv.str()).size() == 1);
   nlohmann::json parsed = nlohmann::json::parse(trace.str());
   CHECK(parsed.at("traceEvents").empty());
+}
+
+// Note [Marker overhead] (timing/marker_overhead.cpp), on a layout made by hand: p encloses
+// a, b, c and d, which follow each other and share markers.
+TEST_CASE("marker overhead: off each region longer than it, half at each edge; others as read") {
+  auto make = [](uint64_t overhead) {
+    ReportSource source{"host", 0, "cpu", "steady_clock", 1, overhead};
+    auto info = [](std::string name, int parent, uint32_t begin, uint32_t end) {
+      RegionInfo r;
+      r.name = name;
+      r.path = parent < 0 ? name : "p/" + name;
+      r.depth = parent < 0 ? 0 : 1;
+      r.parent = parent;
+      r.stream_id = 1;
+      r.begin_marker = begin;
+      r.end_marker = end;
+      return r;
+    };
+    auto layout = std::make_shared<const ReportLayout>(
+        source, std::vector<RegionInfo>{info("p", -1, 0, 4), info("a", 0, 0, 1), info("b", 0, 1, 2),
+                                        info("c", 0, 2, 3), info("d", 0, 3, 4)});
+    return ReplayReport(layout, 1, 0, {1000, 2000, 2060, 2160, 5000});
+  };
+  const ReplayReport r = make(100);
+  CHECK(r.marker_overhead_ns() == 100);
+  struct Want {
+    uint64_t start, end, raw_start, raw_end;
+  };
+  const std::vector<Want> want = {
+      {1050, 4950, 1000, 5000},  // p: 4000 read, 3900 reported
+      {1050, 1950, 1000, 2000},  // a
+      {2000, 2060, 2000, 2060},  // b: 60 read, no longer than the overhead: as read
+      {2060, 2160, 2060, 2160},  // c: exactly the overhead: as read
+      {2210, 4950, 2160, 5000},  // d
+  };
+  for (size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(i);
+    const RegionTiming t = r.region(i);
+    CHECK(t.start_ns() == want[i].start);
+    CHECK(t.end_ns() == want[i].end);
+    CHECK(t.duration_ns() == want[i].end - want[i].start);
+    CHECK(t.raw_start_ns() == want[i].raw_start);
+    CHECK(t.raw_end_ns() == want[i].raw_end);
+    CHECK(t.raw_duration_ns() == want[i].raw_end - want[i].raw_start);
+    CHECK(t.duration_ns() <= t.raw_duration_ns());
+  }
+  // p's own time: the children cover 900 + 60 + 100 + 2740 of its 3900; the rest is the cost
+  // of the marker c and d share (b and c, no longer than the overhead, keep their edges).
+  CHECK(r.region(0).self_ns() == 100);
+  CHECK(r.region(1).self_ns() == 900);
+
+  // The statistics take the same overhead off, staged or not (Note [Stats fold]).
+  StatsAccumulator acc(StatsMode::Exact);
+  for (int k = 0; k < 40; ++k) acc.add(r);
+  const std::vector<RegionStats> stats = acc.stats();
+  REQUIRE(stats.size() == 5);
+  for (size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(i);
+    CHECK(stats[i].count == 40);
+    CHECK(stats[i].min_ns == static_cast<double>(want[i].end - want[i].start));
+    CHECK(stats[i].max_ns == static_cast<double>(want[i].end - want[i].start));
+  }
+  CHECK(stats[0].self_p50_ns == 100.0);
+
+  // The exporters write what the regions report, and the raw duration where it differs.
+  std::ostringstream csv;
+  write_reports_csv(csv, {r});
+  CHECK(csv.str().find(",p/a,1,1,,1050,1950,900,900,1000,2000,") != std::string::npos);
+  CHECK(csv.str().find(",p/b,1,1,,2000,2060,60,60,2000,2060,") != std::string::npos);
+  const nlohmann::json trace = trace_of({r});
+  int with_raw = 0;
+  for (const auto& event : trace["traceEvents"]) {
+    if (event["ph"] != "X") continue;
+    if (event["name"] == "a") CHECK(event["args"]["raw_us"] == 1.0);
+    if (event["name"] == "b") CHECK_FALSE(event["args"].contains("raw_us"));
+    with_raw += event["args"].contains("raw_us") ? 1 : 0;
+  }
+  CHECK(with_raw == 3);  // p, a, d
+
+  // Without an overhead every region is what its markers read.
+  const ReplayReport plain = make(0);
+  for (const RegionTiming& t : plain.regions()) {
+    CHECK(t.start_ns() == t.raw_start_ns());
+    CHECK(t.end_ns() == t.raw_end_ns());
+  }
+  CHECK(plain.region(0).self_ns() == 0);  // the children cover it all
 }

@@ -1476,7 +1476,9 @@ TEST_CASE("host backend: captured regions, ring, eager and collector") {
     const RegionTiming& b = r.region(2);
     CHECK(a.duration_ns() >= 200'000);
     CHECK(b.duration_ns() >= 100'000);
-    CHECK(a.end_ns() == b.start_ns());  // shared marker
+    CHECK(a.raw_end_ns() == b.raw_start_ns());  // shared marker
+    // Both are longer than the marker overhead: each loses half of it at that marker.
+    CHECK(b.start_ns() - a.end_ns() == r.marker_overhead_ns());
     CHECK(outer.start_ns() <= a.start_ns());
     CHECK(outer.end_ns() >= b.end_ns());
     CHECK(outer.duration_ns() >= a.duration_ns() + b.duration_ns());
@@ -1825,4 +1827,59 @@ TEST_CASE("asking for a stream's native handle ends the sharing of region bounda
   }
   CHECK(counters.records == 6);  // outer's end does not share c's end either
   prof.flush();
+}
+
+// Note [Marker overhead]: the host backend's markers cost the worker some nanoseconds each;
+// a profiler measures that once per device (here at the graph's first launch or at the first
+// eager region, whichever comes first in this process) and takes it off every region longer.
+TEST_CASE("host backend: the marker overhead is measured once and taken off both paths") {
+  Stream stream = Stream::create("host");
+  auto timed = [&](const ProfilerOptions& options) {
+    Profiler prof(options);
+    AcceleratorGraph graph("host");
+    prof.attach(graph);
+    graph.capture_begin(stream);
+    {
+      auto outer = prof.region(stream, "outer");
+      { auto empty = prof.region(stream, "empty"); }  // two markers back to back
+      auto spin = prof.region(stream, "spin");
+      stream.delay(20us);
+    }
+    graph.capture_end();
+    for (int i = 0; i < 3; ++i) graph.replay();
+    {
+      auto eager = prof.region(stream, "eager");
+      stream.delay(20us);
+    }
+    prof.flush();
+    return prof.reports();
+  };
+  const std::vector<ReplayReport> reports = timed(ProfilerOptions{});
+  REQUIRE(reports.size() == 4);
+  const uint64_t overhead = reports[0].marker_overhead_ns();
+  CHECK(overhead > 0);
+  CHECK(overhead < 20'000);  // far less than the work it is taken off
+  for (const ReplayReport& r : reports) {
+    CHECK(r.marker_overhead_ns() == overhead);  // graph and eager: one measure per device
+    for (const RegionTiming& t : r.regions()) {
+      CAPTURE(t.path());
+      REQUIRE(t.measurable());
+      if (t.raw_duration_ns() > overhead)
+        CHECK(t.duration_ns() == t.raw_duration_ns() - overhead);
+      else
+        CHECK(t.duration_ns() == t.raw_duration_ns());  // as read, never negative
+    }
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(reports[i].region(2).duration_ns() >= 20'000);  // still at least the work it encloses
+    CHECK(reports[i].region(2).raw_start_ns() == reports[i].region(1).raw_end_ns());
+  }
+  CHECK(reports[3].region(0).duration_ns() >= 20'000);
+
+  ProfilerOptions raw;
+  raw.subtract_marker_overhead = false;
+  for (const ReplayReport& r : timed(raw)) {
+    CHECK(r.marker_overhead_ns() == 0);
+    for (const RegionTiming& t : r.regions()) CHECK(t.duration_ns() == t.raw_duration_ns());
+  }
 }

@@ -183,6 +183,8 @@ class PerfettoTraceWriter {
     add_annotation(event, "replay_index", static_cast<int64_t>(r.replay_index()));
     add_annotation(event, "stream", static_cast<int64_t>(t.stream_id()));
     if (t.self_measurable()) add_annotation(event, "self_ns", static_cast<int64_t>(t.self_ns()));
+    if (t.raw_duration_ns() != t.duration_ns())  // Note [Marker overhead]
+      add_annotation(event, "raw_duration_ns", static_cast<int64_t>(t.raw_duration_ns()));
   }
 
   // Process k's "accgraph trace info" instant: what merge_perfetto_traces reads.

@@ -187,7 +187,9 @@ def _from_replay_report(report: Any) -> _Report:
         else:  # an extension built before the markers were exposed
             with_markers = False
         regions.append(region)
-        edges.append((region, t.start_ns if measured else None, t.end_ns if measured else None))
+        # The markers' own times (Note [Marker overhead]: start_ns/end_ns have it taken off).
+        edges.append((region, getattr(t, "raw_start_ns", t.start_ns) if measured else None,
+                      getattr(t, "raw_end_ns", t.end_ns) if measured else None))
     if with_markers:
         count = max((max(r.begin_marker, r.end_marker) + 1 for r in regions), default=0)
         times: List[Optional[int]] = [None] * count
@@ -221,10 +223,14 @@ def _from_csv(path: Union[str, os.PathLike]) -> List[_Report]:
     grouped: Dict[Tuple[int, int], List[Tuple[_Region, Optional[int], Optional[int]]]] = {}
     for row in rows:
         start, end = _int_or_none(row["start_ns"]), _int_or_none(row["end_ns"])
+        duration = None if start is None or end is None else end - start
+        # The markers' own times where the CSV has them (written since the marker overhead
+        # is taken off start_ns/end_ns); a CSV from before has only the raw ones.
+        if row.get("raw_start_ns") and row.get("raw_end_ns"):
+            start, end = int(row["raw_start_ns"]), int(row["raw_end_ns"])
         name = row["path"].rsplit("/", 1)[-1]
         region = _Region(row["path"], name, int(row["depth"]), row["lane"],
-                         int(row.get("stream_id") or 0), None, None,
-                         None if start is None or end is None else end - start,
+                         int(row.get("stream_id") or 0), None, None, duration,
                          self_ns=_int_or_none(row.get("self_ns", "")))
         key = (int(row["graph_id"]), int(row["replay_index"]))
         grouped.setdefault(key, []).append((region, start, end))

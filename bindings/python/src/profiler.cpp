@@ -117,7 +117,8 @@ void def_profiler_setup(ProfilerClass& cls) {
          [](PyProfiler* self, EnumOrName<Delivery> delivery, size_t ring_depth,
             std::optional<std::string> marker_strategy, bool background_collector,
             std::optional<int64_t> keep_reports, EnumOrName<StatsMode> stats_mode,
-            std::optional<double> collector_period, bool collect_stats, size_t marker_memory) {
+            std::optional<double> collector_period, bool collect_stats, size_t marker_memory,
+            bool subtract_marker_overhead) {
            ProfilerOptions options;
            options.delivery = parse_delivery(delivery);
            options.ring_depth = ring_depth;
@@ -128,6 +129,7 @@ void def_profiler_setup(ProfilerClass& cls) {
            options.stats_mode = parse_stats_mode(stats_mode);
            options.collect_stats = collect_stats;
            options.marker_memory = marker_memory;
+           options.subtract_marker_overhead = subtract_marker_overhead;
            if (collector_period) {
              if (!(*collector_period > 0 && *collector_period <= 3600))
                throw Error(ErrorCode::InvalidArgument,
@@ -147,6 +149,7 @@ void def_profiler_setup(ProfilerClass& cls) {
          nb::arg("keep_reports").none() = 1024, nb::arg("stats_mode") = StatsMode::Sketch,
          nb::arg("collector_period") = nb::none(), nb::arg("collect_stats") = true,
          nb::arg("marker_memory") = ProfilerOptions{}.marker_memory,
+         nb::arg("subtract_marker_overhead") = true,
          "`delivery`: 'lazy' or 'immediate'. `ring_depth`: replays in flight per graph (0: "
          "as many as `marker_memory` holds). `marker_memory`: bytes of marker storage per "
          "graph (default 1 MiB; 0: the backend's default depth); a replay waits for the "
@@ -156,7 +159,9 @@ void def_profiler_setup(ProfilerClass& cls) {
          "replays every `collector_period` seconds. `keep_reports`: how many of the last "
          "reports reports() keeps (0: none; None: every one, memory grows without bound). "
          "`stats_mode`: 'sketch' or 'exact'. `collect_stats=False` leaves stats() empty and "
-         "saves its cost per report.")
+         "saves its cost per report. `subtract_marker_overhead`: take what one marker costs "
+         "(measured once per device) off every region's duration; the raw_* attributes keep "
+         "what the markers read.")
       .def(
           "attach",
           [](PyProfiler& self, nb::handle graph) {

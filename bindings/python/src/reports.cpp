@@ -29,6 +29,9 @@ nb::dict timing_dict(const RegionTiming& r) {
   d["start_ns"] = r.start_ns();
   d["end_ns"] = r.end_ns();
   d["duration_ns"] = r.duration_ns();
+  d["raw_start_ns"] = r.raw_start_ns();
+  d["raw_end_ns"] = r.raw_end_ns();
+  d["raw_duration_ns"] = r.raw_duration_ns();
   d["measurable"] = r.measurable();
   d["self_ns"] = r.self_ns();
   d["self_measurable"] = r.self_measurable();
@@ -55,6 +58,7 @@ nb::dict report_dict(const ReplayReport& r) {
   d["device_name"] = r.device_name();
   d["marker_strategy"] = r.marker_strategy();
   d["resolution_ns"] = r.resolution_ns();
+  d["marker_overhead_ns"] = r.marker_overhead_ns();
   d["regions"] = list_of(r.regions(), timing_dict);
   return d;
 }
@@ -110,20 +114,32 @@ void bind_region_timing(nb::module_& m) {
           "The region's key/value annotations, as a new dict.")
       .def_prop_ro(
           "start_ns", [](const PyRegionTiming& r) { return r.timing.start_ns(); },
-          "Start on the marker clock (0 when not measurable).")
+          "Start on the marker clock, half the report's marker_overhead_ns after the start "
+          "marker's time when the region is longer than that overhead (0 when not measurable).")
       .def_prop_ro(
           "end_ns", [](const PyRegionTiming& r) { return r.timing.end_ns(); },
-          "End on the marker clock (0 when not measurable).")
+          "End on the marker clock, half the marker overhead before the end marker's time "
+          "(0 when not measurable).")
       .def_prop_ro(
           "duration_ns", [](const PyRegionTiming& r) { return r.timing.duration_ns(); },
-          "end_ns - start_ns (0 when not measurable).")
+          "end_ns - start_ns: the markers' distance minus the report's marker_overhead_ns, or "
+          "that distance when it is no longer than the overhead (0 when not measurable).")
+      .def_prop_ro(
+          "raw_start_ns", [](const PyRegionTiming& r) { return r.timing.raw_start_ns(); },
+          "The start marker's time, nothing subtracted.")
+      .def_prop_ro(
+          "raw_end_ns", [](const PyRegionTiming& r) { return r.timing.raw_end_ns(); },
+          "The end marker's time, nothing subtracted.")
+      .def_prop_ro(
+          "raw_duration_ns", [](const PyRegionTiming& r) { return r.timing.raw_duration_ns(); },
+          "raw_end_ns - raw_start_ns: what the markers read.")
       .def_prop_ro(
           "begin_marker", [](const PyRegionTiming& r) { return r.timing.info().begin_marker; },
-          "Index of the marker whose time is start_ns (regions whose edges coincide share "
+          "Index of the marker whose time is raw_start_ns (regions whose edges coincide share "
           "markers; accgraph.torch_trace matches markers to the marker kernels of a trace).")
       .def_prop_ro(
           "end_marker", [](const PyRegionTiming& r) { return r.timing.info().end_marker; },
-          "Index of the marker whose time is end_ns.")
+          "Index of the marker whose time is raw_end_ns.")
       .def_prop_ro(
           "measurable", [](const PyRegionTiming& r) { return r.timing.measurable(); },
           "False when the backend could not place a marker in time; the statistics "
@@ -160,6 +176,10 @@ void bind_replay_report(nb::module_& m) {
           "The timestamp marker kind used.")
       .def_prop_ro("resolution_ns", &ReplayReport::resolution_ns,
                    "The smallest step of the marker clock.")
+      .def_prop_ro("marker_overhead_ns", &ReplayReport::marker_overhead_ns,
+                   "What one marker costs on this device, taken off every region longer than "
+                   "it (0: nothing taken off). Profiler(subtract_marker_overhead=False) keeps "
+                   "it 0.")
       .def_prop_ro("regions", &region_list, "Every region, as a new list of RegionTiming.")
       .def("__len__", &ReplayReport::size, "The number of regions.")
       .def(
