@@ -47,36 +47,22 @@ nb::list region_list(const ReplayReport& report) {
 }
 
 nb::dict report_dict(const ReplayReport& r) {
-  nb::dict d;
-  d["graph_id"] = r.graph_id();
-  d["replay_index"] = r.replay_index();
-  d["backend"] = r.backend();
-  d["device"] = r.device();
-  d["device_name"] = r.device_name();
-  d["marker_strategy"] = r.marker_strategy();
-  d["resolution_ns"] = r.resolution_ns();
-  d["regions"] = list_of(r.regions(), timing_dict);
-  return d;
+  return dict_of(field("graph_id", r.graph_id()), field("replay_index", r.replay_index()),
+                 field("backend", r.backend()), field("device", r.device()),
+                 field("device_name", r.device_name()),
+                 field("marker_strategy", r.marker_strategy()),
+                 field("resolution_ns", r.resolution_ns()),
+                 field("regions", list_of(r.regions(), timing_dict)));
 }
 
 nb::dict stats_dict(const RegionStats& s) {
-  nb::dict d;
-  d["path"] = s.path;
-  d["depth"] = s.depth;
-  d["count"] = s.count;
-  d["unmeasurable"] = s.unmeasurable;
-  d["min_ns"] = s.min_ns;
-  d["mean_ns"] = s.mean_ns;
-  d["p50_ns"] = s.p50_ns;
-  d["p95_ns"] = s.p95_ns;
-  d["max_ns"] = s.max_ns;
-  d["self_count"] = s.self_count;
-  d["self_min_ns"] = s.self_min_ns;
-  d["self_mean_ns"] = s.self_mean_ns;
-  d["self_p50_ns"] = s.self_p50_ns;
-  d["self_p95_ns"] = s.self_p95_ns;
-  d["self_max_ns"] = s.self_max_ns;
-  return d;
+  return dict_of(field("path", s.path), field("depth", s.depth), field("count", s.count),
+                 field("unmeasurable", s.unmeasurable), field("min_ns", s.min_ns),
+                 field("mean_ns", s.mean_ns), field("p50_ns", s.p50_ns), field("p95_ns", s.p95_ns),
+                 field("max_ns", s.max_ns), field("self_count", s.self_count),
+                 field("self_min_ns", s.self_min_ns), field("self_mean_ns", s.self_mean_ns),
+                 field("self_p50_ns", s.self_p50_ns), field("self_p95_ns", s.self_p95_ns),
+                 field("self_max_ns", s.self_max_ns));
 }
 
 std::string repr_timing(const RegionTiming& r) {
