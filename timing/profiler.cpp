@@ -35,38 +35,20 @@ struct Profiler::Impl final : ProfilerCore, GraphObserver {
   using ProfilerCore::ProfilerCore;
   ObserverHandle observer;
 
-  // The capture gets its marker ring at its first region or fork, not here (Note [Deferred
-  // ring] in graph_timing.hpp): a capture without either gets no node and no marker storage.
   void on_capture_begin(AcceleratorGraph& graph, Stream& stream) override {
-    if (!times(graph)) return;
-    std::shared_ptr<Recording> capture = recorder.begin_capture(stream, graph.id());
-    detail::GraphAccess::add_instrument(
-        graph, std::make_shared<GraphTiming>(shared_from_this(), std::move(capture), graph));
+    begin_capture(graph, stream);
   }
 
   void on_capture_ending(AcceleratorGraph& graph, Stream& stream) override {
     if (GraphTiming* timing = timing_of(graph)) timing->end_capture(*this, stream, graph.id());
   }
 
-  void on_reset(AcceleratorGraph& graph) override {
-    try {
-      if (GraphTiming* timing = timing_of(graph)) timing->retire(*this);
-    } catch (const std::exception& e) {
-      log(LogLevel::Warning,
-          fmt::format("timing: collecting the reports of graph {} before its reset failed: {}",
-                      graph.id(), e.what()));
-    }
-  }
+  void on_reset(AcceleratorGraph& graph) override { retire_timing(graph, "reset"); }
 
   void on_destroy(AcceleratorGraph& graph) noexcept override {
     try {
       forget(graph.id());
-      if (GraphTiming* timing = timing_of(graph)) timing->retire(*this);
-    } catch (const std::exception& e) {
-      log(LogLevel::Warning,
-          fmt::format("timing: collecting the reports of graph {} before its destruction failed: "
-                      "{}",
-                      graph.id(), e.what()));
+      retire_timing(graph, "destruction");
     } catch (...) {
     }
   }
@@ -165,20 +147,9 @@ void Profiler::Region::end() {
   open_ = false;
 }
 
-namespace {
-void check_region(const Stream& stream, const std::string& name, const char* operation) {
-  if (!stream)
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("{}: the stream is empty (moved from): pass a live Stream", operation));
-  if (name.empty())
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("{}: the region name is empty: give every region a name", operation));
-}
-}  // namespace
-
 Profiler::Region Profiler::region(Stream& stream, std::string name, Metadata metadata,
                                   std::string lane) {
-  check_region(stream, name, "region");
+  ProfilerCore::check_region(stream, name, "region");
   std::weak_ptr<detail::StreamState> state = detail::StreamAccess::shared(stream, "region");
   const uint64_t serial =
       impl_->begin_region(stream, std::move(name), std::move(metadata), std::move(lane));
@@ -186,7 +157,7 @@ Profiler::Region Profiler::region(Stream& stream, std::string name, Metadata met
 }
 
 void Profiler::begin(Stream& stream, std::string name, Metadata metadata, std::string lane) {
-  check_region(stream, name, "begin");
+  ProfilerCore::check_region(stream, name, "begin");
   impl_->begin_region(stream, std::move(name), std::move(metadata), std::move(lane));
 }
 
@@ -216,13 +187,7 @@ std::vector<UntimedCalls> Profiler::untimed() const { return impl_->store.untime
 std::string Profiler::stats_table() const {
   std::ostringstream out;
   write_stats_table(out, stats());
-  out << impl_->store.untimed_lines();
-  if (const uint64_t waits = impl_->ring_waits())
-    out << fmt::format(
-        "ring waits: {} launch(es) waited {:.3f} ms in all for a full marker ring (every replay "
-        "in it unread): raise ProfilerOptions::marker_memory (or ring_depth), or flush() "
-        "between bursts of replays\n",
-        waits, static_cast<double>(impl_->ring_wait_time().count()) / 1e6);
+  out << impl_->store.untimed_lines() << impl_->ring_wait_lines();
   return out.str();
 }
 

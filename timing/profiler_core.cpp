@@ -2,6 +2,8 @@
 #include "profiler_core.hpp"
 
 #include <chrono>
+#include <exception>
+#include <memory>
 #include <utility>
 
 #include <fmt/format.h>
@@ -67,6 +69,27 @@ GraphTiming* ProfilerCore::timing_of(const AcceleratorGraph& graph) const {
   return static_cast<GraphTiming*>(detail::GraphAccess::instrument(graph, *this));
 }
 
+// --- graph lifecycle ---------------------------------------------------------------------------
+
+// The capture gets its marker ring at its first region or fork, not here (Note [Deferred ring]
+// in graph_timing.hpp): a capture without either gets no node and no marker storage.
+void ProfilerCore::begin_capture(AcceleratorGraph& graph, Stream& stream) {
+  if (!times(graph)) return;
+  std::shared_ptr<Recording> capture = recorder.begin_capture(stream, graph.id());
+  detail::GraphAccess::add_instrument(
+      graph, std::make_shared<GraphTiming>(shared_from_this(), std::move(capture), graph));
+}
+
+void ProfilerCore::retire_timing(AcceleratorGraph& graph, const char* event) {
+  try {
+    if (GraphTiming* timing = timing_of(graph)) timing->retire(*this);
+  } catch (const std::exception& e) {
+    log(LogLevel::Warning,
+        fmt::format("timing: collecting the reports of graph {} before its {} failed: {}",
+                    graph.id(), event, e.what()));
+  }
+}
+
 // --- marker rings ------------------------------------------------------------------------------
 
 std::shared_ptr<MarkerRing> ProfilerCore::create_ring(Backend& backend,
@@ -119,7 +142,27 @@ void ProfilerCore::count_wait(std::chrono::steady_clock::time_point start) {
   ring_wait_ns_.fetch_add(static_cast<uint64_t>(waited.count()), std::memory_order_relaxed);
 }
 
+std::string ProfilerCore::ring_wait_lines() const {
+  const uint64_t waits = ring_waits();
+  if (waits == 0) return std::string();
+  return fmt::format(
+      "ring waits: {} launch(es) waited {:.3f} ms in all for a full marker ring (every replay "
+      "in it unread): raise ProfilerOptions::marker_memory (or ring_depth), or flush() "
+      "between bursts of replays\n",
+      waits, static_cast<double>(ring_wait_time().count()) / 1e6);
+}
+
 // --- regions -----------------------------------------------------------------------------------
+
+void ProfilerCore::check_region(const Stream& stream, const std::string& name,
+                                const char* operation) {
+  if (!stream)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("{}: the stream is empty (moved from): pass a live Stream", operation));
+  if (name.empty())
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("{}: the region name is empty: give every region a name", operation));
+}
 
 GraphTiming* ProfilerCore::capture_of(Stream& stream, const char* operation,
                                       const std::string& name) const {

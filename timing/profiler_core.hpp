@@ -45,6 +45,13 @@ class ProfilerCore : public detail::InstrumentOwner,
   /// This profiler's timing of `graph`'s current capture, or null.
   GraphTiming* timing_of(const AcceleratorGraph& graph) const;
 
+  // --- graph lifecycle (the facade's GraphObserver) ---
+  /// `graph` begins capturing on `stream`: a timed graph gets a GraphTiming for the capture.
+  void begin_capture(AcceleratorGraph& graph, Stream& stream);
+  /// Collects the reports of `graph`'s timing (if any) before its `event` ("reset",
+  /// "destruction"); a failure is logged as a warning, not thrown.
+  void retire_timing(AcceleratorGraph& graph, const char* event);
+
   // --- marker rings ---
   /// The one place rings are made: the backend's markers for `device`, registered with the
   /// collector (retire it when done). `graph_id` 0: an eager ring.
@@ -66,8 +73,12 @@ class ProfilerCore : public detail::InstrumentOwner,
   std::chrono::nanoseconds ring_wait_time() const {
     return std::chrono::nanoseconds(ring_wait_ns_.load(std::memory_order_relaxed));
   }
+  /// The stats table's line on ring waits and what to do about them ("" when none waited).
+  std::string ring_wait_lines() const;
 
   // --- regions (Profiler::region/begin/end) ---
+  /// InvalidArgument naming `operation` unless `stream` is live and `name` is not empty.
+  static void check_region(const Stream& stream, const std::string& name, const char* operation);
   /// Opens a region on `stream`: into the capture the stream records into now, or eagerly.
   uint64_t begin_region(Stream& stream, std::string name, Metadata metadata, std::string lane);
   /// Ends the innermost region on `stream` (with a serial: that region, as Region::end does).

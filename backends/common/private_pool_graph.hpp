@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -22,7 +23,8 @@ namespace accgraph::detail {
 /// counter per module, and pool() reports it. Their destructors reset() the graph, which must not
 /// throw there, so a failure is logged as a warning instead. A graph holds the backend's shared
 /// `Runtime`, which (destroyed after every member of the derived graph) outlives what the graph
-/// made from it.
+/// made from it. Both count what stats() reports alike: the captured operations and the
+/// executables built.
 template <class Runtime>
 class PrivatePoolGraph : public GraphImplInterface {
  public:
@@ -30,7 +32,20 @@ class PrivatePoolGraph : public GraphImplInterface {
 
   PoolId pool() const override { return pool_id_; }
 
+  GraphStats stats() const override {
+    GraphStats stats;
+    stats.nodes = captured_operations();
+    stats.instantiations = instantiations_;
+    return stats;
+  }
+
  protected:
+  /// The operations of the captured graph (GraphStats::nodes).
+  virtual size_t captured_operations() const noexcept = 0;
+
+  /// An executable was built from scratch (GraphStats::instantiations).
+  void count_instantiation() noexcept { ++instantiations_; }
+
   Runtime& runtime() const noexcept { return *runtime_; }
 
   /// Gives the capture being begun a new pool id, which pool() returns from now on.
@@ -52,6 +67,7 @@ class PrivatePoolGraph : public GraphImplInterface {
  private:
   std::shared_ptr<Runtime> runtime_;
   PoolId pool_id_;
+  uint64_t instantiations_ = 0;
 };
 
 }  // namespace accgraph::detail

@@ -1,5 +1,6 @@
 // Internal to the in-tree module backends (level_zero, vulkan): the Backend members that only
-// forward to a shared Runtime's devices and to the backend's factories (Note [Runtime backends]).
+// forward to a shared Runtime's devices and to the backend's factories (Note [Runtime backends]),
+// and the error its start-up throws when it finds nothing to run on.
 #pragma once
 
 #include <cstddef>
@@ -9,11 +10,20 @@
 #include <utility>
 #include <vector>
 
+#include "accgraph/error.hpp"
 #include "accgraph/spi/backend.hpp"
 #include "accgraph/spi/device_index.hpp"
 #include "accgraph/types.hpp"
 
 namespace accgraph::detail {
+
+/// Error(Unavailable) from `backend`'s start-up: no driver or device it can use (`message` says
+/// which, and what to install or set), with the native `call` and result `code` where one failed.
+[[noreturn]] inline void throw_unavailable(const char* backend, std::string message,
+                                           std::string call = {}, std::string code = {}) {
+  throw Error(ErrorCode::Unavailable, std::move(message), backend, std::move(call),
+              std::move(code));
+}
 
 /// The marker ring depths a backend builds by default and at the most.
 struct RingDepths {
@@ -34,9 +44,11 @@ struct RingDepths {
 /// The forwarding (device list, device lookup with the SPI's index check, buffer, graph and marker
 /// factories with the strategy and ring-depth checks, the capabilities every such backend reports
 /// alike: its marker strategies, the default ring depth and the timer's resolution) is written
-/// once, here; a backend's class keeps what differs: its streams, the rest of a device's
-/// capabilities (device_capabilities) and the marker strategies a device offers (marker_strategies,
-/// which both create_markers and capabilities use, so they agree).
+/// once, here, with wrap_stream's device and null-handle checks (wrap_target) and the error a
+/// start-up that finds nothing to run on throws (throw_unavailable); a backend's class keeps what
+/// differs: its streams, the rest of a device's capabilities (device_capabilities) and the marker
+/// strategies a device offers (marker_strategies, which both create_markers and capabilities use,
+/// so they agree).
 template <class Runtime>
 class RuntimeBackend : public Backend {
  public:
@@ -91,6 +103,16 @@ class RuntimeBackend : public Backend {
   DeviceState& device_state(int device, const char* operation) const {
     return *runtime_
                 ->devices[check_device_index(device, runtime_->devices.size(), name_, operation)];
+  }
+
+  /// wrap_stream's checks: device `device` (as device_state), or Error(InvalidArgument) for a
+  /// null `native_handle`, saying to pass `expected` ("a VkQueue of ...").
+  DeviceState& wrap_target(int device, void* native_handle, const char* expected) const {
+    DeviceState& state = device_state(device, "wrap_stream");
+    if (native_handle == nullptr)
+      throw Error(ErrorCode::InvalidArgument,
+                  std::string("wrap_stream: the native handle is null: pass ") + expected, name_);
+    return state;
   }
 
   const std::shared_ptr<Runtime>& runtime() const noexcept { return runtime_; }

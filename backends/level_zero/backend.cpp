@@ -24,12 +24,6 @@ constexpr const char* kInstallAdvice =
     "ZE_ENABLE_ALT_DRIVERS=/absolute/path/to/libze_accgraph_cpu.so (built in "
     "tests/support/ze_cpu_driver of the accgraph build tree)";
 
-[[noreturn]] void throw_unavailable(std::string message, std::string call = {},
-                                    std::string code = {}) {
-  throw Error(ErrorCode::Unavailable, std::move(message), kBackendName, std::move(call),
-              std::move(code));
-}
-
 /// ACCGRAPH_LEVEL_ZERO_CAPTURE=command_list forces the regular-command-list path (to compare
 /// both paths on one driver); unset, empty or "auto" lets the driver decide.
 bool forced_command_list() {
@@ -182,11 +176,11 @@ void check_alt_drivers(const std::string& value) {
   for (const std::string& entry : alt_driver_entries(value)) {
     if (!names_existing_file(entry)) continue;
     if (std::optional<std::string> problem = plugin::shared_library_problem(entry))
-      throw_unavailable(
-          fmt::format("ZE_ENABLE_ALT_DRIVERS names '{}', which the Level Zero loader "
-                      "would load, but {}; fix or remove that entry (zeInit was not "
-                      "called)",
-                      plugin::escape_for_message(entry), *problem));
+      throw_unavailable(kBackendName,
+                        fmt::format("ZE_ENABLE_ALT_DRIVERS names '{}', which the Level Zero loader "
+                                    "would load, but {}; fix or remove that entry (zeInit was not "
+                                    "called)",
+                                    plugin::escape_for_message(entry), *problem));
   }
 }
 
@@ -226,7 +220,8 @@ std::vector<ze_driver_handle_t> init_drivers() {
   if (const char* alt = std::getenv("ZE_ENABLE_ALT_DRIVERS")) check_alt_drivers(alt);
   ze_result_t result = zeInit(0);
   if (result != ZE_RESULT_SUCCESS)
-    throw_unavailable(fmt::format("zeInit failed with {}: {}", result_name(result),
+    throw_unavailable(kBackendName,
+                      fmt::format("zeInit failed with {}: {}", result_name(result),
                                   std::getenv("ZE_ENABLE_ALT_DRIVERS")
                                       ? no_driver_advice()
                                       : fmt::format("the Level Zero loader found no usable "
@@ -236,7 +231,8 @@ std::vector<ze_driver_handle_t> init_drivers() {
   uint32_t driver_count = 0;
   result = zeDriverGet(&driver_count, nullptr);
   if (result != ZE_RESULT_SUCCESS || driver_count == 0)
-    throw_unavailable(fmt::format("the Level Zero loader reports no driver{}; {}",
+    throw_unavailable(kBackendName,
+                      fmt::format("the Level Zero loader reports no driver{}; {}",
                                   result == ZE_RESULT_SUCCESS
                                       ? std::string()
                                       : fmt::format(" (zeDriverGet: {})", result_name(result)),
@@ -282,10 +278,10 @@ std::shared_ptr<Runtime> open_first_gpu_driver(const std::vector<ze_driver_handl
     }
   }
   if (runtime->devices.empty())
-    throw_unavailable(
-        fmt::format("the Level Zero loader found {} driver(s) with {} device(s) but "
-                    "no GPU device; {}",
-                    drivers.size(), devices_seen, kInstallAdvice));
+    throw_unavailable(kBackendName,
+                      fmt::format("the Level Zero loader found {} driver(s) with {} device(s) but "
+                                  "no GPU device; {}",
+                                  drivers.size(), devices_seen, kInstallAdvice));
   return runtime;
 }
 
@@ -361,12 +357,9 @@ class ZeBackend final : public RuntimeBackend<Runtime> {
   }
 
   std::unique_ptr<StreamImpl> wrap_stream(int device, void* native_handle) override {
-    DeviceState& state = device_state(device, "wrap_stream");
-    if (native_handle == nullptr)
-      throw Error(ErrorCode::InvalidArgument,
-                  "wrap_stream: the native handle is null: pass an immediate "
-                  "ze_command_list_handle_t created in this backend's context",
-                  kBackendName);
+    DeviceState& state =
+        wrap_target(device, native_handle,
+                    "an immediate ze_command_list_handle_t created in this backend's context");
     auto list = static_cast<ze_command_list_handle_t>(native_handle);
     std::shared_ptr<StreamCore> owner = find_list_owner(*runtime(), list);
     if (owner != nullptr && &owner->device != &state)

@@ -115,7 +115,7 @@ class ZeGraph final : public PrivatePoolGraph<Runtime> {
       exec_ = executable;
     }
     // The command-list path replays the closed list itself: nothing to build.
-    ++instantiations_;
+    count_instantiation();
   }
 
   void replay(StreamImpl& stream_impl) override {
@@ -204,14 +204,9 @@ class ZeGraph final : public PrivatePoolGraph<Runtime> {
     });
   }
 
-  GraphStats stats() const override {
-    GraphStats s;
-    s.nodes = operations_.size();
-    s.instantiations = instantiations_;
-    return s;
-  }
-
  private:
+  size_t captured_operations() const noexcept override { return operations_.size(); }
+
   void prepare_command_list_path(DeviceState& device) {
     if (!bracket_)
       bracket_ = std::make_unique<EventSet>(runtime(), 2, "capture_begin: creating events");
@@ -253,7 +248,6 @@ class ZeGraph final : public PrivatePoolGraph<Runtime> {
   std::shared_ptr<StreamCore> capture_core_;  // while capturing
   std::weak_ptr<StreamCore> last_replay_;     // the stream of the latest replay
   std::vector<std::string> operations_;
-  uint64_t instantiations_ = 0;
   // Native path.
   ze_graph_handle graph_ = nullptr;
   ze_executable_graph_handle exec_ = nullptr;

@@ -28,12 +28,6 @@ constexpr const char* kDriverAdvice =
     "lavapipe on the CPU), or point the loader at one with "
     "VK_DRIVER_FILES=/path/to/icd.json (e.g. /usr/share/vulkan/icd.d/lvp_icd.x86_64.json)";
 
-[[noreturn]] void throw_unavailable(std::string message, std::string call = {},
-                                    std::string code = {}) {
-  throw Error(ErrorCode::Unavailable, std::move(message), kBackendName, std::move(call),
-              std::move(code));
-}
-
 std::string version_string(uint32_t version) {
   return fmt::format("{}.{}.{}", VK_API_VERSION_MAJOR(version), VK_API_VERSION_MINOR(version),
                      VK_API_VERSION_PATCH(version));
@@ -65,10 +59,10 @@ std::optional<uint32_t> selected_device() {
   char* end = nullptr;
   const unsigned long index = std::strtoul(value, &end, 10);
   if (*end != '\0' || index > 1024)
-    throw_unavailable(
-        fmt::format("ACCGRAPH_VULKAN_DEVICE='{}' is not a device index: set it to "
-                    "the index of one Vulkan physical device (0, 1, ...) or unset it",
-                    value));
+    throw_unavailable(kBackendName,
+                      fmt::format("ACCGRAPH_VULKAN_DEVICE='{}' is not a device index: set it to "
+                                  "the index of one Vulkan physical device (0, 1, ...) or unset it",
+                                  value));
   return static_cast<uint32_t>(index);
 }
 
@@ -505,10 +499,10 @@ std::shared_ptr<Runtime> create_instance() {
   uint32_t loader_version = 0;
   ACCGRAPH_VK_CHECK(api.vkEnumerateInstanceVersion(&loader_version), "start-up");
   if (loader_version < VK_API_VERSION_1_2)
-    throw_unavailable(
-        fmt::format("the Vulkan loader supports Vulkan {} only; accgraph needs 1.2 "
-                    "(timeline semaphores): install a newer loader (libvulkan1)",
-                    version_string(loader_version)));
+    throw_unavailable(kBackendName,
+                      fmt::format("the Vulkan loader supports Vulkan {} only; accgraph needs 1.2 "
+                                  "(timeline semaphores): install a newer loader (libvulkan1)",
+                                  version_string(loader_version)));
   VkApplicationInfo app = info_struct<VkApplicationInfo>(VK_STRUCTURE_TYPE_APPLICATION_INFO);
   app.pApplicationName = "accgraph";
   app.pEngineName = "accgraph";
@@ -519,7 +513,8 @@ std::shared_ptr<Runtime> create_instance() {
   auto runtime = std::make_shared<Runtime>();
   const VkResult created = api.vkCreateInstance(&instance_info, nullptr, &runtime->instance);
   if (created != VK_SUCCESS)
-    throw_unavailable(fmt::format("vkCreateInstance failed with {}: the Vulkan loader found no "
+    throw_unavailable(kBackendName,
+                      fmt::format("vkCreateInstance failed with {}: the Vulkan loader found no "
                                   "usable driver; {}",
                                   result_name(created), kDriverAdvice),
                       "vkCreateInstance", result_name(created));
@@ -539,7 +534,8 @@ std::vector<VkPhysicalDevice> physical_devices(VkInstance instance) {
                       "start-up: listing devices");
   physical.resize(count);
   if (physical.empty())
-    throw_unavailable(fmt::format("the Vulkan loader found no physical device; {}", kDriverAdvice));
+    throw_unavailable(kBackendName,
+                      fmt::format("the Vulkan loader found no physical device; {}", kDriverAdvice));
   return physical;
 }
 
@@ -597,10 +593,10 @@ std::shared_ptr<Runtime> discover() {
   const std::vector<VkPhysicalDevice> physical = physical_devices(runtime->instance);
   const std::optional<uint32_t> only = selected_device();
   if (only && *only >= physical.size())
-    throw_unavailable(
-        fmt::format("ACCGRAPH_VULKAN_DEVICE={} but the driver lists {} physical "
-                    "device(s), numbered from 0",
-                    *only, physical.size()));
+    throw_unavailable(kBackendName,
+                      fmt::format("ACCGRAPH_VULKAN_DEVICE={} but the driver lists {} physical "
+                                  "device(s), numbered from 0",
+                                  *only, physical.size()));
   std::vector<std::string> problems;
   for (uint32_t i = 0; i < physical.size(); ++i) {
     if (only && i != *only) continue;
@@ -615,7 +611,8 @@ std::shared_ptr<Runtime> discover() {
   if (runtime->devices.empty()) {
     std::string list;
     for (const std::string& p : problems) list += (list.empty() ? "" : "; ") + p;
-    throw_unavailable(fmt::format("no Vulkan device can be used ({}); {}", list, kDriverAdvice));
+    throw_unavailable(kBackendName,
+                      fmt::format("no Vulkan device can be used ({}); {}", list, kDriverAdvice));
   }
   keep_on_failure.succeeded = true;
   return runtime;
@@ -634,12 +631,9 @@ class VkBackend final : public RuntimeBackend<Runtime>, public ClockSampling {
   }
 
   std::unique_ptr<StreamImpl> wrap_stream(int device, void* native_handle) override {
-    DeviceState& state = device_state(device, "wrap_stream");
-    if (native_handle == nullptr)
-      throw Error(ErrorCode::InvalidArgument,
-                  "wrap_stream: the native handle is null: pass a VkQueue of the vulkan "
-                  "backend's device (the native_handle() of a vulkan stream)",
-                  kBackendName);
+    DeviceState& state = wrap_target(
+        device, native_handle,
+        "a VkQueue of the vulkan backend's device (the native_handle() of a vulkan stream)");
     QueueState* queue = state.find_queue(static_cast<VkQueue>(native_handle));
     if (queue == nullptr)
       throw Error(ErrorCode::InvalidArgument,

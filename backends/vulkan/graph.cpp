@@ -73,7 +73,7 @@ class VkGraph final : public PrivatePoolGraph<Runtime> {
       throw;
     }
     executable_ = buffer;
-    ++instantiations_;
+    count_instantiation();
   }
 
   void replay(StreamImpl& stream_impl) override {
@@ -141,14 +141,9 @@ class VkGraph final : public PrivatePoolGraph<Runtime> {
     });
   }
 
-  GraphStats stats() const override {
-    GraphStats s;
-    s.nodes = operations_.size();
-    s.instantiations = instantiations_;
-    return s;
-  }
-
  private:
+  size_t captured_operations() const noexcept override { return operations_.size(); }
+
   static std::string describe(const Command& command) {
     switch (command.kind) {
       case Command::Kind::Copy:
@@ -188,7 +183,6 @@ class VkGraph final : public PrivatePoolGraph<Runtime> {
   VkCommandBuffer executable_ = VK_NULL_HANDLE;
   QueueState* last_queue_ = nullptr;  // of the latest replay
   uint64_t last_value_ = 0;           // its timeline value
-  uint64_t instantiations_ = 0;
 };
 
 }  // namespace

@@ -219,6 +219,21 @@ nb::list list_of(const Items& items, Convert&& convert) {
   return out;
 }
 
+/// One key of a to_dict() and its value (held by reference until dict_of returns).
+template <class Value>
+std::pair<const char*, const Value&> field(const char* key, const Value& value) {
+  return {key, value};
+}
+
+/// A dict of `fields` in their order, each made by field(): the to_dict() of a read-only view,
+/// e.g. dict_of(field("device", c.device), field("offset_ns", c.offset_ns)).
+template <class... Values>
+nb::dict dict_of(const std::pair<const char*, const Values&>&... fields) {
+  nb::dict out;
+  ((out[fields.first] = fields.second), ...);
+  return out;
+}
+
 /// A path argument: str or os.PathLike.
 std::string fs_path(nb::handle path);
 

@@ -40,33 +40,21 @@ void require_perfetto(const std::string& what) {
 }
 
 nb::dict clock_dict(const DeviceClockOffset& c) {
-  nb::dict d;
-  d["backend"] = c.backend;
-  d["device"] = c.device;
-  d["offset_ns"] = c.offset_ns;
-  d["uncertainty_ns"] = c.uncertainty_ns;
-  return d;
+  return dict_of(field("backend", c.backend), field("device", c.device),
+                 field("offset_ns", c.offset_ns), field("uncertainty_ns", c.uncertainty_ns));
 }
 
 nb::dict rank_dict(const MergedRank& r) {
-  nb::dict d;
-  d["path"] = r.path;
-  d["rank"] = r.rank;
-  d["host"] = r.host;
-  d["host_clock_uncertainty_ns"] = r.host_clock_uncertainty_ns;
-  d["clocks"] = list_of(r.clocks, clock_dict);
-  d["uncalibrated"] = r.uncalibrated;
-  d["packets"] = r.packets;
-  return d;
+  return dict_of(field("path", r.path), field("rank", r.rank), field("host", r.host),
+                 field("host_clock_uncertainty_ns", r.host_clock_uncertainty_ns),
+                 field("clocks", list_of(r.clocks, clock_dict)),
+                 field("uncalibrated", r.uncalibrated), field("packets", r.packets));
 }
 
 nb::dict summary_dict(const MergeSummary& s) {
-  nb::dict d;
-  d["world_size"] = s.world_size;
-  d["ranks"] = list_of(s.ranks, rank_dict);
-  d["alignment_uncertainty_ns"] = s.alignment_uncertainty_ns;
-  d["warnings"] = s.warnings;
-  return d;
+  return dict_of(field("world_size", s.world_size), field("ranks", list_of(s.ranks, rank_dict)),
+                 field("alignment_uncertainty_ns", s.alignment_uncertainty_ns),
+                 field("warnings", s.warnings));
 }
 
 // OSError(errno, message, file): Python picks the subclass (FileNotFoundError, ...) by errno.

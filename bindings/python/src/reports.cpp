@@ -19,24 +19,14 @@ struct PyRegionTiming {
 };
 
 nb::dict timing_dict(const RegionTiming& r) {
-  nb::dict d;
-  d["name"] = r.name();
-  d["path"] = r.path();
-  d["depth"] = r.depth();
-  d["parent"] = r.parent();
-  d["stream_id"] = r.stream_id();
-  d["lane"] = r.lane();
-  d["start_ns"] = r.start_ns();
-  d["end_ns"] = r.end_ns();
-  d["duration_ns"] = r.duration_ns();
-  d["raw_start_ns"] = r.raw_start_ns();
-  d["raw_end_ns"] = r.raw_end_ns();
-  d["raw_duration_ns"] = r.raw_duration_ns();
-  d["measurable"] = r.measurable();
-  d["self_ns"] = r.self_ns();
-  d["self_measurable"] = r.self_measurable();
-  d["metadata"] = metadata_dict(r.metadata());
-  return d;
+  return dict_of(field("name", r.name()), field("path", r.path()), field("depth", r.depth()),
+                 field("parent", r.parent()), field("stream_id", r.stream_id()),
+                 field("lane", r.lane()), field("start_ns", r.start_ns()),
+                 field("end_ns", r.end_ns()), field("duration_ns", r.duration_ns()),
+                 field("raw_start_ns", r.raw_start_ns()), field("raw_end_ns", r.raw_end_ns()),
+                 field("raw_duration_ns", r.raw_duration_ns()), field("measurable", r.measurable()),
+                 field("self_ns", r.self_ns()), field("self_measurable", r.self_measurable()),
+                 field("metadata", metadata_dict(r.metadata())));
 }
 
 PyRegionTiming region_at(const ReplayReport& report, size_t i) {
@@ -50,37 +40,23 @@ nb::list region_list(const ReplayReport& report) {
 }
 
 nb::dict report_dict(const ReplayReport& r) {
-  nb::dict d;
-  d["graph_id"] = r.graph_id();
-  d["replay_index"] = r.replay_index();
-  d["backend"] = r.backend();
-  d["device"] = r.device();
-  d["device_name"] = r.device_name();
-  d["marker_strategy"] = r.marker_strategy();
-  d["resolution_ns"] = r.resolution_ns();
-  d["marker_overhead_ns"] = r.marker_overhead_ns();
-  d["regions"] = list_of(r.regions(), timing_dict);
-  return d;
+  return dict_of(field("graph_id", r.graph_id()), field("replay_index", r.replay_index()),
+                 field("backend", r.backend()), field("device", r.device()),
+                 field("device_name", r.device_name()),
+                 field("marker_strategy", r.marker_strategy()),
+                 field("resolution_ns", r.resolution_ns()),
+                 field("marker_overhead_ns", r.marker_overhead_ns()),
+                 field("regions", list_of(r.regions(), timing_dict)));
 }
 
 nb::dict stats_dict(const RegionStats& s) {
-  nb::dict d;
-  d["path"] = s.path;
-  d["depth"] = s.depth;
-  d["count"] = s.count;
-  d["unmeasurable"] = s.unmeasurable;
-  d["min_ns"] = s.min_ns;
-  d["mean_ns"] = s.mean_ns;
-  d["p50_ns"] = s.p50_ns;
-  d["p95_ns"] = s.p95_ns;
-  d["max_ns"] = s.max_ns;
-  d["self_count"] = s.self_count;
-  d["self_min_ns"] = s.self_min_ns;
-  d["self_mean_ns"] = s.self_mean_ns;
-  d["self_p50_ns"] = s.self_p50_ns;
-  d["self_p95_ns"] = s.self_p95_ns;
-  d["self_max_ns"] = s.self_max_ns;
-  return d;
+  return dict_of(field("path", s.path), field("depth", s.depth), field("count", s.count),
+                 field("unmeasurable", s.unmeasurable), field("min_ns", s.min_ns),
+                 field("mean_ns", s.mean_ns), field("p50_ns", s.p50_ns), field("p95_ns", s.p95_ns),
+                 field("max_ns", s.max_ns), field("self_count", s.self_count),
+                 field("self_min_ns", s.self_min_ns), field("self_mean_ns", s.self_mean_ns),
+                 field("self_p50_ns", s.self_p50_ns), field("self_p95_ns", s.self_p95_ns),
+                 field("self_max_ns", s.self_max_ns));
 }
 
 std::string repr_timing(const RegionTiming& r) {
