@@ -669,3 +669,30 @@ def test_region_arguments_with_and_without_a_stream(stream):
         accgraph.set_default_stream_provider(42)
     region = prof.region("no stream yet", lane="side")  # made without a provider: looked up later
     assert region.name == "no stream yet" and region.lane == "side"
+
+
+def test_marker_overhead_taken_off_and_raw_kept(stream):
+    # Note [Marker overhead]: measured once per device, taken off every region longer than it.
+    prof = accgraph.Profiler()
+    timed_graph(prof, stream, replays=3)
+    prof.flush()
+    reports = prof.reports()
+    overhead = reports[0].marker_overhead_ns
+    if stream.backend == "host":
+        assert overhead > 0
+    for r in reports:
+        assert r.marker_overhead_ns == overhead == r.to_dict()["marker_overhead_ns"]
+        for t in r:
+            assert t.raw_duration_ns == t.raw_end_ns - t.raw_start_ns
+            if t.raw_duration_ns > overhead:
+                assert t.start_ns == t.raw_start_ns + overhead // 2
+                assert t.end_ns == t.raw_end_ns - (overhead - overhead // 2)
+            else:  # as read: never negative
+                assert (t.start_ns, t.end_ns) == (t.raw_start_ns, t.raw_end_ns)
+            assert t.to_dict()["raw_duration_ns"] == t.raw_duration_ns
+    raw = accgraph.Profiler(subtract_marker_overhead=False)
+    timed_graph(raw, stream, replays=2)
+    raw.flush()
+    for r in raw.reports():
+        assert r.marker_overhead_ns == 0
+        assert all(t.duration_ns == t.raw_duration_ns for t in r)

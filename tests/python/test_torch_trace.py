@@ -112,7 +112,7 @@ def test_regions_name_their_markers(host):
     assert b.end_marker == c.begin_marker  # adjacent siblings share a marker
     times = {}
     for t in (a, b, c):
-        for marker, time in ((t.begin_marker, t.start_ns), (t.end_marker, t.end_ns)):
+        for marker, time in ((t.begin_marker, t.raw_start_ns), (t.end_marker, t.raw_end_ns)):
             assert times.setdefault(marker, time) == time
     assert sorted(times) == list(range(len(times)))
 
@@ -124,9 +124,9 @@ def marker_times(report):
     """Marker index -> time, from the regions (what the layout holds)."""
     if hasattr(report[0], "begin_marker"):
         times = {}
-        for t in report:
-            times[t.begin_marker] = t.start_ns
-            times[t.end_marker] = t.end_ns
+        for t in report:  # what the markers wrote (start_ns/end_ns have the overhead off)
+            times[t.begin_marker] = t.raw_start_ns
+            times[t.end_marker] = t.raw_end_ns
         return [times[i] for i in sorted(times)]
     return sorted({x for t in report for x in (t.start_ns, t.end_ns)})
 
@@ -377,7 +377,11 @@ def test_absolute_microseconds_keep_their_nanoseconds(tmp_path, reports):
     text = (tmp_path / "annotated.json").read_text()
     model = [s for s in slices(json.loads(text, parse_float=str))
              if s["args"]["accgraph_path"] == "model" and s["args"]["replay_index"] == 0]
-    assert model[0]["ts"] == "1764000000000000.123"
+    # The slice starts where the first marker wrote, moved in by the overhead taken off there.
+    first = next(t for t in reports[0] if t.path == "model")
+    assert first.raw_start_ns == marker_times(reports[0])[0]
+    ts = start + first.start_ns - first.raw_start_ns
+    assert model[0]["ts"] == f"{ts // 1000}.{ts % 1000:03d}"
 
 
 def test_gzip_in_and_out_and_a_dict(tmp_path, reports):
@@ -567,7 +571,8 @@ def test_pftrace_holds_the_json_outputs_slices_to_the_ns(tmp_path, reports):
                                              tmp_path / "annotated.json")
     model = [g for g in got if g[4].get("accgraph_path") == "model" and
              g[4]["replay_index"] == 0]
-    assert model[0][2] == start
+    first = next(t for t in reports[0] if t.path == "model")
+    assert model[0][2] == start + first.start_ns - first.raw_start_ns  # moved in by the overhead
     # The rows as the JSON names them: the stream's, and accgraph's rows under it.
     names = {tracks[g[5]].name for g in got}
     assert "accgraph regions depth 0 (stream 7)" in names

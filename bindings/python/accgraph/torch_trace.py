@@ -87,7 +87,9 @@ _GPU_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
 #    index may then be off, but the slices still sit on that replay's own marker kernels, since
 #    edges come from the trace. A report without a traced replay, or the reverse, is skipped.
 # 5. Every region with both markers measured becomes a slice from its begin marker's anchor to
-#    its end marker's anchor, on a row of (the begin kernel's GPU row, lane, depth): one row per
+#    its end marker's anchor, each moved in by what the report took off that edge (the marker
+#    overhead, Note [Marker overhead] in timing/marker_overhead.cpp; kernels are still labelled
+#    by the anchors), on a row of (the begin kernel's GPU row, lane, depth): one row per
 #    nesting level, so slices with a shared edge never depend on a viewer's tie-breaking. Each
 #    other kernel of the replay gets the deepest region that contains its end ("" when none
 #    does): a kernel ends after the begin marker's store and before the end marker's, while its
@@ -111,6 +113,10 @@ class _Region:
     duration_ns: Optional[int]
     metadata: Dict[str, str] = field(default_factory=dict)
     self_ns: Optional[int] = None  # RegionTiming.self_ns where the report has it
+    # How far the reported edges lie inside the markers' (the marker overhead taken off: Note
+    # [Marker overhead] in timing/marker_overhead.cpp): the slice moves in as much (5).
+    start_shift_ns: int = 0
+    end_shift_ns: int = 0
 
 
 @dataclass
@@ -188,8 +194,11 @@ def _from_replay_report(report: Any) -> _Report:
             with_markers = False
         regions.append(region)
         # The markers' own times (Note [Marker overhead]: start_ns/end_ns have it taken off).
-        edges.append((region, getattr(t, "raw_start_ns", t.start_ns) if measured else None,
-                      getattr(t, "raw_end_ns", t.end_ns) if measured else None))
+        raw_start = getattr(t, "raw_start_ns", t.start_ns) if measured else None
+        raw_end = getattr(t, "raw_end_ns", t.end_ns) if measured else None
+        if measured:
+            region.start_shift_ns, region.end_shift_ns = t.start_ns - raw_start, raw_end - t.end_ns
+        edges.append((region, raw_start, raw_end))
     if with_markers:
         count = max((max(r.begin_marker, r.end_marker) + 1 for r in regions), default=0)
         times: List[Optional[int]] = [None] * count
@@ -224,14 +233,19 @@ def _from_csv(path: Union[str, os.PathLike]) -> List[_Report]:
     for row in rows:
         start, end = _int_or_none(row["start_ns"]), _int_or_none(row["end_ns"])
         duration = None if start is None or end is None else end - start
+        shifts = (0, 0)
         # The markers' own times where the CSV has them (written since the marker overhead
         # is taken off start_ns/end_ns); a CSV from before has only the raw ones.
-        if row.get("raw_start_ns") and row.get("raw_end_ns"):
-            start, end = int(row["raw_start_ns"]), int(row["raw_end_ns"])
+        if start is not None and end is not None and row.get("raw_start_ns") and \
+                row.get("raw_end_ns"):
+            raw_start, raw_end = int(row["raw_start_ns"]), int(row["raw_end_ns"])
+            shifts = (start - raw_start, raw_end - end)
+            start, end = raw_start, raw_end
         name = row["path"].rsplit("/", 1)[-1]
         region = _Region(row["path"], name, int(row["depth"]), row["lane"],
                          int(row.get("stream_id") or 0), None, None, duration,
-                         self_ns=_int_or_none(row.get("self_ns", "")))
+                         self_ns=_int_or_none(row.get("self_ns", "")),
+                         start_shift_ns=shifts[0], end_shift_ns=shifts[1])
         key = (int(row["graph_id"]), int(row["replay_index"]))
         grouped.setdefault(key, []).append((region, start, end))
     reports = []
@@ -587,7 +601,9 @@ def _annotate(match: _Match, rows: _Rows, slices: List[Dict[str, Any]]) -> Tuple
                 region.duration_ns is None:
             continue
         begin, end = kernel_of[region.begin_marker], kernel_of[region.end_marker]
-        spans.append((begin.anchor, max(end.anchor, begin.anchor), region))
+        spans.append((begin.anchor, max(end.anchor, begin.anchor), region))  # labels by anchors
+        lo = begin.anchor + region.start_shift_ns
+        hi = max(end.anchor - region.end_shift_ns, lo)
         args = {"accgraph_path": region.path, "graph_id": report.graph_id,
                 "replay_index": report.replay_index, "duration_ns": region.duration_ns,
                 "lane": region.lane, "stream_id": region.stream_id}
@@ -597,8 +613,7 @@ def _annotate(match: _Match, rows: _Rows, slices: List[Dict[str, Any]]) -> Tuple
             args.setdefault(key, value)
         slices.append({"ph": "X", "cat": CATEGORY, "name": region.name, "pid": begin.row[0],
                        "tid": rows.tid(begin.row, region.lane, region.depth),
-                       "ts": _us(begin.anchor),
-                       "dur": _us(max(end.anchor, begin.anchor) - begin.anchor), "args": args})
+                       "ts": _us(lo), "dur": _us(hi - lo), "args": args})
     for rank, index in enumerate(report.order):
         seq.records[rank].event.setdefault("args", {})["accgraph_marker"] = index
     seq.end.event.setdefault("args", {})["accgraph_marker"] = "end"
