@@ -83,7 +83,8 @@ def check_model_report(report):
         assert r.metadata == ({"layer": r.name[5:]} if r.depth == 0 else {})
     for i in range(LAYERS):
         layer, add, relu = report[3 * i], report[3 * i + 1], report[3 * i + 2]
-        assert layer.start_ns <= add.start_ns and add.end_ns == relu.start_ns <= relu.end_ns
+        assert layer.start_ns <= add.start_ns and add.end_ns <= relu.start_ns <= relu.end_ns
+        assert add.raw_end_ns == relu.raw_start_ns  # one marker between them
         assert relu.end_ns <= layer.end_ns
 
 

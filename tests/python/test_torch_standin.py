@@ -87,7 +87,7 @@ def test_one_report_per_replay_with_the_model_regions(torch):
         assert [r.path for r in report] == EXPECTED_PATHS
         for r in report:
             assert r.metadata == ({"layer": r.path[5]} if r.depth == 0 else {})
-            assert r.duration_ns >= {"add": ADD_S, "relu": RELU_S}.get(r.name, ADD_S + RELU_S) * 1e9
+            assert r.raw_duration_ns >= {"add": ADD_S, "relu": RELU_S}.get(r.name, ADD_S + RELU_S) * 1e9
         capture_stream = accgraph.torch._streams[(0, torch.cuda.side_stream.cuda_stream)]
         assert {r.stream_id for r in report} == {capture_stream.id}
 
@@ -350,7 +350,7 @@ def test_graph_region_times_each_graph_as_a_whole(torch):
         h.replay()
         prof.flush()
     first, second = prof.reports()
-    assert [r.path for r in first] == ["graph"] and first[0].duration_ns >= ADD_S * 1e9
+    assert [r.path for r in first] == ["graph"] and first[0].raw_duration_ns >= ADD_S * 1e9
     assert [r.path for r in second] == ["graph"] + [f"graph/{p}" for p in EXPECTED_PATHS]
 
 

@@ -615,9 +615,14 @@ def check_annotated(trace, summary, tolerance_ns=100):
     for s in slices(trace):
         replay = f"{s['args']['graph_id']}:{s['args']['replay_index']}"
         start = round(s["ts"] * 1000)
+        end = start + round(s["dur"] * 1000)
+        # A slice moved in by the marker overhead (half at each edge, RegionTiming's rule)
+        # says how far apart its markers were: its edges on the marker kernels are those.
+        taken = s["args"].get("raw_duration_ns", s["args"]["duration_ns"]) - \
+            s["args"]["duration_ns"]
+        start, end = start - taken // 2, end + (taken - taken // 2)
         regions.setdefault(replay, []).append(
-            (start, start + round(s["dur"] * 1000), s["args"]["accgraph_path"].count("/"),
-             s["args"]["accgraph_path"]))
+            (start, end, s["args"]["accgraph_path"].count("/"), s["args"]["accgraph_path"]))
     marks = {}  # replay -> [(start, end)] of its marker kernels
     work = {}
     for k in kernels(trace):

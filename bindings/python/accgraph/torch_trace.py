@@ -609,6 +609,9 @@ def _annotate(match: _Match, rows: _Rows, slices: List[Dict[str, Any]]) -> Tuple
                 "lane": region.lane, "stream_id": region.stream_id}
         if region.self_ns is not None:
             args["self_ns"] = region.self_ns
+        if region.start_shift_ns or region.end_shift_ns:  # the markers' distance, as read
+            args["raw_duration_ns"] = \
+                region.duration_ns + region.start_shift_ns + region.end_shift_ns
         for key, value in region.metadata.items():
             args.setdefault(key, value)
         slices.append({"ph": "X", "cat": CATEGORY, "name": region.name, "pid": begin.row[0],
@@ -697,7 +700,9 @@ def annotate_trace(trace: Union[str, os.PathLike, Dict[str, Any]],
     ``.json.gz``, or the loaded dict) with accgraph's regions as ``gpu_user_annotation`` slices
     (rows of their own per lane and depth, under the GPU stream the replay ran on; args:
     ``accgraph_path``, ``graph_id``, ``replay_index``, ``duration_ns`` as reported, ``self_ns``
-    where the reports have it, ``lane``, ``stream_id`` and the region's metadata) and each
+    where the reports have it, ``raw_duration_ns`` where the report took the marker overhead off
+    (the slice then lies that much inside its marker kernels, half at each edge), ``lane``,
+    ``stream_id`` and the region's metadata) and each
     kernel of a timed replay carrying ``args["accgraph_region"]`` (its innermost region's path,
     "" when outside every region) and ``args["accgraph_replay"]`` ("graph_id:replay_index");
     accgraph's marker kernels carry ``args["accgraph_marker"]``. Kernels of other work are left
