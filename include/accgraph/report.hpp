@@ -104,7 +104,8 @@ class RegionTiming {
   /// The region's edges on the backend's marker clock, with the report's marker overhead
   /// (ReportSource::marker_overhead_ns) taken off: half after the start marker's time, half
   /// before the end marker's, when the markers are further apart than that overhead. A region
-  /// no longer than the overhead is reported as its markers read it (never negative).
+  /// no longer than the overhead is reported as its markers read it (never negative): its
+  /// edges may then lie up to half the overhead outside those of a region around it.
   uint64_t start_ns() const { return start_ns_; }
   uint64_t end_ns() const { return end_ns_; }
   uint64_t duration_ns() const { return end_ns_ >= start_ns_ ? end_ns_ - start_ns_ : 0; }

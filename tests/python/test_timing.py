@@ -48,7 +48,7 @@ def test_reports_and_regions(stream):
     assert outer.stream_id == stream.id
     assert fill.measurable and fill.end_ns >= fill.start_ns
     assert fill.duration_ns == fill.end_ns - fill.start_ns
-    assert outer.start_ns <= fill.start_ns and fill2.end_ns <= outer.end_ns
+    assert outer.raw_start_ns <= fill.raw_start_ns and fill2.raw_end_ns <= outer.raw_end_ns
     assert r[-1].path == "outer/fill2"
     with pytest.raises(IndexError):
         r[3]
