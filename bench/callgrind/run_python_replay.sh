@@ -3,9 +3,11 @@
 # host backend's own replay (HostGraph::replay: the enqueue a GPU backend's launch replaces), on
 # the launching thread. Each figure is a difference between N2 and N1 replays over N2 - N1, so
 # setup and exit cancel out:
-#   binding + core  from nanobind's bound-method call to the backend: nanobind's dispatch, the
-#                   binding (GraphUse, the GIL release, the stream's share and replayed_on) and
-#                   AcceleratorGraph::replay (checks, hooks, the stream lookup); the figure to cut
+#   binding + core  from the binding's entry (Graph.replay's method, Note [Replay method] in
+#                   bindings/python/src/graph.cpp; a nanobind function's bound-method call before
+#                   it) to the backend: the argument parsing, the binding (GraphUse, the GIL
+#                   release, the stream's share and replayed_on) and AcceleratorGraph::replay
+#                   (checks, hooks, the stream lookup); the figure to cut
 #   core            AcceleratorGraph::replay alone;  GIL  the release and re-acquisition
 #   with Python     the whole thread (the interpreter's loop and call too) but the final
 #                   synchronize (its waits depend on how far the host worker got)
@@ -29,8 +31,8 @@ export PYTHONHASHSEED=0
 
 # mode count -> "total backend core gil call": the launching thread's instructions (less
 # Stream::synchronize) and the
-# inclusive instructions of HostGraph::replay, of AcceleratorGraph::replay minus it, of the GIL's
-# release plus re-acquisition (nanobind::gil_scoped_release) and of nanobind's bound-method call.
+# inclusive instructions of HostGraph::replay, of AcceleratorGraph::replay, of the GIL's release
+# plus re-acquisition (nanobind::gil_scoped_release) and of the binding's entry.
 count() {
   local dir; dir=$(mktemp -d)
   valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$dir/out" \
@@ -47,11 +49,12 @@ count() {
     /:accgraph::AcceleratorGraph::replay\(accgraph::Stream&\)/ { keep("core", v) }
     /:nanobind::gil_scoped_release::gil_scoped_release\(\)/ { keep("release", v) }
     /:nanobind::gil_scoped_release::~gil_scoped_release\(\)/ { keep("acquire", v) }
-    /:nanobind::detail::nb_bound_method_vectorcall\(/ { keep("call", v) }
+    /:nanobind::detail::nb_bound_method_vectorcall\(/ { keep("nanobind", v) }
+    /:accgraph::python::\(anonymous namespace\)::replay_method\(/ { keep("method", v) }
     /:accgraph::Stream::synchronize\(\)/ { keep("sync", v) }
     END {
       if (total > 0) printf "%d %d %d %d %d", total - best["sync"], best["backend"], best["core"],
-                            best["release"] + best["acquire"], best["call"] }')
+                            best["release"] + best["acquire"], best["nanobind"] + best["method"] }')
   rm -rf "$dir"
   [[ -n $counts ]] || { echo "run_python_replay.sh: no callgrind summary for $1 $2" >&2; exit 1; }
   echo "$counts"
