@@ -168,8 +168,8 @@ void replay(PyGraph& self, PyStream* stream) {
 // of torch.cuda.CUDAGraph.replay(). The arguments are the nanobind version's (stream=None,
 // positional or keyword, an accgraph.Stream or None) and so are the errors: a C++ exception is
 // rethrown inside a nanobind function (raise_pending), whose translators raise what nanobind
-// would. The price: nanobind's stubgen writes it as `replay: types.MethodDescriptorType` (no
-// typed signature; inspect.signature gives (self, /, stream=None) from the docstring).
+// would. stubgen cannot type it (it would write a MethodDescriptorType attribute): its stub
+// entry comes from bindings/python/stubgen_patterns.txt; inspect.signature reads the docstring.
 thread_local std::exception_ptr pending_error;
 
 // Sets the Python error for pending_error through nanobind's exception translation; nullptr.
