@@ -9,8 +9,10 @@
 #                   release, the stream's share and replayed_on) and AcceleratorGraph::replay
 #                   (checks, hooks, the stream lookup); the figure to cut
 #   core            AcceleratorGraph::replay alone;  GIL  the release and re-acquisition
-#   with Python     the whole thread (the interpreter's loop and call too) but the final
-#                   synchronize (its waits depend on how far the host worker got)
+#   with Python     the whole thread but the final synchronize, less the backend: the
+#                   interpreter's loop and call too, and also the allocator's work behind the host
+#                   worker's frees (malloc_consolidate), which moves it by up to ~250 from run to
+#                   run: indicative only (the C++ loop's row shows that part alone)
 # for g.replay(), g.replay(stream) and the C++ loop of Graph._replay_loop_ns (no binding). Usage:
 #   bench/callgrind/run_python_replay.sh [PYTHON] [N1] [N2]
 # PYTHON: an interpreter that imports accgraph (default: build/venv/bin/python, else python3;
