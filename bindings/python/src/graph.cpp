@@ -191,20 +191,27 @@ PyObject* replay_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
   Py_ssize_t given = nargs + (kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0);
   if (given > 1)
     return PyErr_Format(PyExc_TypeError,
-                        "Graph.replay() takes at most 1 argument (stream) (%zd given)", given);
+                        "Graph.replay() takes at most 1 argument (stream) (%zd given): pass "
+                        "the stream to replay on, or nothing for the capture stream",
+                        given);
   if (kwnames != nullptr && nargs == 0 && given == 1) {
     PyObject* name = PyTuple_GET_ITEM(kwnames, 0);
     if (PyUnicode_CompareWithASCIIString(name, "stream") != 0)
-      return PyErr_Format(PyExc_TypeError, "Graph.replay() got an unexpected keyword argument '%U'",
+      return PyErr_Format(PyExc_TypeError,
+                          "Graph.replay() got an unexpected keyword argument '%U': its only "
+                          "argument is stream",
                           name);
   }
   PyStream* stream = nullptr;
   if (given == 1 && args[0] != Py_None && !nb::try_cast<PyStream*>(nb::handle(args[0]), stream))
     return PyErr_Format(PyExc_TypeError,
-                        "Graph.replay(): stream must be an accgraph.Stream or None, not %s",
+                        "Graph.replay(): stream must be an accgraph.Stream or None, not %s: "
+                        "pass a Stream of the graph's backend and device",
                         Py_TYPE(args[0])->tp_name);
   if (!nb::inst_ready(self))
-    return PyErr_Format(PyExc_TypeError, "Graph.replay(): the Graph is not initialized");
+    return PyErr_Format(PyExc_TypeError,
+                        "Graph.replay(): the Graph is not initialized: create it with "
+                        "accgraph.Graph(backend)");
   try {
     replay(*nb::inst_ptr<PyGraph>(self), stream);
   } catch (...) {
