@@ -70,6 +70,15 @@ Error state_error(const char* operation, uint64_t id, GraphState state, const ch
                      backend);
 }
 
+Error foreign_replay_error(uint64_t id, const std::string& backend) {
+  return order_error("replay", id, "is a foreign graph, which its owner launches",
+                     "call ForeignGraph::launch(stream, fn) with the owner's launch", backend);
+}
+
+Error still_capturing_error(uint64_t id, const std::string& backend) {
+  return order_error("replay", id, "is still capturing", "call capture_end() first", backend);
+}
+
 std::string supported_modes(const Capabilities& caps) {
   std::string text = "Default";
   for (CaptureMode mode : caps.capture_modes) text += fmt::format(", {}", to_string(mode));
@@ -244,15 +253,28 @@ void AcceleratorGraph::replay() {
                             "destroyed: pass a stream of the capture device to replay(stream)",
                             capture_stream_id_, id_),
                 backend_name_);
+  if (foreign_) throw foreign_replay_error(id_, backend_name_);
+  if (state_ == GraphState::Capturing) throw still_capturing_error(id_, backend_name_);
+  // Note [Replay fast path]: Python's Graph.replay() comes this way on every call (issue 21:
+  // under 0.5x torch's replay), so it does only what a replay needs. capture_begin checked this
+  // stream's backend and read device_ from it, so replay(stream)'s checks of the stream hold
+  // without asking again (no exported Stream call, no string compare). Whether hooks run is
+  // decided once per replay (instruments of this capture, replay observers: one relaxed load);
+  // without them no Stream handle is made and the replay is the backend's launch plus a few
+  // loads; with them the hooked path is the one it always was (replay_hooked). An observer
+  // installed during a replay sees the next one, both begin and end.
+  if (state_ == GraphState::Captured) instantiate();
+  if (!has_replay_hooks()) {
+    impl_->replay(*state->impl);
+    ++replay_count_;
+    return;
+  }
   Stream stream = detail::StreamAccess::handle(std::move(state));
-  replay(stream);
+  replay_hooked(stream);
 }
 
 void AcceleratorGraph::replay(Stream& stream) {
-  if (foreign_)
-    throw order_error("replay", id_, "is a foreign graph, which its owner launches",
-                      "call ForeignGraph::launch(stream, fn) with the owner's launch",
-                      backend_name_);
+  if (foreign_) throw foreign_replay_error(id_, backend_name_);
   replay_on(stream);
 }
 
@@ -261,18 +283,30 @@ void AcceleratorGraph::replay_on(Stream& stream) {
     throw order_error("replay", id_, "has nothing captured",
                       "capture work with capture_begin/capture_end before replaying",
                       backend_name_);
-  if (state_ == GraphState::Capturing)
-    throw order_error("replay", id_, "is still capturing", "call capture_end() first",
-                      backend_name_);
-  detail::StreamAccess::shared(stream, "replay");
-  if (stream.backend_name() != backend_name_ || stream.device() != device_)
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("replay: graph {} was captured on {} device {} but the stream is on "
-                            "{} device {}: replay on a stream of the capture device",
-                            id_, backend_name_, device_, stream.backend_name(), stream.device()),
-                backend_name_);
+  if (state_ == GraphState::Capturing) throw still_capturing_error(id_, backend_name_);
+  const detail::StreamState& target = *detail::StreamAccess::shared(stream, "replay");
+  if (target.backend_name != backend_name_ || target.impl->device() != device_)
+    throw Error(
+        ErrorCode::InvalidArgument,
+        fmt::format("replay: graph {} was captured on {} device {} but the stream is on "
+                    "{} device {}: replay on a stream of the capture device",
+                    id_, backend_name_, device_, target.backend_name, target.impl->device()),
+        backend_name_);
   if (state_ == GraphState::Captured) instantiate();
+  if (!has_replay_hooks()) {  // Note [Replay fast path]
+    impl_->replay(*target.impl);
+    ++replay_count_;
+    return;
+  }
+  replay_hooked(stream);
+}
 
+bool AcceleratorGraph::has_replay_hooks() const noexcept {
+  return !instruments_.empty() ||
+         detail::replay_observer_count.load(std::memory_order_relaxed) != 0;
+}
+
+void AcceleratorGraph::replay_hooked(Stream& stream) {
   detail::notify_replay_observers([&](GraphObserver& o) { o.on_replay_begin(*this, stream); });
   for (const auto& instrument : instruments_) instrument->before_replay(*this, stream);
   try {

@@ -9,6 +9,8 @@ measured in the same run:
          same 10 kernels, host time of one call after a synchronize (median); needs torch and
          a GPU, skipped with the reason otherwise. The kernels are torch's in-place adds,
          captured into the accgraph graph on an accgraph stream (torch launches them on it).
+         Also the same graph's C++ replay() (Graph._replay_loop_ns(1), one call after a
+         synchronize) against torch: what the launch costs without the Python binding.
 
     python bench/python/bench_python.py [--calls N] [--rounds R] [--skip-cuda]
 
@@ -78,8 +80,9 @@ def bench_host_region(calls: int, rounds: int) -> Tuple[float, float]:
     return median_per_call(python_loop, calls, rounds), median_per_call(cpp_loop, calls, rounds)
 
 
-def bench_cuda_replay(rounds: int) -> Tuple[Optional[Tuple[float, float]], str]:
-    """(accgraph median ns, torch median ns), or None and why it was skipped."""
+def bench_cuda_replay(rounds: int) -> Tuple[Optional[Tuple[float, float, float]], str]:
+    """(accgraph median ns, torch median ns, accgraph C++ median ns), or None and why it was
+    skipped."""
     try:
         import torch
     except ImportError:
@@ -131,12 +134,17 @@ def bench_cuda_replay(rounds: int) -> Tuple[Optional[Tuple[float, float]], str]:
     before = x[0].item()
     a = one_call(ours.replay, stream.synchronize)
     b = one_call(theirs.replay, torch.cuda.synchronize)
+    c = []
+    for _ in range(rounds):
+        stream.synchronize()
+        c.append(ours._replay_loop_ns(1))
+    stream.synchronize()
     after = x[0].item()
-    expected = before + kernels * 2 * rounds
+    expected = before + kernels * 3 * rounds
     if after != expected:
         return None, f"the graphs did not run their kernels (x went from {before} to {after}, " \
                      f"expected {expected})"
-    return (statistics.median(a), statistics.median(b)), ""
+    return (statistics.median(a), statistics.median(b), statistics.median(c)), ""
 
 
 def main() -> int:
@@ -155,7 +163,11 @@ def main() -> int:
     if not args.skip_cuda:
         result, skipped = bench_cuda_replay(args.rounds * 20)
         if result:
-            rows.append(("cuda Graph.replay(), 10 kernels", "torch CUDAGraph.replay()", *result))
+            ours, theirs, cpp = result
+            rows.append(("cuda Graph.replay(), 10 kernels", "torch CUDAGraph.replay()", ours,
+                         theirs))
+            rows.append(("cuda C++ replay(), 10 kernels", "torch CUDAGraph.replay()", cpp,
+                         theirs))
     else:
         skipped = "--skip-cuda"
 

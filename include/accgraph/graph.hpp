@@ -109,6 +109,11 @@ class ACCGRAPH_API AcceleratorGraph {
   void check_foreign_capture(Stream& stream) const;
   // replay(stream) without the foreign-graph check (ForeignGraph::launch comes this way).
   void replay_on(Stream& stream);
+  // Whether a replay calls hooks: replay observers or this capture's instruments (Note [Replay
+  // fast path] in graph.cpp: without them a replay makes no Stream handle).
+  bool has_replay_hooks() const noexcept;
+  // The launch with its hooks around it, on a stream the replay checked.
+  void replay_hooked(Stream& stream);
   void abort_capture_noexcept() noexcept;
   void finish_capture_streams() noexcept;
   // A stream is being destroyed (StreamAccess::destroy); aborts the capture that began on it.

@@ -97,6 +97,31 @@ def test_replay_on_another_stream(stream):
     assert read(buf) == b"\x03" * 8
 
 
+def test_replay_takes_stream_positional_or_keyword_or_none(stream):
+    # Graph.replay is a plain CPython method (Note [Replay method] in bindings/python/src/graph.cpp)
+    buf = host_buffer(stream, 8)
+    g = fill_graph(stream, buf, 4)
+    other = accgraph.Stream(stream.backend)
+    g.replay()
+    g.replay(None)
+    g.replay(stream=None)
+    g.replay(other)
+    g.replay(stream=other)
+    other.synchronize()
+    stream.synchronize()
+    assert g.replay_count == 5
+    with pytest.raises(TypeError, match="stream must be an accgraph.Stream or None, not int"):
+        g.replay(1)
+    with pytest.raises(TypeError, match=r"at most 1 argument \(stream\) \(2 given\)"):
+        g.replay(other, other)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'streams'"):
+        g.replay(streams=other)
+    with pytest.raises(TypeError):
+        accgraph.Graph.replay(other)  # not a Graph
+    assert g.replay_count == 5
+    assert "Runs without the GIL" in accgraph.Graph.replay.__doc__
+
+
 def test_replay_on_a_stream_of_another_backend_is_an_invalid_argument(stream):
     if stream.backend == "host":
         pytest.skip("needs a second backend")

@@ -184,3 +184,36 @@ TEST_CASE("a profiler hooks only the replays of the graphs it times") {
   timed.reset();
   CHECK(timed.replay_hooks() == 0);
 }
+
+// Note [Replay fast path] in core/graph.cpp: a replay with no hook makes no Stream handle; one
+// installed later is called from the next replay on, with the stream the replay runs on.
+TEST_CASE("an observer installed after the capture sees the next replays, on their streams") {
+  struct StreamObserver : accgraph::GraphObserver {
+    std::vector<uint64_t> begins, ends;
+    void on_replay_begin(accgraph::AcceleratorGraph&, accgraph::Stream& s) override {
+      begins.push_back(s.id());
+    }
+    void on_replay_end(accgraph::AcceleratorGraph&, accgraph::Stream& s) override {
+      ends.push_back(s.id());
+    }
+  } observer;
+  accgraph::Stream stream = accgraph::Stream::create("host");
+  accgraph::Stream other = accgraph::Stream::create("host");
+  accgraph::AcceleratorGraph graph("host");
+  graph.capture_begin(stream);
+  graph.capture_end();
+  graph.replay();  // no hook yet
+  {
+    accgraph::ObserverHandle handle = accgraph::add_graph_observer(observer);
+    CHECK(graph.replay_hooks() == 1);
+    graph.replay();
+    graph.replay(other);
+  }
+  graph.replay();  // removed: nothing more
+  graph.replay(other);
+  CHECK(observer.begins == std::vector<uint64_t>{stream.id(), other.id()});
+  CHECK(observer.ends == std::vector<uint64_t>{stream.id(), other.id()});
+  CHECK(graph.replay_count() == 5);
+  stream.synchronize();
+  other.synchronize();
+}

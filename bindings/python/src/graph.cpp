@@ -2,6 +2,7 @@
 // pool ids as tuples), and the map from a capturing C++ graph back to its Python owner.
 #include <atomic>
 #include <chrono>
+#include <exception>
 #include <unordered_map>
 
 #include <nanobind/stl/optional.h>
@@ -143,6 +144,91 @@ namespace {
 
 using GraphClass = nb::class_<PyGraph>;
 
+// Graph.replay(stream=None): the capture stream when `stream` is null (GIL held on entry).
+void replay(PyGraph& self, PyStream* stream) {
+  AcceleratorGraph& graph = *self.graph;
+  GraphUse use(self.busy, "Graph", "replay");
+  if (stream == nullptr) {
+    nb::gil_scoped_release release;
+    graph.replay();
+    return;
+  }
+  std::shared_ptr<Stream> s_owner = stream->share();
+  Stream& s = *s_owner;
+  if (!self.captured_buffers.empty()) self.replayed_on.add(stream->stream);
+  nb::gil_scoped_release release;
+  graph.replay(s);
+}
+
+// Note [Replay method]: Graph.replay is a plain CPython method (METH_FASTCALL), not a nanobind
+// function: nanobind's dispatch of a method with a keyword default (the bound-method call, the
+// overload loop with its default substitution, the argument casters) cost 340 instructions per
+// call, 41% of what the binding and the core add to the backend's launch (callgrind,
+// bench/callgrind/run_python_replay.sh), and issue 21 asks Python's replay() to cost under 0.5x
+// of torch.cuda.CUDAGraph.replay(). The arguments are the nanobind version's (stream=None,
+// positional or keyword, an accgraph.Stream or None) and so are the errors: a C++ exception is
+// rethrown inside a nanobind function (raise_pending), whose translators raise what nanobind
+// would. stubgen cannot type it (it would write a MethodDescriptorType attribute): its stub
+// entry comes from bindings/python/stubgen_patterns.txt; inspect.signature reads the docstring.
+thread_local std::exception_ptr pending_error;
+
+// Sets the Python error for pending_error through nanobind's exception translation; nullptr.
+PyObject* raise_pending() {
+  static PyObject* rethrow = nb::cpp_function([] {
+                               std::exception_ptr error = std::move(pending_error);
+                               pending_error = nullptr;
+                               std::rethrow_exception(error);
+                             })
+                                 .release()
+                                 .ptr();  // kept for the process: nanobind functions are immortal
+  PyObject* result = PyObject_CallNoArgs(rethrow);
+  Py_XDECREF(result);  // always null: the function throws
+  return nullptr;
+}
+
+PyObject* replay_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                        PyObject* kwnames) {
+  Py_ssize_t given = nargs + (kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0);
+  if (given > 1)
+    return PyErr_Format(PyExc_TypeError,
+                        "Graph.replay() takes at most 1 argument (stream) (%zd given): pass "
+                        "the stream to replay on, or nothing for the capture stream",
+                        given);
+  if (kwnames != nullptr && nargs == 0 && given == 1) {
+    PyObject* name = PyTuple_GET_ITEM(kwnames, 0);
+    if (PyUnicode_CompareWithASCIIString(name, "stream") != 0)
+      return PyErr_Format(PyExc_TypeError,
+                          "Graph.replay() got an unexpected keyword argument '%U': its only "
+                          "argument is stream",
+                          name);
+  }
+  PyStream* stream = nullptr;
+  if (given == 1 && args[0] != Py_None && !nb::try_cast<PyStream*>(nb::handle(args[0]), stream))
+    return PyErr_Format(PyExc_TypeError,
+                        "Graph.replay(): stream must be an accgraph.Stream or None, not %s: "
+                        "pass a Stream of the graph's backend and device",
+                        Py_TYPE(args[0])->tp_name);
+  if (!nb::inst_ready(self))
+    return PyErr_Format(PyExc_TypeError,
+                        "Graph.replay(): the Graph is not initialized: create it with "
+                        "accgraph.Graph(backend)");
+  try {
+    replay(*nb::inst_ptr<PyGraph>(self), stream);
+  } catch (...) {
+    pending_error = std::current_exception();
+    return raise_pending();
+  }
+  Py_RETURN_NONE;
+}
+
+PyMethodDef replay_method_def = {
+    "replay", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&replay_method)),
+    METH_FASTCALL | METH_KEYWORDS,
+    "replay($self, /, stream=None)\n--\n\n"
+    "Replays on `stream` (an accgraph.Stream of the same backend and device, or None), or on "
+    "the capture stream when None (InvalidStateError once that stream was dropped). Runs "
+    "without the GIL."};
+
 // Capturing, instantiating, replaying and resetting: the C++ life cycle.
 void def_graph_capture_and_replay(GraphClass& cls) {
   cls.def(
@@ -183,25 +269,6 @@ void def_graph_capture_and_replay(GraphClass& cls) {
             self.graph->instantiate();
           },
           "Instantiates a graph captured with keep_graph=True.")
-      .def(
-          "replay",
-          [](PyGraph& self, PyStream* stream) {
-            AcceleratorGraph& graph = *self.graph;
-            GraphUse use(self.busy, "Graph", "replay");
-            if (stream == nullptr) {
-              nb::gil_scoped_release release;
-              graph.replay();
-            } else {
-              std::shared_ptr<Stream> s_owner = stream->share();
-              Stream& s = *s_owner;
-              if (!self.captured_buffers.empty()) self.replayed_on.add(stream->stream);
-              nb::gil_scoped_release release;
-              graph.replay(s);
-            }
-          },
-          nb::arg("stream").none() = nb::none(),
-          "Replays on `stream` (of the same backend and device), or on the capture stream when "
-          "None (InvalidStateError once that stream was dropped). Runs without the GIL.")
       .def("reset", &reset,
            "Drops the capture (aborting one in progress); the graph may capture again.");
 }
@@ -370,6 +437,11 @@ void bind_graph(nb::module_& m) {
   def_graph_capture_and_replay(cls);
   def_graph_extras(cls);
   def_graph_properties(cls);
+  // Note [Replay method]
+  nb::object replay_descriptor =
+      nb::steal(PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), &replay_method_def));
+  if (!replay_descriptor.is_valid()) throw nb::python_error();
+  cls.attr("replay") = replay_descriptor;
 }
 
 }  // namespace accgraph::python
