@@ -277,25 +277,30 @@ def kernel_events(profile: Any, torch: Any) -> List[Tuple[str, float, float]]:
     return kernels
 
 
+def profiled_replays(torch: Any, prof: Any, graph: Any, replays: int) -> Tuple[List[Any], Any]:
+    """`graph`'s reports of `replays` replays under torch.profiler (after 10 untraced ones),
+    and the profile. Called with `prof` instrumenting torch."""
+    for _ in range(10):
+        graph.replay()
+    torch.cuda.synchronize()
+    prof.flush()
+    first = prof.delivered
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+        for _ in range(replays):
+            graph.replay()
+        torch.cuda.synchronize()
+    prof.flush()
+    graph_id = accgraph.torch.foreign_graph(graph).id
+    return [r for r in prof.reports()[first:] if r.graph_id == graph_id], profile
+
+
 def bench_accuracy(torch: Any, replays: int) -> List[str]:
     lines = [f"3. accuracy: accgraph regions vs torch.profiler (CUPTI) kernels, {replays} replays"]
     prof = accgraph.Profiler(keep_reports=None)
     with accgraph.torch.instrumented(prof):
         model = make_model(torch, lambda op, layer: prof.region(f"layer{layer}.{op}", layer=layer))
         graph, _ = capture(torch, model)
-        for _ in range(10):
-            graph.replay()
-        torch.cuda.synchronize()
-        prof.flush()
-        first = prof.delivered
-        activities = [torch.profiler.ProfilerActivity.CUDA]
-        with torch.profiler.profile(activities=activities) as profile:
-            for _ in range(replays):
-                graph.replay()
-            torch.cuda.synchronize()
-        prof.flush()
-        graph_id = accgraph.torch.foreign_graph(graph).id
-    reports = [r for r in prof.reports()[first:] if r.graph_id == graph_id]
+        reports, profile = profiled_replays(torch, prof, graph, replays)
     ours = {name: [next(t for t in r if t.name == name).duration_ns for r in reports]
             for name in REGIONS}
     raw = {name: [next(t for t in r if t.name == name).raw_duration_ns for r in reports]
@@ -427,18 +432,7 @@ def bench_transformer(torch: Any, replays: int) -> List[str]:
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 model(x)
-        for _ in range(10):
-            graph.replay()
-        torch.cuda.synchronize()
-        prof.flush()
-        first = prof.delivered
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
-            for _ in range(replays):
-                graph.replay()
-            torch.cuda.synchronize()
-        prof.flush()
-        graph_id = accgraph.torch.foreign_graph(graph).id
-    reports = [r for r in prof.reports()[first:] if r.graph_id == graph_id]
+        reports, profile = profiled_replays(torch, prof, graph, replays)
     traced = replays_in_trace(profile, torch)
     if len(traced) != len(reports):
         lines.append(f"   torch.profiler shows {len(traced)} timed replays for {len(reports)} "
