@@ -46,9 +46,9 @@ struct Profiler::Impl final : ProfilerCore, GraphObserver {
   void on_reset(AcceleratorGraph& graph) override { retire_timing(graph, "reset"); }
 
   void on_destroy(AcceleratorGraph& graph) noexcept override {
+    forget(graph.id());
     try {
-      forget(graph.id());
-      retire_timing(graph, "destruction");
+      retire_timing(graph, "destruction");  // logs what it throws
     } catch (...) {
     }
   }

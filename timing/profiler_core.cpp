@@ -54,9 +54,14 @@ void ProfilerCore::detach() {
   attached_.clear();
 }
 
-void ProfilerCore::forget(uint64_t graph_id) {
-  std::lock_guard<std::mutex> lock(attach_mutex_);
-  attached_.erase(graph_id);
+void ProfilerCore::forget(uint64_t graph_id) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(attach_mutex_);
+    attached_.erase(graph_id);
+  } catch (const std::exception& e) {  // a failed lock: the id stays, never reused
+    log(LogLevel::Warning,
+        fmt::format("timing: forgetting destroyed graph {} failed: {}", graph_id, e.what()));
+  }
 }
 
 bool ProfilerCore::times(const AcceleratorGraph& graph) const {

@@ -40,7 +40,7 @@ class ProfilerCore : public detail::InstrumentOwner,
   void attach(uint64_t graph_id);
   void attach_all();
   void detach();
-  void forget(uint64_t graph_id);  // the graph is destroyed
+  void forget(uint64_t graph_id) noexcept;  // the graph is destroyed (logs a failure)
   bool times(const AcceleratorGraph& graph) const;
   /// This profiler's timing of `graph`'s current capture, or null.
   GraphTiming* timing_of(const AcceleratorGraph& graph) const;
