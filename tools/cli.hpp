@@ -52,6 +52,7 @@ struct DemoOptions {
   long ring = 0;
   long delay_us = 50;
   bool lanes = false;  ///< --lanes: the multi-stream workload with lanes
+  bool raw = false;    ///< --raw: durations as the markers read them (no overhead taken off)
 };
 
 /// Parses the arguments after `demo`. Throws UsageError.

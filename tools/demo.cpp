@@ -38,6 +38,7 @@ namespace {
 const char* const kDemoUsage =
     "usage: accgraph demo [--backend NAME] [--layers N] [--replays R] [--trace FILE]\n"
     "                     [--csv FILE] [--strategy NAME] [--ring K] [--delay-us US] [--lanes]\n"
+    "                     [--raw]\n"
     "\n"
     "Captures, per layer, a fill and a copy of a different size (and, where the backend can,\n"
     "a device delay of --delay-us microseconds), each in its own timed region inside a region\n"
@@ -61,6 +62,8 @@ const char* const kDemoUsage =
     "                   and \"comm\" regions (device delays), joined again; each region names a\n"
     "                   lane, a trace track of its own, and the two comm regions overlap in time\n"
     "                   (try --trace lanes.pftrace and open it in ui.perfetto.dev)\n"
+    "  --raw            durations as the markers read them: the device's marker overhead is\n"
+    "                   not taken off (it is by default: see `Marker overhead` in the README)\n"
     "\n"
     "The --trace and --csv paths are checked before the run, so a path that cannot be\n"
     "written fails at once; an existing file is replaced only once its new content is\n"
@@ -129,6 +132,8 @@ DemoOptions parse_demo_options(const std::vector<std::string>& args) {
       options.ring = parse_count(arg, value(), 1, kMaxDemoRing, kDemoUsage);
     } else if (arg == "--lanes") {
       options.lanes = true;
+    } else if (arg == "--raw") {
+      options.raw = true;
     } else if (arg == "--delay-us") {
       options.delay_us = parse_count(arg, value(), 0, kMaxDemoDelayUs, kDemoUsage);
     } else {
@@ -143,6 +148,7 @@ timing::ProfilerOptions demo_profiler_options(const DemoOptions& options) {
   timing::ProfilerOptions profiler_options;
   profiler_options.marker_strategy = options.strategy;
   profiler_options.ring_depth = static_cast<size_t>(options.ring);
+  profiler_options.subtract_marker_overhead = !options.raw;
   // Only the trace needs the reports; the table and the CSV need the statistics alone.
   profiler_options.keep_reports =
       options.trace_path.empty() ? timing::KeepReports(0) : timing::KeepReports::all();

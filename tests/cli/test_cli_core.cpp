@@ -97,6 +97,8 @@ TEST_CASE("demo: reports are kept only for --trace") {
       demo_profiler_options(parse_demo_options({"--strategy", "x", "--ring", "3"}));
   CHECK(options.marker_strategy == "x");
   CHECK(options.ring_depth == 3);
+  CHECK(options.subtract_marker_overhead);
+  CHECK_FALSE(demo_profiler_options(parse_demo_options({"--raw"})).subtract_marker_overhead);
 }
 
 TEST_CASE("demo: --trace picks the format by the file name, --lanes the lanes workload") {
