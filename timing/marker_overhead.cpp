@@ -71,8 +71,8 @@ Cache& cache() {
   return instance;
 }
 
-// The smallest interval of each kind over the replays after the first: [0] around a delay
-// (minus the delay), [1] back to back. UINT64_MAX: none measured.
+// The smallest interval of each kind over the replays after the first (UINT64_MAX: none
+// measured): around a delay, minus the delay; between two markers back to back.
 struct Smallest {
   uint64_t around_work = UINT64_MAX;
   uint64_t back_to_back = UINT64_MAX;
