@@ -312,10 +312,9 @@ void AcceleratorGraph::replay_hooked(Stream& stream) {
   try {
     impl_->replay(detail::StreamAccess::impl(stream));
   } catch (...) {
-    // Only a foreign graph's owner launch can have run work and still thrown (Note [Launch
-    // fences] in timing/marker_ring.cpp); the profilers are told, then the exception goes on.
-    if (foreign_)
-      for (const auto& instrument : instruments_) instrument->after_failed_replay(*this, stream);
+    // The profilers are told, then the exception goes on. Only a foreign graph's owner launch
+    // can have run work and still thrown (Note [Launch fences] in timing/marker_ring.cpp).
+    for (const auto& instrument : instruments_) instrument->after_failed_replay(*this, stream);
     throw;
   }
   ++replay_count_;

@@ -128,9 +128,12 @@ void GraphTiming::before_replay(AcceleratorGraph& graph, Stream& stream) {
   if (!core) return;
   if (detail::StreamAccess::capturing(stream)) refuse_nested_replay(graph, stream);
   if (!overhead_known_) measure_overhead(*core);
-  // Never overwrite a slot that was not read: collect the oldest replay first (counted).
-  if (layout_) core->make_room(*ring_);
-  ring_->before_launch(detail::GraphAccess::impl(graph), detail::StreamAccess::impl(stream));
+  // Never overwrite a slot that was not read: while the ring is full, collect its oldest replay
+  // first (counted). One ring lock per launch when it is not (Note [Launch path]).
+  GraphImplInterface& impl = detail::GraphAccess::impl(graph);
+  StreamImpl& stream_impl = detail::StreamAccess::impl(stream);
+  while (!ring_->before_launch(impl, stream_impl, layout_ != nullptr)) core->make_room(*ring_);
+  launching_core_ = std::move(core);
 }
 
 // Note [Marker overhead] in marker_overhead.cpp: the capture could not measure it; the first
@@ -145,9 +148,14 @@ void GraphTiming::measure_overhead(ProfilerCore& core) {
   layout_ = std::make_shared<const ReportLayout>(std::move(source), layout_->regions());
 }
 
+// Note [Launch path]: every timed launch pays before_replay and after_replay on the launching
+// thread (issue 21: <= 100 ns beyond the backend's own marker calls), so they lock the profiler
+// once per launch (the core before_replay locked is kept for after_replay: a launch's two halves
+// run on one thread, one launch of a graph at a time) and its ring twice (before: the room check
+// and the backend call together; after: the backend call and the pending entry).
 void GraphTiming::after_replay(AcceleratorGraph& graph, Stream& stream) {
-  std::shared_ptr<ProfilerCore> core = reporting_core();
-  if (!core) return;
+  std::shared_ptr<ProfilerCore> core = std::move(launching_core_);
+  if (!core || retired_.load(std::memory_order_relaxed)) return;
   if (detail::GraphAccess::fenced_launch(graph))
     ring_->after_foreign_launch(detail::GraphAccess::impl(graph),
                                 detail::StreamAccess::impl(stream), layout_,
@@ -158,11 +166,13 @@ void GraphTiming::after_replay(AcceleratorGraph& graph, Stream& stream) {
   core->sequence_done(*ring_, ProfilerCore::Sequence::GraphReplay);
 }
 
-// The owner's launch of a foreign graph raised: it may have run (Note [Launch fences]).
+// The launch raised; a foreign graph's owner launch may have run (Note [Launch fences]).
 void GraphTiming::after_failed_replay(AcceleratorGraph& graph, Stream& stream) noexcept {
+  launching_core_.reset();  // no after_replay comes for this launch
   try {
-    // Unfenced (LaunchCheck::Trusted): the number is given to the next launch, as before.
-    if (!reporting_core() || !detail::GraphAccess::fenced_launch(graph)) return;
+    // Not fenced (an accgraph graph's launch ran nothing; a foreign one with
+    // LaunchCheck::Trusted): the number is given to the next launch, as before.
+    if (!detail::GraphAccess::fenced_launch(graph) || !reporting_core()) return;
     ring_->after_foreign_launch(detail::GraphAccess::impl(graph),
                                 detail::StreamAccess::impl(stream), layout_,
                                 MarkerRing::LaunchOutcome::Raised);

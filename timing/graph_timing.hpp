@@ -76,6 +76,9 @@ class GraphTiming final : public detail::GraphInstrument {
   std::shared_ptr<Recording> capture_;  // while capturing
   std::shared_ptr<const ReportLayout> layout_;  // after end_capture; null: no region recorded
   bool overhead_known_ = false;  // measure_overhead ran (on the first launch's thread)
+  // From before_replay to after_replay (or after_failed_replay) of one launch: Note [Launch
+  // path] in graph_timing.cpp.
+  std::shared_ptr<ProfilerCore> launching_core_;
   std::atomic<bool> ended_{false};
   std::atomic<bool> retired_{false};
 };

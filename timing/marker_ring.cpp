@@ -89,13 +89,18 @@ void MarkerRing::end_sequence(StreamImpl& stream) {
 
 bool MarkerRing::full() const {
   std::lock_guard<std::mutex> lock(mutex_);
+  return full_locked();
+}
+
+bool MarkerRing::full_locked() const {
   // Before skipping a number (Note [Launch fences]) every pending sequence is collected: the
   // skip moves the slots later launches use, which must not be slots still unread.
   return pending_.size() >= depth_ || (out_of_step_ && !pending_.empty());
 }
 
-void MarkerRing::before_launch(GraphImplInterface& graph, StreamImpl& stream) {
+bool MarkerRing::before_launch(GraphImplInterface& graph, StreamImpl& stream, bool needs_room) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (needs_room && full_locked()) return false;
   if (out_of_step_) {  // Note [Launch fences]: a number the backend does not expect re-aligns it
     ++next_sequence_;
     out_of_step_ = false;
@@ -104,7 +109,9 @@ void MarkerRing::before_launch(GraphImplInterface& graph, StreamImpl& stream) {
   if (!depth_final_) {  // Note [Marker budget] in backend.hpp: sized by now, and for good
     depth_ = std::max<size_t>(1, markers_->ring_depth());
     depth_final_ = true;
+    pending_.reserve(depth_);  // launches that run ahead allocate nothing (Note [Launch path])
   }
+  return true;
 }
 
 void MarkerRing::after_launch(GraphImplInterface& graph, StreamImpl& stream,

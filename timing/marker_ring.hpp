@@ -2,13 +2,14 @@
 // in launch order and the launched ones queued until their report is collected (timing-internal).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "accgraph/report.hpp"
 #include "accgraph/spi/backend.hpp"
@@ -53,9 +54,12 @@ class MarkerRing {
 
   /// True when one more launch would reuse the slot of a sequence not collected yet.
   bool full() const;
-  /// Around one launch of a graph holding these markers. `layout`: what the launch's report
-  /// lays out, or null when it has nothing to report (a capture without regions).
-  void before_launch(GraphImplInterface& graph, StreamImpl& stream);
+  /// Around one launch of a graph holding these markers. before_launch does nothing and returns
+  /// false when `needs_room` and the ring is full() (collect its oldest sequence, then call it
+  /// again): the check and the backend call take one lock, on every timed launch.
+  /// after_launch's `layout`: what the launch's report lays out, or null when it has nothing to
+  /// report (a capture without regions).
+  bool before_launch(GraphImplInterface& graph, StreamImpl& stream, bool needs_room);
   void after_launch(GraphImplInterface& graph, StreamImpl& stream,
                     std::shared_ptr<const ReportLayout> layout);
   /// A ForeignGraph's launch (fenced rings): after_launch when the owner's launch returned,
@@ -89,6 +93,7 @@ class MarkerRing {
   void wait_last_launch();
 
  private:
+  bool full_locked() const;  // full(); caller holds mutex_
   // The fence markers for eager fences on `stream`'s queue (one set per native queue: the SPI
   // gives a marker set's eager sequences to one stream). Caller holds mutex_.
   TimestampMarkers& fence_for(StreamImpl& stream);
@@ -101,6 +106,45 @@ class MarkerRing {
   // (an overwritten slot) is nullopt too. Caller holds mutex_.
   std::optional<std::vector<uint64_t>> read_if_complete(uint64_t sequence, size_t count);
 
+  // The launched sequences not collected yet, oldest first: a circular buffer whose capacity
+  // (a power of two) doubles when it is full and never shrinks, so a launch allocates nothing
+  // once the ring has held its most (Note [Launch path] in graph_timing.cpp; a std::deque
+  // allocated a block every 9 launches).
+  class PendingQueue {
+   public:
+    bool empty() const { return size_ == 0; }
+    size_t size() const { return size_; }
+    Pending& front() { return slots_[head_]; }
+    const Pending& front() const { return slots_[head_]; }
+    void push_back(Pending pending) {
+      if (size_ == slots_.size()) grow(slots_.empty() ? 16 : 2 * slots_.size());
+      slots_[(head_ + size_) & (slots_.size() - 1)] = std::move(pending);
+      ++size_;
+    }
+    // Room for `count` entries without growing (at most 4096 reserved ahead).
+    void reserve(size_t count) {
+      size_t capacity = 16;
+      while (capacity < std::min<size_t>(count, 4096)) capacity *= 2;
+      if (capacity > slots_.size()) grow(capacity);
+    }
+    void pop_front() {
+      slots_[head_] = Pending{};  // drops its layout now, not when the slot is reused
+      head_ = (head_ + 1) & (slots_.size() - 1);
+      --size_;
+    }
+
+   private:
+    void grow(size_t capacity) {  // a power of two, >= size_
+      std::vector<Pending> grown(capacity);
+      for (size_t i = 0; i < size_; ++i)
+        grown[i] = std::move(slots_[(head_ + i) & (slots_.size() - 1)]);
+      slots_.swap(grown);
+      head_ = 0;
+    }
+    std::vector<Pending> slots_;
+    size_t head_ = 0, size_ = 0;
+  };
+
   std::unique_ptr<TimestampMarkers> markers_;
   const ReportSource source_;
   const uint64_t graph_id_;
@@ -109,7 +153,7 @@ class MarkerRing {
   bool depth_final_ = false;  // the first launch began: the depth no longer changes
   uint64_t next_sequence_ = 0;
   uint64_t launches_ = 0;  // counted launches: the next report's replay_index
-  std::deque<Pending> pending_;
+  PendingQueue pending_;
 
   // Fenced rings only (Note [Launch fences]).
   Backend* backend_ = nullptr;

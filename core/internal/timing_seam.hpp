@@ -37,8 +37,8 @@ class GraphInstrument {
   virtual bool active() const noexcept = 0;
   virtual void before_replay(AcceleratorGraph& graph, Stream& stream) = 0;
   virtual void after_replay(AcceleratorGraph& graph, Stream& stream) = 0;
-  /// A foreign graph's launch threw after before_replay (the owner's launch raised: it may or
-  /// may not have launched). Never throws.
+  /// The launch threw after before_replay (for a foreign graph: the owner's launch raised, and
+  /// it may or may not have launched); no after_replay follows. Never throws.
   virtual void after_failed_replay(AcceleratorGraph& graph, Stream& stream) noexcept = 0;
   /// During the capture, right before a stream forks from (waits for) `forking`, a stream of
   /// `graph`'s capture (Stream::wait): what must precede every branch of the capture is

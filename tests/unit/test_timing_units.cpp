@@ -40,6 +40,9 @@ class ScriptedMarkers final : public TimestampMarkers {
   void begin_sequence(StreamImpl&) override { ++begins; }
   void record(StreamImpl&, uint32_t marker) override { recorded.push_back(marker); }
   void end_sequence(StreamImpl&) override { ++ends; }
+  void before_launch(GraphImplInterface&, StreamImpl&, uint64_t sequence) override {
+    prepared.push_back(sequence);
+  }
   void after_launch(GraphImplInterface&, StreamImpl&, uint64_t sequence) override {
     launched.push_back(sequence);
   }
@@ -61,7 +64,7 @@ class ScriptedMarkers final : public TimestampMarkers {
   size_t depth_;
   int begins = 0, ends = 0;
   std::vector<uint32_t> recorded;
-  std::vector<uint64_t> launched, waited;
+  std::vector<uint64_t> prepared, launched, waited;  // before_launch, after_launch, wait
   std::set<uint64_t> read_sequences;
   uint64_t completed = 0;
   int64_t fail_read_of = -1;
@@ -104,8 +107,8 @@ Ring make_ring(size_t depth, uint64_t graph_id = 7) {
 }
 
 void launch(MarkerRing& ring, HostObjects& host, std::shared_ptr<const ReportLayout> layout) {
-  ring.before_launch(detail::GraphAccess::impl(host.graph),
-                     detail::StreamAccess::impl(host.stream));
+  REQUIRE(ring.before_launch(detail::GraphAccess::impl(host.graph),
+                             detail::StreamAccess::impl(host.stream), false));
   ring.after_launch(detail::GraphAccess::impl(host.graph), detail::StreamAccess::impl(host.stream),
                     std::move(layout));
 }
@@ -128,6 +131,15 @@ TEST_CASE("MarkerRing: numbers launches, queues the reportable ones, full at its
   CHECK(r.markers->launched == std::vector<uint64_t>{0, 1, 2});
   REQUIRE(r.ring->oldest().has_value());
   CHECK(r.ring->oldest()->sequence == 1);
+  // A launch that needs room finds none: nothing reaches the backend until one is collected.
+  GraphImplInterface& graph = detail::GraphAccess::impl(host.graph);
+  StreamImpl& stream = detail::StreamAccess::impl(host.stream);
+  CHECK(r.markers->prepared == std::vector<uint64_t>{0, 1, 2});
+  CHECK_FALSE(r.ring->before_launch(graph, stream, true));
+  CHECK(r.markers->prepared == std::vector<uint64_t>{0, 1, 2});
+  REQUIRE(r.ring->collect_oldest().has_value());
+  CHECK(r.ring->before_launch(graph, stream, true));
+  CHECK(r.markers->prepared == std::vector<uint64_t>{0, 1, 2, 3});
 }
 
 TEST_CASE("MarkerRing: collect_oldest reads into the report's own storage, oldest first") {
