@@ -421,10 +421,10 @@ int main(int argc, char** argv) {
     results["v2"] = accgraph_bench::to_json(v2);
     row("");
     row("(r) run ahead: 400 replays back to back of a graph of 10 regions of 20 us delays, host "
-        "time per replay() call, default ProfilerOptions (median of 5 rounds)  [target <= 1.10x, "
+        "time per replay() call, default ProfilerOptions (median of 15 rounds)  [target <= 1.10x, "
         "every report delivered]");
     results["run_ahead"] = accgraph_bench::to_json(accgraph_bench::bench_run_ahead(
-        "cuda", [](Stream& s) { s.delay(std::chrono::microseconds(20)); }, 10, 400, 5,
+        "cuda", [](Stream& s) { s.delay(std::chrono::microseconds(20)); }, 10, 400, 15,
         [](const std::string& line) { row(line); }));
   } catch (const Error& e) {
     std::fprintf(stderr, "accgraph-bench-cuda: %s\n", e.what());

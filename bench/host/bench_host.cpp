@@ -533,9 +533,9 @@ int main(int argc, char** argv) {
       bench_timed_replay();
       fmt::print(
           "\n(r) run ahead: 400 replays back to back of a graph of 10 regions of 20 us delays, "
-          "host time per replay() call, default ProfilerOptions (median of 5 rounds)\n");
+          "host time per replay() call, default ProfilerOptions (median of 15 rounds)\n");
       results["run_ahead"] = accgraph_bench::to_json(accgraph_bench::bench_run_ahead(
-          "host", [](Stream& s) { s.delay(std::chrono::microseconds(20)); }, 10, 400, 5,
+          "host", [](Stream& s) { s.delay(std::chrono::microseconds(20)); }, 10, 400, 15,
           [](const std::string& line) { fmt::print("{}\n", line); }));
       fmt::print(
           "\n(v2) timing layer v2 (issue 8), steady_clock markers, each figure against its "
