@@ -92,6 +92,14 @@ struct ProfilerOptions {
   /// Feed stats() from every report; false leaves stats() empty and saves its cost per report
   /// (sinks and reports() are unaffected).
   bool collect_stats = true;
+  /// Fold the statistics on a thread of their own (StatsFold::Background, one per profiler,
+  /// started at the first folded batch): the collecting thread (the launching thread in
+  /// flush() and when a ring is full) then only copies each report's marker times, about a
+  /// tenth of the statistics' cost per report at 1000 regions, and the fold runs beside it on
+  /// another core. Costs a thread and up to a few batches of staged replays (each at most
+  /// 256 KiB) in flight; stats() waits for them. Turn it off on a single-core host or where
+  /// no thread may be started (the fold then competes with the work it measures).
+  bool stats_thread = true;
   /// Take what one marker costs off every region's duration (ReportSource::marker_overhead_ns,
   /// measured once per device and marker strategy when this profiler first times work there;
   /// RegionTiming::raw_duration_ns keeps what the markers read). Note [Marker overhead] in
