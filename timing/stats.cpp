@@ -424,8 +424,9 @@ struct StatsAccumulator::State {
           timing.self_measurable() ? timing.self_ns() : kNotMeasured;
     }
     if (++stage.staged < stage.capacity) return;
-    hand_over(plan);
-    plan.stage = spare_stage(shape, stage.capacity);
+    const size_t capacity = stage.capacity;
+    hand_over(plan);  // empties plan.stage (`stage`)
+    plan.stage = spare_stage(shape, capacity);
   }
 
   // Queues what `plan` has staged, leaving its stage empty. Caller holds stage_mutex.
@@ -749,8 +750,9 @@ using timing::g_thread_hook;
 
 StatsThreadCounters stats_thread_counters() {
   StatsThreadCounters out;
+  // The batch count first: its thread added the batch's CPU time before it (release).
+  out.thread_batches = g_thread_batches.load(std::memory_order_acquire);
   out.cpu_ns = g_thread_cpu_ns.load(std::memory_order_relaxed);
-  out.thread_batches = g_thread_batches.load(std::memory_order_relaxed);
   out.add_batches = g_add_batches.load(std::memory_order_relaxed);
   out.inline_batches = g_inline_batches.load(std::memory_order_relaxed);
   return out;

@@ -678,6 +678,27 @@ TEST_CASE("stats: StatsFold::Background gives exactly the Inline results") {
   }
 }
 
+TEST_CASE("stats: a layout's replays are folded 16 at a time, in both StatsFold modes") {
+  // Note [Stats fold]: the first report at once, then a batch per 16 (kStageReplays), also
+  // after a stage was handed over to the thread (and the plan took a spare buffer).
+  const std::shared_ptr<const ReportLayout> layout = layout_of("b", 30);
+  for (StatsFold fold : {StatsFold::Inline, StatsFold::Background}) {
+    CAPTURE(static_cast<int>(fold));
+    StatsAccumulator acc(StatsMode::Sketch, fold);
+    std::mt19937_64 rng(4);
+    const StatsThreadCounters before = stats_thread_counters();
+    for (uint64_t replay = 0; replay < 1 + 16 * 10 + 5; ++replay)
+      acc.add(replay_of(layout, rng, replay));
+    const RegionStats first = acc.stats().at(0);  // folds the 5 staged, not as a batch
+    CHECK(first.count + first.unmeasurable == 1 + 16 * 10 + 5);
+    const StatsThreadCounters after = stats_thread_counters();
+    const uint64_t batches = (after.inline_batches - before.inline_batches) +
+                             (after.thread_batches - before.thread_batches) +
+                             (after.add_batches - before.add_batches);
+    CHECK(batches == 1 + 10);
+  }
+}
+
 TEST_CASE("stats: a full queue makes add() fold it; nothing is lost, then the thread goes on") {
   GateGuard guard;
   ThreadGate::close();
