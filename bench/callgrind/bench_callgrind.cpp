@@ -1,7 +1,8 @@
 // accgraph-bench-callgrind: the timing layer's work per region per replay on the host backend,
 // counted in instructions under callgrind (repeatable on a noisy machine, unlike wall time).
 // run_callgrind.sh runs this program four times (timed/untimed x two replay counts) and prints
-// (instructions of a timed replay - those of the same untimed replay) / regions.
+// (instructions of a timed replay - those of the same untimed replay) / regions. The optional
+// last argument turns ProfilerOptions::stats_thread on (the default) or off.
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -11,8 +12,14 @@
 #include "accgraph/accgraph.hpp"
 
 int main(int argc, char** argv) {
-  if (argc != 4 || (std::string(argv[1]) != "timed" && std::string(argv[1]) != "untimed")) {
-    std::fprintf(stderr, "usage: accgraph-bench-callgrind timed|untimed REGIONS REPLAYS\n");
+  const bool stats_thread_arg_ok =
+      argc == 4 || (argc == 5 && (std::string(argv[4]) == "stats-thread" ||
+                                  std::string(argv[4]) == "no-stats-thread"));
+  if (!stats_thread_arg_ok ||
+      (std::string(argv[1]) != "timed" && std::string(argv[1]) != "untimed")) {
+    std::fprintf(stderr,
+                 "usage: accgraph-bench-callgrind timed|untimed REGIONS REPLAYS "
+                 "[stats-thread|no-stats-thread]\n");
     return 2;
   }
   using namespace accgraph;
@@ -24,6 +31,7 @@ int main(int argc, char** argv) {
     Buffer target = Buffer::allocate(s, 64);
     timing::ProfilerOptions options;
     options.keep_reports = 0;  // statistics on (the default), no report kept
+    options.stats_thread = argc < 5 || std::string(argv[4]) == "stats-thread";
     std::unique_ptr<timing::Profiler> profiler;
     if (timed) profiler = std::make_unique<timing::Profiler>(options);
     AcceleratorGraph graph("host");
