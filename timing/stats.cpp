@@ -39,6 +39,12 @@ namespace {
 // sample itself: p50/p95 are within 1/128 (0.79%) relative error of the exact nearest-rank
 // values. Clamping them to [min, max] only moves them closer (the true value lies in both).
 // The index is a count-leading-zeros and a shift, no logarithm, so add() stays cheap.
+#if defined(__GNUC__) || defined(__clang__)
+#define ACCGRAPH_STATS_NOINLINE __attribute__((noinline))
+#else
+#define ACCGRAPH_STATS_NOINLINE
+#endif
+
 constexpr int kSubBucketBits = 6;                       // 64 buckets per power of two
 constexpr uint64_t kExactBelow = 2u << kSubBucketBits;  // 128: one bucket per value below
 
@@ -83,8 +89,9 @@ struct Sketch {
     ++counts[index - low];
   }
 
-  // The window then holds bucket `index`.
-  void make_room(size_t index) {
+  // The window then holds bucket `index`. Out of line: it is rare, and inlined into the fold's
+  // loop its registers made the loop keep its running values on the stack.
+  ACCGRAPH_STATS_NOINLINE void make_room(size_t index) {
     if (counts.empty()) {
       low = index;
       counts.assign(1, 0);
@@ -141,26 +148,35 @@ uint64_t thread_cpu_ns() {
 }  // namespace
 
 // Note [Stats fold]
-// add() is on the collection path of every replay, so it does little per region. Each layout
-// gets a plan once (LayoutPlan): per region its series, its two marker indices and whether it
-// has children, in one contiguous array. add() copies the report's marker times into the
-// layout's stage (one memcpy) and asks the report for a self time only for a region with
-// children (Note [Self time] in timing/report.cpp; a leaf's self time is its duration). When
-// the stage holds kStageReplays replays (fewer for a large layout: kStageBytes), it is handed
-// over (queued, Note [Stats thread]) and folded region by region: the region's durations in those
-// replays, computed from the marker times as RegionTiming computes them (without making one), then
-// one tight loop over them into its series, so each series and its sketch are touched once per
-// batch instead of once per report (at 1000 regions the bucket arrays fall out of cache between
-// replays). A layout's first report is handed over at once (an eager region tree's layout may never
-// come back); its stage grows at its second. What a plan staged is handed over before it is rebuilt
-// or dropped, and everything handed over or staged is folded before stats() and sketch_buckets()
-// read the series, so no sample is lost and no result changes: count, min, max, the sum, the
-// sketch's counts and (Exact) the sorted samples do not depend on the order of the samples, and
-// each series still sees its own samples in order (a sketch window grows as before). In the batch,
-// kNotMeasured (UINT64_MAX, never a duration: that needs times 0 and UINT64_MAX, the unmeasurable
-// marker time) means "not measurable" (for a self time: not self_measurable).
+// add() is on the collection path of every replay, so it does little per region. Each layout gets a
+// plan once (LayoutPlan): per region its series, its two marker indices and whether it has
+// children, in one contiguous array. add() copies the report's marker times into the layout's stage
+// (one memcpy) and asks the report for a self time only for a region with children (Note [Self
+// time] in timing/report.cpp; a leaf's self time is its duration). When the stage holds
+// kStageReplays replays (fewer for a large layout: kStageBytes), it is handed over (queued, Note
+// [Stats thread]) and folded region by region: a leaf's durations in those replays, computed from
+// the marker times as RegionTiming computes them (without making one), go into its series in the
+// same loop (add_spans; a region with children goes through an array of its durations, beside its
+// self times), so each series and its sketch are touched once per batch instead of once per report
+// (at 1000 regions the bucket arrays fall out of cache between replays). A layout's first report is
+// handed over at once (an eager region tree's layout may never come back); its stage grows at its
+// second. What a plan staged is handed over before it is rebuilt or dropped, and everything handed
+// over or staged is folded before stats() and sketch_buckets() read the series, so no sample is
+// lost and no result changes: count, min, max, the sum, the sketch's counts and (Exact) the sorted
+// samples do not depend on the order of the samples, and each series still sees its own samples in
+// order (a sketch window grows as before). In the batch, kNotMeasured (UINT64_MAX, never a
+// duration: that needs times 0 and UINT64_MAX, the unmeasurable marker time) means "not measurable"
+// (for a self time: not self_measurable).
 constexpr uint64_t kNotMeasured = UINT64_MAX;
 constexpr size_t kStageReplays = 16;
+
+// A region's duration from its begin and end marker times, as RegionTiming computes it (0 when
+// end < start; Note [Marker overhead]), or kNotMeasured.
+inline uint64_t span_duration(uint64_t begin, uint64_t end, uint64_t overhead) {
+  if ((begin == kNotMeasured) | (end == kNotMeasured)) return kNotMeasured;
+  const uint64_t duration = std::max(begin, end) - begin;
+  return duration > overhead ? duration - overhead : duration;
+}
 constexpr size_t kStageBytes = size_t{256} << 10;
 
 // Note [Stats thread]
@@ -202,7 +218,6 @@ struct StatsAccumulator::State {
     Sketch sketch;
     std::vector<uint64_t> samples;  // StatsMode::Exact
 
-    void add(uint64_t v, StatsMode mode) { add_batch(&v, 1, mode); }
     // The measured values of `values[0..n)` (kNotMeasured skipped); returns how many were not.
     uint64_t add_batch(const uint64_t* values, size_t n, StatsMode mode) {
       uint64_t skipped = 0;
@@ -211,37 +226,79 @@ struct StatsAccumulator::State {
           values[k] == kNotMeasured ? ++skipped : (samples.push_back(values[k]), 0);
         return skipped;
       }
-      // In locals: a store into the counts could alias every member, so the loop would reload
-      // them all after each one.
-      uint64_t lo = min, hi = max, sum = sum_low, carry = 0;
-      size_t window_low = sketch.low, window_size = sketch.counts.size();
-      uint64_t* counts = sketch.counts.data();
-      for (size_t k = 0; k < n; ++k) {
-        const uint64_t v = values[k];
-        if (v == kNotMeasured) {
+      Folding folding(*this);
+      for (size_t k = 0; k < n; ++k)
+        values[k] == kNotMeasured ? ++skipped : (folding.add(values[k]), 0);
+      folding.finish(n - skipped);
+      return skipped;
+    }
+    // The durations of one region in `n` staged replays, from its begin and end marker times
+    // (`stride` apart), computed and added in one pass, no array between (Note [Stats fold]);
+    // returns how many were not measurable. As span_duration(), with one comparison for
+    // "measurable": max(begin, end) is kNotMeasured when either is.
+    uint64_t add_spans(const uint64_t* begin, const uint64_t* end, size_t stride, size_t n,
+                       uint64_t overhead, StatsMode mode) {
+      uint64_t skipped = 0;
+      if (mode == StatsMode::Exact) {
+        for (size_t k = 0; k < n; ++k) {
+          const uint64_t v = span_duration(begin[k * stride], end[k * stride], overhead);
+          v == kNotMeasured ? ++skipped : (samples.push_back(v), 0);
+        }
+        return skipped;
+      }
+      Folding folding(*this);
+      for (const uint64_t* last = begin + n * stride; begin != last;
+           begin += stride, end += stride) {
+        const uint64_t start = *begin, later = std::max(start, *end);
+        if (later == kNotMeasured) {
           ++skipped;
           continue;
         }
+        const uint64_t duration = later - start;  // 0 when end < start
+        folding.add(duration > overhead ? duration - overhead : duration);
+      }
+      folding.finish(n - skipped);
+      return skipped;
+    }
+    // Sketch mode: a batch's running min, max, sum and window in locals (a store into the
+    // counts could alias every member, so a loop on the members would reload them all after
+    // each one), stored back by finish().
+    struct Folding {
+      Durations& into;
+      uint64_t lo, hi, sum, carry = 0;
+      size_t window_low, window_size;
+      uint64_t* counts;
+
+      explicit Folding(Durations& d)
+          : into(d),
+            lo(d.min),
+            hi(d.max),
+            sum(d.sum_low),
+            window_low(d.sketch.low),
+            window_size(d.sketch.counts.size()),
+            counts(d.sketch.counts.data()) {}
+      void add(uint64_t v) {
         lo = std::min(lo, v);
         hi = std::max(hi, v);
         sum += v;
         carry += sum < v;
         const size_t index = bucket_of(v);
         if (index - window_low >= window_size) {  // also when index < low: it wraps
-          sketch.make_room(index);
-          window_low = sketch.low;
-          window_size = sketch.counts.size();
-          counts = sketch.counts.data();
+          into.sketch.make_room(index);
+          window_low = into.sketch.low;
+          window_size = into.sketch.counts.size();
+          counts = into.sketch.counts.data();
         }
         ++counts[index - window_low];
       }
-      min = lo;
-      max = hi;
-      sum_low = sum;
-      sum_high += carry;
-      count += n - skipped;
-      return skipped;
-    }
+      void finish(uint64_t added) {
+        into.min = lo;
+        into.max = hi;
+        into.sum_low = sum;
+        into.sum_high += carry;
+        into.count += added;
+      }
+    };
 
     // count, min, mean, p50, p95 and max, as RegionStats documents them.
     struct Summary {
@@ -303,21 +360,20 @@ struct StatsAccumulator::State {
       unmeasurable += total.add_batch(durations, n, mode);
       if (self_apart) self.add_batch(durations, n, mode);
     }
-    // `n` durations and self times of a region with children.
+    // `n` durations and self times of a region with children. Until a self time differs from
+    // its duration, the self times are the durations' samples; from that one on, each series
+    // takes its own.
     void add_parent(const uint64_t* durations, const uint64_t* selfs, size_t n, StatsMode mode) {
-      for (size_t k = 0; k < n; ++k) {
-        const uint64_t v = durations[k];
-        if (v == kNotMeasured) {
-          ++unmeasurable;
-          continue;
-        }
-        if (!self_apart && selfs[k] != v) {  // also when the self time is not measurable
-          self = total;
-          self_apart = true;
-        }
-        total.add(v, mode);
-        if (self_apart && selfs[k] != kNotMeasured) self.add(selfs[k], mode);
+      size_t k = 0;
+      if (!self_apart) {
+        while (k < n && (durations[k] == kNotMeasured || selfs[k] == durations[k])) ++k;
+        unmeasurable += total.add_batch(durations, k, mode);
+        if (k == n) return;
+        self = total;  // also when the self time is not measurable
+        self_apart = true;
       }
+      unmeasurable += total.add_batch(durations + k, n - k, mode);
+      self.add_batch(selfs + k, n - k, mode);  // not measurable where the duration is not
     }
   };
 
@@ -508,10 +564,9 @@ struct StatsAccumulator::State {
     for (auto& entry : by_layout) fold(*entry.second.shape, entry.second.stage);
   }
 
-  // Folds `stage`, region by region: its durations (as RegionTiming computes them) in the staged
-  // replays, then its series' update over them. Caller holds series_mutex, and stage_mutex if
-  // `stage` is a plan's. The stage is emptied first: if a series' update throws (out of
-  // memory), the rest of the batch is lost, not folded twice.
+  // Folds `stage`, region by region (Note [Stats fold]). Caller holds series_mutex, and stage_mutex
+  // if `stage` is a plan's. The stage is emptied first: if a series' update throws (out of memory),
+  // the rest of the batch is lost, not folded twice.
   void fold(const PlanShape& shape, Stage& stage) {
     const size_t n = stage.staged;
     if (n == 0) return;
@@ -519,19 +574,19 @@ struct StatsAccumulator::State {
     uint64_t durations[kStageReplays];
     const size_t stride = shape.markers;
     for (const Slot& slot : shape.slots) {
+      Series& target = series[slot.series];
       const uint64_t* begin = stage.times.data() + slot.begin;
       const uint64_t* end = stage.times.data() + slot.end;
-      for (size_t k = 0; k < n; ++k) {
-        const uint64_t b = begin[k * stride], e = end[k * stride];
-        uint64_t duration = std::max(b, e) - b;                     // 0 when end < start
-        if (duration > shape.overhead) duration -= shape.overhead;  // Note [Marker overhead]
-        const bool unmeasured = (b == kNotMeasured) | (e == kNotMeasured);
-        durations[k] = unmeasured ? kNotMeasured : duration;
+      if (slot.parent_rank < 0 && !target.self_apart) {  // a leaf, the common case: one pass
+        target.unmeasurable += target.total.add_spans(begin, end, stride, n, shape.overhead, mode);
+        continue;
       }
+      for (size_t k = 0; k < n; ++k)
+        durations[k] = span_duration(begin[k * stride], end[k * stride], shape.overhead);
       if (slot.parent_rank < 0)
-        series[slot.series].add_leaf(durations, n, mode);
+        target.add_leaf(durations, n, mode);
       else
-        series[slot.series].add_parent(
+        target.add_parent(
             durations,
             stage.self_times.data() + static_cast<size_t>(slot.parent_rank) * stage.capacity, n,
             mode);
