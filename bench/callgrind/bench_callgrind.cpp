@@ -3,13 +3,40 @@
 // run_callgrind.sh runs this program four times (timed/untimed x two replay counts) and prints
 // (instructions of a timed replay - those of the same untimed replay) / regions. The optional
 // last argument turns ProfilerOptions::stats_thread on (the default) or off.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "../../timing/stats_internal.hpp"  // detail::stats_thread_counters
 #include "accgraph/accgraph.hpp"
+
+namespace {
+
+// Waits (up to 10 minutes: callgrind is slow) until the statistics thread (or add(), its queue
+// full) folded every batch that flush() handed over, so that the statistics thread's count
+// covers every replay's fold: the first replay alone, then stages of up to 16 replays within
+// 256 KiB of marker times (Note [Stats fold] in timing/stats.cpp; no parents here).
+void wait_for_batches(int regions, long replays) {
+  const long per_stage = std::clamp<long>((256 << 10) / 8 / (regions + 1), 1, 16);
+  const uint64_t want = 1 + static_cast<uint64_t>((replays - 1) / per_stage);
+  for (int i = 0; i < 600000; ++i) {
+    const accgraph::detail::StatsThreadCounters now = accgraph::detail::stats_thread_counters();
+    if (now.thread_batches + now.add_batches >= want) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::fprintf(stderr,
+               "accgraph-bench-callgrind: the statistics thread did not fold %llu "
+               "batches within 10 minutes\n",
+               static_cast<unsigned long long>(want));
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   const bool stats_thread_arg_ok =
@@ -51,6 +78,15 @@ int main(int argc, char** argv) {
     for (long i = 0; i < replays; ++i) graph.replay();
     s.synchronize();
     if (profiler) profiler->flush();
+    if (profiler && options.stats_thread) wait_for_batches(regions, replays);
+    profiler.reset();  // joins the statistics thread (dropping what it did not fold)
+    // Who folded the statistics' batches (Note [Stats thread]): run_callgrind.sh prints it.
+    const detail::StatsThreadCounters folded = detail::stats_thread_counters();
+    std::fprintf(stderr,
+                 "statistics batches: %llu on the statistics thread, %llu in add(), %llu inline\n",
+                 static_cast<unsigned long long>(folded.thread_batches),
+                 static_cast<unsigned long long>(folded.add_batches),
+                 static_cast<unsigned long long>(folded.inline_batches));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "accgraph-bench-callgrind: %s\n", e.what());
     return 1;

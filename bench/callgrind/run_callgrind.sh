@@ -11,6 +11,7 @@
 #   bench/callgrind/run_callgrind.sh [BUILD_DIR] [REGIONS] [N1] [N2] [stats-thread|no-stats-thread]
 set -euo pipefail
 build=${1:-build}; regions=${2:-1000}; n1=${3:-20}; n2=${4:-220}; stats=${5:-stats-thread}
+stats_arg=(); [[ -z ${5:-} ]] || stats_arg=("$5")  # none: a program from before the argument
 exe="$build/bin/accgraph-bench-callgrind"
 command -v valgrind >/dev/null || { echo "run_callgrind.sh: valgrind is not installed (apt install valgrind)" >&2; exit 2; }
 [[ -x $exe ]] || { echo "run_callgrind.sh: $exe is missing: build the target accgraph-bench-callgrind" >&2; exit 2; }
@@ -21,8 +22,14 @@ command -v valgrind >/dev/null || { echo "run_callgrind.sh: valgrind is not inst
 stats_entry='_M_run.*StatsAccumulator|StatsAccumulator.*_M_run'
 instructions() {  # mode replays -> "launching statistics workers" instructions (Ir)
   local dir; dir=$(mktemp -d)
-  valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$dir/out" \
-    "$exe" "$1" "$regions" "$2" "$stats" 2>/dev/null
+  # --fair-sched: valgrind runs one thread at a time; without it the statistics thread seldom
+  # gets its turn, and add() folds the batches that fill its queue (a third of them at 1000
+  # regions), which no multi-core machine does.
+  valgrind --tool=callgrind --fair-sched=yes --separate-threads=yes \
+    --callgrind-out-file="$dir/out" --log-file="$dir/valgrind.log" \
+    "$exe" "$1" "$regions" "$2" "${stats_arg[@]}" 2>"$dir/stderr"
+  # Who folded the statistics (the program says, from the counters of Note [Stats thread]).
+  [[ $1 != timed || $2 != "$n2" ]] || sed -n 's/^statistics batches/  timed, '"$2"' replays: &/p' "$dir/stderr" >&2
   # One file per thread, out-01 the main (launching) thread.
   local file summary main=0 statistics=0 workers=0
   for file in "$dir"/out-*; do
