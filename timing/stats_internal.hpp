@@ -24,7 +24,8 @@ namespace accgraph::detail {
 struct StatsThreadCounters {
   uint64_t cpu_ns = 0;          ///< their CPU time (CLOCK_THREAD_CPUTIME_ID) while folding
   uint64_t thread_batches = 0;  ///< batches the threads folded
-  uint64_t add_batches = 0;     ///< batches add() folded itself: the queue was full
+  uint64_t add_batches = 0;     ///< batches of Background accumulators folded off their thread:
+                                ///< by add() (queue full, thread out) or by stats() (still queued)
   uint64_t inline_batches = 0;  ///< batches folded by StatsFold::Inline accumulators
 };
 ACCGRAPH_API StatsThreadCounters stats_thread_counters();

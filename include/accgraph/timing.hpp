@@ -93,12 +93,13 @@ struct ProfilerOptions {
   /// (sinks and reports() are unaffected).
   bool collect_stats = true;
   /// Fold the statistics on a thread of their own (StatsFold::Background, one per profiler,
-  /// started at the first folded batch): the collecting thread (the launching thread in
-  /// flush() and when a ring is full) then only copies each report's marker times, about a
-  /// tenth of the statistics' cost per report at 1000 regions, and the fold runs beside it on
-  /// another core. Costs a thread and up to a few batches of staged replays (each at most
-  /// 256 KiB) in flight; stats() waits for them. Turn it off on a single-core host or where
-  /// no thread may be started (the fold then competes with the work it measures).
+  /// started at the first full stage of replays): the collecting thread (the launching thread
+  /// in flush() and when a ring is full) then only copies each report's marker times, a fifth
+  /// or less of the statistics' cost per report at 1000 regions, and the fold runs beside it
+  /// on another core. The results are the same either way. Costs a thread and a few batches
+  /// of staged replays in flight (each at most 256 KiB); stats() waits for them. Turn it off
+  /// on a single-core host (the thread would only take turns with the launching one) or where
+  /// no thread may be started.
   bool stats_thread = true;
   /// Take what one marker costs off every region's duration (ReportSource::marker_overhead_ns,
   /// measured once per device and marker strategy when this profiler first times work there;
