@@ -523,10 +523,8 @@ using accgraph::detail::set_stats_thread_hook;
 using accgraph::detail::stats_thread_counters;
 using accgraph::detail::StatsThreadCounters;
 
-// Every field of every series, and the sketch windows, equal: the two accumulators folded the
-// same samples in the same order.
-void check_same(const StatsAccumulator& inline_acc, const StatsAccumulator& background) {
-  const std::vector<RegionStats> want = inline_acc.stats(), got = background.stats();
+// Every field of every series equal.
+void check_same_stats(const std::vector<RegionStats>& want, const std::vector<RegionStats>& got) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     CAPTURE(i);
@@ -546,6 +544,12 @@ void check_same(const StatsAccumulator& inline_acc, const StatsAccumulator& back
     CHECK(got[i].self_p95_ns == want[i].self_p95_ns);
     CHECK(got[i].self_max_ns == want[i].self_max_ns);
   }
+}
+
+// The statistics and the sketch windows equal: the two accumulators folded the same samples in
+// the same order.
+void check_same(const StatsAccumulator& inline_acc, const StatsAccumulator& background) {
+  check_same_stats(inline_acc.stats(), background.stats());
   CHECK(background.sketch_buckets() == inline_acc.sketch_buckets());
 }
 
@@ -814,7 +818,8 @@ TEST_CASE("stats: a statistics thread that fails logs a warning; add() folds inl
 
 TEST_CASE("stats: add() from two threads and stats() meanwhile lose nothing (Background)") {
   // Each thread adds replays of its own layout (paths shared with the other's); stats() reads
-  // meanwhile. Exact mode: the order of the samples does not matter to the results.
+  // meanwhile. Exact mode: the order of the samples does not matter to the results, so they
+  // must be those of the same reports added from one thread.
   const std::shared_ptr<const ReportLayout> layouts[2] = {layout_of("t", 50), layout_of("t", 50)};
   std::vector<ReplayReport> reports[2];
   std::mt19937_64 rng(99);
@@ -835,20 +840,7 @@ TEST_CASE("stats: add() from two threads and stats() meanwhile lose nothing (Bac
     CHECK(partial.size() <= 50);
   }
   for (std::thread& adder : adders) adder.join();
-  const std::vector<RegionStats> want = reference_acc.stats(), got = background.stats();
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    CAPTURE(i);
-    CHECK(got[i].count == want[i].count);
-    CHECK(got[i].unmeasurable == want[i].unmeasurable);
-    CHECK(got[i].min_ns == want[i].min_ns);
-    CHECK(got[i].mean_ns == want[i].mean_ns);
-    CHECK(got[i].p50_ns == want[i].p50_ns);
-    CHECK(got[i].p95_ns == want[i].p95_ns);
-    CHECK(got[i].max_ns == want[i].max_ns);
-    CHECK(got[i].self_count == want[i].self_count);
-    CHECK(got[i].self_p95_ns == want[i].self_p95_ns);
-  }
+  check_same_stats(reference_acc.stats(), background.stats());
 }
 
 TEST_CASE("profiler: stats_thread on and off give the same statistics (host)") {
