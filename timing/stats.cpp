@@ -181,27 +181,27 @@ constexpr size_t kStageBytes = size_t{256} << 10;
 
 // Note [Stats thread]
 // StatsFold::Background takes the fold (Note [Stats fold]) off the thread that calls add() (the
-// profiler's collecting thread: the launching thread in make_room or flush). add() still
-// stages; a full stage leaves its plan whole, as a Batch (the stage's buffers and the plan's
-// PlanShape, immutable and shared: a plan may be rebuilt or pruned while its batch waits), for
-// a queue that the accumulator's thread folds from the head; the plan takes a spare buffer.
-// Locks: stage_mutex (plans, the path map, the queue, the spares) and series_mutex (the
-// series), taken in the order series_mutex -> stage_mutex, never the reverse; add() takes only
-// stage_mutex, so it never waits for a fold, but when the queue is full. Whoever folds takes
-// batches from the head while holding series_mutex, and folds each before releasing it, so
-// whoever holds series_mutex sees every sample folded or queued: stats(), sketch_buckets() and
-// clear() take it (so they wait for the thread's current batch), then fold the queue and then
-// the plans' stages, in the order StatsFold::Inline folds them (it queues and folds at once):
-// every series sees its samples in the same order, and the results (the sketch windows
-// included) are the same bit for bit. New series are made under stage_mutex (in `fresh`) and
-// adopted into `series` when a batch is taken, since the thread reads `series` meanwhile.
-// Memory: each plan's own stage; at most kMaxQueued batches queued, plus one per thread inside
-// add() (a push past kMaxQueued makes its add() fold the queue itself, under series_mutex);
-// one in the thread's hands; at most kMaxSpare spare buffers. Each is at most kStageBytes or one
-// replay's marker and self times. A layout's first report is handed over at once, as in
-// Note [Stats fold]. If the thread cannot start, or a fold on it throws (bad_alloc), a Warning
-// is logged and the accumulator folds inline from then on (a batch whose fold threw is lost,
-// as it is inline, where the exception reaches add()'s caller instead).
+// profiler's collecting thread: the launching thread in make_room or flush). add() still stages; a
+// full stage leaves its plan whole, as a Batch (the stage's buffers and the plan's PlanShape,
+// immutable and shared: a plan may be rebuilt or pruned while its batch waits), for a queue that
+// the accumulator's thread folds from the head; the plan takes a spare buffer. Locks: stage_mutex
+// (plans, the path map, the queue, the spares) and series_mutex (the series), taken in the order
+// series_mutex -> stage_mutex, never the reverse; add() takes only stage_mutex, so it never waits
+// for a fold except when the queue is full, or while stats() or sketch_buckets() fold what is
+// queued and staged (under both locks). Whoever folds takes batches from the head while holding
+// series_mutex, and folds each before releasing it, so whoever holds series_mutex sees every sample
+// folded or queued: stats(), sketch_buckets() and clear() take it (so they wait for the thread's
+// current batch), then fold the queue and then the plans' stages, in the order StatsFold::Inline
+// folds them (it queues and folds at once): every series sees its samples in the same order, and
+// the results (the sketch windows included) are the same bit for bit. New series are made under
+// stage_mutex (in `fresh`) and adopted into `series` when a batch is taken, since the thread reads
+// `series` meanwhile. Memory: each plan's own stage; at most kMaxQueued batches queued, plus one
+// per thread inside add() (a push past kMaxQueued makes its add() fold the queue itself, under
+// series_mutex); one in the thread's hands; at most kMaxSpare spare buffers. Each is at most
+// kStageBytes or one replay's marker and self times. A layout's first report is handed over at
+// once, as in Note [Stats fold]. If the thread cannot start, or a fold on it throws (bad_alloc), a
+// Warning is logged and the accumulator folds inline from then on (a batch whose fold threw is
+// lost, as it is inline, where the exception reaches add()'s caller instead).
 constexpr size_t kMaxQueued = 4;
 constexpr size_t kMaxSpare = kMaxQueued + 2;
 

@@ -9,13 +9,16 @@
 # the one that ran its std::thread entry) and the backend's workers (the host worker running the
 # marker operations: device work on a GPU backend). Usage:
 #   bench/callgrind/run_callgrind.sh [BUILD_DIR] [REGIONS] [N1] [N2] [stats-thread|no-stats-thread]
+# (by default the profiler's default: stats-thread)
 set -euo pipefail
-build=${1:-build}; regions=${2:-1000}; n1=${3:-20}; n2=${4:-220}; stats=${5:-stats-thread}
-stats_arg=(); [[ -z ${5:-} ]] || stats_arg=("$5")  # none: a program from before the argument
+build=${1:-build}; regions=${2:-1000}; n1=${3:-20}; n2=${4:-220}; stats=${5:-default}
+# default: no argument (the profiler's default, stats_thread on; also for a program from before
+# the argument existed)
+stats_arg=(); [[ $stats == default ]] || stats_arg=("$stats")
 exe="$build/bin/accgraph-bench-callgrind"
 command -v valgrind >/dev/null || { echo "run_callgrind.sh: valgrind is not installed (apt install valgrind)" >&2; exit 2; }
 [[ -x $exe ]] || { echo "run_callgrind.sh: $exe is missing: build the target accgraph-bench-callgrind" >&2; exit 2; }
-[[ $stats == stats-thread || $stats == no-stats-thread ]] ||
+[[ $stats == default || $stats == stats-thread || $stats == no-stats-thread ]] ||
   { echo "run_callgrind.sh: the 5th argument is stats-thread or no-stats-thread, not '$stats'" >&2; exit 2; }
 # The statistics thread's entry: std::thread's _M_run of StatsAccumulator's lambda (only that
 # thread runs it; the launching thread only constructs the std::thread).
