@@ -13,6 +13,7 @@
 #include <iterator>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -451,15 +452,26 @@ struct StatsAccumulator::State {
       fold_queue_locked(g_inline_batches);
       return;
     }
+    std::optional<std::string> start_failure;
     {
       std::lock_guard<std::mutex> lock(stage_mutex);
       stage_report(report);
       if (queue.empty()) return;
-      if (!fold_inline && queue.size() <= kMaxQueued && start_thread()) {
-        wake.notify_one();
-        return;
+      if (!fold_inline && queue.size() <= kMaxQueued) {
+        start_failure = start_thread();
+        if (!start_failure) {
+          wake.notify_one();
+          return;
+        }
       }
     }
+    // Logged outside the locks: a log handler may call back into the profiler.
+    if (start_failure)
+      log(LogLevel::Warning,
+          fmt::format("timing: the statistics thread could not start ({}): the statistics are "
+                      "folded on the delivering thread instead (ProfilerOptions::stats_thread "
+                      "= false does so from the start)",
+                      *start_failure));
     std::lock_guard<std::mutex> series_lock(series_mutex);
     while (fold_next()) g_add_batches.fetch_add(1, std::memory_order_relaxed);
   }
@@ -664,21 +676,17 @@ struct StatsAccumulator::State {
     queue.clear();
   }
 
-  // Caller holds stage_mutex. False (logged; from then on the accumulator folds inline) if the
-  // thread cannot be started.
-  bool start_thread() {
-    if (thread.joinable()) return true;
+  // Starts the thread unless it runs; if it cannot start, the accumulator folds inline from
+  // then on and this returns why (for the caller to log once it released the lock). Caller
+  // holds stage_mutex.
+  std::optional<std::string> start_thread() {
+    if (thread.joinable()) return std::nullopt;
     try {
       thread = std::thread([this] { run(); });
-      return true;
+      return std::nullopt;
     } catch (const std::exception& e) {
       fold_inline = true;
-      log(LogLevel::Warning,
-          fmt::format("timing: the statistics thread could not start ({}): the statistics are "
-                      "folded on the delivering thread instead (ProfilerOptions::stats_thread "
-                      "= false does so from the start)",
-                      e.what()));
-      return false;
+      return std::string(e.what());
     }
   }
 
