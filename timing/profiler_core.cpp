@@ -33,7 +33,8 @@ std::string describe(const char* operation, const std::string& name) {
 
 ProfilerCore::ProfilerCore(ProfilerOptions opts)
     : options(std::move(opts)),
-      store(checked_keep(options), options.stats_mode, options.collect_stats),
+      store(checked_keep(options), options.stats_mode, options.collect_stats,
+            options.stats_thread ? StatsFold::Background : StatsFold::Inline),
       collector(store) {}
 
 // --- which graphs are timed --------------------------------------------------------------------

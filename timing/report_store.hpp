@@ -21,9 +21,11 @@ namespace accgraph::timing {
 /// of each marker ring in order.
 class ReportStore {
  public:
-  /// Keeps the last `keep` reports; `collect_stats` false: stats() stays empty.
-  ReportStore(uint64_t keep, StatsMode mode, bool collect_stats = true)
-      : keep_(keep), collect_stats_(collect_stats), stats_(mode) {}
+  /// Keeps the last `keep` reports; `collect_stats` false: stats() stays empty; `fold`: where
+  /// the statistics are folded (ProfilerOptions::stats_thread).
+  ReportStore(uint64_t keep, StatsMode mode, bool collect_stats = true,
+              StatsFold fold = StatsFold::Inline)
+      : keep_(keep), collect_stats_(collect_stats), stats_(mode, fold) {}
 
   void add_sink(Sink sink);
   /// Feeds the statistics, calls every sink (logging what they throw) and keeps the report if

@@ -12,12 +12,14 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "../../core/internal/timing_seam.hpp"
+#include "../../timing/stats_internal.hpp"  // detail::stats_thread_counters
 #include "accgraph/accgraph.hpp"
 
 namespace accgraph_bench {
@@ -42,9 +44,23 @@ inline double rss_mib() {
   return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1 << 20);
 }
 
+// Waits (up to 10 s) until the statistics threads (or add() itself, their queue full) folded a
+// batch more than `before` counted: the one the flush after it handed over.
+inline bool v2_wait_for_stats_thread(const accgraph::detail::StatsThreadCounters& before) {
+  for (int i = 0; i < 100000; ++i) {
+    const accgraph::detail::StatsThreadCounters now = accgraph::detail::stats_thread_counters();
+    if (now.thread_batches + now.add_batches > before.thread_batches + before.add_batches)
+      return true;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return false;
+}
+
 struct TimingV2Results {
   double collect_stats_on_us = 0, collect_stats_off_us = 0;
-  double collect_stats_raw_us = 0;  // stats on, marker overhead not subtracted
+  double collect_stats_raw_us = 0;     // stats on, marker overhead not subtracted
+  double collect_stats_inline_us = 0;  // stats on, stats_thread = false
+  double stats_thread_cpu_us = 0;      // the statistics thread's CPU per replay (stats on)
   double raw_markers_host_ns = 0, profiler_host_ns = 0;
   double untimed_host_ns = 0, untimed_with_profiler_host_ns = 0;
   double rss_growth_mib = 0;
@@ -56,6 +72,8 @@ inline nlohmann::json to_json(const TimingV2Results& v2) {
   return {{"collect_stats_on_us", v2.collect_stats_on_us},
           {"collect_stats_off_us", v2.collect_stats_off_us},
           {"collect_stats_raw_us", v2.collect_stats_raw_us},
+          {"collect_stats_inline_us", v2.collect_stats_inline_us},
+          {"stats_thread_cpu_us", v2.stats_thread_cpu_us},
           {"raw_markers_host_ns", v2.raw_markers_host_ns},
           {"profiler_host_ns", v2.profiler_host_ns},
           {"untimed_host_ns", v2.untimed_host_ns},
@@ -102,31 +120,57 @@ inline TimingV2Results bench_timing_v2(const std::string& backend, const std::st
     return t;
   };
 
-  // (v2-1) collection and delivery per replay at 1000 regions, statistics on and off, and on
-  // with the marker overhead not subtracted (Note [Marker overhead]: it changes the durations the
-  // statistics fold, and so how many sketch buckets each region's series spans).
+  // (v2-1) collection and delivery per replay at 1000 regions, statistics on and off, on with
+  // the marker overhead not subtracted (Note [Marker overhead]: it changes the durations the
+  // statistics fold, and so how many sketch buckets each region's series spans) and on with the
+  // fold on the flushing thread (stats_thread = false). With the statistics thread (the default)
+  // flush() only stages; the fold's cost moves to that thread: its CPU time per replay, read
+  // once it has folded the batch each flush hands it (16 replays: one stage), is shown beside.
   {
     timing::ProfilerOptions raw_options = options_for(true);
     raw_options.subtract_marker_overhead = false;
-    Timed configs[3] = {timed_graph(1000, options_for(true)), timed_graph(1000, options_for(false)),
-                        timed_graph(1000, raw_options)};
-    std::vector<double> us[3];
+    timing::ProfilerOptions inline_options = options_for(true);
+    inline_options.stats_thread = false;
+    constexpr int kConfigs = 4;
+    Timed configs[kConfigs] = {timed_graph(1000, options_for(true)),
+                               timed_graph(1000, options_for(false)),
+                               timed_graph(1000, raw_options), timed_graph(1000, inline_options)};
+    const bool threaded[kConfigs] = {true, false, true, false};
+    std::vector<double> us[kConfigs], thread_cpu_us;
     for (int round = 0; round < 15; ++round)
-      for (int k = 0; k < 3; ++k) {
-        const int c = (round + k) % 3;
+      for (int k = 0; k < kConfigs; ++k) {
+        const int c = (round + k) % kConfigs;
         for (int i = 0; i < kBatch; ++i) configs[c].graph->replay();
         s.synchronize();
+        const accgraph::detail::StatsThreadCounters before =
+            accgraph::detail::stats_thread_counters();
         auto t0 = BenchClock::now();
         configs[c].profiler->flush();
-        if (round >= 3) us[c].push_back(v2_ns_since(t0) / 1000.0 / kBatch);
+        const double flush_ns = v2_ns_since(t0);
+        if (threaded[c] && !v2_wait_for_stats_thread(before)) {
+          print("(v2-1) the statistics thread did not fold its batch within 10 s: skipped");
+          continue;
+        }
+        if (round < 3) continue;
+        us[c].push_back(flush_ns / 1000.0 / kBatch);
+        if (c == 0) {
+          const accgraph::detail::StatsThreadCounters after =
+              accgraph::detail::stats_thread_counters();
+          thread_cpu_us.push_back(static_cast<double>(after.cpu_ns - before.cpu_ns) / 1000.0 /
+                                  kBatch);
+        }
       }
     out.collect_stats_on_us = v2_median(us[0]);
     out.collect_stats_off_us = v2_median(us[1]);
     out.collect_stats_raw_us = v2_median(us[2]);
+    out.collect_stats_inline_us = v2_median(us[3]);
+    out.stats_thread_cpu_us = v2_median(thread_cpu_us);
     print(fmt::format(
-        "(v2-1) collection+delivery per replay, 1000 regions: stats on {:.2f} us  [target <= 5], "
+        "(v2-1) collection+delivery per replay, 1000 regions: stats on {:.2f} us  [target <= 5] "
+        "(+ {:.2f} us CPU per replay on the statistics thread; stats_thread=false: {:.2f} us), "
         "stats off {:.2f} us  [target <= 2]; stats on, marker overhead not subtracted {:.2f} us",
-        out.collect_stats_on_us, out.collect_stats_off_us, out.collect_stats_raw_us));
+        out.collect_stats_on_us, out.stats_thread_cpu_us, out.collect_stats_inline_us,
+        out.collect_stats_off_us, out.collect_stats_raw_us));
   }
 
   // (v2-2) the profiler's host overhead per timed replay (100 regions) beyond the launch of the

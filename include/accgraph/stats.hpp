@@ -1,5 +1,5 @@
-// Per-region statistics over replay reports: RegionStats, the StatsMode of an accumulator, and
-// StatsAccumulator.
+// Per-region statistics over replay reports: RegionStats, the StatsMode and StatsFold of an
+// accumulator, and StatsAccumulator.
 #pragma once
 
 #include <cstddef>
@@ -49,19 +49,34 @@ enum class StatsMode {
   Exact,
 };
 
+/// Where StatsAccumulator folds the replays it staged into its statistics (Note [Stats thread]
+/// in timing/stats.cpp). The results are the same, bit for bit, either way.
+enum class StatsFold {
+  /// On the thread that calls add(), when a layout's stage is full (every 16th replay of it).
+  Inline,
+  /// On a thread the accumulator owns (started at the first full stage, joined by the
+  /// destructor): add() only stages and hands full stages over. At most a few wait for the
+  /// thread; past that, add() folds them itself. If the thread cannot start or fails (out of
+  /// memory), a Warning is logged and the accumulator folds inline from then on.
+  Background,
+};
+
 /// Accumulates per-region statistics from reports (keyed by region path, in first-seen order).
 /// See RegionStats for which fields are exact in which StatsMode. Thread-safe; stats() copies
 /// the state under the lock and computes outside it. The replays of a layout seen before are
 /// staged (their marker times: at most 16 replays, within 256 KiB per layout or one replay's
 /// times if more, in both modes) and folded region by region in batches (Note [Stats fold] in
-/// timing/stats.cpp); stats() and sketch_buckets() fold what is staged first, so they always
-/// cover every report added.
+/// timing/stats.cpp), inline or on a thread of its own (StatsFold); stats(), sketch_buckets()
+/// and clear() first wait for the batch being folded and fold what is handed over or staged,
+/// so they always cover every report added.
 ///
 ///   StatsAccumulator sketch;                    // bounded memory, p50/p95 within 0.79%
 ///   StatsAccumulator exact(StatsMode::Exact);   // keeps every sample
+///   StatsAccumulator background(StatsMode::Sketch, StatsFold::Background);  // add() stages only
 class ACCGRAPH_API StatsAccumulator {
  public:
   explicit StatsAccumulator(StatsMode mode = StatsMode::Sketch);
+  StatsAccumulator(StatsMode mode, StatsFold fold);
   ~StatsAccumulator();
   StatsAccumulator(const StatsAccumulator&) = delete;
   StatsAccumulator& operator=(const StatsAccumulator&) = delete;

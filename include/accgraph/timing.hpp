@@ -92,6 +92,15 @@ struct ProfilerOptions {
   /// Feed stats() from every report; false leaves stats() empty and saves its cost per report
   /// (sinks and reports() are unaffected).
   bool collect_stats = true;
+  /// Fold the statistics on a thread of their own (StatsFold::Background, one per profiler,
+  /// started at the first full stage of replays): the collecting thread (the launching thread
+  /// in flush() and when a ring is full) then only copies each report's marker times, a fifth
+  /// or less of the statistics' cost per report at 1000 regions, and the fold runs beside it
+  /// on another core. The results are the same either way. Costs a thread and a few batches
+  /// of staged replays in flight (each at most 256 KiB); stats() waits for them. Turn it off
+  /// on a single-core host (the thread would only take turns with the launching one) or where
+  /// no thread may be started.
+  bool stats_thread = true;
   /// Take what one marker costs off every region's duration (ReportSource::marker_overhead_ns,
   /// measured once per device and marker strategy when this profiler first times work there;
   /// RegionTiming::raw_duration_ns keeps what the markers read). Note [Marker overhead] in

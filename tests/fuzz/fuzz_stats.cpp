@@ -12,13 +12,16 @@
 // layout's marker indices and the report's times, not from RegionTiming, and checks that
 // RegionTiming agrees; likewise each region's self time (its duration minus the union of its
 // direct children's intervals clipped to it; measurable when it and they are), whose
-// statistics (RegionStats::self_*) get the same checks.
+// statistics (RegionStats::self_*) get the same checks. Two more accumulators fold on their own
+// threads (StatsFold::Background) and must agree with the inline ones exactly, sketch windows
+// included.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -39,6 +42,7 @@ using accgraph::timing::ReplayReport;
 using accgraph::timing::ReportLayout;
 using accgraph::timing::ReportSource;
 using accgraph::timing::StatsAccumulator;
+using accgraph::timing::StatsFold;
 using accgraph::timing::StatsMode;
 
 constexpr uint64_t kUnmeasurable = UINT64_MAX;  // TimestampMarkers::kUnmeasurable
@@ -234,6 +238,35 @@ void check(const StatsAccumulator& stats, const Model& model) {
                static_cast<double>(accgraph::timing::kSketchMaxBuckets));
 }
 
+// StatsFold::Background against StatsFold::Inline fed the same reports: every field and the
+// sketch windows equal (Note [Stats thread]: the same samples folded in the same order).
+void check_same(const StatsAccumulator& background, const StatsAccumulator& inline_acc) {
+  const std::vector<RegionStats> got = background.stats(), want = inline_acc.stats();
+  if (got.size() != want.size())
+    mismatch("the number of series (background)", 0, static_cast<double>(got.size()),
+             static_cast<double>(want.size()));
+  for (size_t i = 0; i < got.size(); ++i) {
+    const RegionStats& g = got[i];
+    const RegionStats& w = want[i];
+    if (g.path != w.path || g.depth != w.depth || g.count != w.count ||
+        g.unmeasurable != w.unmeasurable || g.self_count != w.self_count)
+      mismatch("path, depth or a count (background)", i, static_cast<double>(g.count),
+               static_cast<double>(w.count));
+    const double got_values[] = {g.min_ns,      g.mean_ns,     g.p50_ns,       g.p95_ns,
+                                 g.max_ns,      g.self_min_ns, g.self_mean_ns, g.self_p50_ns,
+                                 g.self_p95_ns, g.self_max_ns};
+    const double want_values[] = {w.min_ns,      w.mean_ns,     w.p50_ns,       w.p95_ns,
+                                  w.max_ns,      w.self_min_ns, w.self_mean_ns, w.self_p50_ns,
+                                  w.self_p95_ns, w.self_max_ns};
+    for (size_t k = 0; k < std::size(got_values); ++k)
+      if (got_values[k] != want_values[k])
+        mismatch("a statistic (background; min, mean, p50, p95, max, then self's)", i,
+                 got_values[k], want_values[k]);
+  }
+  if (background.sketch_buckets() != inline_acc.sketch_buckets())
+    mismatch("the sketch windows (background)", 0, 0, 0);
+}
+
 // A duration of any magnitude up to 2^64-2, so that sketch buckets of every octave are hit.
 uint64_t consume_duration(Input& in) {
   const uint8_t kind = in.byte();
@@ -332,6 +365,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Input in(data, size);
   StatsAccumulator sketch;
   StatsAccumulator exact(StatsMode::Exact);
+  // The same, folded on their own threads (they start at the first batch).
+  StatsAccumulator sketch_background(StatsMode::Sketch, StatsFold::Background);
+  StatsAccumulator exact_background(StatsMode::Exact, StatsFold::Background);
   Model model;
   // Layouts that later reports replay; replacing one lets it die, so that a new layout may take
   // its address (add() must not take the new one's regions for the old one's).
@@ -342,12 +378,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (op % 8 == 6) {
       sketch.clear();
       exact.clear();
+      sketch_background.clear();
+      exact_background.clear();
       model.clear();
       continue;
     }
     if (op % 8 == 7) {
       check(sketch, model);
       check(exact, model);
+      check_same(sketch_background, sketch);
+      check_same(exact_background, exact);
       continue;
     }
     ReplayReport report;
@@ -372,9 +412,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     sketch.add(report);
     exact.add(report);
+    sketch_background.add(report);
+    exact_background.add(report);
     model.add(report);
   }
   check(sketch, model);
   check(exact, model);
+  check_same(sketch_background, sketch);
+  check_same(exact_background, exact);
   return 0;
 }

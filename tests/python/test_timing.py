@@ -5,6 +5,7 @@ import csv
 import functools
 import gc
 import json
+import math
 import threading
 import time
 
@@ -560,6 +561,26 @@ def test_a_profiler_in_a_cycle_through_its_sink_is_collected_and_flushed(stream)
     assert [index for index, _ in delivered] == [0, 1]  # flushed when collected
     g.replay()  # its profiler is gone: no report, no crash
     stream.synchronize()
+
+
+@pytest.mark.parametrize("stats_thread", [True, False])
+def test_stats_thread_on_or_off_gives_the_statistics_of_every_report(stream, stats_thread):
+    # 40 replays: the first folded at once, two stages of 16 handed over (to the statistics
+    # thread, or folded on the flushing thread), 7 left staged: stats() must cover all of them.
+    prof = accgraph.Profiler(stats_mode="exact", stats_thread=stats_thread)
+    timed_graph(prof, stream, replays=40)
+    prof.flush()
+    reports = prof.reports()
+    assert len(reports) == 40
+    stats = prof.stats()
+    assert [s.path for s in stats] == ["outer", "outer/fill", "outer/fill2"]
+    for i, s in enumerate(stats):
+        durations = sorted(r[i].duration_ns for r in reports if r[i].measurable)
+        assert s.count == len(durations) and s.unmeasurable == 40 - len(durations)
+        if durations:
+            assert (s.min_ns, s.max_ns) == (durations[0], durations[-1])
+            assert s.p50_ns == durations[math.ceil(0.5 * len(durations)) - 1]
+            assert s.p95_ns == durations[math.ceil(0.95 * len(durations)) - 1]
 
 
 def test_collect_stats_off_leaves_stats_empty(stream):

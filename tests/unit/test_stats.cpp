@@ -4,13 +4,16 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <random>
 #include <sstream>
@@ -18,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "../../timing/stats_internal.hpp"  // kSketchMaxBuckets
+#include "../../timing/stats_internal.hpp"  // kSketchMaxBuckets, the statistics thread's seams
 #include "accgraph/accgraph.hpp"
 
 using accgraph::Stream;
@@ -509,5 +512,383 @@ TEST_CASE("stats: replays of a shared layout are staged, yet every stats() sees 
     }
     CHECK(selves[0].size() < durations[0].size());  // p's self time was unmeasurable at times
     CHECK(selves[0] != durations[0]);               // and it was apart from the durations
+  }
+}
+
+// --- StatsFold::Background (Note [Stats thread]) ------------------------------------------------
+
+namespace {
+
+using accgraph::detail::set_stats_thread_hook;
+using accgraph::detail::stats_thread_counters;
+using accgraph::detail::StatsThreadCounters;
+
+// Every field of every series equal.
+void check_same_stats(const std::vector<RegionStats>& want, const std::vector<RegionStats>& got) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(i);
+    CHECK(got[i].path == want[i].path);
+    CHECK(got[i].depth == want[i].depth);
+    CHECK(got[i].count == want[i].count);
+    CHECK(got[i].unmeasurable == want[i].unmeasurable);
+    CHECK(got[i].min_ns == want[i].min_ns);
+    CHECK(got[i].mean_ns == want[i].mean_ns);
+    CHECK(got[i].p50_ns == want[i].p50_ns);
+    CHECK(got[i].p95_ns == want[i].p95_ns);
+    CHECK(got[i].max_ns == want[i].max_ns);
+    CHECK(got[i].self_count == want[i].self_count);
+    CHECK(got[i].self_min_ns == want[i].self_min_ns);
+    CHECK(got[i].self_mean_ns == want[i].self_mean_ns);
+    CHECK(got[i].self_p50_ns == want[i].self_p50_ns);
+    CHECK(got[i].self_p95_ns == want[i].self_p95_ns);
+    CHECK(got[i].self_max_ns == want[i].self_max_ns);
+  }
+}
+
+// The statistics and the sketch windows equal: the two accumulators folded the same samples in
+// the same order.
+void check_same(const StatsAccumulator& inline_acc, const StatsAccumulator& background) {
+  check_same_stats(inline_acc.stats(), background.stats());
+  CHECK(background.sketch_buckets() == inline_acc.sketch_buckets());
+}
+
+// A layout of `count` regions "<prefix>i": every 4th a parent of the next two (shared markers),
+// the rest leaves; in `storage` if given (so that a later one can take a dead one's address).
+std::shared_ptr<const ReportLayout> layout_of(const std::string& prefix, size_t count,
+                                              unsigned char* storage = nullptr) {
+  std::vector<RegionInfo> regions(count);
+  for (size_t i = 0; i < count; ++i) {
+    RegionInfo& r = regions[i];
+    r.name = prefix + std::to_string(i);
+    r.begin_marker = static_cast<uint32_t>(2 * i);
+    r.end_marker = static_cast<uint32_t>(2 * i + 1);
+    if (i % 4 == 0 && i + 2 < count) r.end_marker = static_cast<uint32_t>(2 * i + 5);
+    if (i % 4 == 1 || i % 4 == 2) r.parent = static_cast<int>(i - i % 4);
+  }
+  if (storage == nullptr)
+    return std::make_shared<const ReportLayout>(ReportSource{}, std::move(regions));
+  return std::shared_ptr<const ReportLayout>(
+      new (storage) ReportLayout(ReportSource{}, std::move(regions)),
+      [](const ReportLayout* layout) { layout->~ReportLayout(); });
+}
+
+// A replay of `layout` with random increasing marker times, now and then one unmeasurable.
+ReplayReport replay_of(const std::shared_ptr<const ReportLayout>& layout, std::mt19937_64& rng,
+                       uint64_t replay) {
+  std::vector<uint64_t> times(layout->marker_count());
+  uint64_t now = rng() % 1000;
+  for (uint64_t& t : times) t = now += rng() % (rng() % 3 == 0 ? 100000 : 3000);
+  if (rng() % 11 == 0) times[rng() % times.size()] = kMax;
+  return ReplayReport(layout, 1, replay, std::move(times));
+}
+
+// Holds every statistics thread in set_stats_thread_hook until opened.
+struct ThreadGate {
+  static std::mutex mutex;
+  static std::condition_variable opened_cv;
+  static bool opened;
+  static int waits;  // hook calls so far
+
+  static void hook() {
+    std::unique_lock<std::mutex> lock(mutex);
+    ++waits;
+    opened_cv.wait(lock, [] { return opened; });
+  }
+  static void close() {
+    std::lock_guard<std::mutex> lock(mutex);
+    opened = false;
+    waits = 0;
+    set_stats_thread_hook(&ThreadGate::hook);
+  }
+  static void open() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      opened = true;
+    }
+    opened_cv.notify_all();
+  }
+  static int wait_count() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return waits;
+  }
+};
+std::mutex ThreadGate::mutex;
+std::condition_variable ThreadGate::opened_cv;
+bool ThreadGate::opened = true;
+int ThreadGate::waits = 0;
+
+// Waits (up to 30 s) until a statistics thread waits at the gate.
+bool wait_for_gate() {
+  for (int i = 0; i < 30000 && ThreadGate::wait_count() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return ThreadGate::wait_count() != 0;
+}
+
+// Opens the gate and removes the hook at the end of a test, however it ends.
+struct GateGuard {
+  ~GateGuard() {
+    ThreadGate::open();
+    set_stats_thread_hook(nullptr);
+  }
+};
+
+alignas(ReportLayout) unsigned char rebuilt_storage[sizeof(ReportLayout)];
+
+}  // namespace
+
+TEST_CASE("stats: StatsFold::Background gives exactly the Inline results") {
+  // Several layouts sharing paths, a large one (its stage holds fewer replays), eager one-shot
+  // layouts, a layout rebuilt at a dead one's address, stats() mid-stream: the background
+  // accumulator must agree with the inline one field for field, sketch windows included.
+  for (StatsMode mode : {StatsMode::Sketch, StatsMode::Exact}) {
+    CAPTURE(static_cast<int>(mode));
+    StatsAccumulator inline_acc(mode);
+    StatsAccumulator background(mode, StatsFold::Background);
+    CHECK(StatsAccumulator(mode, StatsFold::Inline).mode() == mode);
+    std::shared_ptr<const ReportLayout> small = layout_of("s", 9, rebuilt_storage);
+    const std::shared_ptr<const ReportLayout> same_paths = layout_of("s", 9);
+    const std::shared_ptr<const ReportLayout> large = layout_of("l", 20000);  // 1 replay a stage
+    const std::shared_ptr<const ReportLayout> medium = layout_of("m", 2500);  // 6 a stage
+    std::mt19937_64 rng(2121);
+    const StatsThreadCounters before = stats_thread_counters();
+    for (uint64_t replay = 0; replay < 600; ++replay) {
+      if (replay == 300) {  // dies with replays staged and batches queued; rebuilt in its place
+        const ReportLayout* old = small.get();
+        small.reset();
+        small = layout_of("s", 9, rebuilt_storage);
+        REQUIRE(small.get() == old);
+      }
+      const uint64_t pick = rng() % 20;
+      ReplayReport report;
+      if (pick < 10)
+        report = replay_of(small, rng, replay);
+      else if (pick < 14)
+        report = replay_of(same_paths, rng, replay);
+      else if (pick < 16)
+        report = replay_of(medium, rng, replay);
+      else if (pick < 17 && replay % 5 == 0)
+        report = replay_of(large, rng, replay);
+      else  // an eager tree: a layout seen once
+        report = report_of(rng() % 2 ? "s3" : "eager" + std::to_string(rng() % 7), rng() % 5000,
+                           rng() % 13 != 0);
+      inline_acc.add(report);
+      background.add(report);
+      if (rng() % 97 == 0) check_same(inline_acc, background);
+    }
+    check_same(inline_acc, background);
+    const StatsThreadCounters after = stats_thread_counters();
+    CHECK(after.thread_batches + after.add_batches > before.thread_batches + before.add_batches);
+  }
+}
+
+TEST_CASE("stats: a layout's replays are folded 16 at a time, in both StatsFold modes") {
+  // Note [Stats fold]: the first report at once, then a batch per 16 (kStageReplays), also
+  // after a stage was handed over to the thread (and the plan took a spare buffer).
+  const std::shared_ptr<const ReportLayout> layout = layout_of("b", 30);
+  for (StatsFold fold : {StatsFold::Inline, StatsFold::Background}) {
+    CAPTURE(static_cast<int>(fold));
+    StatsAccumulator acc(StatsMode::Sketch, fold);
+    std::mt19937_64 rng(4);
+    const StatsThreadCounters before = stats_thread_counters();
+    for (uint64_t replay = 0; replay < 1 + 16 * 10 + 5; ++replay)
+      acc.add(replay_of(layout, rng, replay));
+    const RegionStats first = acc.stats().at(0);  // folds the 5 staged, not as a batch
+    CHECK(first.count + first.unmeasurable == 1 + 16 * 10 + 5);
+    const StatsThreadCounters after = stats_thread_counters();
+    const uint64_t batches = (after.inline_batches - before.inline_batches) +
+                             (after.thread_batches - before.thread_batches) +
+                             (after.add_batches - before.add_batches);
+    CHECK(batches == 1 + 10);
+  }
+}
+
+TEST_CASE("stats: a full queue makes add() fold it; nothing is lost, then the thread goes on") {
+  GateGuard guard;
+  ThreadGate::close();
+  const std::shared_ptr<const ReportLayout> layout = layout_of("q", 40);  // 16 replays a stage
+  StatsAccumulator inline_acc;
+  StatsAccumulator background(StatsMode::Sketch, StatsFold::Background);
+  std::mt19937_64 rng(7);
+  const StatsThreadCounters before = stats_thread_counters();
+  uint64_t replay = 0;
+  // The thread takes no batch while the gate is closed: past 4 queued, add() folds them.
+  for (; replay < 16 * 12 + 5; ++replay) {
+    const ReplayReport report = replay_of(layout, rng, replay);
+    inline_acc.add(report);
+    background.add(report);
+    if (replay == 0) REQUIRE(wait_for_gate());  // the first report is handed over at once
+  }
+  const StatsThreadCounters full = stats_thread_counters();
+  CHECK(full.thread_batches == before.thread_batches);
+  CHECK(full.add_batches - before.add_batches >= 5);
+  check_same(inline_acc, background);  // stats() folds what is queued while the thread waits
+  ThreadGate::open();
+  for (; replay < 16 * 30; ++replay) {
+    const ReplayReport report = replay_of(layout, rng, replay);
+    inline_acc.add(report);
+    background.add(report);
+  }
+  check_same(inline_acc, background);
+}
+
+TEST_CASE("stats: clear() drops queued batches; what follows is counted alone") {
+  GateGuard guard;
+  const std::shared_ptr<const ReportLayout> layout = layout_of("c", 12);
+  for (StatsMode mode : {StatsMode::Sketch, StatsMode::Exact}) {
+    ThreadGate::close();  // the previous round's accumulators are gone, their threads joined
+    StatsAccumulator inline_acc(mode);
+    StatsAccumulator background(mode, StatsFold::Background);
+    std::mt19937_64 rng(11);
+    for (uint64_t replay = 0; replay < 16 * 3 + 7; ++replay) {  // 3 batches queued, 7 staged
+      const ReplayReport report = replay_of(layout, rng, replay);
+      background.add(report);
+    }
+    background.clear();
+    CHECK(background.stats().empty());
+    for (uint64_t replay = 0; replay < 16 * 3 + 7; ++replay) {
+      const ReplayReport report = replay_of(layout, rng, replay);
+      inline_acc.add(report);
+      background.add(report);
+    }
+    ThreadGate::open();
+    check_same(inline_acc, background);
+    CHECK(background.stats().at(0).count + background.stats().at(0).unmeasurable == 16 * 3 + 7);
+  }
+}
+
+TEST_CASE("stats: an accumulator destroyed with batches queued stops its thread") {
+  GateGuard guard;
+  ThreadGate::close();
+  const std::shared_ptr<const ReportLayout> layout = layout_of("d", 30);
+  std::mt19937_64 rng(5);
+  auto background = std::make_unique<StatsAccumulator>(StatsMode::Exact, StatsFold::Background);
+  // The first report is handed over at once: the thread then waits at the gate (had add()
+  // overtaken it, folding a full queue itself, it would find none left).
+  background->add(replay_of(layout, rng, 0));
+  REQUIRE(wait_for_gate());
+  for (uint64_t replay = 1; replay < 16 * 3 + 3; ++replay)
+    background->add(replay_of(layout, rng, replay));
+  // The thread waits in the hook with 4 batches queued; the destructor must stop it once the
+  // gate opens, without hanging (ctest's timeout) or leaking the batches (the asan build).
+  std::thread opener([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ThreadGate::open();
+  });
+  background.reset();
+  opener.join();
+}
+
+TEST_CASE("stats: a statistics thread that fails logs a warning; add() folds inline after") {
+  static std::atomic<int> warnings{0};
+  static std::string message;  // written before `warnings` counts it
+  warnings = 0;
+  accgraph::set_log_handler([](accgraph::LogLevel level, const char* text, void*) {
+    if (level != accgraph::LogLevel::Warning) return;
+    message = text;
+    ++warnings;
+  });
+  set_stats_thread_hook([] { throw std::bad_alloc(); });
+  const std::shared_ptr<const ReportLayout> layout = layout_of("f", 10);
+  StatsAccumulator inline_acc;
+  StatsAccumulator background(StatsMode::Sketch, StatsFold::Background);
+  std::mt19937_64 rng(3);
+  const StatsThreadCounters before = stats_thread_counters();
+  for (uint64_t replay = 0; replay < 16 * 20; ++replay) {
+    const ReplayReport report = replay_of(layout, rng, replay);
+    inline_acc.add(report);
+    background.add(report);
+    if (replay == 16) {  // the thread got the first batch: wait until it has failed
+      for (int i = 0; i < 30000 && warnings == 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  set_stats_thread_hook(nullptr);
+  accgraph::set_log_handler(nullptr);
+  REQUIRE(warnings == 1);
+  CHECK(message.find("the statistics thread failed") != std::string::npos);
+  CHECK(message.find("folded on the delivering thread from now on") != std::string::npos);
+  // The hook threw before the thread took a batch: nothing lost. Every later batch was folded
+  // by add() itself.
+  check_same(inline_acc, background);
+  const StatsThreadCounters after = stats_thread_counters();
+  CHECK(after.thread_batches == before.thread_batches);
+  CHECK(after.add_batches - before.add_batches >= 18);
+}
+
+TEST_CASE("stats: add() from two threads and stats() meanwhile lose nothing (Background)") {
+  // Each thread adds replays of its own layout (paths shared with the other's); stats() reads
+  // meanwhile. Exact mode: the order of the samples does not matter to the results, so they
+  // must be those of the same reports added from one thread.
+  const std::shared_ptr<const ReportLayout> layouts[2] = {layout_of("t", 50), layout_of("t", 50)};
+  std::vector<ReplayReport> reports[2];
+  std::mt19937_64 rng(99);
+  for (int t = 0; t < 2; ++t)
+    for (uint64_t replay = 0; replay < 800; ++replay)
+      reports[t].push_back(replay_of(layouts[t], rng, replay));
+  StatsAccumulator reference_acc(StatsMode::Exact);
+  for (int t = 0; t < 2; ++t)
+    for (const ReplayReport& r : reports[t]) reference_acc.add(r);
+  StatsAccumulator background(StatsMode::Exact, StatsFold::Background);
+  std::thread adders[2];
+  for (int t = 0; t < 2; ++t)
+    adders[t] = std::thread([&, t] {
+      for (const ReplayReport& r : reports[t]) background.add(r);
+    });
+  for (int i = 0; i < 20; ++i) {
+    const std::vector<RegionStats> partial = background.stats();
+    CHECK(partial.size() <= 50);
+  }
+  for (std::thread& adder : adders) adder.join();
+  check_same_stats(reference_acc.stats(), background.stats());
+}
+
+TEST_CASE("profiler: stats_thread on and off give the same statistics (host)") {
+  // One graph, two profilers timing the same replays through their own markers; each one's
+  // statistics must be those of its own reports (Exact: recomputed here from reports()).
+  CHECK(accgraph::timing::ProfilerOptions{}.stats_thread);
+  Stream s = Stream::create("host");
+  accgraph::Buffer target = accgraph::Buffer::allocate(s, 64);
+  std::vector<std::unique_ptr<Profiler>> profilers;
+  for (bool thread : {true, false}) {
+    accgraph::timing::ProfilerOptions options;
+    options.stats_mode = StatsMode::Exact;
+    options.stats_thread = thread;
+    options.keep_reports = accgraph::timing::KeepReports::all();
+    profilers.push_back(std::make_unique<Profiler>(options));
+  }
+  accgraph::AcceleratorGraph graph("host");
+  for (auto& p : profilers) p->attach(graph);
+  graph.capture_begin(s);
+  {
+    auto outer0 = profilers[0]->region(s, "outer");
+    auto outer1 = profilers[1]->region(s, "outer");
+    for (int r = 0; r < 5; ++r) {
+      auto inner0 = profilers[0]->region(s, "inner" + std::to_string(r));
+      auto inner1 = profilers[1]->region(s, "inner" + std::to_string(r));
+      s.fill(target, static_cast<uint8_t>(r));
+    }
+  }
+  graph.capture_end();
+  for (int i = 0; i < 100; ++i) graph.replay();
+  s.synchronize();
+  for (auto& p : profilers) {
+    p->flush();
+    std::vector<std::vector<uint64_t>> samples;
+    for (const ReplayReport& report : p->reports()) {
+      samples.resize(report.size());
+      for (size_t i = 0; i < report.size(); ++i)
+        if (report.region(i).measurable()) samples[i].push_back(report.region(i).duration_ns());
+    }
+    const std::vector<RegionStats> stats = p->stats();
+    REQUIRE(stats.size() == 6);
+    for (size_t i = 0; i < stats.size(); ++i) {
+      const RegionStats want = reference(samples[i]);
+      CHECK(stats[i].count == 100);
+      CHECK(stats[i].min_ns == want.min_ns);
+      CHECK(stats[i].mean_ns == want.mean_ns);
+      CHECK(stats[i].p95_ns == want.p95_ns);
+      CHECK(stats[i].max_ns == want.max_ns);
+    }
   }
 }

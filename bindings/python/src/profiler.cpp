@@ -118,7 +118,7 @@ void def_profiler_setup(ProfilerClass& cls) {
             std::optional<std::string> marker_strategy, bool background_collector,
             std::optional<int64_t> keep_reports, EnumOrName<StatsMode> stats_mode,
             std::optional<double> collector_period, bool collect_stats, size_t marker_memory,
-            bool subtract_marker_overhead) {
+            bool subtract_marker_overhead, bool stats_thread) {
            ProfilerOptions options;
            options.delivery = parse_delivery(delivery);
            options.ring_depth = ring_depth;
@@ -130,6 +130,7 @@ void def_profiler_setup(ProfilerClass& cls) {
            options.collect_stats = collect_stats;
            options.marker_memory = marker_memory;
            options.subtract_marker_overhead = subtract_marker_overhead;
+           options.stats_thread = stats_thread;
            if (collector_period) {
              if (!(*collector_period > 0 && *collector_period <= 3600))
                throw Error(ErrorCode::InvalidArgument,
@@ -149,7 +150,7 @@ void def_profiler_setup(ProfilerClass& cls) {
          nb::arg("keep_reports").none() = 1024, nb::arg("stats_mode") = StatsMode::Sketch,
          nb::arg("collector_period") = nb::none(), nb::arg("collect_stats") = true,
          nb::arg("marker_memory") = ProfilerOptions{}.marker_memory,
-         nb::arg("subtract_marker_overhead") = true,
+         nb::arg("subtract_marker_overhead") = true, nb::arg("stats_thread") = true,
          "`delivery`: 'lazy' or 'immediate'. `ring_depth`: replays in flight per graph (0: "
          "as many as `marker_memory` holds). `marker_memory`: bytes of marker storage per "
          "graph (default 1 MiB; 0: the backend's default depth); a replay waits for the "
@@ -161,7 +162,9 @@ void def_profiler_setup(ProfilerClass& cls) {
          "`stats_mode`: 'sketch' or 'exact'. `collect_stats=False` leaves stats() empty and "
          "saves its cost per report. `subtract_marker_overhead`: take what one marker costs "
          "(measured once per device) off every region's duration; the raw_* attributes keep "
-         "what the markers read.")
+         "what the markers read. `stats_thread`: fold the statistics on a thread of their own, "
+         "so that flush() and a full ring only copy each report's times (same results); "
+         "False on a single-core host.")
       .def(
           "attach",
           [](PyProfiler& self, nb::handle graph) {
