@@ -121,10 +121,11 @@ class MarkerRing {
       slots_[(head_ + size_) & (slots_.size() - 1)] = std::move(pending);
       ++size_;
     }
-    // Room for `count` entries without growing (at most 4096 reserved ahead).
+    // Room for `count` entries without growing (at most 1024 entries, about 56 KiB, reserved
+    // ahead).
     void reserve(size_t count) {
       size_t capacity = 16;
-      while (capacity < std::min<size_t>(count, 4096)) capacity *= 2;
+      while (capacity < std::min<size_t>(count, 1024)) capacity *= 2;
       if (capacity > slots_.size()) grow(capacity);
     }
     void pop_front() {
