@@ -174,8 +174,9 @@ constexpr size_t kStageReplays = 16;
 // A region's duration from its begin and end marker times, as RegionTiming computes it (0 when
 // end < start; Note [Marker overhead]), or kNotMeasured.
 inline uint64_t span_duration(uint64_t begin, uint64_t end, uint64_t overhead) {
-  if ((begin == kNotMeasured) | (end == kNotMeasured)) return kNotMeasured;
-  const uint64_t duration = std::max(begin, end) - begin;
+  const uint64_t later = std::max(begin, end);  // kNotMeasured when either is
+  if (later == kNotMeasured) return kNotMeasured;
+  const uint64_t duration = later - begin;
   return duration > overhead ? duration - overhead : duration;
 }
 constexpr size_t kStageBytes = size_t{256} << 10;
@@ -235,8 +236,7 @@ struct StatsAccumulator::State {
     }
     // The durations of one region in `n` staged replays, from its begin and end marker times
     // (`stride` apart), computed and added in one pass, no array between (Note [Stats fold]);
-    // returns how many were not measurable. As span_duration(), with one comparison for
-    // "measurable": max(begin, end) is kNotMeasured when either is.
+    // returns how many were not measurable.
     uint64_t add_spans(const uint64_t* begin, const uint64_t* end, size_t stride, size_t n,
                        uint64_t overhead, StatsMode mode) {
       uint64_t skipped = 0;
@@ -250,6 +250,7 @@ struct StatsAccumulator::State {
       Folding folding(*this);
       for (const uint64_t* last = begin + n * stride; begin != last;
            begin += stride, end += stride) {
+        // span_duration(), unfolded: its result compared again cost 5 instructions a sample.
         const uint64_t start = *begin, later = std::max(start, *end);
         if (later == kNotMeasured) {
           ++skipped;
@@ -442,16 +443,10 @@ struct StatsAccumulator::State {
   std::condition_variable wake;
   std::thread thread;
 
-  // Stages `report`: in Inline mode it is folded before this returns; in Background mode only
-  // if the queue is full or the thread is out (Note [Stats thread]). Caller holds no lock.
+  // Stages `report`: what it hands over is folded before this returns in Inline mode (and when
+  // the thread is out), in Background mode only if the queue is full (Note [Stats thread]). One
+  // lock (stage_mutex) when nothing is handed over. Caller holds no lock.
   void add(const ReplayReport& report) {
-    if (fold_mode == StatsFold::Inline) {
-      std::lock_guard<std::mutex> series_lock(series_mutex);
-      std::lock_guard<std::mutex> stage_lock(stage_mutex);
-      stage_report(report);
-      fold_queue_locked(g_inline_batches);
-      return;
-    }
     std::optional<std::string> start_failure;
     {
       std::lock_guard<std::mutex> lock(stage_mutex);
@@ -472,8 +467,10 @@ struct StatsAccumulator::State {
                       "folded on the delivering thread instead (ProfilerOptions::stats_thread "
                       "= false does so from the start)",
                       *start_failure));
+    std::atomic<uint64_t>& counter =
+        fold_mode == StatsFold::Inline ? g_inline_batches : g_add_batches;
     std::lock_guard<std::mutex> series_lock(series_mutex);
-    while (fold_next()) g_add_batches.fetch_add(1, std::memory_order_relaxed);
+    while (fold_next()) counter.fetch_add(1, std::memory_order_relaxed);
   }
 
   // Copies the report's marker times (and its parents' self times) into its layout's stage,
