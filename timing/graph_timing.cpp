@@ -41,6 +41,7 @@ GraphTiming::GraphTiming(const std::shared_ptr<ProfilerCore>& core,
       device_(graph.device()),
       graph_id_(graph.id()),
       fenced_(graph.is_foreign()),
+      immediate_(core->options.delivery == Delivery::Immediate),
       capture_(std::move(capture)) {}
 
 // An ended capture that never began a marker sequence has nothing to do on its replays: it is
@@ -50,11 +51,9 @@ bool GraphTiming::active() const noexcept {
   return sequenced_.load(std::memory_order_relaxed) || !ended_.load(std::memory_order_relaxed);
 }
 
-std::shared_ptr<ProfilerCore> GraphTiming::reporting_core() const {
-  if (!ended_.load(std::memory_order_relaxed) || retired_.load(std::memory_order_relaxed) ||
-      !sequenced_.load(std::memory_order_relaxed))
-    return nullptr;
-  return core_.lock();
+bool GraphTiming::reporting() const noexcept {
+  return ended_.load(std::memory_order_relaxed) && !retired_.load(std::memory_order_relaxed) &&
+         sequenced_.load(std::memory_order_relaxed) && !core_.expired();
 }
 
 // --- the deferred ring -------------------------------------------------------------------------
@@ -124,16 +123,24 @@ void GraphTiming::retire(ProfilerCore& core) {
 }
 
 void GraphTiming::before_replay(AcceleratorGraph& graph, Stream& stream) {
-  std::shared_ptr<ProfilerCore> core = reporting_core();
-  if (!core) return;
+  launch_timed_ = false;
+  if (!reporting()) return;
   if (detail::StreamAccess::capturing(stream)) refuse_nested_replay(graph, stream);
-  if (!overhead_known_) measure_overhead(*core);
+  if (!overhead_known_) {
+    std::shared_ptr<ProfilerCore> core = core_.lock();
+    if (!core) return;  // the profiler is gone: the launch runs untimed
+    measure_overhead(*core);
+  }
   // Never overwrite a slot that was not read: while the ring is full, collect its oldest replay
   // first (counted). One ring lock per launch when it is not (Note [Launch path]).
   GraphImplInterface& impl = detail::GraphAccess::impl(graph);
   StreamImpl& stream_impl = detail::StreamAccess::impl(stream);
-  while (!ring_->before_launch(impl, stream_impl, layout_ != nullptr)) core->make_room(*ring_);
-  launching_core_ = std::move(core);
+  while (!ring_->before_launch(impl, stream_impl, layout_ != nullptr)) {
+    std::shared_ptr<ProfilerCore> core = core_.lock();
+    if (!core) return;
+    core->make_room(*ring_);
+  }
+  launch_timed_ = true;
 }
 
 // Note [Marker overhead] in marker_overhead.cpp: the capture could not measure it; the first
@@ -149,13 +156,23 @@ void GraphTiming::measure_overhead(ProfilerCore& core) {
 }
 
 // Note [Launch path]: every timed launch pays before_replay and after_replay on the launching
-// thread (issue 21: <= 100 ns beyond the backend's own marker calls), so they lock the profiler
-// once per launch (the core before_replay locked is kept for after_replay: a launch's two halves
-// run on one thread, one launch of a graph at a time) and its ring twice (before: the room check
-// and the backend call together; after: the backend call and the pending entry).
+// thread (issue 21: <= 100 ns beyond the backend's own marker calls). Each atomic
+// read-modify-write there costs about 20 cycles uncontended and far more when another thread
+// touched its cache line, so a launch takes the fewest it can:
+// - the ring's lock twice (before: the room check and the backend call together; after: the
+//   backend call and the pending entry): the SPI does not promise thread-safe markers, and a
+//   collecting thread reads them;
+// - no reference to the profiler: the launch only looks whether it still lives (weak_ptr
+//   expired(), a load) and uses what the graph owns (the ring, the layout). A reference is
+//   taken only where the profiler itself is called: the first launch (the marker overhead), a
+//   full ring (collection), Immediate delivery. A profiler destroyed during a launch leaves that
+//   launch's entry in the ring, which the graph owns: nobody reads it, nothing dangles;
+// - no reference count on the layout (Note [Kept layouts] in marker_ring.cpp).
+// `launch_timed_` carries from before_replay to after_replay (or after_failed_replay) whether
+// the launch was numbered: a launch's two halves run on one thread, one launch of a graph at a
+// time.
 void GraphTiming::after_replay(AcceleratorGraph& graph, Stream& stream) {
-  std::shared_ptr<ProfilerCore> core = std::move(launching_core_);
-  if (!core || retired_.load(std::memory_order_relaxed)) return;
+  if (!std::exchange(launch_timed_, false) || retired_.load(std::memory_order_relaxed)) return;
   if (detail::GraphAccess::fenced_launch(graph))
     ring_->after_foreign_launch(detail::GraphAccess::impl(graph),
                                 detail::StreamAccess::impl(stream), layout_,
@@ -163,16 +180,19 @@ void GraphTiming::after_replay(AcceleratorGraph& graph, Stream& stream) {
   else
     ring_->after_launch(detail::GraphAccess::impl(graph), detail::StreamAccess::impl(stream),
                         layout_);
-  core->sequence_done(*ring_, ProfilerCore::Sequence::GraphReplay);
+  if (!immediate_) return;  // sequence_done does nothing else for a graph's replay
+  if (std::shared_ptr<ProfilerCore> core = core_.lock())
+    core->sequence_done(*ring_, ProfilerCore::Sequence::GraphReplay);
 }
 
 // The launch raised; a foreign graph's owner launch may have run (Note [Launch fences]).
 void GraphTiming::after_failed_replay(AcceleratorGraph& graph, Stream& stream) noexcept {
-  launching_core_.reset();  // no after_replay comes for this launch
+  // No after_replay comes for this launch.
+  if (!std::exchange(launch_timed_, false)) return;
   try {
     // Not fenced (an accgraph graph's launch ran nothing; a foreign one with
     // LaunchCheck::Trusted): the number is given to the next launch, as before.
-    if (!detail::GraphAccess::fenced_launch(graph) || !reporting_core()) return;
+    if (!detail::GraphAccess::fenced_launch(graph) || !reporting()) return;
     ring_->after_foreign_launch(detail::GraphAccess::impl(graph),
                                 detail::StreamAccess::impl(stream), layout_,
                                 MarkerRing::LaunchOutcome::Raised);

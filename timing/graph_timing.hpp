@@ -56,8 +56,8 @@ class GraphTiming final : public detail::GraphInstrument {
 
  private:
   // Whether the replays of this capture are reported: the capture ended with a marker sequence
-  // and the profiler lives.
-  std::shared_ptr<ProfilerCore> reporting_core() const;
+  // and the profiler lives (a look, no reference taken: Note [Launch path]).
+  bool reporting() const noexcept;
   // At the first launch: the layout with the device's marker overhead, measured if unknown.
   void measure_overhead(ProfilerCore& core);
   // The ring, made on first use (caller holds ring_mutex_).
@@ -70,15 +70,16 @@ class GraphTiming final : public detail::GraphInstrument {
   int device_;
   uint64_t graph_id_;
   bool fenced_;
+  bool immediate_;  // the profiler delivers each report at its launch (Delivery::Immediate)
   std::mutex ring_mutex_;               // below, until the capture ends
   std::shared_ptr<MarkerRing> ring_;    // null until the capture needs it (Note [Deferred ring])
   std::atomic<bool> sequenced_{false};  // ring_'s begin_sequence is in the capture
   std::shared_ptr<Recording> capture_;  // while capturing
   std::shared_ptr<const ReportLayout> layout_;  // after end_capture; null: no region recorded
   bool overhead_known_ = false;  // measure_overhead ran (on the first launch's thread)
-  // From before_replay to after_replay (or after_failed_replay) of one launch: Note [Launch
-  // path] in graph_timing.cpp.
-  std::shared_ptr<ProfilerCore> launching_core_;
+  // From before_replay to after_replay (or after_failed_replay) of one launch: it was numbered
+  // (Note [Launch path] in graph_timing.cpp).
+  bool launch_timed_ = false;
   std::atomic<bool> ended_{false};
   std::atomic<bool> retired_{false};
 };

@@ -115,14 +115,53 @@ bool MarkerRing::before_launch(GraphImplInterface& graph, StreamImpl& stream, bo
 }
 
 void MarkerRing::after_launch(GraphImplInterface& graph, StreamImpl& stream,
-                              std::shared_ptr<const ReportLayout> layout) {
+                              const std::shared_ptr<const ReportLayout>& layout) {
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t sequence = next_sequence_;
   markers_->after_launch(graph, stream, sequence);
   ++next_sequence_;
   const uint64_t index = launches_++;
   last_launch_fenced_ = false;
-  if (layout) pending_.push_back(Pending{sequence, index, std::move(layout)});
+  if (layout) pending_.push_back(Pending{sequence, index, keep_layout(layout, sequence)});
+}
+
+// Note [Kept layouts]: every timed launch queues a pending entry naming its report's layout.
+// A shared_ptr per entry cost the launching thread a reference count increment per launch (an
+// atomic read-modify-write, issue 21's <= 100 ns), and the collecting thread the matching
+// decrement on the same cache line. The entry holds a plain pointer instead, and the ring keeps
+// each distinct layout alive while an entry points at it: `layouts_` lists them in launch order
+// with the last sequence launched with each, so a launch with the same layout as the one before
+// (every replay of a graph, but its first after a change: the marker overhead measured at the
+// first launch, eager trees) only updates that sequence. The report gets its counted reference
+// at collection. A collection releases every kept layout whose last sequence is below every
+// pending one (entries are collected in sequence order; a raised foreign launch's number is
+// used again by the next launch, so not <=), except the newest: the next launch most likely
+// uses it again (a graph holds it anyway).
+const ReportLayout* MarkerRing::keep_layout(const std::shared_ptr<const ReportLayout>& layout,
+                                            uint64_t sequence) {
+  if (layouts_.empty() || layouts_.back().layout != layout)
+    layouts_.push_back(KeptLayout{layout, sequence});
+  else
+    layouts_.back().last_sequence = sequence;
+  return layout.get();
+}
+
+std::shared_ptr<const ReportLayout> MarkerRing::kept_layout(const Pending& pending) const {
+  for (const KeptLayout& kept : layouts_)
+    if (kept.layout.get() == pending.layout) return kept.layout;
+  throw Error(ErrorCode::InvalidState,
+              fmt::format("marker ring of graph {}: pending sequence {} names a report layout "
+                          "the ring no longer keeps; this is an accgraph bug: please report it",
+                          graph_id_, pending.sequence),
+              source_.backend);
+}
+
+void MarkerRing::release_layouts() {
+  // Below every pending sequence (or every launched one, with none pending): no entry names it.
+  const uint64_t lowest = pending_.empty() ? next_sequence_ : pending_.front().sequence;
+  size_t released = 0;
+  while (released + 1 < layouts_.size() && layouts_[released].last_sequence < lowest) ++released;
+  layouts_.erase(layouts_.begin(), layouts_.begin() + static_cast<std::ptrdiff_t>(released));
 }
 
 TimestampMarkers& MarkerRing::fence_for(StreamImpl& stream) {
@@ -144,7 +183,7 @@ TimestampMarkers& MarkerRing::fence_for(StreamImpl& stream) {
 }
 
 void MarkerRing::after_foreign_launch(GraphImplInterface& graph, StreamImpl& stream,
-                                      std::shared_ptr<const ReportLayout> layout,
+                                      const std::shared_ptr<const ReportLayout>& layout,
                                       LaunchOutcome outcome) {
   const bool raised = outcome == LaunchOutcome::Raised;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -166,7 +205,8 @@ void MarkerRing::after_foreign_launch(GraphImplInterface& graph, StreamImpl& str
   fence.end_sequence(stream);
   const uint64_t fence_sequence = entry.next++;
   fence.after_eager_sequence(stream, fence_sequence);
-  Pending pending{sequence, launches_, std::move(layout), &fence, fence_sequence, raised};
+  Pending pending{sequence, launches_, keep_layout(layout, sequence), &fence, fence_sequence,
+                  raised};
   if (!raised) {  // a raised launch counts no execution: its number is used again
     ++next_sequence_;
     ++launches_;
@@ -176,13 +216,13 @@ void MarkerRing::after_foreign_launch(GraphImplInterface& graph, StreamImpl& str
 }
 
 void MarkerRing::close_eager_sequence(StreamImpl& stream,
-                                      std::shared_ptr<const ReportLayout> layout) {
+                                      const std::shared_ptr<const ReportLayout>& layout) {
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t sequence = next_sequence_++;
   markers_->end_sequence(stream);
   markers_->after_eager_sequence(stream, sequence);
   const uint64_t index = launches_++;
-  if (layout) pending_.push_back(Pending{sequence, index, std::move(layout)});
+  if (layout) pending_.push_back(Pending{sequence, index, keep_layout(layout, sequence)});
 }
 
 std::optional<MarkerRing::Pending> MarkerRing::oldest() const {
@@ -214,12 +254,13 @@ MarkerRing::Collected MarkerRing::collect_next() {
       std::vector<uint64_t> times(pending.layout->marker_count());
       markers_->wait(pending.sequence);
       markers_->read(pending.sequence, times.data(), times.size());
-      report.emplace(std::move(pending.layout), graph_id_, pending.replay_index, std::move(times));
+      report.emplace(kept_layout(pending), graph_id_, pending.replay_index, std::move(times));
     }
   } catch (...) {
     failure = std::current_exception();
   }
   pending_.pop_front();
+  release_layouts();
   if (failure) std::rethrow_exception(failure);
   return {true, std::move(report)};
 }
@@ -272,7 +313,7 @@ std::optional<ReplayReport> MarkerRing::collect_fenced(Pending& pending) {
       broken = "ran the graph more than once";
   }
   if (broken.empty())
-    return ReplayReport(std::move(pending.layout), graph_id_, pending.replay_index,
+    return ReplayReport(kept_layout(pending), graph_id_, pending.replay_index,
                         std::move(*times));
   out_of_step_ = true;
   if (!warned_) {
@@ -284,7 +325,7 @@ std::optional<ReplayReport> MarkerRing::collect_fenced(Pending& pending) {
                     "the rule; this warning is given once per capture)",
                     graph_id_, pending.replay_index, broken));
   }
-  return ReplayReport(std::move(pending.layout), graph_id_, pending.replay_index,
+  return ReplayReport(kept_layout(pending), graph_id_, pending.replay_index,
                       std::vector<uint64_t>(count, TimestampMarkers::kUnmeasurable));
 }
 

@@ -25,7 +25,8 @@ class MarkerRing {
   struct Pending {
     uint64_t sequence = 0;
     uint64_t replay_index = 0;  // what the report says (sequences may skip: Note [Launch fences])
-    std::shared_ptr<const ReportLayout> layout;
+    // What its report lays out, kept alive by the ring's `layouts_` (Note [Kept layouts]).
+    const ReportLayout* layout = nullptr;
     // Foreign launches only (Note [Launch fences]): the fence enqueued after the owner's launch,
     // and whether the owner's launch raised (then it is checked, never reported).
     TimestampMarkers* fence = nullptr;
@@ -61,16 +62,17 @@ class MarkerRing {
   /// report (a capture without regions).
   bool before_launch(GraphImplInterface& graph, StreamImpl& stream, bool needs_room);
   void after_launch(GraphImplInterface& graph, StreamImpl& stream,
-                    std::shared_ptr<const ReportLayout> layout);
+                    const std::shared_ptr<const ReportLayout>& layout);
   /// A ForeignGraph's launch (fenced rings): after_launch when the owner's launch returned,
   /// then a fence on `stream` so that collection can check what the launch did without ever
   /// waiting for a sequence that may not run (Note [Launch fences]). `raised`: the owner's
   /// launch threw (it may or may not have launched); nothing is reported for it.
   enum class LaunchOutcome { Returned, Raised };
   void after_foreign_launch(GraphImplInterface& graph, StreamImpl& stream,
-                            std::shared_ptr<const ReportLayout> layout, LaunchOutcome outcome);
+                            const std::shared_ptr<const ReportLayout>& layout,
+                            LaunchOutcome outcome);
   /// Closes an eager sequence (end_sequence, then after_eager_sequence); `layout` as above.
-  void close_eager_sequence(StreamImpl& stream, std::shared_ptr<const ReportLayout> layout);
+  void close_eager_sequence(StreamImpl& stream, const std::shared_ptr<const ReportLayout>& layout);
 
   /// The oldest pending sequence, if any.
   std::optional<Pending> oldest() const;
@@ -100,6 +102,11 @@ class MarkerRing {
   // Collection of a fenced entry: the report, or nullopt for a raised launch. Caller holds
   // mutex_ and has popped `pending`.
   std::optional<ReplayReport> collect_fenced(Pending& pending);
+  // Note [Kept layouts]. Caller holds mutex_.
+  const ReportLayout* keep_layout(const std::shared_ptr<const ReportLayout>& layout,
+                                  uint64_t sequence);
+  std::shared_ptr<const ReportLayout> kept_layout(const Pending& pending) const;
+  void release_layouts();
   // Whether every measurable time lies in [low, high] (a launch's own execution).
   static bool within(const std::vector<uint64_t>& times, uint64_t low, uint64_t high);
   // Reads `sequence` of the graph's markers if it completed, else nullopt; a failing read
@@ -155,6 +162,13 @@ class MarkerRing {
   uint64_t next_sequence_ = 0;
   uint64_t launches_ = 0;  // counted launches: the next report's replay_index
   PendingQueue pending_;
+  // The layouts pending entries point at, in the order they were first launched with, each with
+  // the last sequence launched with it: usually one (Note [Kept layouts]).
+  struct KeptLayout {
+    std::shared_ptr<const ReportLayout> layout;
+    uint64_t last_sequence = 0;
+  };
+  std::vector<KeptLayout> layouts_;
 
   // Fenced rings only (Note [Launch fences]).
   Backend* backend_ = nullptr;

@@ -163,6 +163,47 @@ TEST_CASE("MarkerRing: collect_oldest reads into the report's own storage, oldes
   CHECK(r.markers->violations == 0);
 }
 
+TEST_CASE("MarkerRing: each report gets its launch's layout, kept while a pending launch names it") {
+  // Note [Kept layouts]: pending entries point at their layout; the ring keeps each alive.
+  HostObjects host;
+  Ring r = make_ring(8);
+  auto a = layout_of(1);
+  auto b = layout_of(2);
+  std::weak_ptr<const ReportLayout> a_alive = a, b_alive = b;
+  launch(*r.ring, host, a);
+  launch(*r.ring, host, a);
+  launch(*r.ring, host, b);
+  launch(*r.ring, host, nullptr);  // nothing to report: names no layout
+  launch(*r.ring, host, a);        // a again after b: a layout of its own in the ring's list
+  a.reset();
+  b.reset();
+  std::vector<size_t> regions;
+  for (int i = 0; i < 2; ++i) {
+    std::optional<ReplayReport> report = r.ring->collect_oldest();
+    REQUIRE(report.has_value());
+    regions.push_back(report->size());
+  }
+  CHECK_FALSE(a_alive.expired());  // the fifth launch still names it
+  CHECK_FALSE(b_alive.expired());  // the third
+  std::optional<ReplayReport> third = r.ring->collect_oldest();
+  REQUIRE(third.has_value());
+  regions.push_back(third->size());
+  CHECK(third->layout().regions().size() == 2);
+  third.reset();
+  std::optional<ReplayReport> fifth = r.ring->collect_oldest();
+  REQUIRE(fifth.has_value());
+  regions.push_back(fifth->size());
+  CHECK(b_alive.expired());  // collected, and no pending launch names it
+  CHECK(regions == std::vector<size_t>{1, 1, 2, 1});
+  CHECK_FALSE(r.ring->collect_oldest().has_value());
+  // The newest stays for the next launch with it (a graph holds its layout anyway); the ring's
+  // destruction releases it.
+  CHECK_FALSE(a_alive.expired());
+  fifth.reset();
+  r.ring.reset();
+  CHECK(a_alive.expired());
+}
+
 TEST_CASE("MarkerRing: a failed read still frees the slot, and the failure reaches the caller") {
   HostObjects host;
   Ring r = make_ring(1);
