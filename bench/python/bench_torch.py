@@ -26,8 +26,16 @@ GPU; says why and exits 0 without them.
                against the span of the kernels it encloses (from the first one's start to the
                last one's end, as CUPTI saw them, found between the region's own marker
                kernels); median |difference| over all regions (target: <= 0.5 us).
+  5. run ahead  The same transformer in a back-to-back replay() loop (--run-ahead-replays
+               calls, no synchronize in between, as training and serving loops run), host time
+               per replay() call: timed through accgraph.torch at default Profiler settings
+               against the same model captured without regions, in interleaved rounds
+               (--run-ahead-rounds, medians), each loop followed by a synchronize or flush()
+               outside the timing; ring waits and whether every report arrived (issue 21
+               item 1, target: <= 1.10x, every report delivered).
 
     python bench/python/bench_torch.py [--replays N] [--rounds R] [--samples S]
+        [--accuracy-replays N] [--run-ahead-replays N] [--run-ahead-rounds R]
 """
 
 from __future__ import annotations
@@ -350,6 +358,13 @@ def absolute_summary(diffs: List[float], raw_diffs: List[float]) -> str:
             f"{'met' if ours <= 0.5 else 'NOT met'}")
 
 
+class NoRegions:
+    """Stands in for a Profiler in make_transformer: the same model without regions."""
+
+    def region(self, name: str) -> ContextManager[Any]:
+        return contextlib.nullcontext()
+
+
 def make_transformer(torch: Any, prof: Any) -> Any:
     """Two pre-norm blocks, d_model 512, 8 heads, bf16: regions block<i>, attn, mlp."""
     d_model, heads = 512, 8
@@ -424,14 +439,8 @@ def bench_transformer(torch: Any, replays: int) -> List[str]:
              f"block, attention and MLP, against torch.profiler (CUPTI), {replays} replays"]
     prof = accgraph.Profiler(keep_reports=None)
     with accgraph.torch.instrumented(prof):
-        model = make_transformer(torch, prof)
         x = torch.randn(8, 128, 512, device="cuda", dtype=torch.bfloat16)
-        with torch.no_grad():
-            model(x)  # warm-up outside the capture (eager)
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                model(x)
+        graph = capture_transformer(torch, make_transformer(torch, prof), x)
         reports, profile = profiled_replays(torch, prof, graph, replays)
     traced = replays_in_trace(profile, torch)
     if len(traced) != len(reports):
@@ -451,6 +460,56 @@ def bench_transformer(torch: Any, replays: int) -> List[str]:
         lines.append(f"   {path:14} {statistics.median(d for d, _ in pairs) / 1e3:15.2f} "
                      f"{statistics.median(r for _, r in pairs) / 1e3:12.2f} {len(pairs):8}")
     lines.append(absolute_summary(diffs_all, raw_all))
+    return lines
+
+
+def capture_transformer(torch: Any, model: Any, x: Any) -> Any:
+    with torch.no_grad():
+        model(x)  # warm-up outside the capture (eager)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            model(x)
+    torch.cuda.synchronize()
+    return graph
+
+
+def bench_run_ahead(torch: Any, replays: int, rounds: int) -> List[str]:
+    lines = [f"5. run ahead: the transformer of part 4, {replays} replay() calls back to back, "
+             f"host us per call, default Profiler settings vs no regions, median of {rounds} "
+             f"rounds  [target <= 1.10x, every report delivered]"]
+    x = torch.randn(8, 128, 512, device="cuda", dtype=torch.bfloat16)
+    untimed = capture_transformer(torch, make_transformer(torch, NoRegions()), x)
+    prof = accgraph.Profiler()  # the defaults: what a user gets
+    with accgraph.torch.instrumented(prof):
+        timed = capture_transformer(torch, make_transformer(torch, prof), x)
+        for graph in (untimed, timed):  # warm-up: the first launch measures the marker overhead
+            for _ in range(10):
+                graph.replay()
+        torch.cuda.synchronize()
+        prof.flush()
+        first_delivered, first_waits = prof.delivered, prof.ring_waits
+        host_us: Dict[str, List[float]] = {"untimed": [], "timed": []}
+        device_us: List[float] = []
+        for r in range(rounds):
+            for name in (("untimed", "timed") if r % 2 == 0 else ("timed", "untimed")):
+                graph = timed if name == "timed" else untimed
+                torch.cuda.synchronize()
+                start = time.perf_counter_ns()
+                for _ in range(replays):
+                    graph.replay()
+                host_us[name].append((time.perf_counter_ns() - start) / replays / 1e3)
+                if name == "timed":
+                    prof.flush()  # outside the timing: waits for the device, delivers
+                else:
+                    torch.cuda.synchronize()
+                    device_us.append((time.perf_counter_ns() - start) / replays / 1e3)
+        delivered = prof.delivered - first_delivered
+        waits = prof.ring_waits - first_waits
+    u, t = statistics.median(host_us["untimed"]), statistics.median(host_us["timed"])
+    lines.append(f"   device us per replay {statistics.median(device_us):.1f}: untimed "
+                 f"{u:.2f} us, timed {t:.2f} us per replay() call: {t / u:.2f}x; ring waits "
+                 f"{waits}; reports {delivered}/{replays * rounds}")
     return lines
 
 
@@ -475,6 +534,9 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=2000, help="single calls (part 2)")
     parser.add_argument("--accuracy-replays", type=int, default=200,
                         help="replays (parts 3 and 4)")
+    parser.add_argument("--run-ahead-replays", type=int, default=200,
+                        help="replay() calls back to back (part 5)")
+    parser.add_argument("--run-ahead-rounds", type=int, default=15, help="rounds (part 5)")
     args = parser.parse_args()
 
     torch = load_torch("bench_torch")
@@ -484,7 +546,8 @@ def main() -> int:
     for part in (lambda: bench_overhead(torch, args.replays, args.rounds),
                  lambda: bench_host_cost(torch, args.samples),
                  lambda: bench_accuracy(torch, args.accuracy_replays),
-                 lambda: bench_transformer(torch, args.accuracy_replays)):
+                 lambda: bench_transformer(torch, args.accuracy_replays),
+                 lambda: bench_run_ahead(torch, args.run_ahead_replays, args.run_ahead_rounds)):
         try:
             lines = part()
         except Exception as e:  # noqa: BLE001 - reported, the other parts still run
