@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -336,14 +337,37 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
         std::this_thread::yield();
       } else {
         std::this_thread::sleep_for(std::chrono::microseconds(20));
-        if (spin % 4096 == 0) {
-          cudaError_t err = cudaPeekAtLastError();
-          if (err != cudaSuccess && err != cudaErrorNotReady)
-            throw_cuda_error(err, "cudaPeekAtLastError",
-                             fmt::format("waiting for marker sequence {}", sequence));
-        }
+        if (spin % 4096 == 0) check_context(sequence);
       }
     }
+  }
+
+  // Note [Broken context]: once the context is broken (a sticky error, such as an illegal
+  // address in anyone's kernel) no sequence completes, and a wait would poll forever: flush()
+  // and a Python program's exit hung (seen on the H100 after a replay read a freed tensor).
+  // cudaPeekAtLastError sees only this thread's last failed call, which whoever saw the error
+  // may have cleared (PyTorch does), so a query of a private stream asks the context itself: it
+  // returns the sticky error. About every 80 ms of waiting. Not run on a GPU yet: the broken
+  // context it handles was seen, the handling was not (2026-11-27 fifth session).
+  void check_context(uint64_t sequence) {
+    cudaError_t err = cudaPeekAtLastError();
+    const char* call = "cudaPeekAtLastError";
+    if (err == cudaSuccess || err == cudaErrorNotReady) {
+      DeviceGuard guard(device_);
+      // Another thread may be capturing in global mode, which refuses (and is broken by) a
+      // query or a stream creation on a thread in that mode; a query of our own idle stream
+      // cannot change what it captures.
+      RelaxedCaptureModeGuard relaxed;
+      if (!context_probe_) context_probe_ = std::make_unique<PrivateStream>();
+      err = cudaStreamQuery(context_probe_->get());
+      call = "cudaStreamQuery";
+    }
+    if (err != cudaSuccess && err != cudaErrorNotReady)
+      throw_cuda_error(err, call,
+                       fmt::format("waiting for marker sequence {}: the CUDA context failed, so "
+                                   "it will never complete (its report is lost; the process "
+                                   "must restart to use this device)",
+                                   sequence));
   }
 
   void read(uint64_t sequence, uint64_t* times, size_t count) override {
@@ -484,6 +508,7 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
   }
 
   int device_;
+  std::unique_ptr<PrivateStream> context_probe_;  // Note [Broken context]: made on first use
   size_t ring_;           // final once a sequence ran (size_by_budget)
   size_t memory_budget_;  // bytes the ring may be sized to; 0: ring_ is fixed
   uint64_t resolution_ns_;

@@ -35,7 +35,7 @@ GPU; says why and exits 0 without them.
                item 1, target: <= 1.10x, every report delivered).
 
     python bench/python/bench_torch.py [--replays N] [--rounds R] [--samples S]
-        [--accuracy-replays N] [--run-ahead-replays N] [--run-ahead-rounds R]
+        [--accuracy-replays N] [--run-ahead-replays N] [--run-ahead-rounds R] [--parts 12345]
 """
 
 from __future__ import annotations
@@ -440,7 +440,7 @@ def bench_transformer(torch: Any, replays: int) -> List[str]:
     prof = accgraph.Profiler(keep_reports=None)
     with accgraph.torch.instrumented(prof):
         x = torch.randn(8, 128, 512, device="cuda", dtype=torch.bfloat16)
-        graph = capture_transformer(torch, make_transformer(torch, prof), x)
+        graph, model = capture_transformer(torch, make_transformer(torch, prof), x)
         reports, profile = profiled_replays(torch, prof, graph, replays)
     traced = replays_in_trace(profile, torch)
     if len(traced) != len(reports):
@@ -463,7 +463,10 @@ def bench_transformer(torch: Any, replays: int) -> List[str]:
     return lines
 
 
-def capture_transformer(torch: Any, model: Any, x: Any) -> Any:
+def capture_transformer(torch: Any, model: Any, x: Any) -> Tuple[Any, Any]:
+    """(graph, model): the caller keeps `model` for as long as it replays the graph, which reads
+    the model's parameters where they were at capture (a dropped model's memory goes back to
+    PyTorch's allocator, and a replay then reads whatever is there, or faults)."""
     with torch.no_grad():
         model(x)  # warm-up outside the capture (eager)
         torch.cuda.synchronize()
@@ -471,7 +474,7 @@ def capture_transformer(torch: Any, model: Any, x: Any) -> Any:
         with torch.cuda.graph(graph):
             model(x)
     torch.cuda.synchronize()
-    return graph
+    return graph, model
 
 
 def bench_run_ahead(torch: Any, replays: int, rounds: int) -> List[str]:
@@ -479,10 +482,10 @@ def bench_run_ahead(torch: Any, replays: int, rounds: int) -> List[str]:
              f"host us per call, default Profiler settings vs no regions, median of {rounds} "
              f"rounds  [target <= 1.10x, every report delivered]"]
     x = torch.randn(8, 128, 512, device="cuda", dtype=torch.bfloat16)
-    untimed = capture_transformer(torch, make_transformer(torch, NoRegions()), x)
+    untimed, untimed_model = capture_transformer(torch, make_transformer(torch, NoRegions()), x)
     prof = accgraph.Profiler()  # the defaults: what a user gets
     with accgraph.torch.instrumented(prof):
-        timed = capture_transformer(torch, make_transformer(torch, prof), x)
+        timed, timed_model = capture_transformer(torch, make_transformer(torch, prof), x)
         for graph in (untimed, timed):  # warm-up: the first launch measures the marker overhead
             for _ in range(10):
                 graph.replay()
@@ -506,6 +509,7 @@ def bench_run_ahead(torch: Any, replays: int, rounds: int) -> List[str]:
                     device_us.append((time.perf_counter_ns() - start) / replays / 1e3)
         delivered = prof.delivered - first_delivered
         waits = prof.ring_waits - first_waits
+    del untimed_model, timed_model  # kept until the last replay (capture_transformer)
     u, t = statistics.median(host_us["untimed"]), statistics.median(host_us["timed"])
     lines.append(f"   device us per replay {statistics.median(device_us):.1f}: untimed "
                  f"{u:.2f} us, timed {t:.2f} us per replay() call: {t / u:.2f}x; ring waits "
@@ -537,17 +541,21 @@ def main() -> int:
     parser.add_argument("--run-ahead-replays", type=int, default=200,
                         help="replay() calls back to back (part 5)")
     parser.add_argument("--run-ahead-rounds", type=int, default=15, help="rounds (part 5)")
+    parser.add_argument("--parts", default="12345", help="the parts to run, e.g. 45 (all)")
     args = parser.parse_args()
 
     torch = load_torch("bench_torch")
     if torch is None:
         return 0
     failed = False
-    for part in (lambda: bench_overhead(torch, args.replays, args.rounds),
-                 lambda: bench_host_cost(torch, args.samples),
-                 lambda: bench_accuracy(torch, args.accuracy_replays),
-                 lambda: bench_transformer(torch, args.accuracy_replays),
-                 lambda: bench_run_ahead(torch, args.run_ahead_replays, args.run_ahead_rounds)):
+    parts = (lambda: bench_overhead(torch, args.replays, args.rounds),
+             lambda: bench_host_cost(torch, args.samples),
+             lambda: bench_accuracy(torch, args.accuracy_replays),
+             lambda: bench_transformer(torch, args.accuracy_replays),
+             lambda: bench_run_ahead(torch, args.run_ahead_replays, args.run_ahead_rounds))
+    for number, part in enumerate(parts, 1):
+        if str(number) not in args.parts:
+            continue
         try:
             lines = part()
         except Exception as e:  # noqa: BLE001 - reported, the other parts still run
