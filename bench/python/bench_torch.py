@@ -130,15 +130,20 @@ class BlogTimerRegistry:
             yield context, timer.elapsed_time()
 
 
-def capture(torch: Any, model: Any) -> Tuple[Any, Any]:
-    static_input = torch.randn(SIZE, SIZE, device="cuda")
-    model(static_input)  # warm-up outside the capture (eager)
+def capture_graph(torch: Any, model: Any, x: Any) -> Any:
+    """`model(x)` captured into a torch CUDA graph, after an eager warm-up."""
+    model(x)  # warm-up outside the capture (eager)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        model(static_input)
+        model(x)
     torch.cuda.synchronize()
-    return graph, static_input
+    return graph
+
+
+def capture(torch: Any, model: Any) -> Tuple[Any, Any]:
+    static_input = torch.randn(SIZE, SIZE, device="cuda")
+    return capture_graph(torch, model, static_input), static_input
 
 
 def run_replays(torch: Any, graph: Any, replays: int, after_replay: Callable[[], None],
@@ -468,13 +473,7 @@ def capture_transformer(torch: Any, model: Any, x: Any) -> Tuple[Any, Any]:
     the model's parameters where they were at capture (a dropped model's memory goes back to
     PyTorch's allocator, and a replay then reads whatever is there, or faults)."""
     with torch.no_grad():
-        model(x)  # warm-up outside the capture (eager)
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            model(x)
-    torch.cuda.synchronize()
-    return graph, model
+        return capture_graph(torch, model, x), model
 
 
 def bench_run_ahead(torch: Any, replays: int, rounds: int) -> List[str]:
