@@ -4,6 +4,7 @@ ForeignGraph is told about it through a second Stream wrapping the same queue (w
 sees of a framework's native capture): the whole life cycle runs without a GPU."""
 
 import gc
+import inspect
 import threading
 
 import pytest
@@ -164,6 +165,41 @@ def test_a_region_in_a_native_capture_accgraph_was_not_told_about():
         with prof.region(owner.wrapped, "lost"):
             pass
     owner.end_capture()
+
+
+def test_launch_takes_its_arguments_positional_or_keyword_and_names_what_is_wrong():
+    # ForeignGraph.launch is a plain CPython method (Note [Launch method] in
+    # bindings/python/src/foreign_graph.cpp): the arguments and errors of the nanobind version.
+    prof = accgraph.Profiler()
+    owner, foreign = timed_foreign(prof)
+    foreign.launch(owner.wrapped, owner.launch)
+    foreign.launch(stream=owner.wrapped, fn=owner.launch)
+    foreign.launch(owner.wrapped, fn=owner.launch, trusted=False)
+    foreign.launch(owner.wrapped, owner.launch, trusted=True)
+    assert foreign.replay_count == 4
+    wrong = [
+        ((owner.wrapped, owner.launch, True), {}, r"takes 2 positional arguments .* 3 were given"),
+        ((owner.wrapped, owner.launch), {"fence": True}, "unexpected keyword argument 'fence'"),
+        ((owner.wrapped, owner.launch), {"fn": owner.launch}, "multiple values for argument 'fn'"),
+        ((owner.wrapped,), {}, "missing required argument 'fn'"),
+        ((), {"fn": owner.launch}, "missing required argument 'stream'"),
+        ((3, owner.launch), {}, "stream must be an accgraph.Stream, not int"),
+        ((None, owner.launch), {}, "stream must be an accgraph.Stream, not NoneType"),
+        ((owner.wrapped, 3), {}, "fn must be callable, not int"),
+        ((owner.wrapped, owner.launch), {"trusted": 1}, "trusted must be True or False, not int"),
+    ]
+    for args, kwargs, message in wrong:
+        with pytest.raises(TypeError, match=message):
+            foreign.launch(*args, **kwargs)
+    with pytest.raises(TypeError):
+        accgraph.ForeignGraph.launch(owner.wrapped, owner.wrapped, owner.launch)  # not a graph
+    assert foreign.replay_count == 4  # nothing launched, and the graph is not left busy
+    foreign.launch(owner.wrapped, owner.launch)
+    prof.flush()
+    assert [r.replay_index for r in prof.reports()] == [0, 1, 2, 3, 4]
+    assert list(inspect.signature(accgraph.ForeignGraph.launch).parameters) == [
+        "self", "stream", "fn", "trusted"]
+    assert "counts no launch" in accgraph.ForeignGraph.launch.__doc__
 
 
 def test_what_the_launch_callable_raises_propagates_and_counts_no_launch():

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -36,6 +37,11 @@ namespace nb = nanobind;
 bool interpreter_alive() noexcept;
 /// At exit (atexit): no new Python call from C++ starts, and the running ones are waited for.
 void mark_interpreter_exiting() noexcept;
+
+/// For a plain CPython method (Note [Replay method] in graph.cpp): raises `error`, a C++
+/// exception, as the Python exception nanobind's translators make of it (by rethrowing it inside
+/// a nanobind function); returns nullptr, the method's return value with the error set.
+PyObject* raise_cpp_error(std::exception_ptr error);
 
 /// Counts a thread's use of Python from C++ (Note [Exit with callables running]): exit waits
 /// until none runs. Create it before checking interpreter_alive().

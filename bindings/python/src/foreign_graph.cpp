@@ -24,24 +24,51 @@ struct LaunchCallableRaised final : std::exception {
 // wait for an older launch and call sinks) without the GIL, and takes the GIL only to call
 // `fn`, so that a sink on the background collector's thread never waits for this thread while
 // this thread waits for it. What `fn` raises reaches the caller as that same exception (not a
-// C++ error carrying its text), and the launch is not counted.
-void launch(PyForeignGraph& self, PyStream& py_stream, nb::callable fn, bool trusted) {
+// C++ error carrying its text), and the launch is not counted. The C++ launch calls `fn` on
+// this thread, so the GIL goes back and forth with this thread's own state
+// (PyEval_SaveThread/RestoreThread), not PyGILState_Ensure's look-up of it.
+class GilHandover {
+ public:
+  GilHandover() : state_(PyEval_SaveThread()) {}
+  ~GilHandover() {
+    if (state_ != nullptr) PyEval_RestoreThread(state_);
+  }
+  GilHandover(const GilHandover&) = delete;
+  GilHandover& operator=(const GilHandover&) = delete;
+  // Runs `call` with the GIL, which is given up again afterwards (also when `call` throws).
+  template <class Call>
+  void with_gil(Call&& call) {
+    PyEval_RestoreThread(state_);
+    state_ = nullptr;
+    struct GiveUp {
+      GilHandover& handover;
+      ~GiveUp() { handover.state_ = PyEval_SaveThread(); }
+    } give_up{*this};
+    call();
+  }
+
+ private:
+  PyThreadState* state_;  // null while this thread holds the GIL
+};
+
+void launch(PyForeignGraph& self, PyStream& py_stream, PyObject* fn, bool trusted) {
   std::shared_ptr<Stream> stream_owner = py_stream.share();
   Stream& stream = *stream_owner;
   GraphUse use(self.busy, "ForeignGraph", "launch");
   std::optional<nb::python_error> raised;  // set and dropped with the GIL held
   try {
-    nb::gil_scoped_release release;
+    GilHandover gil;
     self.graph->launch(
         stream,
         [&] {
-          nb::gil_scoped_acquire gil;
-          try {
-            fn();
-          } catch (nb::python_error& e) {
-            raised.emplace(std::move(e));
-            throw LaunchCallableRaised();
-          }
+          gil.with_gil([&] {
+            PyObject* result = PyObject_CallNoArgs(fn);
+            if (result == nullptr) {
+              raised.emplace();  // takes the error fn raised
+              throw LaunchCallableRaised();
+            }
+            Py_DECREF(result);
+          });
         },
         trusted ? LaunchCheck::Trusted : LaunchCheck::Fenced);
   } catch (const LaunchCallableRaised&) {
@@ -50,6 +77,88 @@ void launch(PyForeignGraph& self, PyStream& py_stream, nb::callable fn, bool tru
     throw error;  // nanobind restores it: the caller sees fn's own exception
   }
 }
+
+// Note [Launch method]: ForeignGraph.launch is the call accgraph.torch makes on every replay of
+// a timed torch graph (Note [Wrapping CUDAGraph]: issue 21 asks that loop to cost at most 1.10x
+// the untimed one), so like Graph.replay (Note [Replay method] in graph.cpp) it is a plain
+// CPython method: nanobind's dispatch of a keyword argument (trusted=True), its casters and
+// the GIL's PyGILState round trip around `fn` cost 660-880 instructions more per launch
+// (bench/callgrind/run_foreign_launch.sh, host backend: 7157-7341 -> 6460-6494 per launch with
+// a bound-method callable, against 3226-3567 for the owner's launch alone). The arguments are the nanobind version's (stream and
+// fn positional or keyword, trusted keyword-only, a bool) and the errors TypeErrors naming
+// them; its stub entry comes from bindings/python/stubgen_patterns.txt.
+PyObject* launch_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                        PyObject* kwnames) {
+  if (nargs > 2)
+    return PyErr_Format(PyExc_TypeError,
+                        "ForeignGraph.launch() takes 2 positional arguments (stream, fn) but "
+                        "%zd were given: pass trusted by keyword (trusted=True)",
+                        nargs);
+  PyObject* stream_arg = nargs > 0 ? args[0] : nullptr;
+  PyObject* fn = nargs > 1 ? args[1] : nullptr;
+  PyObject* trusted_arg = nullptr;
+  const Py_ssize_t keywords = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t i = 0; i < keywords; ++i) {
+    PyObject* name = PyTuple_GET_ITEM(kwnames, i);
+    PyObject** slot = PyUnicode_CompareWithASCIIString(name, "trusted") == 0 ? &trusted_arg
+                      : PyUnicode_CompareWithASCIIString(name, "fn") == 0    ? &fn
+                      : PyUnicode_CompareWithASCIIString(name, "stream") == 0
+                          ? &stream_arg
+                          : nullptr;
+    if (slot == nullptr)
+      return PyErr_Format(PyExc_TypeError,
+                          "ForeignGraph.launch() got an unexpected keyword argument '%U': its "
+                          "arguments are stream, fn and trusted",
+                          name);
+    if (*slot != nullptr)
+      return PyErr_Format(PyExc_TypeError,
+                          "ForeignGraph.launch() got multiple values for argument '%U'", name);
+    *slot = args[nargs + i];
+  }
+  if (stream_arg == nullptr || fn == nullptr)
+    return PyErr_Format(PyExc_TypeError,
+                        "ForeignGraph.launch() missing required argument '%s': call "
+                        "launch(stream, fn), fn enqueuing one execution of the graph",
+                        stream_arg == nullptr ? "stream" : "fn");
+  PyStream* stream = nullptr;
+  if (!nb::try_cast<PyStream*>(nb::handle(stream_arg), stream) || stream == nullptr)
+    return PyErr_Format(PyExc_TypeError,
+                        "ForeignGraph.launch(): stream must be an accgraph.Stream, not %s: pass "
+                        "the Stream wrapping the queue the owner launches on",
+                        Py_TYPE(stream_arg)->tp_name);
+  if (PyCallable_Check(fn) == 0)
+    return PyErr_Format(PyExc_TypeError,
+                        "ForeignGraph.launch(): fn must be callable, not %s: pass the owner's "
+                        "launch (e.g. torch_graph.replay)",
+                        Py_TYPE(fn)->tp_name);
+  if (trusted_arg != nullptr && trusted_arg != Py_True && trusted_arg != Py_False)
+    return PyErr_Format(PyExc_TypeError,
+                        "ForeignGraph.launch(): trusted must be True or False, not %s",
+                        Py_TYPE(trusted_arg)->tp_name);
+  if (!nb::inst_ready(self))
+    return PyErr_Format(PyExc_TypeError,
+                        "ForeignGraph.launch(): the ForeignGraph is not initialized: create it "
+                        "with accgraph.ForeignGraph(backend)");
+  try {
+    launch(*nb::inst_ptr<PyForeignGraph>(self), *stream, fn, trusted_arg == Py_True);
+  } catch (...) {
+    return raise_cpp_error(std::current_exception());
+  }
+  Py_RETURN_NONE;
+}
+
+PyMethodDef launch_method_def = {
+    "launch", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&launch_method)),
+    METH_FASTCALL | METH_KEYWORDS,
+    "launch($self, /, stream, fn, *, trusted=False)\n--\n\n"
+    "Launches the captured graph through `fn()`, which must enqueue exactly one execution of "
+    "it on `stream` (or on the native queue `stream` wraps) and nothing else: the marker ring "
+    "is made ready first (without the GIL), the launch counted after `fn` returns. What `fn` "
+    "raises propagates unchanged and counts no launch. An `fn` that breaks the rule (launches "
+    "nothing, or twice) gets an unmeasurable report, never a hang, through a fence enqueued "
+    "after it (one eager marker sequence); `trusted=True` skips the fence for an owner whose "
+    "launch runs the graph exactly once by construction (accgraph.torch: CUDAGraph.replay). "
+    "InvalidStateError before a finished capture."};
 
 std::string foreign_repr(const PyForeignGraph& self) {
   const AcceleratorGraph& g = self.graph->graph();
@@ -75,7 +184,7 @@ PyForeignGraph::~PyForeignGraph() {
 }
 
 void bind_foreign_graph(nb::module_& m) {
-  nb::class_<PyForeignGraph>(
+  nb::class_<PyForeignGraph> cls(
       m, "ForeignGraph",
       "A graph its owner captures and launches natively (a torch.cuda.CUDAGraph, a "
       "cudaGraphExec_t), told to accgraph so that a Profiler times it like a Graph "
@@ -91,7 +200,8 @@ void bind_foreign_graph(nb::module_& m) {
       "    # ... the native capture ends ...\n"
       "    fg.launch(s, torch_graph.replay)     # one report per launch\n"
       "    fg.reset()                           # before the native graph is reset or dropped\n\n"
-      "Dropping it does what reset() does. Use it from one thread at a time.")
+      "Dropping it does what reset() does. Use it from one thread at a time.");
+  cls
       .def(
           "__init__",
           [](PyForeignGraph* self, std::optional<std::string> backend) {
@@ -122,19 +232,6 @@ void bind_foreign_graph(nb::module_& m) {
            "The owner is about to end its native capture: call it while the capture is still "
            "open (the last markers go into it). A failure (a region left open) leaves the "
            "graph empty, untimed; the owner still ends its capture.")
-      .def("launch", &launch, nb::arg("stream"), nb::arg("fn"), nb::kw_only(),
-           nb::arg("trusted") = false,
-           nb::sig("def launch(self, stream: Stream, fn: collections.abc.Callable[[], object], "
-                   "*, trusted: bool = False) -> None"),
-           "Launches the captured graph through `fn()`, which must enqueue exactly one "
-           "execution of it on `stream` (or on the native queue `stream` wraps) and nothing "
-           "else: the marker ring is made ready first (without the GIL), the launch counted "
-           "after `fn` returns. What `fn` raises propagates unchanged and counts no launch. "
-           "An `fn` that breaks the rule (launches nothing, or twice) gets an unmeasurable "
-           "report, never a hang, through a fence enqueued after it (one eager marker "
-           "sequence); `trusted=True` skips the fence for an owner whose launch runs the graph "
-           "exactly once by construction (accgraph.torch: CUDAGraph.replay). "
-           "InvalidStateError before a finished capture.")
       .def("reset", unlocked_call(&ForeignGraph::reset, "reset"),
            "The owner drops its graph, or its capture failed: delivers the reports of the "
            "launches still pending (which needs their markers to run: call it before the native "
@@ -164,6 +261,11 @@ void bind_foreign_graph(nb::module_& m) {
           "capture in which no region was recorded (no profiler reports its launches): an "
           "owner may then launch natively without launch() (accgraph.torch does).")
       .def("__repr__", &foreign_repr);
+  // Note [Launch method]
+  nb::object launch_descriptor = nb::steal(
+      PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), &launch_method_def));
+  if (!launch_descriptor.is_valid()) throw nb::python_error();
+  cls.attr("launch") = launch_descriptor;
 }
 
 }  // namespace accgraph::python

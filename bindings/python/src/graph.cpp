@@ -141,6 +141,24 @@ PyGraph* PyGraph::capturing_on(const Stream& stream) {
 }
 
 namespace {
+thread_local std::exception_ptr pending_error;  // raise_cpp_error's, for its rethrow
+}  // namespace
+
+PyObject* raise_cpp_error(std::exception_ptr error) {
+  pending_error = std::move(error);
+  static PyObject* rethrow = nb::cpp_function([] {
+                               std::exception_ptr pending = std::move(pending_error);
+                               pending_error = nullptr;
+                               std::rethrow_exception(pending);
+                             })
+                                 .release()
+                                 .ptr();  // kept for the process: nanobind functions are immortal
+  PyObject* result = PyObject_CallNoArgs(rethrow);
+  Py_XDECREF(result);  // always null: the function throws
+  return nullptr;
+}
+
+namespace {
 
 using GraphClass = nb::class_<PyGraph>;
 
@@ -167,25 +185,9 @@ void replay(PyGraph& self, PyStream* stream) {
 // bench/callgrind/run_python_replay.sh), and issue 21 asks Python's replay() to cost under 0.5x
 // of torch.cuda.CUDAGraph.replay(). The arguments are the nanobind version's (stream=None,
 // positional or keyword, an accgraph.Stream or None) and so are the errors: a C++ exception is
-// rethrown inside a nanobind function (raise_pending), whose translators raise what nanobind
+// rethrown inside a nanobind function (raise_cpp_error), whose translators raise what nanobind
 // would. stubgen cannot type it (it would write a MethodDescriptorType attribute): its stub
 // entry comes from bindings/python/stubgen_patterns.txt; inspect.signature reads the docstring.
-thread_local std::exception_ptr pending_error;
-
-// Sets the Python error for pending_error through nanobind's exception translation; nullptr.
-PyObject* raise_pending() {
-  static PyObject* rethrow = nb::cpp_function([] {
-                               std::exception_ptr error = std::move(pending_error);
-                               pending_error = nullptr;
-                               std::rethrow_exception(error);
-                             })
-                                 .release()
-                                 .ptr();  // kept for the process: nanobind functions are immortal
-  PyObject* result = PyObject_CallNoArgs(rethrow);
-  Py_XDECREF(result);  // always null: the function throws
-  return nullptr;
-}
-
 PyObject* replay_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
                         PyObject* kwnames) {
   Py_ssize_t given = nargs + (kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0);
@@ -215,8 +217,7 @@ PyObject* replay_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
   try {
     replay(*nb::inst_ptr<PyGraph>(self), stream);
   } catch (...) {
-    pending_error = std::current_exception();
-    return raise_pending();
+    return raise_cpp_error(std::current_exception());
   }
   Py_RETURN_NONE;
 }

@@ -403,6 +403,12 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
     raw_stream = installation.raw_stream
     partial = functools.partial
     ref = weakref.ref
+    # The launch callable of a replay without arguments (every replay but a caller's own
+    # arguments): original_replay bound to the graph, a method object, not a functools.partial,
+    # whose construction and call cost 640-770 more instructions per replay (callgrind, the
+    # host-backend stand-in bench/callgrind/run_foreign_launch.sh). A callable without __get__
+    # (a builtin function) keeps the partial.
+    bind = getattr(original_replay, "__get__", None)
 
     def timed_replay(graph: Any) -> Callable[..., Any]:
         """The `replay` of one instance whose capture recorded regions."""
@@ -422,7 +428,7 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
             # trusted: CUDAGraph.replay launches its executable exactly once or raises before
             # launching, so no fence is needed (Note [Launch fences]: it would cost two kernels).
             timing.foreign.launch(stream, partial(original_replay, self, *args, **kwargs)
-                                  if args or kwargs else partial(original_replay, self),
+                                  if args or kwargs or bind is None else bind(self),
                                   trusted=True)
             return None
 

@@ -1,0 +1,57 @@
+"""The loop run_foreign_launch.sh counts: N launches of a host graph, on the launching thread,
+either by its owner alone or through a timed ForeignGraph.launch the way accgraph.torch launches
+a torch graph (its replay wrapper, Note [Wrapping CUDAGraph]). The owner is an accgraph Graph
+whose replay stands in for torch's CUDAGraph.replay (a Python function calling a bound native
+method). Usage: python foreign_launch.py MODE N, MODE one of
+  owner     owner_replay(graph) N times: the untimed launch
+  method    foreign.launch(stream, owner_replay.__get__(graph), trusted=True): accgraph.torch's
+  partial   foreign.launch(stream, functools.partial(owner_replay, graph), trusted=True): the same
+            with the functools.partial accgraph.torch made before 2026-11-27 (fifth session)
+Setup, one flush at the end and exit cancel out between two counts (run_foreign_launch.sh)."""
+
+import functools
+import sys
+
+import accgraph
+
+mode, count = sys.argv[1], int(sys.argv[2])
+if mode not in ("owner", "method", "partial"):
+    sys.exit(f"foreign_launch.py: MODE is owner, method or partial, not {mode!r}")
+queue = accgraph.Stream("host")
+wrapped = accgraph.Stream.wrap("host", 0, queue.native_handle)  # what accgraph sees of it
+graph = accgraph.Graph("host")
+buffer = accgraph.Buffer(queue, 64)
+profiler = accgraph.Profiler(keep_reports=0)
+foreign = accgraph.ForeignGraph("host")
+profiler.attach(foreign)
+graph.capture_begin(queue)
+foreign.capture_begin(wrapped)
+with profiler.region(wrapped, "fill"):
+    wrapped.fill(buffer, 1)
+foreign.capture_end()
+graph.capture_end()
+
+
+class Owner:
+    """Stands in for torch.cuda.CUDAGraph: replay() is a Python method over a native launch."""
+
+    def replay(self) -> None:
+        graph.replay(queue)
+
+
+owner = Owner()
+owner_replay = Owner.replay
+launch = foreign.launch
+if mode == "owner":
+    for _ in range(count):
+        owner_replay(owner)
+elif mode == "method":
+    bind = owner_replay.__get__
+    for _ in range(count):
+        launch(wrapped, bind(owner), trusted=True)
+else:
+    partial = functools.partial
+    for _ in range(count):
+        launch(wrapped, partial(owner_replay, owner), trusted=True)
+queue.synchronize()
+profiler.flush()
