@@ -205,8 +205,8 @@ void MarkerRing::after_foreign_launch(GraphImplInterface& graph, StreamImpl& str
   fence.end_sequence(stream);
   const uint64_t fence_sequence = entry.next++;
   fence.after_eager_sequence(stream, fence_sequence);
-  Pending pending{sequence, launches_, keep_layout(layout, sequence), &fence, fence_sequence,
-                  raised};
+  Pending pending{sequence, launches_,      keep_layout(layout, sequence),
+                  &fence,   fence_sequence, raised};
   if (!raised) {  // a raised launch counts no execution: its number is used again
     ++next_sequence_;
     ++launches_;
@@ -313,8 +313,7 @@ std::optional<ReplayReport> MarkerRing::collect_fenced(Pending& pending) {
       broken = "ran the graph more than once";
   }
   if (broken.empty())
-    return ReplayReport(kept_layout(pending), graph_id_, pending.replay_index,
-                        std::move(*times));
+    return ReplayReport(kept_layout(pending), graph_id_, pending.replay_index, std::move(*times));
   out_of_step_ = true;
   if (!warned_) {
     warned_ = true;

@@ -364,9 +364,10 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
     }
     if (err != cudaSuccess && err != cudaErrorNotReady)
       throw_cuda_error(err, call,
-                       fmt::format("waiting for marker sequence {}: the CUDA context failed, so "
-                                   "it will never complete (its report is lost; the process "
-                                   "must restart to use this device)",
+                       fmt::format("waiting for marker sequence {}: CUDA reports a failure, so "
+                                   "the sequence may never complete and its report is lost (after "
+                                   "a sticky error such as an illegal address the process must "
+                                   "restart to use the device)",
                                    sequence));
   }
 
@@ -508,7 +509,10 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
   }
 
   int device_;
-  std::unique_ptr<PrivateStream> context_probe_;  // Note [Broken context]: made on first use
+  // Note [Broken context]: a private idle stream whose query reports a broken context; made
+  // the first time a wait checks.
+  std::unique_ptr<PrivateStream> context_probe_;
+
   size_t ring_;           // final once a sequence ran (size_by_budget)
   size_t memory_budget_;  // bytes the ring may be sized to; 0: ring_ is fixed
   uint64_t resolution_ns_;

@@ -163,7 +163,7 @@ TEST_CASE("MarkerRing: collect_oldest reads into the report's own storage, oldes
   CHECK(r.markers->violations == 0);
 }
 
-TEST_CASE("MarkerRing: each report gets its launch's layout, kept while a pending launch names it") {
+TEST_CASE("MarkerRing: a report gets its launch's layout, kept while a pending launch names it") {
   // Note [Kept layouts]: pending entries point at their layout; the ring keeps each alive.
   HostObjects host;
   Ring r = make_ring(8);

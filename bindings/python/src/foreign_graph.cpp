@@ -83,10 +83,11 @@ void launch(PyForeignGraph& self, PyStream& py_stream, PyObject* fn, bool truste
 // the untimed one), so like Graph.replay (Note [Replay method] in graph.cpp) it is a plain
 // CPython method: nanobind's dispatch of a keyword argument (trusted=True), its casters and
 // the GIL's PyGILState round trip around `fn` cost 660-880 instructions more per launch
-// (bench/callgrind/run_foreign_launch.sh, host backend: 7157-7341 -> 6460-6494 per launch with
-// a bound-method callable, against 3226-3567 for the owner's launch alone). The arguments are the nanobind version's (stream and
-// fn positional or keyword, trusted keyword-only, a bool) and the errors TypeErrors naming
-// them; its stub entry comes from bindings/python/stubgen_patterns.txt.
+// (bench/callgrind/run_foreign_launch.sh, host backend: 7157-7341 -> 6460-6494 per launch
+// with a bound-method callable, against 3226-3567 for the owner's launch alone). The
+// arguments are the nanobind version's (stream and fn positional or keyword, trusted
+// keyword-only, a bool) and the errors TypeErrors naming them; its stub entry comes from
+// bindings/python/stubgen_patterns.txt.
 PyObject* launch_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
                         PyObject* kwnames) {
   if (nargs > 2)
@@ -100,11 +101,10 @@ PyObject* launch_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
   const Py_ssize_t keywords = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
   for (Py_ssize_t i = 0; i < keywords; ++i) {
     PyObject* name = PyTuple_GET_ITEM(kwnames, i);
-    PyObject** slot = PyUnicode_CompareWithASCIIString(name, "trusted") == 0 ? &trusted_arg
-                      : PyUnicode_CompareWithASCIIString(name, "fn") == 0    ? &fn
-                      : PyUnicode_CompareWithASCIIString(name, "stream") == 0
-                          ? &stream_arg
-                          : nullptr;
+    PyObject** slot = PyUnicode_CompareWithASCIIString(name, "trusted") == 0  ? &trusted_arg
+                      : PyUnicode_CompareWithASCIIString(name, "fn") == 0     ? &fn
+                      : PyUnicode_CompareWithASCIIString(name, "stream") == 0 ? &stream_arg
+                                                                              : nullptr;
     if (slot == nullptr)
       return PyErr_Format(PyExc_TypeError,
                           "ForeignGraph.launch() got an unexpected keyword argument '%U': its "
@@ -201,19 +201,18 @@ void bind_foreign_graph(nb::module_& m) {
       "    fg.launch(s, torch_graph.replay)     # one report per launch\n"
       "    fg.reset()                           # before the native graph is reset or dropped\n\n"
       "Dropping it does what reset() does. Use it from one thread at a time.");
-  cls
-      .def(
-          "__init__",
-          [](PyForeignGraph* self, std::optional<std::string> backend) {
-            auto graph = [&] {
-              nb::gil_scoped_release release;
-              return std::make_unique<ForeignGraph>(backend.value_or(""));
-            }();
-            new (self) PyForeignGraph(std::move(graph));
-          },
-          nb::arg("backend") = nb::none(),
-          "A foreign graph whose work runs on streams of `backend` (None: the default "
-          "backend).")
+  cls.def(
+         "__init__",
+         [](PyForeignGraph* self, std::optional<std::string> backend) {
+           auto graph = [&] {
+             nb::gil_scoped_release release;
+             return std::make_unique<ForeignGraph>(backend.value_or(""));
+           }();
+           new (self) PyForeignGraph(std::move(graph));
+         },
+         nb::arg("backend") = nb::none(),
+         "A foreign graph whose work runs on streams of `backend` (None: the default "
+         "backend).")
       .def(
           "capture_begin",
           [](PyForeignGraph& self, PyStream& stream) {
@@ -262,8 +261,8 @@ void bind_foreign_graph(nb::module_& m) {
           "owner may then launch natively without launch() (accgraph.torch does).")
       .def("__repr__", &foreign_repr);
   // Note [Launch method]
-  nb::object launch_descriptor = nb::steal(
-      PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), &launch_method_def));
+  nb::object launch_descriptor =
+      nb::steal(PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), &launch_method_def));
   if (!launch_descriptor.is_valid()) throw nb::python_error();
   cls.attr("launch") = launch_descriptor;
 }
