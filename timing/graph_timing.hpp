@@ -70,8 +70,8 @@ class GraphTiming final : public detail::GraphInstrument {
   int device_;
   uint64_t graph_id_;
   bool fenced_;
-  bool immediate_;  // the profiler delivers each report at its launch (Delivery::Immediate)
-  std::mutex ring_mutex_;               // below, until the capture ends
+  bool immediate_;         // the profiler delivers each report at its launch (Delivery::Immediate)
+  std::mutex ring_mutex_;  // below, until the capture ends
   std::shared_ptr<MarkerRing> ring_;    // null until the capture needs it (Note [Deferred ring])
   std::atomic<bool> sequenced_{false};  // ring_'s begin_sequence is in the capture
   std::shared_ptr<Recording> capture_;  // while capturing

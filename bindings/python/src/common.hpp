@@ -42,6 +42,9 @@ void mark_interpreter_exiting() noexcept;
 /// exception, as the Python exception nanobind's translators make of it (by rethrowing it inside
 /// a nanobind function); returns nullptr, the method's return value with the error set.
 PyObject* raise_cpp_error(std::exception_ptr error);
+/// Installs `method` (static, METH_FASTCALL) on the nanobind class `cls` as a plain CPython
+/// method under its ml_name (Note [Replay method] in graph.cpp).
+void add_plain_method(nb::handle cls, PyMethodDef& method);
 
 /// Counts a thread's use of Python from C++ (Note [Exit with callables running]): exit waits
 /// until none runs. Create it before checking interpreter_alive().

@@ -261,10 +261,7 @@ void bind_foreign_graph(nb::module_& m) {
           "owner may then launch natively without launch() (accgraph.torch does).")
       .def("__repr__", &foreign_repr);
   // Note [Launch method]
-  nb::object launch_descriptor =
-      nb::steal(PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), &launch_method_def));
-  if (!launch_descriptor.is_valid()) throw nb::python_error();
-  cls.attr("launch") = launch_descriptor;
+  add_plain_method(cls, launch_method_def);
 }
 
 }  // namespace accgraph::python

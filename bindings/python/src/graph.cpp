@@ -144,6 +144,13 @@ namespace {
 thread_local std::exception_ptr pending_error;  // raise_cpp_error's, for its rethrow
 }  // namespace
 
+void add_plain_method(nb::handle cls, PyMethodDef& method) {
+  nb::object descriptor =
+      nb::steal(PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), &method));
+  if (!descriptor.is_valid()) throw nb::python_error();
+  nb::setattr(cls, method.ml_name, descriptor);
+}
+
 PyObject* raise_cpp_error(std::exception_ptr error) {
   pending_error = std::move(error);
   static PyObject* rethrow = nb::cpp_function([] {
@@ -439,10 +446,7 @@ void bind_graph(nb::module_& m) {
   def_graph_extras(cls);
   def_graph_properties(cls);
   // Note [Replay method]
-  nb::object replay_descriptor =
-      nb::steal(PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), &replay_method_def));
-  if (!replay_descriptor.is_valid()) throw nb::python_error();
-  cls.attr("replay") = replay_descriptor;
+  add_plain_method(cls, replay_method_def);
 }
 
 }  // namespace accgraph::python
