@@ -5,6 +5,8 @@
 #include <fstream>
 #include <iterator>
 
+#include <unistd.h>
+
 #include "conformance.hpp"
 
 namespace accgraph::conformance {
@@ -282,7 +284,10 @@ ACCGRAPH_CONFORMANCE_CASE("debug mode: debug_dump writes the captured operations
   stream.fill(data, 1);
   stream.copy(data.data(), data.data(), 16);
   graph.capture_end();
-  std::string path = fmt::format("accgraph-conformance-{}-{}.dot", backend(), graph.id());
+  // The process id too: two runs of the suite at once in one directory (ctest -j runs the
+  // level_zero suites side by side) would otherwise remove each other's dump.
+  std::string path =
+      fmt::format("accgraph-conformance-{}-{}-{}.dot", backend(), ::getpid(), graph.id());
   graph.debug_dump(path);
   std::ifstream in(path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -30,6 +32,12 @@ std::vector<uint8_t> read_back(Stream& stream, const Buffer& buffer) {
   stream.copy(bytes.data(), buffer.data(), buffer.size());
   stream.synchronize();
   return bytes;
+}
+
+// A file name of this process's own: two copies of this test run at once in one build tree
+// (ctest --repeat under load) would otherwise remove each other's dumps.
+std::string own_path(const std::string& stem, uint64_t graph_id) {
+  return fmt::format("{}_{}_{}.dot", stem, ::getpid(), graph_id);
 }
 
 std::string read_file(const std::string& path) {
@@ -405,7 +413,7 @@ TEST_CASE("fork/join: forked work is recorded and ordered; misuse is reported") 
   CHECK(order == std::vector<std::string>{"origin before fork", "forked", "origin after join"});
 
   // The DOT dump shows the fork and join edges.
-  std::string path = fmt::format("test_graph_fork_{}.dot", graph.id());
+  std::string path = own_path("test_graph_fork", graph.id());
   graph.debug_dump(path);
   std::string dot = read_file(path);
   std::remove(path.c_str());
@@ -515,7 +523,7 @@ TEST_CASE("debug_dump needs debug mode or keep_graph once instantiated") {
   kept.capture_end();
   kept.replay();
   stream.synchronize();  // before `data` is freed: the replay writes it asynchronously
-  std::string path = fmt::format("test_graph_kept_{}.dot", kept.id());
+  std::string path = own_path("test_graph_kept", kept.id());
   kept.debug_dump(path);
   std::string dot = read_file(path);
   std::remove(path.c_str());
