@@ -43,8 +43,14 @@ class PrivateStream {
     ACCGRAPH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                         "markers: creating a private stream");
   }
+  /// Without throwing: `*err` is what CUDA returned, and get() is null unless it succeeded.
+  explicit PrivateStream(cudaError_t* err) {
+    *err = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+    if (*err != cudaSuccess) stream_ = nullptr;
+  }
   ~PrivateStream() {
-    ACCGRAPH_CUDA_LOG(cudaStreamDestroy(stream_), "markers: destroying a private stream");
+    if (stream_ != nullptr)
+      ACCGRAPH_CUDA_LOG(cudaStreamDestroy(stream_), "markers: destroying a private stream");
   }
   PrivateStream(const PrivateStream&) = delete;
   PrivateStream& operator=(const PrivateStream&) = delete;
@@ -347,8 +353,9 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
   // and a Python program's exit hung (seen on the H100 after a replay read a freed tensor).
   // cudaPeekAtLastError sees only this thread's last failed call, which whoever saw the error
   // may have cleared (PyTorch does), so a query of a private stream asks the context itself: it
-  // returns the sticky error. About every 80 ms of waiting. Not run on a GPU yet: the broken
-  // context it handles was seen, the handling was not (2026-11-27 fifth session).
+  // returns the sticky error (so does the stream's creation, when the context broke before the
+  // first check). About every 80 ms of waiting. Checked on the H100 by the test
+  // cuda_broken_context: flush() raises at once, and the process ends.
   void check_context(uint64_t sequence) {
     cudaError_t err = cudaPeekAtLastError();
     const char* call = "cudaPeekAtLastError";
@@ -358,9 +365,15 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
       // query or a stream creation on a thread in that mode; a query of our own idle stream
       // cannot change what it captures.
       RelaxedCaptureModeGuard relaxed;
-      if (!context_probe_) context_probe_ = std::make_unique<PrivateStream>();
-      err = cudaStreamQuery(context_probe_->get());
-      call = "cudaStreamQuery";
+      if (!context_probe_) {
+        auto probe = std::make_unique<PrivateStream>(&err);
+        call = "cudaStreamCreateWithFlags";
+        if (err == cudaSuccess) context_probe_ = std::move(probe);
+      }
+      if (context_probe_) {
+        err = cudaStreamQuery(context_probe_->get());
+        call = "cudaStreamQuery";
+      }
     }
     if (err != cudaSuccess && err != cudaErrorNotReady)
       throw_cuda_error(err, call,

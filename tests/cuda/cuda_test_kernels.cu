@@ -23,6 +23,8 @@ __global__ void increment_kernel(int* value) { *value += 1; }
 
 __global__ void empty_kernel() {}
 
+__global__ void illegal_write_kernel() { *reinterpret_cast<volatile int*>(uintptr_t{8}) = 1; }
+
 }  // namespace
 
 cudaError_t launch_timed_spin(cudaStream_t stream, uint64_t ns, uint64_t* out) {
@@ -37,6 +39,11 @@ cudaError_t launch_empty(cudaStream_t stream) {
 
 cudaError_t launch_increment(cudaStream_t stream, int* value) {
   increment_kernel<<<1, 1, 0, stream>>>(value);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_illegal_write(cudaStream_t stream) {
+  illegal_write_kernel<<<1, 1, 0, stream>>>();
   return cudaGetLastError();
 }
 

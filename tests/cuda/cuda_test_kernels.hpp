@@ -14,5 +14,8 @@ cudaError_t launch_timed_spin(cudaStream_t stream, uint64_t ns, uint64_t* out);
 cudaError_t launch_empty(cudaStream_t stream);
 /// *value += 1 (one thread).
 cudaError_t launch_increment(cudaStream_t stream, int* value);
+/// Writes to an address no allocation holds: an illegal address, a sticky error that breaks the
+/// device for the rest of the process (only the `--broken-context` test uses it).
+cudaError_t launch_illegal_write(cudaStream_t stream);
 
 }  // namespace accgraph_test

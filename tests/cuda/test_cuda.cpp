@@ -963,12 +963,67 @@ TEST_CASE("cuda: a raw CUDA graph launched by user code is timed through a Forei
   cudaFreeHost(truth);
 }
 
+namespace {
+
+/// `--broken-context`, a ctest of its own (cuda_broken_context): the illegal address it causes
+/// is a sticky error that breaks the device for the rest of the process. A timed replay whose
+/// kernel faults never completes its marker sequence, and whoever saw the error first may have
+/// cleared it (PyTorch does); flush() must then raise, naming the error, instead of polling
+/// forever (Note [Broken context] in backends/cuda/markers.cpp), and the process must end.
+/// A hang is ctest's TIMEOUT.
+int run_broken_context() {
+  timing::Profiler prof;
+  Stream s = Stream::create("cuda");
+  AcceleratorGraph g("cuda");
+  prof.attach(g);
+  g.capture_begin(s);
+  {
+    auto r = prof.region(s, "faults");
+    cudaError_t err = accgraph_test::launch_illegal_write(native(s));
+    if (err != cudaSuccess) {
+      std::printf("FAIL: launching the faulting kernel: %s\n", cudaGetErrorName(err));
+      return 1;
+    }
+  }
+  g.capture_end();
+  g.replay();
+  // Someone else sees the fault first and clears this thread's last error.
+  const cudaError_t seen = cudaDeviceSynchronize();
+  (void)cudaGetLastError();
+  std::printf("the device reported %s; flushing\n", cudaGetErrorName(seen));
+  const auto start = std::chrono::steady_clock::now();
+  std::string message;
+  try {
+    prof.flush();
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (message.empty()) {
+    std::printf("FAIL: flush() returned after %.2f s without an error, with %zu reports\n", seconds,
+                prof.reports().size());
+    return 1;
+  }
+  std::printf("flush() raised after %.2f s: %s\n", seconds, message.c_str());
+  if (!contains(message, cudaGetErrorName(seen)) || !contains(message, "restart")) {
+    std::printf("FAIL: the error names neither %s nor what to do\n", cudaGetErrorName(seen));
+    return 1;
+  }
+  return 0;  // then the graph, the profiler and the stream go: the process must still end
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   bool expect_unavailable = false;
+  bool broken_context = false;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (std::strcmp(argv[i], "--expect-unavailable") == 0) {
       expect_unavailable = true;
+    } else if (std::strcmp(argv[i], "--broken-context") == 0) {
+      broken_context = true;
     } else {
       args.push_back(argv[i]);
     }
@@ -1008,6 +1063,14 @@ int main(int argc, char** argv) {
     std::printf("SKIPPED: the cuda backend is unavailable here: %s\n",
                 found ? cuda.unavailable_reason.c_str() : "not registered (module not found)");
     return 77;
+  }
+  if (broken_context) {
+    try {
+      return run_broken_context();
+    } catch (const Error& e) {
+      std::printf("FAIL: %s\n", e.what());
+      return 1;
+    }
   }
   doctest::Context context(static_cast<int>(args.size()), args.data());
   return context.run();
