@@ -43,22 +43,28 @@ class ForeignGraphImpl final : public GraphImplInterface {
   }
 };
 
-// Clears the owner's launch when the launch is over, also when it throws.
+// Clears the owner's launch and the caller's LaunchWaits when the launch is over, also when it
+// throws.
 class LaunchScope {
  public:
-  LaunchScope(ForeignGraphImpl& impl, void (*call)(void*), void* context) : impl_(impl) {
+  LaunchScope(ForeignGraphImpl& impl, void (*call)(void*), void* context, LaunchWaits*& slot,
+              LaunchWaits* waits)
+      : impl_(impl), slot_(slot) {
     impl_.launch_call = call;
     impl_.launch_context = context;
+    slot_ = waits;
   }
   ~LaunchScope() {
     impl_.launch_call = nullptr;
     impl_.launch_context = nullptr;
+    slot_ = nullptr;
   }
   LaunchScope(const LaunchScope&) = delete;
   LaunchScope& operator=(const LaunchScope&) = delete;
 
  private:
   ForeignGraphImpl& impl_;
+  LaunchWaits*& slot_;
 };
 
 }  // namespace
@@ -76,7 +82,7 @@ void ForeignGraph::capture_end() { graph_->capture_end(); }
 void ForeignGraph::reset() { graph_->reset(); }
 
 void ForeignGraph::launch_with(Stream& stream, void (*call)(void*), void* context,
-                               LaunchCheck check) {
+                               LaunchCheck check, LaunchWaits* waits) {
   if (graph_->state() != GraphState::Instantiated)
     throw Error(ErrorCode::InvalidState,
                 fmt::format("launch: foreign graph {} has no finished capture ({}): call "
@@ -84,9 +90,15 @@ void ForeignGraph::launch_with(Stream& stream, void (*call)(void*), void* contex
                             "capture_end() before it ends, then launch",
                             graph_->id(), to_string(graph_->state())),
                 graph_->backend_name());
-  LaunchScope scope(static_cast<ForeignGraphImpl&>(*graph_->impl_), call, context);
+  LaunchScope scope(static_cast<ForeignGraphImpl&>(*graph_->impl_), call, context,
+                    graph_->launch_waits_, waits);
   graph_->fenced_launch_ = check == LaunchCheck::Fenced;
   graph_->replay_on(stream);
+}
+
+void ForeignGraph::launch_with(Stream& stream, void (*call)(void*), void* context,
+                               LaunchCheck check) {
+  launch_with(stream, call, context, check, nullptr);
 }
 
 }  // namespace accgraph

@@ -307,7 +307,12 @@ bool AcceleratorGraph::has_replay_hooks() const noexcept {
 }
 
 void AcceleratorGraph::replay_hooked(Stream& stream) {
-  detail::notify_replay_observers([&](GraphObserver& o) { o.on_replay_begin(*this, stream); });
+  // Observers are user code, which may wait for other threads (Note [Launch waits]).
+  const bool observed = detail::replay_observer_count.load(std::memory_order_relaxed) != 0;
+  if (observed) {
+    detail::LaunchWaitScope wait(launch_waits_);
+    detail::notify_replay_observers([&](GraphObserver& o) { o.on_replay_begin(*this, stream); });
+  }
   for (const auto& instrument : instruments_) instrument->before_replay(*this, stream);
   try {
     impl_->replay(detail::StreamAccess::impl(stream));
@@ -318,7 +323,10 @@ void AcceleratorGraph::replay_hooked(Stream& stream) {
     throw;
   }
   ++replay_count_;
-  detail::notify_replay_observers([&](GraphObserver& o) { o.on_replay_end(*this, stream); });
+  if (observed) {
+    detail::LaunchWaitScope wait(launch_waits_);
+    detail::notify_replay_observers([&](GraphObserver& o) { o.on_replay_end(*this, stream); });
+  }
   for (const auto& instrument : instruments_) instrument->after_replay(*this, stream);
 }
 

@@ -129,6 +129,7 @@ void GraphTiming::before_replay(AcceleratorGraph& graph, Stream& stream) {
   if (!overhead_known_) {
     std::shared_ptr<ProfilerCore> core = core_.lock();
     if (!core) return;  // the profiler is gone: the launch runs untimed
+    detail::LaunchWaitScope wait(detail::GraphAccess::launch_waits(graph));
     measure_overhead(*core);
   }
   // Never overwrite a slot that was not read: while the ring is full, collect its oldest replay
@@ -138,6 +139,7 @@ void GraphTiming::before_replay(AcceleratorGraph& graph, Stream& stream) {
   while (!ring_->before_launch(impl, stream_impl, layout_ != nullptr)) {
     std::shared_ptr<ProfilerCore> core = core_.lock();
     if (!core) return;
+    detail::LaunchWaitScope wait(detail::GraphAccess::launch_waits(graph));
     core->make_room(*ring_);
   }
   launch_timed_ = true;
@@ -181,8 +183,10 @@ void GraphTiming::after_replay(AcceleratorGraph& graph, Stream& stream) {
     ring_->after_launch(detail::GraphAccess::impl(graph), detail::StreamAccess::impl(stream),
                         layout_);
   if (!immediate_) return;  // sequence_done does nothing else for a graph's replay
-  if (std::shared_ptr<ProfilerCore> core = core_.lock())
+  if (std::shared_ptr<ProfilerCore> core = core_.lock()) {
+    detail::LaunchWaitScope wait(detail::GraphAccess::launch_waits(graph));
     core->sequence_done(*ring_, ProfilerCore::Sequence::GraphReplay);
+  }
 }
 
 // The launch raised; a foreign graph's owner launch may have run (Note [Launch fences]).

@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "accgraph/foreign_graph.hpp"
 #include "accgraph/graph.hpp"
 #include "stream_state.hpp"
 
@@ -50,6 +51,23 @@ class GraphInstrument {
   const InstrumentOwner* owner_;  // compared, never dereferenced
 };
 
+/// Note [Launch waits] (foreign_graph.hpp): gives the launch caller's lock up for a wait and
+/// takes it back afterwards, also when the wait throws. Nothing with a null LaunchWaits.
+class LaunchWaitScope {
+ public:
+  explicit LaunchWaitScope(LaunchWaits* waits) noexcept : waits_(waits) {
+    if (waits_ != nullptr) waits_->release();
+  }
+  ~LaunchWaitScope() {
+    if (waits_ != nullptr) waits_->reacquire();
+  }
+  LaunchWaitScope(const LaunchWaitScope&) = delete;
+  LaunchWaitScope& operator=(const LaunchWaitScope&) = delete;
+
+ private:
+  LaunchWaits* waits_;
+};
+
 /// The core's and the timing layer's access to a graph.
 struct GraphAccess {
   /// The backend's graph behind `graph`.
@@ -58,6 +76,9 @@ struct GraphAccess {
   static bool fenced_launch(const AcceleratorGraph& graph) {
     return graph.is_foreign() && graph.fenced_launch_;
   }
+  /// During a foreign graph's launch: the caller's LaunchWaits, or null (Note [Launch waits] in
+  /// foreign_graph.hpp).
+  static LaunchWaits* launch_waits(const AcceleratorGraph& graph) { return graph.launch_waits_; }
   /// `graph` owns `instrument` until it drops its current capture (Note [Graph instruments]).
   /// Called during capture_begin's hooks.
   static void add_instrument(AcceleratorGraph& graph, std::shared_ptr<GraphInstrument> instrument) {

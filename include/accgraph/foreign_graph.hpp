@@ -63,6 +63,25 @@ enum class LaunchCheck {
   Trusted,
 };
 
+/// Note [Launch waits]: around the owner's launch, a timed launch does short work that waits for
+/// no other thread, except where the timing must wait: a full marker ring (its oldest replay is
+/// collected and delivered, calling sinks, and another thread may be delivering), Immediate
+/// delivery (sinks), the first launch of a capture (the marker overhead is measured), and replay
+/// observers (user code). A caller that holds a lock which code on other threads may need
+/// meanwhile (Python's GIL: a Python sink on the background collector's thread takes it) passes
+/// a LaunchWaits: the launch calls release() before each such wait and reacquire() after it, on
+/// the launching thread, and keeps to that pairing when it throws; the caller holds its lock
+/// everywhere else, `fn` included. What remains may still block for a bounded time on a lock
+/// that a collecting thread holds while it reads a finished replay (never while it runs a sink).
+class LaunchWaits {
+ public:
+  virtual void release() noexcept = 0;
+  virtual void reacquire() noexcept = 0;
+
+ protected:
+  ~LaunchWaits() = default;
+};
+
 class ACCGRAPH_API ForeignGraph {
  public:
   /// A foreign graph whose work runs on streams of `backend` (empty: the default backend).
@@ -77,12 +96,14 @@ class ACCGRAPH_API ForeignGraph {
   /// The owner is about to end its native capture.
   void capture_end();
   /// The owner launches the graph on `stream` through `launch` (see the rules above).
+  /// `waits`: see Note [Launch waits] (null: nothing to release).
   template <class Launch>
-  void launch(Stream& stream, Launch&& launch, LaunchCheck check = LaunchCheck::Fenced) {
+  void launch(Stream& stream, Launch&& launch, LaunchCheck check = LaunchCheck::Fenced,
+              LaunchWaits* waits = nullptr) {
     using Fn = std::remove_reference_t<Launch>;
     launch_with(
         stream, [](void* fn) { (*static_cast<Fn*>(fn))(); },
-        const_cast<void*>(static_cast<const void*>(&launch)), check);
+        const_cast<void*>(static_cast<const void*>(&launch)), check, waits);
   }
   /// The owner drops its graph, or its capture failed: the graph may capture again.
   void reset();
@@ -96,6 +117,10 @@ class ACCGRAPH_API ForeignGraph {
 
  private:
   /// launch() without the template: `call(context)` runs the owner's launch.
+  void launch_with(Stream& stream, void (*call)(void*), void* context, LaunchCheck check,
+                   LaunchWaits* waits);
+  /// The same without LaunchWaits: the symbol that code compiled against the headers before
+  /// LaunchWaits calls.
   void launch_with(Stream& stream, void (*call)(void*), void* context, LaunchCheck check);
 
   std::unique_ptr<AcceleratorGraph> graph_;

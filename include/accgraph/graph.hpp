@@ -16,6 +16,7 @@ namespace accgraph {
 class Backend;
 class ForeignGraph;
 class GraphImplInterface;
+class LaunchWaits;
 class Stream;
 struct GraphStats;
 
@@ -122,6 +123,7 @@ class ACCGRAPH_API AcceleratorGraph {
   uint64_t id_;
   bool foreign_ = false;
   bool fenced_launch_ = true;  // the current foreign launch's LaunchCheck (ForeignGraph::launch)
+  LaunchWaits* launch_waits_ = nullptr;  // the current foreign launch's (Note [Launch waits])
   GraphArgs args_;
   std::string backend_name_;
   Backend* backend_;

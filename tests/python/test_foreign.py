@@ -176,11 +176,19 @@ def test_launch_takes_its_arguments_positional_or_keyword_and_names_what_is_wron
     foreign.launch(stream=owner.wrapped, fn=owner.launch)
     foreign.launch(owner.wrapped, fn=owner.launch, trusted=False)
     foreign.launch(owner.wrapped, owner.launch, trusted=True)
-    assert foreign.replay_count == 4
+    # fn(owner): the owner's unbound launch and its object (accgraph.torch's replay)
+    foreign.launch(owner.wrapped, NativeOwner.launch, owner=owner, trusted=True)
+    foreign.launch(owner.wrapped, owner.launch, owner=None)  # None: fn()
+    called_with = []
+    foreign.launch(owner.wrapped, lambda o: (called_with.append(o), owner.launch()), owner=7)
+    assert called_with == [7]
+    assert foreign.replay_count == 7
     wrong = [
         ((owner.wrapped, owner.launch, True), {}, r"takes 2 positional arguments .* 3 were given"),
         ((owner.wrapped, owner.launch), {"fence": True}, "unexpected keyword argument 'fence'"),
         ((owner.wrapped, owner.launch), {"fn": owner.launch}, "multiple values for argument 'fn'"),
+        ((owner.wrapped, owner.launch), {"owner": 1, "owner2": 2},
+         "unexpected keyword argument 'owner2'"),
         ((owner.wrapped,), {}, "missing required argument 'fn'"),
         ((), {"fn": owner.launch}, "missing required argument 'stream'"),
         ((3, owner.launch), {}, "stream must be an accgraph.Stream, not int"),
@@ -193,12 +201,12 @@ def test_launch_takes_its_arguments_positional_or_keyword_and_names_what_is_wron
             foreign.launch(*args, **kwargs)
     with pytest.raises(TypeError):
         accgraph.ForeignGraph.launch(owner.wrapped, owner.wrapped, owner.launch)  # not a graph
-    assert foreign.replay_count == 4  # nothing launched, and the graph is not left busy
+    assert foreign.replay_count == 7  # nothing launched, and the graph is not left busy
     foreign.launch(owner.wrapped, owner.launch)
     prof.flush()
-    assert [r.replay_index for r in prof.reports()] == [0, 1, 2, 3, 4]
+    assert [r.replay_index for r in prof.reports()] == list(range(8))
     assert list(inspect.signature(accgraph.ForeignGraph.launch).parameters) == [
-        "self", "stream", "fn", "trusted"]
+        "self", "stream", "fn", "owner", "trusted"]
     assert "counts no launch" in accgraph.ForeignGraph.launch.__doc__
 
 
@@ -237,9 +245,11 @@ def test_a_launch_callable_using_the_same_graph_gets_an_error():
     assert foreign.state == accgraph.GraphState.INSTANTIATED and foreign.replay_count == 0
 
 
-def test_background_collector_with_a_python_sink_and_a_small_ring():
-    """The launch callable takes the GIL while the collector thread's sink needs it too; the
-    ring of 2 makes launches wait for the oldest: neither may wait for the other forever."""
+@pytest.mark.parametrize("trusted", [False, True])
+def test_background_collector_with_a_python_sink_and_a_small_ring(trusted):
+    """The launch holds the GIL while the collector thread's sink needs it too; the ring of 2
+    makes launches wait for the oldest, and a launch gives the GIL up for that wait (Note
+    [Launch callables]): neither may wait for the other forever."""
     prof = accgraph.Profiler(ring_depth=2, background_collector=True, collector_period=0.001,
                              keep_reports=0)
     seen = []
@@ -249,7 +259,8 @@ def test_background_collector_with_a_python_sink_and_a_small_ring():
 
     def launch_all():
         for _ in range(200):
-            foreign.launch(owner.wrapped, lambda: (launched.append(1), owner.launch()))
+            foreign.launch(owner.wrapped, lambda: (launched.append(1), owner.launch()),
+                           trusted=trusted)
 
     worker = threading.Thread(target=launch_all)
     worker.start()

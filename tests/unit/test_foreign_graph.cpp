@@ -214,3 +214,115 @@ TEST_CASE("ForeignGraph: trusted launches (no fence) are reported like checked o
     check_measured(reports[i]);
   }
 }
+
+namespace {
+
+// Note [Launch waits]: what a launch does with its caller's lock (GilWaits in the Python
+// binding gives up the GIL). `held` is the lock's state; every release must be followed by a
+// reacquire before the next release, and the launch must return with it held.
+struct RecordingWaits final : LaunchWaits {
+  bool held = true;
+  int releases = 0;
+  bool unbalanced = false;
+  void release() noexcept override {
+    unbalanced = unbalanced || !held;
+    held = false;
+    ++releases;
+  }
+  void reacquire() noexcept override {
+    unbalanced = unbalanced || held;
+    held = true;
+  }
+};
+
+struct HeldChecker final : GraphObserver {
+  RecordingWaits* waits = nullptr;
+  int calls_while_held = 0;
+  int calls = 0;
+  void on_replay_begin(AcceleratorGraph& graph, Stream&) override { seen(graph); }
+  void on_replay_end(AcceleratorGraph& graph, Stream&) override { seen(graph); }
+  void seen(const AcceleratorGraph& graph) {
+    if (!graph.is_foreign()) return;  // the owner's own replay inside fn
+    ++calls;
+    if (waits->held) ++calls_while_held;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ForeignGraph: a launch gives the caller's lock up only where it may wait") {
+  NativeOwner owner;
+  RecordingWaits waits;
+  bool fn_held = true;  // the owner's launch always ran with the lock
+  auto launch_with_waits = [&](ForeignGraph& foreign) {
+    foreign.launch(
+        owner.wrapped,
+        [&] {
+          fn_held = fn_held && waits.held;
+          owner.launch();
+        },
+        LaunchCheck::Trusted, &waits);
+  };
+
+  SUBCASE("lazy delivery: the first launch and a full ring wait; a launch with room does not") {
+    Profiler prof(ProfilerOptions{.ring_depth = 2});
+    Collected collected(prof);
+    ForeignGraph foreign("host");
+    prof.attach(foreign);
+    capture(prof, foreign, owner);
+    launch_with_waits(foreign);  // the first launch measures the marker overhead
+    CHECK(waits.releases == 1);
+    launch_with_waits(foreign);  // one slot of two taken: room, lazy delivery
+    CHECK(waits.releases == 1);
+    launch_with_waits(foreign);  // full: the oldest replay is collected first
+    CHECK(waits.releases == 2);
+    CHECK(prof.ring_waits() == 1);
+    prof.flush();
+    CHECK(collected.take().size() == 3);
+  }
+  SUBCASE("Immediate delivery: the sink runs with the lock given up") {
+    Profiler prof(ProfilerOptions{.delivery = timing::Delivery::Immediate});
+    int sink_calls = 0;
+    int sink_calls_while_held = 0;
+    prof.add_sink([&](const ReplayReport&) {
+      ++sink_calls;
+      if (waits.held) ++sink_calls_while_held;
+    });
+    ForeignGraph foreign("host");
+    prof.attach(foreign);
+    capture(prof, foreign, owner);
+    for (int i = 0; i < 3; ++i) launch_with_waits(foreign);
+    CHECK(sink_calls == 3);
+    CHECK(sink_calls_while_held == 0);
+    CHECK(waits.releases == 4);  // the first launch's overhead, then each delivery
+  }
+  SUBCASE("replay observers run with the lock given up") {
+    HeldChecker observer;
+    observer.waits = &waits;
+    ObserverHandle handle = add_graph_observer(observer);
+    Profiler prof(ProfilerOptions{.ring_depth = 8});
+    ForeignGraph foreign("host");
+    prof.attach(foreign);
+    capture(prof, foreign, owner);
+    for (int i = 0; i < 3; ++i) launch_with_waits(foreign);
+    CHECK(observer.calls == 6);
+    CHECK(observer.calls_while_held == 0);
+    prof.flush();
+  }
+  SUBCASE("an owner's launch that throws leaves the lock held, the pairs balanced") {
+    Profiler prof(ProfilerOptions{.ring_depth = 2});
+    ForeignGraph foreign("host");
+    prof.attach(foreign);
+    capture(prof, foreign, owner);
+    for (int i = 0; i < 4; ++i)
+      CHECK_THROWS_AS(foreign.launch(
+                          owner.wrapped, [] { throw std::runtime_error("owner failed"); },
+                          LaunchCheck::Trusted, &waits),
+                      std::runtime_error);
+    launch_with_waits(foreign);
+    prof.flush();
+  }
+  CHECK(waits.held);
+  CHECK_FALSE(waits.unbalanced);
+  CHECK(fn_held);
+}

@@ -13,64 +13,58 @@ namespace accgraph::python {
 namespace {
 
 // Unwinds ForeignGraph::launch when the owner's launch callable raised: the C++ call counts no
-// launch, and the Python exception, kept aside, is raised again once the GIL is back.
+// launch, and the Python exception, kept aside, is raised again when the C++ call is over.
 struct LaunchCallableRaised final : std::exception {
   const char* what() const noexcept override {
     return "ForeignGraph.launch: the launch callable raised";
   }
 };
 
-// Note [Launch callables]: launch(stream, fn) runs C++ (the marker ring made ready, which may
-// wait for an older launch and call sinks) without the GIL, and takes the GIL only to call
-// `fn`, so that a sink on the background collector's thread never waits for this thread while
-// this thread waits for it. What `fn` raises reaches the caller as that same exception (not a
-// C++ error carrying its text), and the launch is not counted. The C++ launch calls `fn` on
-// this thread, so the GIL goes back and forth with this thread's own state
-// (PyEval_SaveThread/RestoreThread), not PyGILState_Ensure's look-up of it.
-class GilHandover {
+// Note [Launch callables]: launch(stream, fn) holds the GIL throughout, `fn` included, except
+// where the C++ launch may wait for another thread (Note [Launch waits] in
+// include/accgraph/foreign_graph.hpp: a full marker ring, Immediate delivery, the first launch,
+// replay observers): there it gives the GIL up (GilWaits), so that a sink on the background
+// collector's thread, which takes the GIL, never waits for this thread while this thread waits
+// for it. The usual launch (room in the ring, lazy delivery) gives it up only inside `fn`, as
+// the owner's own launch does (torch's replay drops it around cudaGraphLaunch): before issue
+// 21's sixth session it was given up for all of the C++ launch and taken back to call `fn`,
+// two round trips more per launch. What `fn` raises reaches the caller as that same exception
+// (not a C++ error carrying its text), and the launch is not counted. The GIL goes back and
+// forth with this thread's own state (PyEval_SaveThread/RestoreThread): the C++ launch calls
+// release and reacquire on this thread.
+class GilWaits final : public LaunchWaits {
  public:
-  GilHandover() : state_(PyEval_SaveThread()) {}
-  ~GilHandover() {
-    if (state_ != nullptr) PyEval_RestoreThread(state_);
-  }
-  GilHandover(const GilHandover&) = delete;
-  GilHandover& operator=(const GilHandover&) = delete;
-  // Runs `call` with the GIL, which is given up again afterwards (also when `call` throws).
-  template <class Call>
-  void with_gil(Call&& call) {
+  void release() noexcept override { state_ = PyEval_SaveThread(); }
+  void reacquire() noexcept override {
     PyEval_RestoreThread(state_);
     state_ = nullptr;
-    struct GiveUp {
-      GilHandover& handover;
-      ~GiveUp() { handover.state_ = PyEval_SaveThread(); }
-    } give_up{*this};
-    call();
   }
 
  private:
-  PyThreadState* state_;  // null while this thread holds the GIL
+  PyThreadState* state_ = nullptr;  // while given up
 };
 
-void launch(PyForeignGraph& self, PyStream& py_stream, PyObject* fn, bool trusted) {
+// `owner`: null (None), or what `fn` is called with (fn(owner)).
+void launch(PyForeignGraph& self, PyStream& py_stream, PyObject* fn, PyObject* owner,
+            bool trusted) {
   std::shared_ptr<Stream> stream_owner = py_stream.share();
   Stream& stream = *stream_owner;
   GraphUse use(self.busy, "ForeignGraph", "launch");
-  std::optional<nb::python_error> raised;  // set and dropped with the GIL held
+  GilWaits waits;
+  std::optional<nb::python_error> raised;  // with the GIL held throughout
   try {
-    GilHandover gil;
     self.graph->launch(
         stream,
         [&] {
-          gil.with_gil([&] {
-            PyObject* result = PyObject_CallNoArgs(fn);
-            if (result == nullptr) {
-              raised.emplace();  // takes the error fn raised
-              throw LaunchCallableRaised();
-            }
-            Py_DECREF(result);
-          });
+          PyObject* result =
+              owner != nullptr ? PyObject_CallOneArg(fn, owner) : PyObject_CallNoArgs(fn);
+          if (result == nullptr) {
+            raised.emplace();  // takes the error fn raised: none is pending while C++ unwinds
+            throw LaunchCallableRaised();
+          }
+          Py_DECREF(result);
         },
-        trusted ? LaunchCheck::Trusted : LaunchCheck::Fenced);
+        trusted ? LaunchCheck::Trusted : LaunchCheck::Fenced, &waits);
   } catch (const LaunchCallableRaised&) {
     nb::python_error error = std::move(*raised);
     raised.reset();
@@ -98,17 +92,19 @@ PyObject* launch_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
   PyObject* stream_arg = nargs > 0 ? args[0] : nullptr;
   PyObject* fn = nargs > 1 ? args[1] : nullptr;
   PyObject* trusted_arg = nullptr;
+  PyObject* owner = nullptr;
   const Py_ssize_t keywords = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
   for (Py_ssize_t i = 0; i < keywords; ++i) {
     PyObject* name = PyTuple_GET_ITEM(kwnames, i);
     PyObject** slot = PyUnicode_CompareWithASCIIString(name, "trusted") == 0  ? &trusted_arg
+                      : PyUnicode_CompareWithASCIIString(name, "owner") == 0  ? &owner
                       : PyUnicode_CompareWithASCIIString(name, "fn") == 0     ? &fn
                       : PyUnicode_CompareWithASCIIString(name, "stream") == 0 ? &stream_arg
                                                                               : nullptr;
     if (slot == nullptr)
       return PyErr_Format(PyExc_TypeError,
                           "ForeignGraph.launch() got an unexpected keyword argument '%U': its "
-                          "arguments are stream, fn and trusted",
+                          "arguments are stream, fn, owner and trusted",
                           name);
     if (*slot != nullptr)
       return PyErr_Format(PyExc_TypeError,
@@ -140,7 +136,8 @@ PyObject* launch_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
                         "ForeignGraph.launch(): the ForeignGraph is not initialized: create it "
                         "with accgraph.ForeignGraph(backend)");
   try {
-    launch(*nb::inst_ptr<PyForeignGraph>(self), *stream, fn, trusted_arg == Py_True);
+    launch(*nb::inst_ptr<PyForeignGraph>(self), *stream, fn, owner == Py_None ? nullptr : owner,
+           trusted_arg == Py_True);
   } catch (...) {
     return raise_cpp_error(std::current_exception());
   }
@@ -150,10 +147,13 @@ PyObject* launch_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
 PyMethodDef launch_method_def = {
     "launch", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&launch_method)),
     METH_FASTCALL | METH_KEYWORDS,
-    "launch($self, /, stream, fn, *, trusted=False)\n--\n\n"
-    "Launches the captured graph through `fn()`, which must enqueue exactly one execution of "
+    "launch($self, /, stream, fn, *, owner=None, trusted=False)\n--\n\n"
+    "Launches the captured graph through `fn()` (`fn(owner)` when `owner` is not None: the "
+    "owner's launch method and its object, with no bound method made per launch), which "
+    "must enqueue exactly one execution of "
     "it on `stream` (or on the native queue `stream` wraps) and nothing else: the marker ring "
-    "is made ready first (without the GIL), the launch counted after `fn` returns. What `fn` "
+    "is made ready first (giving the GIL up only where that waits: a full ring, Immediate "
+    "delivery), the launch counted after `fn` returns. What `fn` "
     "raises propagates unchanged and counts no launch. An `fn` that breaks the rule (launches "
     "nothing, or twice) gets an unmeasurable report, never a hang, through a fence enqueued "
     "after it (one eager marker sequence); `trusted=True` skips the fence for an owner whose "

@@ -97,7 +97,9 @@ __all__ = [
 #   runs ForeignGraph.launch(stream, original replay) on the current stream of the capture
 #   device (where PyTorch replays): the marker ring is made ready, the original replay runs
 #   inside, and the launch is numbered; one report per replay. On the host that is a raw-stream
-#   read, a dict look-up and one call into C++ that releases the GIL; no synchronisation with
+#   read, a dict look-up and one call into C++, which keeps the GIL unless it must wait (Note
+#   [Launch callables] in bindings/python/src/foreign_graph.cpp); a replay called with
+#   arguments (PyTorch's takes none) goes to PyTorch's method untimed. No synchronisation with
 #   lazy delivery (a replay waits only when its graph's marker ring, sized by the profiler's
 #   marker_memory, is full: Profiler.ring_waits counts it). On the device: the
 #   markers recorded into the capture (bench/python/bench_torch.py measures both). Every other
@@ -206,7 +208,8 @@ class _Installation:
         self.capturing: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
         self.patches: Dict[str, Callable[..., Any]] = {}
         # graph -> its own timed replay (Note [Wrapping CUDAGraph]); set by _make_patches.
-        self.timed_replay: Callable[[Any], Callable[..., Any]] = lambda graph: None
+        self.timed_replay: Callable[[Any, _GraphTiming], Callable[..., Any]] = (
+            lambda graph, timing: None)
 
 
 class _GraphTiming:
@@ -346,7 +349,7 @@ def _set_ready(graph: Any, timing: _GraphTiming, ready: bool) -> None:
     loses its own timed `replay` (Note [Wrapping CUDAGraph])."""
     timing.ready = ready
     if ready:
-        graph.__dict__[_REPLAY] = timing.installation.timed_replay(graph)
+        graph.__dict__[_REPLAY] = timing.installation.timed_replay(graph, timing)
     else:
         _drop_timed_replay(graph)
 
@@ -401,35 +404,32 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
         return end
 
     raw_stream = installation.raw_stream
-    partial = functools.partial
+    streams_get = _streams.get
     ref = weakref.ref
-    # The launch callable of a replay without arguments (every replay but a caller's own
-    # arguments): original_replay bound to the graph, a method object, not a functools.partial,
-    # whose construction and call cost 640-770 more instructions per replay (callgrind, the
-    # host-backend stand-in bench/callgrind/run_foreign_launch.sh). A callable without __get__
-    # (a builtin function) keeps the partial.
-    bind = getattr(original_replay, "__get__", None)
 
-    def timed_replay(graph: Any) -> Callable[..., Any]:
-        """The `replay` of one instance whose capture recorded regions."""
+    def timed_replay(graph: Any, timing: _GraphTiming) -> Callable[..., Any]:
+        """The `replay` of one instance whose capture recorded regions, made when that capture
+        ended (Note [Wrapping CUDAGraph])."""
         graph_ref = ref(graph)
+        # Per replay (issue 21, bench_torch part 5: <= 1.10x the untimed loop): what a capture
+        # fixes is bound here once, and the owner's launch goes to ForeignGraph.launch unbound,
+        # with the graph as its `owner` (no bound method made per replay).
+        launch = timing.foreign.launch
+        device = timing.device
 
         @functools.wraps(original_replay)
         def replay(*args: Any, **kwargs: Any) -> Any:
-            # The per-replay path (issue 20: <= 1 us on the host): _current inlined.
             self = graph_ref()
-            timing = self.__dict__.get(_ATTRIBUTE) if self is not None else None
-            if timing is None or not timing.ready or _installed is not installation:
+            # A replay with arguments, of a graph being dropped, after its capture was reset
+            # or after uninstrument() (a stale reference to this function): PyTorch's own.
+            if args or kwargs or self is None or not timing.ready or _installed is not installation:
                 return original_replay(self, *args, **kwargs)
-            device = timing.device
-            stream = _streams.get((device, raw_stream(device)))
+            stream = streams_get((device, raw_stream(device)))
             if stream is None:
                 stream = _wrap_current(torch, device)
             # trusted: CUDAGraph.replay launches its executable exactly once or raises before
             # launching, so no fence is needed (Note [Launch fences]: it would cost two kernels).
-            timing.foreign.launch(stream, partial(original_replay, self, *args, **kwargs)
-                                  if args or kwargs or bind is None else bind(self),
-                                  trusted=True)
+            launch(stream, original_replay, owner=self, trusted=True)
             return None
 
         replay._accgraph_timed = True  # type: ignore[attr-defined]
