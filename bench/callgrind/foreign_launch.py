@@ -7,16 +7,48 @@ method). Usage: python foreign_launch.py MODE N, MODE one of
   method    foreign.launch(stream, owner_replay.__get__(graph), trusted=True): accgraph.torch's
   partial   foreign.launch(stream, functools.partial(owner_replay, graph), trusted=True): the same
             with the functools.partial accgraph.torch made before 2026-11-27 (fifth session)
+  torch-untimed, torch-timed
+            g.replay() of a graph captured through accgraph.torch with the torch stand-in of
+            tests/python/torch_standin.py (CUDAGraph.replay a Python method over a host Graph):
+            without regions (PyTorch's method runs alone), and with one region (accgraph.torch's
+            replay wrapper, then ForeignGraph.launch): the whole per-replay path of bench_torch
+            part 5, on the host
 Setup, one flush at the end and exit cancel out between two counts (run_foreign_launch.sh)."""
 
 import functools
+import pathlib
 import sys
 
 import accgraph
 
 mode, count = sys.argv[1], int(sys.argv[2])
-if mode not in ("owner", "method", "partial"):
-    sys.exit(f"foreign_launch.py: MODE is owner, method or partial, not {mode!r}")
+if mode not in ("owner", "method", "partial", "torch-untimed", "torch-timed"):
+    sys.exit(f"foreign_launch.py: MODE is owner, method, partial, torch-untimed or torch-timed, "
+             f"not {mode!r}")
+if mode.startswith("torch"):
+    import accgraph.torch
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "python"))
+    from torch_standin import make_torch
+
+    torch = make_torch()
+    accgraph.torch._load_torch = lambda: torch
+    accgraph.torch._BACKEND = "host"
+    prof = accgraph.Profiler(keep_reports=0)
+    accgraph.torch.instrument(prof)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        if mode == "torch-timed":
+            with prof.region("work"):
+                torch.cuda.current_stream().work(1e-6)
+        else:
+            torch.cuda.current_stream().work(1e-6)
+    replay = g.replay
+    for _ in range(count):
+        replay()
+    torch.cuda.current_stream().synchronize()
+    prof.flush()
+    sys.exit(0)
 queue = accgraph.Stream("host")
 wrapped = accgraph.Stream.wrap("host", 0, queue.native_handle)  # what accgraph sees of it
 graph = accgraph.Graph("host")

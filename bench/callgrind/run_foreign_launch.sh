@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Instructions per launch of a timed foreign graph the way accgraph.torch launches a torch
 # graph, on the launching thread, host backend, under callgrind: ForeignGraph.launch with the
-# owner's replay as its callable (the binding, the GIL given up and taken back around the
-# callable, the timing layer's launch path, the Python call of the callable), beside the
-# owner's own launch (bench/callgrind/foreign_launch.py says what each mode runs). Each figure
+# owner's replay as its callable (the binding, the timing layer's launch path, the Python call
+# of the callable), beside the owner's own launch; and the whole replay() of a graph captured
+# through accgraph.torch on the torch stand-in, with and without a region (its replay wrapper
+# on top). bench/callgrind/foreign_launch.py says what each mode runs. Each figure
 # is (I(N2) - I(N1)) / (N2 - N1), so setup and exit cancel out; the final flush (collecting the
 # N reports) and synchronize are taken out. Usage:
 #   bench/callgrind/run_foreign_launch.sh [PYTHON] [N1] [N2]
@@ -38,7 +39,7 @@ count() {  # mode launches -> the launching thread's instructions
   echo "$total"
 }
 declare -A per
-for mode in owner method partial; do
+for mode in owner method partial torch-untimed torch-timed; do
   a=$(count "$mode" "$n1"); b=$(count "$mode" "$n2")
   per[$mode]=$(( (b - a) / (n2 - n1) ))
 done
@@ -48,3 +49,6 @@ printf "%-58s %8d  (+%d)\n" "ForeignGraph.launch, callable a bound method (accgr
   "${per[method]}" "$(( per[method] - per[owner] ))"
 printf "%-58s %8d  (+%d)\n" "ForeignGraph.launch, callable a functools.partial" \
   "${per[partial]}" "$(( per[partial] - per[owner] ))"
+printf "%-58s %8d\n" "accgraph.torch stand-in: replay() without regions" "${per[torch-untimed]}"
+printf "%-58s %8d  (+%d)\n" "accgraph.torch stand-in: replay() with a region (the wrapper)" \
+  "${per[torch-timed]}" "$(( per[torch-timed] - per[torch-untimed] ))"

@@ -32,7 +32,9 @@ GPU; says why and exits 0 without them.
                against the same model captured without regions, in interleaved rounds
                (--run-ahead-rounds, medians), each loop followed by a synchronize or flush()
                outside the timing; ring waits and whether every report arrived (issue 21
-               item 1, target: <= 1.10x, every report delivered).
+               item 1, target: <= 1.10x, every report delivered). A third loop launches the
+               timed graph through ForeignGraph.launch directly, as accgraph.torch's replay
+               wrapper does: the timed cost split between the wrapper and the launch.
 
     python bench/python/bench_torch.py [--replays N] [--rounds R] [--samples S]
         [--accuracy-replays N] [--run-ahead-replays N] [--run-ahead-rounds R] [--parts 12345]
@@ -491,17 +493,28 @@ def bench_run_ahead(torch: Any, replays: int, rounds: int) -> List[str]:
         torch.cuda.synchronize()
         prof.flush()
         first_delivered, first_waits = prof.delivered, prof.ring_waits
-        host_us: Dict[str, List[float]] = {"untimed": [], "timed": []}
+        host_us: Dict[str, List[float]] = {"untimed": [], "timed": [], "direct": []}
         device_us: List[float] = []
+        # "direct": the timed graph launched through ForeignGraph.launch as accgraph.torch's
+        # replay wrapper does, without the wrapper: the split of the timed cost between the
+        # wrapper (Python) and the launch (the binding and C++).
+        launch = accgraph.torch.foreign_graph(timed).launch
+        original_replay = type(timed).replay
+        stream = accgraph.torch.current_stream()
+        names = ("untimed", "timed", "direct")
         for r in range(rounds):
-            for name in (("untimed", "timed") if r % 2 == 0 else ("timed", "untimed")):
-                graph = timed if name == "timed" else untimed
+            for name in names[r % 3:] + names[:r % 3]:
+                graph = untimed if name == "untimed" else timed
                 torch.cuda.synchronize()
                 start = time.perf_counter_ns()
-                for _ in range(replays):
-                    graph.replay()
+                if name == "direct":
+                    for _ in range(replays):
+                        launch(stream, original_replay, owner=graph, trusted=True)
+                else:
+                    for _ in range(replays):
+                        graph.replay()
                 host_us[name].append((time.perf_counter_ns() - start) / replays / 1e3)
-                if name == "timed":
+                if name != "untimed":
                     prof.flush()  # outside the timing: waits for the device, delivers
                 else:
                     torch.cuda.synchronize()
@@ -510,9 +523,12 @@ def bench_run_ahead(torch: Any, replays: int, rounds: int) -> List[str]:
         waits = prof.ring_waits - first_waits
     del untimed_model, timed_model  # kept until the last replay (capture_transformer)
     u, t = statistics.median(host_us["untimed"]), statistics.median(host_us["timed"])
+    d = statistics.median(host_us["direct"])
     lines.append(f"   device us per replay {statistics.median(device_us):.1f}: untimed "
                  f"{u:.2f} us, timed {t:.2f} us per replay() call: {t / u:.2f}x; ring waits "
-                 f"{waits}; reports {delivered}/{replays * rounds}")
+                 f"{waits}; reports {delivered}/{replays * rounds * 2}")
+    lines.append(f"   split: ForeignGraph.launch called directly {d:.2f} us ({d / u:.2f}x): "
+                 f"launch +{d - u:.2f} us, accgraph.torch's replay wrapper +{t - d:.2f} us")
     return lines
 
 
