@@ -937,6 +937,40 @@ def test_without_the_cuda_backend(monkeypatch):
         accgraph.torch.instrument(accgraph.Profiler())
 
 
+def test_the_timed_replay_launches_on_the_current_stream_and_leaves_the_rest_to_python(torch):
+    # Note [Owner replay] in bindings/python/src/foreign_graph.cpp: the instance's replay is a
+    # native object; a stream it has not seen yet, arguments, and a replay kept after its graph
+    # was reset go to the Python fallback, which wraps the stream or runs PyTorch's replay.
+    prof = accgraph.Profiler()
+    with accgraph.torch.instrumented(prof):
+        g = captured(torch, prof)
+        replay = g.__dict__["replay"]
+        assert type(replay).__name__ == "_OwnerReplay" and replay.enabled
+        g.replay()
+        other = torch.cuda.Stream()  # not wrapped yet: the fallback wraps it and launches
+        with torch.cuda.stream(other):
+            g.replay()
+            g.replay()  # now found
+        g.replay()  # back on the first stream
+        other.synchronize()
+        prof.flush()
+        assert prof.delivered == 4
+        assert [r.replay_index for r in prof.reports()[-4:]] == [0, 1, 2, 3]
+        assert accgraph.torch.foreign_graph(g).replay_count == 4
+        with pytest.raises(TypeError):  # PyTorch's replay takes no arguments
+            g.replay(1)
+        with pytest.raises(TypeError):
+            g.replay(stream=None)
+        assert accgraph.torch.foreign_graph(g).replay_count == 4
+        kept = g.replay
+        g.reset()
+        assert not kept.enabled and "replay" not in g.__dict__
+        with pytest.raises(RuntimeError, match="without a preceding successful capture"):
+            kept()  # PyTorch's own replay of the reset graph, not a launch
+    with pytest.raises(TypeError, match="foreign must be an accgraph.ForeignGraph"):
+        accgraph._accgraph._OwnerReplay(1, print, g, print, 0, {}, print)
+
+
 def test_only_graphs_with_regions_get_a_timed_replay_of_their_own(torch):
     # Note [Wrapping CUDAGraph]: the class's replay stays PyTorch's; a capture that recorded
     # regions gives its instance a timed replay, which goes with reset(), a new capture and
@@ -952,7 +986,7 @@ def test_only_graphs_with_regions_get_a_timed_replay_of_their_own(torch):
         assert "replay" not in plain.__dict__
         assert plain.replay.__func__ is torch.cuda.CUDAGraph.replay
         g = captured(torch, prof)
-        assert g.replay.__wrapped__ is torch.cuda.CUDAGraph.replay  # functools.wraps
+        assert g.replay.__wrapped__ is torch.cuda.CUDAGraph.replay  # Note [Owner replay]
         g.replay()
         plain.replay()
         prof.flush()

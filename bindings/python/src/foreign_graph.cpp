@@ -8,6 +8,8 @@
 
 #include "common.hpp"
 
+#include <structmember.h>  // after Python.h (common.hpp): PyMemberDef's T_ types
+
 namespace accgraph::python {
 
 namespace {
@@ -160,6 +162,204 @@ PyMethodDef launch_method_def = {
     "launch runs the graph exactly once by construction (accgraph.torch: CUDAGraph.replay). "
     "InvalidStateError before a finished capture."};
 
+// Note [Owner replay]: accgraph.torch gives each timed torch.cuda.CUDAGraph instance a `replay`
+// of its own (Note [Wrapping CUDAGraph] in accgraph/torch/__init__.py). That call is the one a
+// back-to-back replay loop pays on every iteration (issue 21: at most 1.10x the untimed loop),
+// and as a Python function it cost about as much again as ForeignGraph.launch itself (bench_torch
+// part 5's split on the H100: wrapper +0.27-0.65 us, launch +0.61-0.64 us). So it is this C
+// object (bench/callgrind/run_foreign_launch.sh, torch stand-in: a timed replay() costs 1,788
+// instructions more than an untimed one, against 4,158 with the Python function): a call
+// without arguments while `enabled` reads the owner's current native queue
+// (`current_queue(device)`, PyTorch's raw-stream read), finds its accgraph Stream (the last one
+// found is kept; else `streams[(device, queue)]`) and launches `fn(owner)` through the
+// ForeignGraph, trusted, with the GIL held (Note [Launch callables]). Everything else (a call
+// with arguments, `enabled` cleared, the owner gone, a queue with no Stream yet) goes to
+// `fallback(*args, **kwargs)`, which accgraph.torch writes in Python. The owner is held weakly;
+// `__wrapped__` is `fn`.
+struct OwnerReplay {
+  PyObject_HEAD vectorcallfunc vectorcall;
+  PyObject* foreign;        // the ForeignGraph
+  PyObject* fn;             // the owner's unbound launch
+  PyObject* owner;          // a weak reference to the owner
+  PyObject* current_queue;  // current_queue(device) -> the native queue's handle (int)
+  PyObject* device;         // int
+  PyObject* streams;        // dict: (device, queue handle) -> Stream
+  PyObject* fallback;
+  PyObject* last_queue;  // the queue handle last found in `streams`, and its Stream
+  PyObject* last_stream;
+  char enabled;
+};
+
+PyObject* owner_replay_fallback(OwnerReplay* self, PyObject* const* args, size_t nargsf,
+                                PyObject* kwnames) {
+  return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+}
+
+// The Stream wrapping the owner's current queue, borrowed (kept by `last_stream`); null with no
+// error set when `streams` has none yet (the fallback wraps it), null with an error on failure.
+PyObject* owner_replay_stream(OwnerReplay* self) {
+  PyObject* queue = PyObject_CallOneArg(self->current_queue, self->device);
+  if (queue == nullptr) return nullptr;
+  if (self->last_queue != nullptr) {
+    const int same = PyObject_RichCompareBool(queue, self->last_queue, Py_EQ);
+    if (same != 0) {
+      Py_DECREF(queue);
+      return same > 0 ? self->last_stream : nullptr;
+    }
+  }
+  PyObject* key = PyTuple_Pack(2, self->device, queue);
+  if (key == nullptr) {
+    Py_DECREF(queue);
+    return nullptr;
+  }
+  PyObject* stream = PyDict_GetItemWithError(self->streams, key);  // borrowed
+  Py_DECREF(key);
+  if (stream == nullptr) {
+    Py_DECREF(queue);
+    return nullptr;
+  }
+  Py_INCREF(stream);
+  Py_XSETREF(self->last_queue, queue);
+  Py_XSETREF(self->last_stream, stream);
+  return stream;
+}
+
+PyObject* owner_replay_call(PyObject* callable, PyObject* const* args, size_t nargsf,
+                            PyObject* kwnames) {
+  auto* self = reinterpret_cast<OwnerReplay*>(callable);
+  if (!self->enabled || PyVectorcall_NARGS(nargsf) != 0 ||
+      (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0))
+    return owner_replay_fallback(self, args, nargsf, kwnames);
+  PyObject* owner = nullptr;
+#if PY_VERSION_HEX >= 0x030D0000
+  if (PyWeakref_GetRef(self->owner, &owner) < 0) return nullptr;
+#else
+  owner = PyWeakref_GetObject(self->owner);  // borrowed
+  if (owner == nullptr) return nullptr;
+  if (owner == Py_None) owner = nullptr;
+  Py_XINCREF(owner);
+#endif
+  if (owner == nullptr) return owner_replay_fallback(self, args, nargsf, kwnames);
+  PyObject* stream = owner_replay_stream(self);
+  PyStream* py_stream = nullptr;
+  if (stream == nullptr || !nb::try_cast<PyStream*>(nb::handle(stream), py_stream) ||
+      py_stream == nullptr) {
+    Py_DECREF(owner);
+    if (PyErr_Occurred() != nullptr) return nullptr;
+    return owner_replay_fallback(self, args, nargsf, kwnames);
+  }
+  // Held for the launch: `fn`, or a sink during a wait, may run Python that replaces
+  // last_stream (a replay of this object on another thread).
+  Py_INCREF(stream);
+  PyObject* result = Py_None;
+  try {
+    launch(*nb::inst_ptr<PyForeignGraph>(self->foreign), *py_stream, self->fn, owner, true);
+    Py_INCREF(result);
+  } catch (...) {
+    result = raise_cpp_error(std::current_exception());
+  }
+  Py_DECREF(stream);
+  Py_DECREF(owner);
+  return result;
+}
+
+int owner_replay_traverse(PyObject* object, visitproc visit, void* arg) {
+  auto* self = reinterpret_cast<OwnerReplay*>(object);
+  Py_VISIT(Py_TYPE(object));
+  Py_VISIT(self->foreign);
+  Py_VISIT(self->fn);
+  Py_VISIT(self->owner);
+  Py_VISIT(self->current_queue);
+  Py_VISIT(self->device);
+  Py_VISIT(self->streams);
+  Py_VISIT(self->fallback);
+  Py_VISIT(self->last_queue);
+  Py_VISIT(self->last_stream);
+  return 0;
+}
+
+int owner_replay_clear(PyObject* object) {
+  auto* self = reinterpret_cast<OwnerReplay*>(object);
+  Py_CLEAR(self->foreign);
+  Py_CLEAR(self->fn);
+  Py_CLEAR(self->owner);
+  Py_CLEAR(self->current_queue);
+  Py_CLEAR(self->device);
+  Py_CLEAR(self->streams);
+  Py_CLEAR(self->fallback);
+  Py_CLEAR(self->last_queue);
+  Py_CLEAR(self->last_stream);
+  return 0;
+}
+
+void owner_replay_dealloc(PyObject* object) {
+  PyTypeObject* type = Py_TYPE(object);
+  PyObject_GC_UnTrack(object);
+  owner_replay_clear(object);
+  type->tp_free(object);
+  Py_DECREF(type);
+}
+
+PyObject* owner_replay_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static const char* names[] = {"foreign", "fn",      "owner",    "current_queue",
+                                "device",  "streams", "fallback", nullptr};
+  PyObject *foreign, *fn, *owner, *current_queue, *device, *streams, *fallback;
+  if (PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO!O:_OwnerReplay", const_cast<char**>(names),
+                                  &foreign, &fn, &owner, &current_queue, &device, &PyDict_Type,
+                                  &streams, &fallback) == 0)
+    return nullptr;
+  PyForeignGraph* graph = nullptr;
+  if (!nb::try_cast<PyForeignGraph*>(nb::handle(foreign), graph) || graph == nullptr)
+    return PyErr_Format(PyExc_TypeError, "_OwnerReplay: foreign must be an accgraph.ForeignGraph");
+  if (PyCallable_Check(fn) == 0 || PyCallable_Check(current_queue) == 0 ||
+      PyCallable_Check(fallback) == 0)
+    return PyErr_Format(PyExc_TypeError,
+                        "_OwnerReplay: fn, current_queue and fallback must be callable");
+  if (!PyLong_Check(device))
+    return PyErr_Format(PyExc_TypeError, "_OwnerReplay: device must be an int");
+  PyObject* ref = PyWeakref_NewRef(owner, nullptr);
+  if (ref == nullptr) return nullptr;
+  auto* self = reinterpret_cast<OwnerReplay*>(type->tp_alloc(type, 0));
+  if (self == nullptr) {
+    Py_DECREF(ref);
+    return nullptr;
+  }
+  self->vectorcall = owner_replay_call;
+  self->foreign = Py_NewRef(foreign);
+  self->fn = Py_NewRef(fn);
+  self->owner = ref;
+  self->current_queue = Py_NewRef(current_queue);
+  self->device = Py_NewRef(device);
+  self->streams = Py_NewRef(streams);
+  self->fallback = Py_NewRef(fallback);
+  self->enabled = 1;
+  return reinterpret_cast<PyObject*>(self);
+}
+
+PyMemberDef owner_replay_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(OwnerReplay, vectorcall), READONLY, nullptr},
+    {"enabled", T_BOOL, offsetof(OwnerReplay, enabled), 0,
+     "Whether a call launches through the ForeignGraph (else it goes to the fallback)."},
+    {"__wrapped__", T_OBJECT, offsetof(OwnerReplay, fn), READONLY, "The owner's launch."},
+    {nullptr, 0, 0, 0, nullptr}};
+
+PyType_Slot owner_replay_slots[] = {
+    {Py_tp_new, reinterpret_cast<void*>(&owner_replay_new)},
+    {Py_tp_dealloc, reinterpret_cast<void*>(&owner_replay_dealloc)},
+    {Py_tp_traverse, reinterpret_cast<void*>(&owner_replay_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(&owner_replay_clear)},
+    {Py_tp_call, reinterpret_cast<void*>(&PyVectorcall_Call)},
+    {Py_tp_members, owner_replay_members},
+    {Py_tp_doc, const_cast<char*>(
+                    "_OwnerReplay(foreign, fn, owner, current_queue, device, streams, fallback): "
+                    "accgraph.torch's per-instance replay (Note [Owner replay] in "
+                    "bindings/python/src/foreign_graph.cpp); not a public API.")},
+    {0, nullptr}};
+
+PyType_Spec owner_replay_spec = {
+    "accgraph._accgraph._OwnerReplay", sizeof(OwnerReplay), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, owner_replay_slots};
+
 std::string foreign_repr(const PyForeignGraph& self) {
   const AcceleratorGraph& g = self.graph->graph();
   return "<accgraph.ForeignGraph " + std::to_string(g.id()) + " backend='" + g.backend_name() +
@@ -262,6 +462,10 @@ void bind_foreign_graph(nb::module_& m) {
       .def("__repr__", &foreign_repr);
   // Note [Launch method]
   add_plain_method(cls, launch_method_def);
+  // Note [Owner replay]
+  PyObject* owner_replay = PyType_FromSpec(&owner_replay_spec);
+  if (owner_replay == nullptr) throw nb::python_error();
+  m.attr("_OwnerReplay") = nb::steal(owner_replay);
 }
 
 }  // namespace accgraph::python

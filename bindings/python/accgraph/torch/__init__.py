@@ -55,7 +55,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional
                     Tuple, Union)
 
 from .. import _default_stream
-from .._accgraph import ForeignGraph, GraphState, Profiler, Stream, backends
+from .._accgraph import ForeignGraph, GraphState, Profiler, Stream, _OwnerReplay, backends
 from .._errors import (Error, InvalidArgumentError, InvalidStateError, UnavailableError,
                       make_error)
 
@@ -94,12 +94,14 @@ __all__ = [
 #   then the original; if the original fails, the ForeignGraph is reset.
 # - replay: not wrapped on the class. A capture that recorded regions gives its instance a
 #   `replay` attribute of its own (an instance attribute wins over the class's method), which
-#   runs ForeignGraph.launch(stream, original replay) on the current stream of the capture
-#   device (where PyTorch replays): the marker ring is made ready, the original replay runs
-#   inside, and the launch is numbered; one report per replay. On the host that is a raw-stream
-#   read, a dict look-up and one call into C++, which keeps the GIL unless it must wait (Note
-#   [Launch callables] in bindings/python/src/foreign_graph.cpp); a replay called with
-#   arguments (PyTorch's takes none) goes to PyTorch's method untimed. No synchronisation with
+#   runs ForeignGraph.launch(stream, original replay, owner=graph) on the current stream of the
+#   capture device (where PyTorch replays): the marker ring is made ready, the original replay
+#   runs inside, and the launch is numbered; one report per replay. The attribute is a native
+#   object (Note [Owner replay] in bindings/python/src/foreign_graph.cpp): on the host a replay
+#   costs a raw-stream read and one call into C++, which keeps the GIL unless it must wait (Note
+#   [Launch callables] there); a replay called with arguments (PyTorch's takes none) goes to
+#   PyTorch's method untimed, and a stream not seen yet is wrapped by a Python fallback
+#   (timed_replay below). No synchronisation with
 #   lazy delivery (a replay waits only when its graph's marker ring, sized by the profiler's
 #   marker_memory, is full: Profiler.ring_waits counts it). On the device: the
 #   markers recorded into the capture (bench/python/bench_torch.py measures both). Every other
@@ -357,7 +359,8 @@ def _set_ready(graph: Any, timing: _GraphTiming, ready: bool) -> None:
 def _drop_timed_replay(graph: Any) -> None:
     try:
         replay = graph.__dict__.get(_REPLAY)
-        if getattr(replay, "_accgraph_timed", False):
+        if isinstance(replay, _OwnerReplay):
+            replay.enabled = False  # a reference kept elsewhere now goes to PyTorch's replay
             del graph.__dict__[_REPLAY]
     except AttributeError:  # an instance without a __dict__ never got one
         pass
@@ -404,36 +407,31 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
         return end
 
     raw_stream = installation.raw_stream
-    streams_get = _streams.get
     ref = weakref.ref
 
     def timed_replay(graph: Any, timing: _GraphTiming) -> Callable[..., Any]:
         """The `replay` of one instance whose capture recorded regions, made when that capture
-        ended (Note [Wrapping CUDAGraph])."""
+        ended: a native object (Note [Owner replay] in bindings/python/src/foreign_graph.cpp)
+        whose call launches PyTorch's replay through the ForeignGraph, trusted, on PyTorch's
+        current stream, and leaves every other case to `fallback`."""
         graph_ref = ref(graph)
-        # Per replay (issue 21, bench_torch part 5: <= 1.10x the untimed loop): what a capture
-        # fixes is bound here once, and the owner's launch goes to ForeignGraph.launch unbound,
-        # with the graph as its `owner` (no bound method made per replay).
-        launch = timing.foreign.launch
         device = timing.device
 
-        @functools.wraps(original_replay)
-        def replay(*args: Any, **kwargs: Any) -> Any:
+        def fallback(*args: Any, **kwargs: Any) -> Any:
+            # A replay with arguments, of a graph being dropped, after its capture was reset or
+            # after uninstrument() (a stale reference): PyTorch's own. Else the current stream
+            # is not wrapped yet: wrap it, then launch.
             self = graph_ref()
-            # A replay with arguments, of a graph being dropped, after its capture was reset
-            # or after uninstrument() (a stale reference to this function): PyTorch's own.
             if args or kwargs or self is None or not timing.ready or _installed is not installation:
                 return original_replay(self, *args, **kwargs)
-            stream = streams_get((device, raw_stream(device)))
-            if stream is None:
-                stream = _wrap_current(torch, device)
+            stream = _current(installation, device)
             # trusted: CUDAGraph.replay launches its executable exactly once or raises before
             # launching, so no fence is needed (Note [Launch fences]: it would cost two kernels).
-            launch(stream, original_replay, owner=self, trusted=True)
+            timing.foreign.launch(stream, original_replay, owner=self, trusted=True)
             return None
 
-        replay._accgraph_timed = True  # type: ignore[attr-defined]
-        return replay
+        return _OwnerReplay(timing.foreign, original_replay, graph, raw_stream, device, _streams,
+                            fallback)
 
     installation.timed_replay = timed_replay
 
