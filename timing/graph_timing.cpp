@@ -136,10 +136,11 @@ void GraphTiming::before_replay(AcceleratorGraph& graph, Stream& stream) {
   // first (counted). One ring lock per launch when it is not (Note [Launch path]).
   GraphImplInterface& impl = detail::GraphAccess::impl(graph);
   StreamImpl& stream_impl = detail::StreamAccess::impl(stream);
-  while (!ring_->before_launch(impl, stream_impl, layout_ != nullptr)) {
+  LaunchWaits* waits = detail::GraphAccess::launch_waits(graph);
+  while (!ring_->before_launch(impl, stream_impl, layout_ != nullptr, waits)) {
     std::shared_ptr<ProfilerCore> core = core_.lock();
     if (!core) return;
-    detail::LaunchWaitScope wait(detail::GraphAccess::launch_waits(graph));
+    detail::LaunchWaitScope wait(waits);
     core->make_room(*ring_);
   }
   launch_timed_ = true;
@@ -175,16 +176,17 @@ void GraphTiming::measure_overhead(ProfilerCore& core) {
 // time.
 void GraphTiming::after_replay(AcceleratorGraph& graph, Stream& stream) {
   if (!std::exchange(launch_timed_, false) || retired_.load(std::memory_order_relaxed)) return;
+  LaunchWaits* waits = detail::GraphAccess::launch_waits(graph);
   if (detail::GraphAccess::fenced_launch(graph))
     ring_->after_foreign_launch(detail::GraphAccess::impl(graph),
                                 detail::StreamAccess::impl(stream), layout_,
-                                MarkerRing::LaunchOutcome::Returned);
+                                MarkerRing::LaunchOutcome::Returned, waits);
   else
     ring_->after_launch(detail::GraphAccess::impl(graph), detail::StreamAccess::impl(stream),
-                        layout_);
+                        layout_, waits);
   if (!immediate_) return;  // sequence_done does nothing else for a graph's replay
   if (std::shared_ptr<ProfilerCore> core = core_.lock()) {
-    detail::LaunchWaitScope wait(detail::GraphAccess::launch_waits(graph));
+    detail::LaunchWaitScope wait(waits);
     core->sequence_done(*ring_, ProfilerCore::Sequence::GraphReplay);
   }
 }
@@ -197,9 +199,9 @@ void GraphTiming::after_failed_replay(AcceleratorGraph& graph, Stream& stream) n
     // Not fenced (an accgraph graph's launch ran nothing; a foreign one with
     // LaunchCheck::Trusted): the number is given to the next launch, as before.
     if (!detail::GraphAccess::fenced_launch(graph) || !reporting()) return;
-    ring_->after_foreign_launch(detail::GraphAccess::impl(graph),
-                                detail::StreamAccess::impl(stream), layout_,
-                                MarkerRing::LaunchOutcome::Raised);
+    ring_->after_foreign_launch(
+        detail::GraphAccess::impl(graph), detail::StreamAccess::impl(stream), layout_,
+        MarkerRing::LaunchOutcome::Raised, detail::GraphAccess::launch_waits(graph));
   } catch (const std::exception& e) {
     log(LogLevel::Warning,
         fmt::format("timing: foreign graph {}: checking a launch that raised failed: {}",

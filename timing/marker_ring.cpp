@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "accgraph/error.hpp"
+#include "core/internal/timing_seam.hpp"
 
 namespace accgraph::timing {
 
@@ -98,8 +99,18 @@ bool MarkerRing::full_locked() const {
   return pending_.size() >= depth_ || (out_of_step_ && !pending_.empty());
 }
 
-bool MarkerRing::before_launch(GraphImplInterface& graph, StreamImpl& stream, bool needs_room) {
-  std::lock_guard<std::mutex> lock(mutex_);
+std::unique_lock<std::mutex> MarkerRing::lock_for_launch(LaunchWaits* waits) {
+  std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    detail::LaunchWaitScope wait(waits);
+    lock.lock();
+  }
+  return lock;
+}
+
+bool MarkerRing::before_launch(GraphImplInterface& graph, StreamImpl& stream, bool needs_room,
+                               LaunchWaits* waits) {
+  std::unique_lock<std::mutex> lock = lock_for_launch(waits);
   if (needs_room && full_locked()) return false;
   if (out_of_step_) {  // Note [Launch fences]: a number the backend does not expect re-aligns it
     ++next_sequence_;
@@ -115,8 +126,9 @@ bool MarkerRing::before_launch(GraphImplInterface& graph, StreamImpl& stream, bo
 }
 
 void MarkerRing::after_launch(GraphImplInterface& graph, StreamImpl& stream,
-                              const std::shared_ptr<const ReportLayout>& layout) {
-  std::lock_guard<std::mutex> lock(mutex_);
+                              const std::shared_ptr<const ReportLayout>& layout,
+                              LaunchWaits* waits) {
+  std::unique_lock<std::mutex> lock = lock_for_launch(waits);
   const uint64_t sequence = next_sequence_;
   markers_->after_launch(graph, stream, sequence);
   ++next_sequence_;
@@ -184,9 +196,9 @@ TimestampMarkers& MarkerRing::fence_for(StreamImpl& stream) {
 
 void MarkerRing::after_foreign_launch(GraphImplInterface& graph, StreamImpl& stream,
                                       const std::shared_ptr<const ReportLayout>& layout,
-                                      LaunchOutcome outcome) {
+                                      LaunchOutcome outcome, LaunchWaits* waits) {
   const bool raised = outcome == LaunchOutcome::Raised;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock = lock_for_launch(waits);
   const uint64_t sequence = next_sequence_;
   if (!raised) markers_->after_launch(graph, stream, sequence);
   if (!layout && raised) return;  // nothing to report and nothing to check

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "accgraph/foreign_graph.hpp"
 #include "accgraph/report.hpp"
 #include "accgraph/spi/backend.hpp"
 
@@ -60,9 +61,13 @@ class MarkerRing {
   /// again): the check and the backend call take one lock, on every timed launch.
   /// after_launch's `layout`: what the launch's report lays out, or null when it has nothing to
   /// report (a capture without regions).
-  bool before_launch(GraphImplInterface& graph, StreamImpl& stream, bool needs_room);
+  /// `waits` (all three launch calls): the launch caller's LaunchWaits, given up while the ring's
+  /// lock is held by a collecting thread (Note [Launch waits] in foreign_graph.hpp), or null.
+  bool before_launch(GraphImplInterface& graph, StreamImpl& stream, bool needs_room,
+                     LaunchWaits* waits = nullptr);
   void after_launch(GraphImplInterface& graph, StreamImpl& stream,
-                    const std::shared_ptr<const ReportLayout>& layout);
+                    const std::shared_ptr<const ReportLayout>& layout,
+                    LaunchWaits* waits = nullptr);
   /// A ForeignGraph's launch (fenced rings): after_launch when the owner's launch returned,
   /// then a fence on `stream` so that collection can check what the launch did without ever
   /// waiting for a sequence that may not run (Note [Launch fences]). `raised`: the owner's
@@ -70,7 +75,7 @@ class MarkerRing {
   enum class LaunchOutcome { Returned, Raised };
   void after_foreign_launch(GraphImplInterface& graph, StreamImpl& stream,
                             const std::shared_ptr<const ReportLayout>& layout,
-                            LaunchOutcome outcome);
+                            LaunchOutcome outcome, LaunchWaits* waits = nullptr);
   /// Closes an eager sequence (end_sequence, then after_eager_sequence); `layout` as above.
   void close_eager_sequence(StreamImpl& stream, const std::shared_ptr<const ReportLayout>& layout);
 
@@ -96,6 +101,9 @@ class MarkerRing {
 
  private:
   bool full_locked() const;  // full(); caller holds mutex_
+  // mutex_ for a launch's half (Note [Launch waits]): taken at once when free; when a collecting
+  // thread holds it (it may be waiting for the device), `waits` is given up while this waits.
+  std::unique_lock<std::mutex> lock_for_launch(LaunchWaits* waits);
   // The fence markers for eager fences on `stream`'s queue (one set per native queue: the SPI
   // gives a marker set's eager sequences to one stream). Caller holds mutex_.
   TimestampMarkers& fence_for(StreamImpl& stream);

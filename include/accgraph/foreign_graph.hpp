@@ -66,13 +66,14 @@ enum class LaunchCheck {
 /// Note [Launch waits]: around the owner's launch, a timed launch does short work that waits for
 /// no other thread, except where the timing must wait: a full marker ring (its oldest replay is
 /// collected and delivered, calling sinks, and another thread may be delivering), Immediate
-/// delivery (sinks), the first launch of a capture (the marker overhead is measured), and replay
-/// observers (user code). A caller that holds a lock which code on other threads may need
+/// delivery (sinks), the first launch of a capture (the marker overhead is measured), replay
+/// observers (user code), and a marker ring whose lock a collecting thread holds (it may be
+/// waiting for the device). A caller that holds a lock which code on other threads may need
 /// meanwhile (Python's GIL: a Python sink on the background collector's thread takes it) passes
 /// a LaunchWaits: the launch calls release() before each such wait and reacquire() after it, on
 /// the launching thread, and keeps to that pairing when it throws; the caller holds its lock
-/// everywhere else, `fn` included. What remains may still block for a bounded time on a lock
-/// that a collecting thread holds while it reads a finished replay (never while it runs a sink).
+/// everywhere else, `fn` included (the usual launch: room in the ring, lazy delivery, the ring's
+/// lock free, gives it up nowhere).
 class LaunchWaits {
  public:
   virtual void release() noexcept = 0;

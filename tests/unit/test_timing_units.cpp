@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -51,6 +52,7 @@ class ScriptedMarkers final : public TimestampMarkers {
   }
   bool is_complete(uint64_t sequence) override { return sequence < completed; }
   void wait(uint64_t sequence) override {
+    if (on_wait) on_wait();
     waited.push_back(sequence);
     if (sequence >= completed) completed = sequence + 1;
   }
@@ -70,6 +72,7 @@ class ScriptedMarkers final : public TimestampMarkers {
   int64_t fail_read_of = -1;
   int violations = 0;
   const uint64_t* last_read = nullptr;
+  std::function<void()> on_wait;  // called first in wait(), with the ring's lock held
 };
 
 // A real stream and graph of the host backend, for the StreamImpl/GraphImpl arguments.
@@ -140,6 +143,48 @@ TEST_CASE("MarkerRing: numbers launches, queues the reportable ones, full at its
   REQUIRE(r.ring->collect_oldest().has_value());
   CHECK(r.ring->before_launch(graph, stream, true));
   CHECK(r.markers->prepared == std::vector<uint64_t>{0, 1, 2, 3});
+}
+
+// Note [Launch waits]: a collecting thread holds the ring's lock while it waits for the device;
+// a launch that meets it gives its caller's lock (Python's GIL) up before blocking, so that the
+// collecting thread's sink, which may need that lock next, never waits for it. Here the device
+// "finishes" only once the launch gave its lock up; without that the collection ends after 10 s
+// and the test fails.
+TEST_CASE("MarkerRing: a launch blocked by a collection gives its caller's lock up first") {
+  HostObjects host;
+  Ring r = make_ring(4);
+  auto layout = layout_of(1);
+  launch(*r.ring, host, layout);  // sequence 0, pending
+  std::promise<void> entered;
+  std::promise<void> gave_up;
+  std::future<void> given_up = gave_up.get_future();
+  bool device_timed_out = false;
+  r.markers->on_wait = [&] {
+    entered.set_value();
+    device_timed_out = given_up.wait_for(std::chrono::seconds(10)) != std::future_status::ready;
+  };
+  struct GateWaits final : LaunchWaits {
+    std::promise<void>* gave_up = nullptr;
+    int releases = 0;
+    int reacquires = 0;
+    void release() noexcept override {
+      if (releases++ == 0) gave_up->set_value();
+    }
+    void reacquire() noexcept override { ++reacquires; }
+  } waits;
+  waits.gave_up = &gave_up;
+  std::thread collector([&] { r.ring->collect_oldest(); });
+  entered.get_future().wait();  // the collector holds the ring's lock, waiting for the device
+  GraphImplInterface& graph = detail::GraphAccess::impl(host.graph);
+  StreamImpl& stream = detail::StreamAccess::impl(host.stream);
+  CHECK(r.ring->before_launch(graph, stream, true, &waits));
+  collector.join();
+  CHECK_FALSE(device_timed_out);
+  CHECK(waits.releases == 1);
+  CHECK(waits.reacquires == 1);
+  r.ring->after_launch(graph, stream, layout, &waits);  // the lock is free: nothing given up
+  CHECK(waits.releases == 1);
+  CHECK(r.markers->launched == std::vector<uint64_t>{0, 1});
 }
 
 TEST_CASE("MarkerRing: collect_oldest reads into the report's own storage, oldest first") {

@@ -25,7 +25,8 @@ struct LaunchCallableRaised final : std::exception {
 // Note [Launch callables]: launch(stream, fn) holds the GIL throughout, `fn` included, except
 // where the C++ launch may wait for another thread (Note [Launch waits] in
 // include/accgraph/foreign_graph.hpp: a full marker ring, Immediate delivery, the first launch,
-// replay observers): there it gives the GIL up (GilWaits), so that a sink on the background
+// replay observers, a collection holding the ring's lock): there it gives the GIL up
+// (GilWaits), so that a sink on the background
 // collector's thread, which takes the GIL, never waits for this thread while this thread waits
 // for it. The usual launch (room in the ring, lazy delivery) gives it up only inside `fn`, as
 // the owner's own launch does (torch's replay drops it around cudaGraphLaunch): before issue
