@@ -99,18 +99,15 @@ bool MarkerRing::full_locked() const {
   return pending_.size() >= depth_ || (out_of_step_ && !pending_.empty());
 }
 
-std::unique_lock<std::mutex> MarkerRing::lock_for_launch(LaunchWaits* waits) {
-  std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
-  if (!lock.owns_lock()) {
-    detail::LaunchWaitScope wait(waits);
-    lock.lock();
-  }
-  return lock;
+void MarkerRing::lock_contended(LaunchWaits* waits) {
+  detail::LaunchWaitScope wait(waits);
+  mutex_.lock();
 }
 
 bool MarkerRing::before_launch(GraphImplInterface& graph, StreamImpl& stream, bool needs_room,
                                LaunchWaits* waits) {
-  std::unique_lock<std::mutex> lock = lock_for_launch(waits);
+  if (!mutex_.try_lock()) lock_contended(waits);  // Note [Launch waits]
+  std::lock_guard<std::mutex> lock(mutex_, std::adopt_lock);
   if (needs_room && full_locked()) return false;
   if (out_of_step_) {  // Note [Launch fences]: a number the backend does not expect re-aligns it
     ++next_sequence_;
@@ -128,7 +125,8 @@ bool MarkerRing::before_launch(GraphImplInterface& graph, StreamImpl& stream, bo
 void MarkerRing::after_launch(GraphImplInterface& graph, StreamImpl& stream,
                               const std::shared_ptr<const ReportLayout>& layout,
                               LaunchWaits* waits) {
-  std::unique_lock<std::mutex> lock = lock_for_launch(waits);
+  if (!mutex_.try_lock()) lock_contended(waits);  // Note [Launch waits]
+  std::lock_guard<std::mutex> lock(mutex_, std::adopt_lock);
   const uint64_t sequence = next_sequence_;
   markers_->after_launch(graph, stream, sequence);
   ++next_sequence_;
@@ -198,7 +196,8 @@ void MarkerRing::after_foreign_launch(GraphImplInterface& graph, StreamImpl& str
                                       const std::shared_ptr<const ReportLayout>& layout,
                                       LaunchOutcome outcome, LaunchWaits* waits) {
   const bool raised = outcome == LaunchOutcome::Raised;
-  std::unique_lock<std::mutex> lock = lock_for_launch(waits);
+  if (!mutex_.try_lock()) lock_contended(waits);  // Note [Launch waits]
+  std::lock_guard<std::mutex> lock(mutex_, std::adopt_lock);
   const uint64_t sequence = next_sequence_;
   if (!raised) markers_->after_launch(graph, stream, sequence);
   if (!layout && raised) return;  // nothing to report and nothing to check

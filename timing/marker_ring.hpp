@@ -101,9 +101,10 @@ class MarkerRing {
 
  private:
   bool full_locked() const;  // full(); caller holds mutex_
-  // mutex_ for a launch's half (Note [Launch waits]): taken at once when free; when a collecting
-  // thread holds it (it may be waiting for the device), `waits` is given up while this waits.
-  std::unique_lock<std::mutex> lock_for_launch(LaunchWaits* waits);
+  // Locks mutex_ for a launch's half that found it taken (try_lock failed: a collecting thread
+  // holds it, and may be waiting for the device), with `waits` given up while it waits (Note
+  // [Launch waits]). Out of line: a launch that finds the lock free pays only its try_lock.
+  void lock_contended(LaunchWaits* waits);
   // The fence markers for eager fences on `stream`'s queue (one set per native queue: the SPI
   // gives a marker set's eager sequences to one stream). Caller holds mutex_.
   TimestampMarkers& fence_for(StreamImpl& stream);
