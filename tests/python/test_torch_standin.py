@@ -962,6 +962,15 @@ def test_the_timed_replay_launches_on_the_current_stream_and_leaves_the_rest_to_
         with pytest.raises(TypeError):
             g.replay(stream=None)
         assert accgraph.torch.foreign_graph(g).replay_count == 4
+        native, g.native = g.native, None  # PyTorch's replay raises: unchanged, nothing counted
+        with pytest.raises(RuntimeError, match="without a preceding successful capture"):
+            g.replay()
+        g.native = native
+        assert accgraph.torch.foreign_graph(g).replay_count == 4
+        g.replay()
+        torch.cuda.current_stream().synchronize()
+        prof.flush()
+        assert prof.delivered == 5 and prof.reports()[-1].replay_index == 4
         kept = g.replay
         g.reset()
         assert not kept.enabled and "replay" not in g.__dict__

@@ -178,7 +178,8 @@ PyMethodDef launch_method_def = {
 // `fallback(*args, **kwargs)`, which accgraph.torch writes in Python. The owner is held weakly;
 // `__wrapped__` is `fn`.
 struct OwnerReplay {
-  PyObject_HEAD vectorcallfunc vectorcall;
+  PyObject ob_base;  // PyObject_HEAD
+  vectorcallfunc vectorcall;
   PyObject* foreign;        // the ForeignGraph
   PyObject* fn;             // the owner's unbound launch
   PyObject* owner;          // a weak reference to the owner
@@ -228,6 +229,8 @@ PyObject* owner_replay_stream(OwnerReplay* self) {
 PyObject* owner_replay_call(PyObject* callable, PyObject* const* args, size_t nargsf,
                             PyObject* kwnames) {
   auto* self = reinterpret_cast<OwnerReplay*>(callable);
+  if (self->fallback == nullptr)  // cleared by the cycle collector
+    return PyErr_Format(PyExc_RuntimeError, "accgraph.torch: this replay's graph is gone");
   if (!self->enabled || PyVectorcall_NARGS(nargsf) != 0 ||
       (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0))
     return owner_replay_fallback(self, args, nargsf, kwnames);
