@@ -1,30 +1,30 @@
 """The loop run_foreign_launch.sh counts: N launches of a host graph, on the launching thread,
 either by its owner alone or through a timed ForeignGraph.launch the way accgraph.torch launches
-a torch graph (its replay wrapper, Note [Wrapping CUDAGraph]). The owner is an accgraph Graph
+a torch graph (Note [Wrapping CUDAGraph]). The owner is an accgraph Graph
 whose replay stands in for torch's CUDAGraph.replay (a Python function calling a bound native
 method). Usage: python foreign_launch.py MODE N, MODE one of
   owner     owner_replay(graph) N times: the untimed launch
-  method    foreign.launch(stream, owner_replay.__get__(graph), trusted=True): accgraph.torch's
-  partial   foreign.launch(stream, functools.partial(owner_replay, graph), trusted=True): the same
-            with the functools.partial accgraph.torch made before 2026-11-27 (fifth session)
+  owner-arg foreign.launch(stream, owner_replay, owner=graph, trusted=True): the launch
+            accgraph.torch's native replay makes (Note [Owner replay])
+  method    foreign.launch(stream, owner_replay.__get__(graph), trusted=True): a bound method
+            per launch, as accgraph.torch passed before the sixth 2026-11-27 session
   torch-untimed, torch-timed
             g.replay() of a graph captured through accgraph.torch with the torch stand-in of
             tests/python/torch_standin.py (CUDAGraph.replay a Python method over a host Graph):
             without regions (PyTorch's method runs alone), and with one region (accgraph.torch's
-            replay wrapper, then ForeignGraph.launch): the whole per-replay path of bench_torch
+            native replay, then ForeignGraph.launch): the whole per-replay path of bench_torch
             part 5, on the host
 Setup, one flush at the end and exit cancel out between two counts (run_foreign_launch.sh)."""
 
-import functools
 import pathlib
 import sys
 
 import accgraph
 
 mode, count = sys.argv[1], int(sys.argv[2])
-if mode not in ("owner", "method", "partial", "torch-untimed", "torch-timed"):
-    sys.exit(f"foreign_launch.py: MODE is owner, method, partial, torch-untimed or torch-timed, "
-             f"not {mode!r}")
+if mode not in ("owner", "owner-arg", "method", "torch-untimed", "torch-timed"):
+    sys.exit(f"foreign_launch.py: MODE is owner, owner-arg, method, torch-untimed or "
+             f"torch-timed, not {mode!r}")
 if mode.startswith("torch"):
     import accgraph.torch
 
@@ -82,8 +82,7 @@ elif mode == "method":
     for _ in range(count):
         launch(wrapped, bind(owner), trusted=True)
 else:
-    partial = functools.partial
     for _ in range(count):
-        launch(wrapped, partial(owner_replay, owner), trusted=True)
+        launch(wrapped, owner_replay, owner=owner, trusted=True)
 queue.synchronize()
 profiler.flush()

@@ -3,7 +3,7 @@
 # graph, on the launching thread, host backend, under callgrind: ForeignGraph.launch with the
 # owner's replay as its callable (the binding, the timing layer's launch path, the Python call
 # of the callable), beside the owner's own launch; and the whole replay() of a graph captured
-# through accgraph.torch on the torch stand-in, with and without a region (its replay wrapper
+# through accgraph.torch on the torch stand-in, with and without a region (its native replay
 # on top). bench/callgrind/foreign_launch.py says what each mode runs. Each figure
 # is (I(N2) - I(N1)) / (N2 - N1), so setup and exit cancel out; the final flush (collecting the
 # N reports) and synchronize are taken out. Usage:
@@ -39,16 +39,16 @@ count() {  # mode launches -> the launching thread's instructions
   echo "$total"
 }
 declare -A per
-for mode in owner method partial torch-untimed torch-timed; do
+for mode in owner owner-arg method torch-untimed torch-timed; do
   a=$(count "$mode" "$n1"); b=$(count "$mode" "$n2")
   per[$mode]=$(( (b - a) / (n2 - n1) ))
 done
 echo "callgrind, host backend, $n1 and $n2 launches: instructions per launch, launching thread"
 printf "%-58s %8d\n" "owner's launch alone (untimed)" "${per[owner]}"
-printf "%-58s %8d  (+%d)\n" "ForeignGraph.launch, callable a bound method (accgraph.torch)" \
+printf "%-58s %8d  (+%d)\n" "ForeignGraph.launch(fn, owner=graph) (accgraph.torch's)" \
+  "${per[owner-arg]}" "$(( per[owner-arg] - per[owner] ))"
+printf "%-58s %8d  (+%d)\n" "ForeignGraph.launch, callable a bound method (before)" \
   "${per[method]}" "$(( per[method] - per[owner] ))"
-printf "%-58s %8d  (+%d)\n" "ForeignGraph.launch, callable a functools.partial" \
-  "${per[partial]}" "$(( per[partial] - per[owner] ))"
 printf "%-58s %8d\n" "accgraph.torch stand-in: replay() without regions" "${per[torch-untimed]}"
-printf "%-58s %8d  (+%d)\n" "accgraph.torch stand-in: replay() with a region (the wrapper)" \
+printf "%-58s %8d  (+%d)\n" "accgraph.torch stand-in: replay() with a region" \
   "${per[torch-timed]}" "$(( per[torch-timed] - per[torch-untimed] ))"

@@ -249,8 +249,9 @@ def _wrap_current(torch: Any, device: int) -> Stream:
 
 
 def _current(installation: _Installation, device: int) -> Stream:
-    """The cached accgraph Stream of PyTorch's current stream on `device` (the per-replay path:
-    one raw-stream read and one dict look-up once the stream is known)."""
+    """The cached accgraph Stream of PyTorch's current stream on `device` (one raw-stream read
+    and one dict look-up once the stream is known). Timed replays find it natively (Note [Owner
+    replay]); their fallback and capture_begin come here."""
     stream = _streams.get((device, installation.raw_stream(device)))
     return stream if stream is not None else _wrap_current(installation.torch, device)
 
