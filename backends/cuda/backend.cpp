@@ -36,9 +36,18 @@ RelaxedCaptureModeGuard::RelaxedCaptureModeGuard() {
                       "relaxing this thread's capture mode");
 }
 
+RelaxedCaptureModeGuard::RelaxedCaptureModeGuard(Teardown) noexcept {
+  const cudaError_t err = cudaThreadExchangeStreamCaptureMode(&previous_);
+  exchanged_ = err == cudaSuccess;
+  if (!exchanged_)
+    NativeCall<CudaCall>::log_failure(err, "cudaThreadExchangeStreamCaptureMode",
+                                      "relaxing this thread's capture mode to free resources");
+}
+
 RelaxedCaptureModeGuard::~RelaxedCaptureModeGuard() {
-  ACCGRAPH_CUDA_LOG(cudaThreadExchangeStreamCaptureMode(&previous_),
-                    "restoring this thread's capture mode");
+  if (exchanged_)
+    ACCGRAPH_CUDA_LOG(cudaThreadExchangeStreamCaptureMode(&previous_),
+                      "restoring this thread's capture mode");
 }
 
 cudaStreamCaptureMode to_cuda(CaptureMode mode) noexcept {

@@ -18,6 +18,8 @@ CudaBuffer::CudaBuffer(int device, void* data, size_t bytes, MemoryKind kind, Or
       owner_(std::move(owner)) {}
 
 CudaBuffer::~CudaBuffer() {
+  // Note [Teardown during a capture]
+  RelaxedCaptureModeGuard relaxed(RelaxedCaptureModeGuard::Teardown{});
   switch (origin_) {
     case Origin::Malloc: {
       // cudaFree waits for the device: a buffer still used by queued work stays valid.

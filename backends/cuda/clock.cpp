@@ -27,7 +27,10 @@ class MappedHostMemory {
                         "sample_clock: mapping host memory into the device");
   }
   ~MappedHostMemory() {
-    if (host_ != nullptr) ACCGRAPH_CUDA_LOG(cudaFreeHost(host_), "sample_clock: freeing");
+    if (host_ == nullptr) return;
+    // Note [Teardown during a capture]
+    RelaxedCaptureModeGuard relaxed(RelaxedCaptureModeGuard::Teardown{});
+    ACCGRAPH_CUDA_LOG(cudaFreeHost(host_), "sample_clock: freeing");
   }
   MappedHostMemory(const MappedHostMemory&) = delete;
   MappedHostMemory& operator=(const MappedHostMemory&) = delete;
@@ -46,6 +49,8 @@ class PrivateSamplingStream {
                         "sample_clock: creating a stream");
   }
   ~PrivateSamplingStream() {
+    // Note [Teardown during a capture]
+    RelaxedCaptureModeGuard relaxed(RelaxedCaptureModeGuard::Teardown{});
     ACCGRAPH_CUDA_LOG(cudaStreamDestroy(stream_), "sample_clock: destroying its stream");
   }
   PrivateSamplingStream(const PrivateSamplingStream&) = delete;

@@ -46,7 +46,10 @@ void pop_capture_context(std::thread::id thread, const CaptureContext* context) 
 // --- pools -----------------------------------------------------------------------------------
 
 PoolState::~PoolState() {
-  if (pool != nullptr) ACCGRAPH_CUDA_LOG(cudaMemPoolDestroy(pool), "destroying a graph pool");
+  if (pool == nullptr) return;
+  // Note [Teardown during a capture]
+  RelaxedCaptureModeGuard relaxed(RelaxedCaptureModeGuard::Teardown{});
+  ACCGRAPH_CUDA_LOG(cudaMemPoolDestroy(pool), "destroying a graph pool");
 }
 
 namespace {
@@ -87,6 +90,8 @@ CudaGraph::CudaGraph(Pools& pools, const GraphArgs& args) : pools_(pools), args_
 CudaGraph::~CudaGraph() {
   if (capturing_) end_capture_noexcept();
   end_orphaned_capture_noexcept();
+  // Note [Teardown during a capture]
+  RelaxedCaptureModeGuard relaxed(RelaxedCaptureModeGuard::Teardown{});
   release_allocations();
   drop_template();
   destroy_executable(exec_);
@@ -328,6 +333,8 @@ void CudaGraph::forward_failures(CudaStream& stream) {
 void CudaGraph::reset() {
   if (capturing_) end_capture_noexcept();
   end_orphaned_capture_noexcept();
+  // Note [Teardown during a capture]
+  RelaxedCaptureModeGuard relaxed(RelaxedCaptureModeGuard::Teardown{});
   release_allocations();
   drop_template();
   if (exec_ != nullptr) {

@@ -49,8 +49,10 @@ class PrivateStream {
     if (*err != cudaSuccess) stream_ = nullptr;
   }
   ~PrivateStream() {
-    if (stream_ != nullptr)
-      ACCGRAPH_CUDA_LOG(cudaStreamDestroy(stream_), "markers: destroying a private stream");
+    if (stream_ == nullptr) return;
+    // Note [Teardown during a capture]
+    RelaxedCaptureModeGuard relaxed(RelaxedCaptureModeGuard::Teardown{});
+    ACCGRAPH_CUDA_LOG(cudaStreamDestroy(stream_), "markers: destroying a private stream");
   }
   PrivateStream(const PrivateStream&) = delete;
   PrivateStream& operator=(const PrivateStream&) = delete;
@@ -500,6 +502,8 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
   }
 
   void release() noexcept {
+    // Note [Teardown during a capture]
+    RelaxedCaptureModeGuard relaxed(RelaxedCaptureModeGuard::Teardown{});
     if (counter_ != nullptr)
       ACCGRAPH_CUDA_LOG(cudaFree(counter_), "device_timestamps markers: freeing the counter");
     counter_ = nullptr;
@@ -670,6 +674,9 @@ class ExternalEventMarkers final : public TimestampMarkers {
                               "only for sequences that were launched",
                               sequence),
                   kBackendName);
+    // A graph dropped during another capture collects its last replays here (Note [Teardown
+    // during a capture]): waiting for an event of our own is not part of that capture.
+    RelaxedCaptureModeGuard relaxed;
     ACCGRAPH_CUDA_CHECK(cudaEventSynchronize(end_[sequence % ring_]),
                         fmt::format("waiting for marker sequence {}", sequence));
   }
@@ -769,6 +776,8 @@ class ExternalEventMarkers final : public TimestampMarkers {
   }
 
   void release() noexcept {
+    // Note [Teardown during a capture]
+    RelaxedCaptureModeGuard relaxed(RelaxedCaptureModeGuard::Teardown{});
     for (auto& slot : events_)
       for (cudaEvent_t e : slot)
         ACCGRAPH_CUDA_LOG(cudaEventDestroy(e), "external_events markers: destroying events");

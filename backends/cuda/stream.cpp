@@ -82,6 +82,8 @@ CudaStream::CudaStream(int device, cudaStream_t stream, Ownership ownership)
       capture_hint_(ownership == Ownership::Borrowed ? 1 : 0) {}
 
 CudaStream::~CudaStream() {
+  // Note [Teardown during a capture]
+  RelaxedCaptureModeGuard relaxed(RelaxedCaptureModeGuard::Teardown{});
   // Note [CUDA failures]: a failure is never dropped. Host calls still pending record into the
   // sink after we are gone, so wait for them (only then: destroying a stream does not wait).
   if (failures_->pending.load(std::memory_order_acquire) > 0) {

@@ -831,6 +831,63 @@ TEST_CASE("cuda: the profiler reports every replay with both strategies") {
   }
 }
 
+// Note [Teardown during a capture] in backends/cuda/cuda_backend.hpp: a timed graph, its
+// profiler, a buffer and a stream dropped while another capture runs in Global mode (the
+// capturing thread itself, as Python's cycle collector does, or another thread) free their CUDA
+// memory without invalidating that capture, and both strategies' markers go.
+TEST_CASE(
+    "cuda: dropping timed graphs, buffers and streams during another capture leaves it valid") {
+  for (const char* strategy : {"device_timestamps", "external_events"}) {
+    for (bool other_thread : {false, true}) {
+      CAPTURE(strategy);
+      CAPTURE(other_thread);
+      auto dropped = std::make_unique<Stream>(Stream::create("cuda"));
+      auto buffer = std::make_unique<Buffer>(Buffer::allocate(*dropped, 1 << 20));
+      auto pinned = std::make_unique<Buffer>(Buffer::allocate(*dropped, 4096, MemoryKind::Host));
+      timing::ProfilerOptions options;
+      options.marker_strategy = strategy;
+      auto prof = std::make_unique<timing::Profiler>(options);
+      auto timed = std::make_unique<AcceleratorGraph>("cuda");
+      prof->attach(*timed);
+      timed->capture_begin(*dropped);
+      {
+        auto r = prof->region(*dropped, "fill");
+        dropped->fill(*buffer, 1);
+      }
+      timed->capture_end();
+      for (int i = 0; i < 3; ++i) timed->replay();
+      prof->flush();
+      REQUIRE(prof->delivered() == 3);
+
+      Stream s = Stream::create("cuda");
+      Buffer out = Buffer::allocate(s, 1 << 16);
+      s.fill(out, 0);
+      s.synchronize();
+      AcceleratorGraph g("cuda");
+      g.capture_begin(s, {}, CaptureMode::Global);
+      s.fill(out, 5);
+      auto drop = [&] {
+        timed.reset();
+        prof.reset();
+        buffer.reset();
+        pinned.reset();
+        dropped.reset();
+      };
+      if (other_thread) {
+        std::thread t(drop);
+        t.join();
+      } else {
+        drop();
+      }
+      CHECK(s.is_capturing());
+      s.fill(out, 7);
+      REQUIRE_NOTHROW(g.capture_end());
+      g.replay();
+      CHECK(all_equal(read_back(s, out), 7));
+    }
+  }
+}
+
 // Accuracy: a region around one spin kernel that records its own true start and end. The
 // measured interval also holds the launch of the kernel after the opening marker and of the
 // closing marker (CUDA measured ~0.8 us per 1-thread kernel node on H100, events ~1.2 us

@@ -5,9 +5,11 @@ make_graphed_callables and torch.compile(mode="reduce-overhead"); instrument/uni
 torch.cuda.CUDAGraph as it was. Skipped, with the reason, without torch, a GPU or accgraph's cuda
 backend (test_torch_standin.py runs the wrappers on the host backend everywhere)."""
 
+import gc
 import os
 import pathlib
 import warnings
+import weakref
 
 import pytest
 
@@ -177,6 +179,70 @@ def test_a_dropped_graph_delivers_its_pending_replays():
             g.replay()
         del g  # the ForeignGraph goes first and collects the five replays
         assert seen == [graph_id] * 5
+
+
+class DropInCapture(torch.nn.Module):
+    """Drops the last references in `held` and runs Python's cycle collector in the middle of a
+    capture (as any allocation may), and notes whether `watched` was freed by it."""
+
+    def __init__(self, held: list, watched: weakref.ref) -> None:
+        super().__init__()
+        self.held = held
+        self.watched = watched
+        self.freed_here = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        alive = self.watched() is not None
+        self.held.clear()
+        gc.collect()
+        self.freed_here = alive and self.watched() is None
+        return x
+
+
+def test_timed_accgraph_objects_freed_during_a_torch_capture_leave_that_capture_valid():
+    # Note [Teardown during a capture] in backends/cuda/cuda_backend.hpp: a timed accgraph graph,
+    # its stream and buffers freed in the middle of a torch.cuda.graph capture (Global mode, which
+    # refuses cudaFree and cudaFreeHost) free their CUDA memory without invalidating it. (A torch
+    # graph freed there breaks the capture by itself: PyTorch's CUDAGraph reset warns "operation
+    # not permitted when stream is capturing".)
+    prof = accgraph.Profiler()
+    stream = accgraph.Stream("cuda")
+    buf = accgraph.Buffer(stream, 1 << 20)
+    pinned = accgraph.Buffer(stream, 4096, kind="host")
+
+    class WatchedGraph(accgraph.Graph):
+        """An accgraph Graph a weak reference can watch."""
+
+    old = WatchedGraph("cuda")
+    prof.attach(old)
+    with old.capture(stream):
+        with prof.region(stream, "fill"):
+            stream.fill(buf, 1)
+    old.replay()
+    prof.flush()
+    old_id = old.id
+    drop = DropInCapture([old, stream, buf, pinned], weakref.ref(old))
+    del old, stream, buf, pinned
+    with accgraph.torch.instrumented(prof):
+        second = torch.nn.Sequential(Model(prof), drop, Model(prof)).cuda()
+        static_input = torch.randn(SIZE, SIZE, device="cuda")
+        g2 = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g2):
+            static_output = second(static_input)
+        assert drop.freed_here, "the accgraph graph was not freed inside the capture"
+        for _ in range(2):
+            g2.replay()
+        expected = static_input.clone()
+        for half in (second[0], second[2]):
+            for layer in half.layers:
+                expected = torch.relu(expected + layer.offset)
+        torch.cuda.synchronize()
+        prof.flush()
+    torch.testing.assert_close(static_output, expected)
+    assert [r.replay_index for r in prof.reports() if r.graph_id == old_id] == [0]
+    reports = graph_reports(prof, g2)
+    assert [r.replay_index for r in reports] == [0, 1]
+    assert [r.path for r in reports[0]] == PATHS + PATHS
 
 
 def test_make_graphed_callables_is_timed():
