@@ -309,13 +309,18 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
     }
     // Normally the device counter already equals `sequence` (replays run in launch order): no
     // host work. When it does not (numbering restarted, eager sequences in between, which do
-    // not advance it, a new counter), re-align it in stream order first.
+    // not advance it, a new counter, a trusted foreign launch that raised), re-align it in
+    // stream order first.
     if (sequence != device_counter_) {
       CudaStream& stream = as_cuda_stream(stream_impl, "before_launch");
       DeviceGuard guard(stream.device());
-      if (sequence < launched_) {
-        for (size_t i = 0; i < ring_; ++i) done_host()[i] = 0;  // older flags must not match
-      }
+      // Numbered again from `sequence`: the flags of the sequences begun from there on must not
+      // match the new launches. Only theirs: an older sequence may be a replay not collected
+      // yet, whose flag is its report. A trusted foreign launch whose owner raised (PyTorch's
+      // replay refusing a capturing stream) gives its number to the next launch, and clearing
+      // every flag then made flush() wait forever for the replays launched before it.
+      for (uint64_t q = sequence; q < launched_ && q - sequence < ring_; ++q)
+        done_host()[q % ring_] = 0;
       ACCGRAPH_CUDA_CHECK(launch_set_counter(stream.handle(), counter_, sequence),
                           "before_launch: aligning the replay counter");
     }

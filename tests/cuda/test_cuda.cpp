@@ -1020,6 +1020,65 @@ TEST_CASE("cuda: a raw CUDA graph launched by user code is timed through a Forei
   cudaFreeHost(truth);
 }
 
+// A trusted launch whose owner raises before launching (PyTorch's replay refusing a capturing
+// stream) gives its number to the next launch; the device counter is re-aligned, and the replays
+// launched before it must still be reported: clearing every completion flag there made flush()
+// wait forever (backends/cuda/markers.cpp, DeviceTimestampMarkers::before_launch).
+TEST_CASE("cuda: a trusted foreign launch that raises loses no report of the replays before it") {
+  cudaStream_t raw = nullptr;
+  require_cuda(cudaStreamCreateWithFlags(&raw, cudaStreamNonBlocking));
+  uint64_t* truth = nullptr;  // the spin's own start and end (not checked here)
+  require_cuda(cudaMallocHost(&truth, 2 * sizeof(uint64_t)));
+  {
+    Stream s = Stream::wrap("cuda", 0, raw);
+    timing::Profiler prof;
+    ForeignGraph foreign("cuda");
+    prof.attach(foreign);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    require_cuda(cudaStreamBeginCapture(raw, cudaStreamCaptureModeGlobal));
+    foreign.capture_begin(s);
+    {
+      auto r = prof.region(s, "spin");
+      require_cuda(accgraph_test::launch_timed_spin(raw, 20'000, truth));
+    }
+    foreign.capture_end();
+    require_cuda(cudaStreamEndCapture(raw, &graph));
+    require_cuda(cudaGraphInstantiate(&exec, graph, 0));
+    auto launch = [&] { require_cuda(cudaGraphLaunch(exec, raw)); };
+    foreign.launch(s, launch, LaunchCheck::Trusted);
+    foreign.launch(s, launch, LaunchCheck::Trusted);  // both pending: nothing collected yet
+    CHECK_THROWS_WITH_AS(foreign.launch(
+                             s, [] { throw std::runtime_error("refused"); }, LaunchCheck::Trusted),
+                         "refused", std::runtime_error);
+    foreign.launch(s, launch, LaunchCheck::Trusted);
+    // flush() on another thread, so that a wait that never ends fails the test in 30 s.
+    std::atomic<bool> flushed{false};
+    std::thread watchdog([&] {
+      for (int i = 0; i < 300 && !flushed.load(); ++i) std::this_thread::sleep_for(100ms);
+      if (!flushed.load()) {
+        std::fprintf(stderr, "flush() did not return in 30 s: a report was lost\n");
+        std::_Exit(1);
+      }
+    });
+    prof.flush();
+    flushed = true;
+    watchdog.join();
+    std::vector<timing::ReplayReport> reports = prof.reports();
+    REQUIRE(reports.size() == 3);
+    for (size_t i = 0; i < reports.size(); ++i) {
+      CAPTURE(i);
+      CHECK(reports[i].replay_index() == i);
+      CHECK(reports[i].region(0).measurable());
+      CHECK(reports[i].region(0).raw_duration_ns() >= 20'000);
+    }
+    require_cuda(cudaGraphExecDestroy(exec));
+    require_cuda(cudaGraphDestroy(graph));
+  }
+  require_cuda(cudaStreamDestroy(raw));
+  require_cuda(cudaFreeHost(truth));
+}
+
 namespace {
 
 /// `--broken-context`, a ctest of its own (cuda_broken_context): the illegal address it causes
