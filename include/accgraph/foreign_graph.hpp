@@ -57,8 +57,10 @@ enum class LaunchCheck {
   /// A fence after each launch of a graph with regions: a launch that ran nothing or twice is
   /// reported unmeasurable, and no wait can hang on it. Costs one eager marker sequence a launch.
   Fenced,
-  /// For an owner whose launch enqueues exactly one execution by construction (PyTorch's
-  /// CUDAGraph.replay launches its executable once, or raises before launching): no fence. A
+  /// For an owner whose launch enqueues exactly one execution by construction, or raises before
+  /// launching, also on a stream that is capturing (PyTorch's CUDAGraph.replay launches its
+  /// executable once, and refuses a capturing stream): no fence, and the stream is not asked
+  /// whether it captures (Note [Trusted launches and captures] in timing/graph_timing.cpp). A
   /// launch that breaks the rule can then make flush() wait forever.
   Trusted,
 };

@@ -181,6 +181,33 @@ def test_a_dropped_graph_delivers_its_pending_replays():
         assert seen == [graph_id] * 5
 
 
+def test_a_replay_inside_another_capture_is_refused_by_pytorch_and_the_capture_goes_on():
+    # Note [Trusted launches and captures]: accgraph.torch's launch does not ask the stream;
+    # PyTorch's replay refuses a capturing stream before launching, which counts nothing.
+    prof = accgraph.Profiler()
+    with accgraph.torch.instrumented(prof):
+        # Kept: the graph reads the model's parameters and its input, and torch.cuda.graph's
+        # empty_cache would hand freed ones back to CUDA.
+        kept = capture_model(prof)
+        g = kept[1]
+        g.replay()
+        x = torch.zeros(16, device="cuda")
+        outer = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(outer):
+            x.add_(1)
+            with pytest.raises(RuntimeError, match="during capturing stage"):
+                g.replay()
+            x.add_(1)
+        assert accgraph.torch.foreign_graph(g).replay_count == 1
+        outer.replay()
+        g.replay()
+        torch.cuda.synchronize()
+        prof.flush()
+    assert x.tolist() == [2.0] * 16  # the outer capture went on
+    assert [r.replay_index for r in graph_reports(prof, g)] == [0, 1]
+    del kept
+
+
 class DropInCapture(torch.nn.Module):
     """Drops the last references in `held` and runs Python's cycle collector in the middle of a
     capture (as any allocation may), and notes whether `watched` was freed by it."""

@@ -270,15 +270,37 @@ def test_a_dropped_graph_delivers_its_pending_replays(torch):
 
 
 def test_a_replay_inside_another_capture_is_refused(torch):
+    # PyTorch's replay refuses a capturing stream itself, so accgraph.torch's trusted launch does
+    # not ask the stream (Note [Trusted launches and captures]): the error is PyTorch's, and the
+    # refused launch is neither counted nor numbered.
     prof = accgraph.Profiler()
     with accgraph.torch.instrumented(prof):
         g = captured(torch, prof)
+        g.replay()
+        outer = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(outer, stream=torch.cuda.Stream()):
+            with pytest.raises(RuntimeError, match="during capturing stage"):
+                g.replay()
+        assert accgraph.torch.foreign_graph(g).replay_count == 1
+        outer.replay()  # the outer capture went on
+        g.replay()
+        prof.flush()
+    reports = [r for r in prof.reports() if r.graph_id == accgraph.torch.foreign_graph(g).id]
+    assert [r.replay_index for r in reports] == [0, 1]
+
+
+def test_a_fenced_launch_inside_another_capture_is_refused_by_accgraph(torch):
+    # An untrusted owner's launch is not relied on to refuse a capturing stream: accgraph asks.
+    prof = accgraph.Profiler()
+    with accgraph.torch.instrumented(prof):
+        g = captured(torch, prof)
+        foreign = accgraph.torch.foreign_graph(g)
         outer = torch.cuda.CUDAGraph()
         with torch.cuda.graph(outer, stream=torch.cuda.Stream()):
             with pytest.raises(accgraph.InvalidStateError,
                                match="a timed graph cannot be replayed into another capture"):
-                g.replay()
-        assert accgraph.torch.foreign_graph(g).replay_count == 0
+                foreign.launch(accgraph.torch.current_stream(), lambda: None)
+        assert foreign.replay_count == 0
 
 
 def test_a_region_left_open_in_the_capture_fails_capture_end_and_drops_the_native_graph(torch):

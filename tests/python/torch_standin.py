@@ -94,6 +94,8 @@ def make_torch(*, cuda_available: bool = True, end_in_two_steps: bool = False) -
         def replay(self) -> None:
             if self.native is None:
                 raise RuntimeError("Called CUDAGraph::replay without a preceding successful capture")
+            if cuda.current.queue.is_capturing:  # as PyTorch 2.11 refuses it, before launching
+                raise RuntimeError("Cannot prepare for replay during capturing stage.")
             self.native.replay(cuda.current.queue)
 
     class CUDAGraphEndingInTwoSteps(CUDAGraph):

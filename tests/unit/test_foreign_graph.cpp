@@ -215,6 +215,54 @@ TEST_CASE("ForeignGraph: trusted launches (no fence) are reported like checked o
   }
 }
 
+// Note [Trusted launches and captures]: while the owner's queue captures into another graph, a
+// checked launch is refused by accgraph before the owner's launch runs; a trusted one is not
+// asked about (its owner refuses a capturing stream itself, as PyTorch's replay does): the
+// owner's refusal propagates, counts nothing, and the next launch takes the number.
+TEST_CASE("ForeignGraph: a launch into another capture is refused, by the owner when trusted") {
+  NativeOwner owner;
+  Profiler prof;
+  Collected collected(prof);
+  ForeignGraph foreign("host");
+  prof.attach(foreign);
+  capture(prof, foreign, owner);
+  foreign.launch(
+      owner.wrapped, [&] { owner.launch(); }, LaunchCheck::Trusted);
+  owner.owner.synchronize();
+  AcceleratorGraph outer("host");
+  outer.capture_begin(owner.owner);
+  int calls = 0;
+  auto refusing_owner = [&] {
+    ++calls;
+    if (owner.wrapped.is_capturing()) throw std::runtime_error("the owner refuses a capture");
+    owner.launch();
+  };
+  try {
+    foreign.launch(owner.wrapped, refusing_owner, LaunchCheck::Fenced);
+    FAIL("a checked launch into another capture was not refused");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::InvalidState);
+    CHECK(std::string(e.what()).find("cannot be replayed into another capture") !=
+          std::string::npos);
+  }
+  CHECK(calls == 0);
+  CHECK_THROWS_WITH_AS(foreign.launch(owner.wrapped, refusing_owner, LaunchCheck::Trusted),
+                       "the owner refuses a capture", std::runtime_error);
+  CHECK(calls == 1);
+  CHECK(owner.wrapped.is_capturing());  // the outer capture goes on
+  outer.capture_end();
+  CHECK(foreign.graph().replay_count() == 1);
+  foreign.launch(owner.wrapped, refusing_owner, LaunchCheck::Trusted);
+  returns_in_time("flush", [&] { prof.flush(); });
+  std::vector<ReplayReport> reports = collected.take();
+  REQUIRE(reports.size() == 2);
+  for (size_t i = 0; i < reports.size(); ++i) {
+    CAPTURE(i);
+    CHECK(reports[i].replay_index() == i);
+    check_measured(reports[i]);
+  }
+}
+
 namespace {
 
 // Note [Launch waits]: what a launch does with its caller's lock (GilWaits in the Python

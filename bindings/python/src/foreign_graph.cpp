@@ -159,8 +159,9 @@ PyMethodDef launch_method_def = {
     "delivery), the launch counted after `fn` returns. What `fn` "
     "raises propagates unchanged and counts no launch. An `fn` that breaks the rule (launches "
     "nothing, or twice) gets an unmeasurable report, never a hang, through a fence enqueued "
-    "after it (one eager marker sequence); `trusted=True` skips the fence for an owner whose "
-    "launch runs the graph exactly once by construction (accgraph.torch: CUDAGraph.replay). "
+    "after it (one eager marker sequence); `trusted=True` skips the fence, and the question "
+    "whether `stream` is capturing, for an owner whose launch runs the graph exactly once by "
+    "construction and refuses a capturing stream (accgraph.torch: CUDAGraph.replay). "
     "InvalidStateError before a finished capture."};
 
 // Note [Owner replay]: accgraph.torch gives each timed torch.cuda.CUDAGraph instance a `replay`

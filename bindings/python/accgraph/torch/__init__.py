@@ -427,7 +427,9 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
                 return original_replay(self, *args, **kwargs)
             stream = _current(installation, device)
             # trusted: CUDAGraph.replay launches its executable exactly once or raises before
-            # launching, so no fence is needed (Note [Launch fences]: it would cost two kernels).
+            # launching, so no fence is needed (Note [Launch fences]: it would cost two kernels),
+            # and it refuses a capturing stream itself, so accgraph does not ask the stream
+            # (Note [Trusted launches and captures]: a cudaStreamIsCapturing per replay).
             timing.foreign.launch(stream, original_replay, owner=self, trusted=True)
             return None
 
