@@ -122,9 +122,9 @@ void GraphTiming::retire(ProfilerCore& core) {
   if (ring) core.collector.retire(ring);
 }
 
-// Note [Trusted launches and captures]: a replay into another capture is refused here by asking
-// the stream (above), except for a foreign graph's LaunchCheck::Trusted launch: its owner
-// launches exactly one execution or raises before launching, so it refuses a capturing stream
+// Note [Trusted launches and captures]: a replay into another capture is refused below by asking
+// the stream (refuse_nested_replay), except for a foreign graph's LaunchCheck::Trusted launch: its
+// owner launches exactly one execution or raises before launching, so it refuses a capturing stream
 // itself (PyTorch's CUDAGraph.replay raises "Cannot prepare for replay during capturing stage"
 // and leaves the outer capture valid: seen on the H200, torch 2.11), and the owner's launch
 // raising is the after_failed_replay path. Asking again cost a wrapped CUDA stream a
@@ -133,6 +133,7 @@ void GraphTiming::retire(ProfilerCore& core) {
 void GraphTiming::before_replay(AcceleratorGraph& graph, Stream& stream) {
   launch_timed_ = false;
   if (!reporting()) return;
+  // fenced_: a foreign graph; its launch is trusted unless ForeignGraph::launch asked a fence.
   const bool trusted = fenced_ && !detail::GraphAccess::fenced_launch(graph);
   if (!trusted && detail::StreamAccess::capturing(stream)) refuse_nested_replay(graph, stream);
   if (!overhead_known_) {
