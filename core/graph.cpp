@@ -6,6 +6,7 @@
 #include <atomic>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <thread>
 #include <utility>
@@ -241,7 +242,11 @@ void AcceleratorGraph::instantiate() {
   detail::notify_observers([&](GraphObserver& o) { o.on_instantiate(*this); });
 }
 
-void AcceleratorGraph::replay() {
+void AcceleratorGraph::replay() { replay_with(nullptr); }
+
+void AcceleratorGraph::replay(LaunchWaits& waits) { replay_with(&waits); }
+
+void AcceleratorGraph::replay_with(LaunchWaits* waits) {
   if (capture_stream_id_ == 0 || state_ == GraphState::Empty)
     throw order_error("replay", id_, "has nothing captured",
                       "capture work with capture_begin/capture_end before replaying",
@@ -263,14 +268,17 @@ void AcceleratorGraph::replay() {
   // without them no Stream handle is made and the replay is the backend's launch plus a few
   // loads; with them the hooked path is the one it always was (replay_hooked). An observer
   // installed during a replay sees the next one, both begin and end.
-  if (state_ == GraphState::Captured) instantiate();
+  if (state_ == GraphState::Captured) {
+    detail::LaunchWaitScope wait(waits);  // a backend's instantiation, observers: user code
+    instantiate();
+  }
   if (!has_replay_hooks()) {
     impl_->replay(*state->impl);
     ++replay_count_;
     return;
   }
   Stream stream = detail::StreamAccess::handle(std::move(state));
-  replay_hooked(stream);
+  replay_hooked(stream, waits);
 }
 
 void AcceleratorGraph::replay(Stream& stream) {
@@ -278,7 +286,12 @@ void AcceleratorGraph::replay(Stream& stream) {
   replay_on(stream);
 }
 
-void AcceleratorGraph::replay_on(Stream& stream) {
+void AcceleratorGraph::replay(Stream& stream, LaunchWaits& waits) {
+  if (foreign_) throw foreign_replay_error(id_, backend_name_);
+  replay_on(stream, &waits);
+}
+
+void AcceleratorGraph::replay_on(Stream& stream, LaunchWaits* waits) {
   if (state_ == GraphState::Empty)
     throw order_error("replay", id_, "has nothing captured",
                       "capture work with capture_begin/capture_end before replaying",
@@ -292,13 +305,16 @@ void AcceleratorGraph::replay_on(Stream& stream) {
                     "{} device {}: replay on a stream of the capture device",
                     id_, backend_name_, device_, target.backend_name, target.impl->device()),
         backend_name_);
-  if (state_ == GraphState::Captured) instantiate();
+  if (state_ == GraphState::Captured) {
+    detail::LaunchWaitScope wait(waits);
+    instantiate();
+  }
   if (!has_replay_hooks()) {  // Note [Replay fast path]
     impl_->replay(*target.impl);
     ++replay_count_;
     return;
   }
-  replay_hooked(stream);
+  replay_hooked(stream, waits);
 }
 
 bool AcceleratorGraph::has_replay_hooks() const noexcept {
@@ -306,7 +322,54 @@ bool AcceleratorGraph::has_replay_hooks() const noexcept {
          detail::replay_observer_count.load(std::memory_order_relaxed) != 0;
 }
 
-void AcceleratorGraph::replay_hooked(Stream& stream) {
+namespace {
+
+// Note [Replay waits]: replay(waits) holds the caller's lock (Python's GIL) through the backend's
+// launch, which the caller promised needs nothing that waits for that lock (Python's binding:
+// no Python host call is alive, Note [Replay keeps the GIL] in bindings/python/src/graph.cpp).
+// That promise is about the moment of the call: once the replay gave the lock up for a wait
+// (the first timed launch, a full marker ring, an observer), another thread may have run with it
+// (and enqueued a Python host call ahead of this launch), so the rest of that replay gives it up
+// around the backend's launch too, as a replay without `waits` always did. Wraps the caller's
+// LaunchWaits for the hooks (launch_waits_) and remembers whether they gave it up.
+class ReplayWaits final : public LaunchWaits {
+ public:
+  explicit ReplayWaits(LaunchWaits& caller) noexcept : caller_(caller) {}
+  void release() noexcept override {
+    released_ = true;
+    caller_.release();
+  }
+  void reacquire() noexcept override { caller_.reacquire(); }
+  // What the backend's launch gives up: nothing while the caller held its lock throughout.
+  LaunchWaits* around_launch() noexcept { return released_ ? &caller_ : nullptr; }
+
+ private:
+  LaunchWaits& caller_;
+  bool released_ = false;
+};
+
+// Points the graph's launch_waits_ at a replay's waits for its length, also when it throws.
+class ReplayWaitsSlot {
+ public:
+  ReplayWaitsSlot(LaunchWaits*& slot, LaunchWaits* waits) noexcept : slot_(slot) { slot_ = waits; }
+  ~ReplayWaitsSlot() { slot_ = nullptr; }
+  ReplayWaitsSlot(const ReplayWaitsSlot&) = delete;
+  ReplayWaitsSlot& operator=(const ReplayWaitsSlot&) = delete;
+
+ private:
+  LaunchWaits*& slot_;
+};
+
+}  // namespace
+
+void AcceleratorGraph::replay_hooked(Stream& stream, LaunchWaits* waits) {
+  // A replay's own waits (Note [Replay waits]); a foreign launch's are in launch_waits_ already.
+  std::optional<ReplayWaits> tracked;
+  std::optional<ReplayWaitsSlot> slot;
+  if (waits != nullptr) {
+    tracked.emplace(*waits);
+    slot.emplace(launch_waits_, &*tracked);
+  }
   // Observers are user code, which may wait for other threads (Note [Launch waits]).
   const bool observed = detail::replay_observer_count.load(std::memory_order_relaxed) != 0;
   if (observed) {
@@ -315,6 +378,7 @@ void AcceleratorGraph::replay_hooked(Stream& stream) {
   }
   for (const auto& instrument : instruments_) instrument->before_replay(*this, stream);
   try {
+    detail::LaunchWaitScope wait(tracked ? tracked->around_launch() : nullptr);
     impl_->replay(detail::StreamAccess::impl(stream));
   } catch (...) {
     // The profilers are told, then the exception goes on. Only a foreign graph's owner launch

@@ -49,8 +49,10 @@ count() {
     /:accgraph::detail::host::HostGraph::replay\(/ { keep("backend", v) }
     /:accgraph::AcceleratorGraph::replay\(\)/ { keep("core", v) }
     /:accgraph::AcceleratorGraph::replay\(accgraph::Stream&\)/ { keep("core", v) }
-    /:nanobind::gil_scoped_release::gil_scoped_release\(\)/ { keep("release", v) }
-    /:nanobind::gil_scoped_release::~gil_scoped_release\(\)/ { keep("acquire", v) }
+    /:accgraph::AcceleratorGraph::replay_with\(/ { keep("core", v) }
+    /:accgraph::AcceleratorGraph::replay_on\(/ { keep("core", v) }
+    /:PyEval_SaveThread / { keep("release", v) }
+    /:PyEval_RestoreThread / { keep("acquire", v) }
     /:nanobind::detail::nb_bound_method_vectorcall\(/ { keep("nanobind", v) }
     /:accgraph::python::\(anonymous namespace\)::replay_method\(/ { keep("method", v) }
     /:accgraph::Stream::synchronize\(\)/ { keep("sync", v) }

@@ -67,6 +67,16 @@ class ACCGRAPH_API AcceleratorGraph {
   void replay();
   /// Replays on another stream of the same backend and device.
   void replay(Stream& stream);
+  /// replay() and replay(stream) for a caller that holds a lock which code on other threads may
+  /// need meanwhile (Python's GIL): the replay gives it up (`waits`) around each wait its hooks
+  /// make (Note [Launch waits] in foreign_graph.hpp: a full marker ring, Immediate delivery, the
+  /// first timed launch, replay observers, a collection holding the ring's lock) and around the
+  /// first replay's instantiation, and holds it for the rest, the backend's launch included,
+  /// unless it gave it up earlier in this replay (Note [Replay waits] in core/graph.cpp). The
+  /// caller promises that nothing the backend's launch may wait for (queued work, a full launch
+  /// queue draining) needs that lock.
+  void replay(LaunchWaits& waits);
+  void replay(Stream& stream, LaunchWaits& waits);
   /// Drops the capture (aborting one in progress); the graph may capture again.
   void reset();
 
@@ -108,13 +118,17 @@ class ACCGRAPH_API AcceleratorGraph {
   // `impl` only runs the owner's launch; capture_begin wants the stream capturing already.
   AcceleratorGraph(ForeignTag, std::string_view backend, std::unique_ptr<GraphImplInterface> impl);
   void check_foreign_capture(Stream& stream) const;
-  // replay(stream) without the foreign-graph check (ForeignGraph::launch comes this way).
-  void replay_on(Stream& stream);
+  // replay() and replay(stream) with the caller's LaunchWaits, or null.
+  void replay_with(LaunchWaits* waits);
+  // replay(stream) without the foreign-graph check (ForeignGraph::launch comes this way, with a
+  // null `waits`: its caller's are in launch_waits_ already).
+  void replay_on(Stream& stream, LaunchWaits* waits = nullptr);
   // Whether a replay calls hooks: replay observers or this capture's instruments (Note [Replay
   // fast path] in graph.cpp: without them a replay makes no Stream handle).
   bool has_replay_hooks() const noexcept;
-  // The launch with its hooks around it, on a stream the replay checked.
-  void replay_hooked(Stream& stream);
+  // The launch with its hooks around it, on a stream the replay checked; `waits`: the replay
+  // caller's (Note [Replay waits]), null for a foreign launch or a plain replay.
+  void replay_hooked(Stream& stream, LaunchWaits* waits);
   void abort_capture_noexcept() noexcept;
   void finish_capture_streams() noexcept;
   // A stream is being destroyed (StreamAccess::destroy); aborts the capture that began on it.
@@ -123,7 +137,8 @@ class ACCGRAPH_API AcceleratorGraph {
   uint64_t id_;
   bool foreign_ = false;
   bool fenced_launch_ = true;  // the current foreign launch's LaunchCheck (ForeignGraph::launch)
-  LaunchWaits* launch_waits_ = nullptr;  // the current foreign launch's (Note [Launch waits])
+  // The current foreign launch's or replay's (Note [Launch waits], Note [Replay waits]).
+  LaunchWaits* launch_waits_ = nullptr;
   GraphArgs args_;
   std::string backend_name_;
   Backend* backend_;

@@ -1,6 +1,10 @@
 """Graph: capture (methods, context manager, accgraph.graph()), replay, reset, pools, debug dump,
 call-order errors, on every backend."""
 
+import gc
+import threading
+import time
+
 import pytest
 
 import accgraph
@@ -119,7 +123,7 @@ def test_replay_takes_stream_positional_or_keyword_or_none(stream):
     with pytest.raises(TypeError):
         accgraph.Graph.replay(other)  # not a Graph
     assert g.replay_count == 5
-    assert "Runs without the GIL" in accgraph.Graph.replay.__doc__
+    assert "Gives the GIL up only where the replay waits" in accgraph.Graph.replay.__doc__
 
 
 def test_replay_on_a_stream_of_another_backend_is_an_invalid_argument(stream):
@@ -244,3 +248,73 @@ def test_host_call_inside_a_graph_runs_at_every_replay(stream, caps):
         g.replay()
     stream.synchronize()
     assert len(calls) == 3
+
+
+def wait_for_live_host_calls(expected, timeout=10.0):
+    """The host-call count once it settles (the backend thread drops a call after running it)."""
+    deadline = time.monotonic() + timeout
+    while accgraph._accgraph._live_host_calls() != expected and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return accgraph._accgraph._live_host_calls()
+
+
+def test_host_calls_are_counted_until_dropped_so_replay_gives_the_gil_up(stream, caps):
+    """Note [Replay keeps the GIL]: Graph.replay keeps the GIL only while no Python host call is
+    alive; an eager one counts until it ran and was dropped, a captured one while its graph
+    holds it."""
+    if not caps.host_calls:
+        pytest.skip(f"{stream.backend} has no host calls")
+    if not caps.timed_delay:
+        pytest.skip(f"{stream.backend} has no timed delay")
+    gc.collect()
+    stream.synchronize()
+    before = wait_for_live_host_calls(accgraph._accgraph._live_host_calls())
+    calls = []
+    stream.delay(0.2)  # the call waits behind it on a backend that runs work on its own thread
+    stream.host_call(lambda: calls.append("eager"))
+    alive = accgraph._accgraph._live_host_calls()
+    if not calls:  # not run yet (a backend may run work as it is enqueued): counted
+        assert alive == before + 1
+    stream.synchronize()
+    assert calls == ["eager"]
+    assert wait_for_live_host_calls(before) == before
+
+    g = accgraph.Graph(stream.backend)
+    with g.capture(stream):
+        stream.host_call(lambda: calls.append("captured"))
+    assert accgraph._accgraph._live_host_calls() == before + 1
+    for _ in range(3):
+        g.replay()  # with the GIL given up: the backend's thread takes it for each call
+    stream.synchronize()
+    assert calls == ["eager"] + ["captured"] * 3
+    g.reset()
+    assert wait_for_live_host_calls(before) == before
+
+
+def test_replay_with_a_python_sink_on_the_background_collector_and_a_small_ring(stream):
+    """Graph.replay holds the GIL while the collector thread's sink needs it too; the ring of 2
+    makes replays wait for the oldest, and a replay gives the GIL up for that wait (Note [Replay
+    waits]): neither may wait for the other forever."""
+    if not stream.capabilities.timed_delay:
+        pytest.skip(f"{stream.backend} has no timed delay")
+    prof = accgraph.Profiler(ring_depth=2, background_collector=True, collector_period=0.001,
+                             keep_reports=0)
+    seen = []
+    prof.add_sink(lambda report: seen.append(report.replay_index))
+    g = accgraph.Graph(stream.backend)
+    prof.attach(g)
+    with g.capture(stream):
+        with prof.region(stream, "work"):
+            stream.delay(0.00002)
+
+    def replay_all():
+        for _ in range(200):
+            g.replay()
+
+    worker = threading.Thread(target=replay_all)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "replays did not finish: a deadlock"
+    prof.flush()
+    assert prof.delivered == 200
+    assert seen == list(range(200))

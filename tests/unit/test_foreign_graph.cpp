@@ -374,3 +374,97 @@ TEST_CASE("ForeignGraph: a launch gives the caller's lock up only where it may w
   CHECK_FALSE(waits.unbalanced);
   CHECK(fn_held);
 }
+
+// Note [Replay waits] in core/graph.cpp: AcceleratorGraph::replay(waits) gives the lock up where
+// the timing waits, as a foreign launch does, and keeps it around the backend's launch unless
+// it gave it up earlier in that replay (then another thread may have run with it). Counted by
+// releases: each release is one LaunchWaitScope, and the one around the backend's launch is the
+// only release that no hook makes.
+TEST_CASE("AcceleratorGraph::replay(waits) keeps the caller's lock unless the replay waited") {
+  RecordingWaits waits;
+  Stream s = Stream::create("host");
+  AcceleratorGraph graph("host");
+  auto capture_timed = [&](Profiler& prof) {
+    prof.attach(graph);
+    graph.capture_begin(s);
+    {
+      auto r = prof.region(s, "work");
+      s.delay(kWork);
+    }
+    graph.capture_end();
+  };
+
+  SUBCASE("untimed: never given up") {
+    graph.capture_begin(s);
+    s.delay(kWork);
+    graph.capture_end();
+    for (int i = 0; i < 3; ++i) graph.replay(waits);
+    graph.replay(s, waits);
+    CHECK(waits.releases == 0);
+    CHECK(graph.replay_count() == 4);
+  }
+  SUBCASE("keep_graph: the first replay instantiates with it given up, then never") {
+    AcceleratorGraph kept("host", GraphArgs{.keep_graph = true});
+    kept.capture_begin(s);
+    s.delay(kWork);
+    kept.capture_end();
+    kept.replay(waits);
+    CHECK(waits.releases == 1);
+    kept.replay(waits);
+    CHECK(waits.releases == 1);
+  }
+  SUBCASE("lazy delivery: the first launch and a full ring wait, and their launches give it up") {
+    Profiler prof(ProfilerOptions{.ring_depth = 2});
+    Collected collected(prof);
+    capture_timed(prof);
+    graph.replay(waits);  // the marker overhead is measured, then the launch gives it up too
+    CHECK(waits.releases == 2);
+    graph.replay(waits);  // room in the ring: held throughout
+    CHECK(waits.releases == 2);
+    graph.replay(s, waits);  // full: the oldest replay is collected, and the launch gives it up
+    CHECK(waits.releases == 4);
+    CHECK(prof.ring_waits() == 1);
+    graph.replay(s, waits);
+    CHECK(waits.releases == 6);
+    prof.flush();
+    CHECK(collected.take().size() == 4);
+  }
+  SUBCASE("Immediate delivery: after the launch, which keeps it") {
+    Profiler prof(ProfilerOptions{.delivery = timing::Delivery::Immediate});
+    Collected collected(prof);
+    capture_timed(prof);
+    graph.replay(waits);  // overhead, launch, delivery
+    CHECK(waits.releases == 3);
+    graph.replay(waits);  // delivery only
+    graph.replay(waits);
+    CHECK(waits.releases == 5);
+    CHECK(collected.take().size() == 3);
+  }
+  SUBCASE("replay observers: user code, so the launch after them gives it up too") {
+    Profiler prof(ProfilerOptions{.ring_depth = 8});
+    capture_timed(prof);
+    graph.replay(waits);
+    const int before = waits.releases;
+    HeldChecker observer;  // counts foreign graphs only: here, the releases tell
+    observer.waits = &waits;
+    ObserverHandle handle = add_graph_observer(observer);
+    graph.replay(waits);  // on_replay_begin, the launch, on_replay_end
+    CHECK(waits.releases - before == 3);
+    prof.flush();
+  }
+  SUBCASE("a refused replay leaves the lock held, the pairs balanced") {
+    Profiler prof;
+    capture_timed(prof);
+    graph.replay(waits);
+    // A timed replay into another graph's capture is refused before the backend is called.
+    Stream other = Stream::create("host");
+    AcceleratorGraph capturing("host");
+    capturing.capture_begin(other);
+    CHECK_THROWS_AS(graph.replay(other, waits), Error);
+    capturing.capture_end();
+    graph.replay(waits);
+    prof.flush();
+  }
+  CHECK(waits.held);
+  CHECK_FALSE(waits.unbalanced);
+}

@@ -8,7 +8,10 @@
 // on whatever thread C++ calls them from (PythonCallable). So a thread holding the GIL never
 // waits for a C++ lock or a queue whose owner waits for the GIL, and a Python thread inside
 // flush() or synchronize() never blocks a sink or a host call that needs the GIL. Plain reads
-// (ids, names, states) keep the GIL.
+// (ids, names, states) keep the GIL. Two launches keep it where they can: ForeignGraph.launch
+// (Note [Launch callables] in foreign_graph.cpp) and Graph.replay (Note [Replay keeps the GIL] in
+// graph.cpp) give it up only around the C++ waits that may need another thread (GilWaits), and
+// Graph.replay only while no Python host call is alive (python_host_calls_alive()).
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -61,8 +64,11 @@ class ActivePythonCall {
 /// thread (or leaks it once the interpreter is gone).
 class PythonCallable {
  public:
-  PythonCallable(nb::handle fn, std::string what)
-      : fn_(fn.inc_ref().ptr()), what_(std::move(what)) {}
+  /// `what` names it in errors. A host call (Stream.host_call) runs on a backend's thread,
+  /// which a launch may wait for: it is counted from here until it has dropped its reference
+  /// (python_host_calls_alive()).
+  enum class Runs { WhereCalled, OnBackendThread };
+  PythonCallable(nb::handle fn, std::string what, Runs runs = Runs::WhereCalled);
   ~PythonCallable();
   PythonCallable(const PythonCallable&) = delete;
   PythonCallable& operator=(const PythonCallable&) = delete;
@@ -93,6 +99,28 @@ class PythonCallable {
  private:
   PyObject* fn_;
   std::string what_;
+  bool counted_;  // Runs::OnBackendThread
+};
+
+/// Whether a Python host call (Stream.host_call, eager or captured) exists that has not yet
+/// dropped its Python reference: one that a backend thread may still run, and which then takes
+/// the GIL. While none does, no work a backend's launch may wait for needs the GIL (Note [Replay
+/// keeps the GIL] in graph.cpp).
+bool python_host_calls_alive() noexcept;
+
+/// Note [Launch waits] (include/accgraph/foreign_graph.hpp) for a launch made with the GIL held:
+/// gives the GIL up around each wait the C++ launch makes and takes it back after, on the
+/// launching thread, with this thread's own state (PyEval_SaveThread/RestoreThread).
+class GilWaits final : public LaunchWaits {
+ public:
+  void release() noexcept override { state_ = PyEval_SaveThread(); }
+  void reacquire() noexcept override {
+    PyEval_RestoreThread(state_);
+    state_ = nullptr;
+  }
+
+ private:
+  PyThreadState* state_ = nullptr;  // while given up
 };
 
 // Note [Python-only lifetime policy]: the one thing this binding adds to the C++ API is when

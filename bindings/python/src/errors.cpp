@@ -126,13 +126,37 @@ ActivePythonCall::ActivePythonCall() noexcept {
 
 ActivePythonCall::~ActivePythonCall() { active_calls.fetch_sub(1, std::memory_order_seq_cst); }
 
+namespace {
+// Host calls that have not yet dropped their Python reference (python_host_calls_alive).
+std::atomic<uint64_t> live_host_calls{0};
+}  // namespace
+
+bool python_host_calls_alive() noexcept {
+  return live_host_calls.load(std::memory_order_acquire) != 0;
+}
+
+PythonCallable::PythonCallable(nb::handle fn, std::string what, Runs runs)
+    : fn_(fn.inc_ref().ptr()), what_(std::move(what)), counted_(runs == Runs::OnBackendThread) {
+  if (counted_) live_host_calls.fetch_add(1, std::memory_order_acq_rel);
+}
+
 PythonCallable::~PythonCallable() {
+  // Uncounted last, once the reference is dropped (the GIL taken for it included); a callable
+  // leaked at interpreter exit stays counted.
+  struct Uncount {
+    bool counted;
+    ~Uncount() {
+      if (counted) live_host_calls.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  };
   if (interpreter_alive() && PyGILState_Check()) {
+    Uncount uncount{counted_};
     Py_DECREF(fn_);
     return;
   }
   ActivePythonCall active;
   if (!interpreter_alive()) return;  // leaked: no GIL to take any more
+  Uncount uncount{counted_};
   nb::gil_scoped_acquire gil;
   Py_DECREF(fn_);
 }
@@ -186,6 +210,9 @@ void bind_errors(nb::module_& m) {
   nb::register_exception_translator(translate);
   m.def("_mark_interpreter_exiting", &mark_interpreter_exiting,
         "Called at exit (atexit): Python callables kept by C++ are no longer called.");
+  m.def(
+      "_live_host_calls", [] { return live_host_calls.load(std::memory_order_acquire); },
+      "For the tests: Python host_call callables not yet dropped (Note [Replay keeps the GIL]).");
 }
 
 }  // namespace accgraph::python

@@ -34,18 +34,7 @@ struct LaunchCallableRaised final : std::exception {
 // two round trips more per launch. What `fn` raises reaches the caller as that same exception
 // (not a C++ error carrying its text), and the launch is not counted. The GIL goes back and
 // forth with this thread's own state (PyEval_SaveThread/RestoreThread): the C++ launch calls
-// release and reacquire on this thread.
-class GilWaits final : public LaunchWaits {
- public:
-  void release() noexcept override { state_ = PyEval_SaveThread(); }
-  void reacquire() noexcept override {
-    PyEval_RestoreThread(state_);
-    state_ = nullptr;
-  }
-
- private:
-  PyThreadState* state_ = nullptr;  // while given up
-};
+// release and reacquire on this thread (GilWaits in common.hpp).
 
 // `owner`: null (None), or what `fn` is called with (fn(owner)).
 void launch(PyForeignGraph& self, PyStream& py_stream, PyObject* fn, PyObject* owner,

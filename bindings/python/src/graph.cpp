@@ -169,20 +169,38 @@ namespace {
 
 using GraphClass = nb::class_<PyGraph>;
 
+// Note [Replay keeps the GIL]: Graph.replay holds the GIL for the whole C++ replay, the backend's
+// launch included, and gives it up only around the waits its timing hooks make
+// (AcceleratorGraph::replay(waits), Note [Replay waits] in core/graph.cpp; GilWaits), while no
+// Python host call is alive (python_host_calls_alive()). Then nothing a launch may wait for
+// needs the GIL: queued work and a device draining a full launch queue run no Python, and the
+// only Python code on other threads that a launch waits for, a sink on the background
+// collector, runs while the launch waits for the ring's lock, where the hooks give the GIL up.
+// A host call, eager or captured (the host worker's, or CUDA's callback thread, takes the GIL
+// to run it), may sit ahead of the launch in a queue the launch waits on, so while one exists
+// the replay gives the GIL up for all of the C++ replay, as every replay did before. Giving it
+// up and taking it back was 425 of the 588 instructions the binding and the core added to the
+// backend's launch (bench/callgrind/run_python_replay.sh), and issue 21 asks Python's replay()
+// to cost under 0.5x of torch.cuda.CUDAGraph.replay(). A launch that blocks on a full device
+// queue holds the GIL meanwhile, as a PyTorch kernel launch does. No new host call can appear
+// while the GIL is held; one made during a wait that gave the GIL up is covered by Note [Replay
+// waits] (the rest of that replay gives the GIL up around the backend's launch).
 // Graph.replay(stream=None): the capture stream when `stream` is null (GIL held on entry).
 void replay(PyGraph& self, PyStream* stream) {
   AcceleratorGraph& graph = *self.graph;
   GraphUse use(self.busy, "Graph", "replay");
-  if (stream == nullptr) {
+  std::shared_ptr<Stream> s_owner;
+  if (stream != nullptr) {
+    s_owner = stream->share();
+    if (!self.captured_buffers.empty()) self.replayed_on.add(stream->stream);
+  }
+  if (python_host_calls_alive()) {
     nb::gil_scoped_release release;
-    graph.replay();
+    s_owner ? graph.replay(*s_owner) : graph.replay();
     return;
   }
-  std::shared_ptr<Stream> s_owner = stream->share();
-  Stream& s = *s_owner;
-  if (!self.captured_buffers.empty()) self.replayed_on.add(stream->stream);
-  nb::gil_scoped_release release;
-  graph.replay(s);
+  GilWaits waits;
+  s_owner ? graph.replay(*s_owner, waits) : graph.replay(waits);
 }
 
 // Note [Replay method]: Graph.replay is a plain CPython method (METH_FASTCALL), not a nanobind
@@ -234,8 +252,9 @@ PyMethodDef replay_method_def = {
     METH_FASTCALL | METH_KEYWORDS,
     "replay($self, /, stream=None)\n--\n\n"
     "Replays on `stream` (an accgraph.Stream of the same backend and device, or None), or on "
-    "the capture stream when None (InvalidStateError once that stream was dropped). Runs "
-    "without the GIL."};
+    "the capture stream when None (InvalidStateError once that stream was dropped). Gives "
+    "the GIL up only where the replay waits for another thread, or throughout while a Python "
+    "host_call callable is alive."};
 
 // Capturing, instantiating, replaying and resetting: the C++ life cycle.
 void def_graph_capture_and_replay(GraphClass& cls) {

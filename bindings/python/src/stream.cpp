@@ -370,7 +370,8 @@ void def_stream_work(StreamClass& cls) {
           [](PyStream& self, nb::callable fn) {
             std::shared_ptr<Stream> stream_owner = self.share();
             Stream& stream = *stream_owner;
-            auto callable = std::make_shared<PythonCallable>(fn, "a host_call callable");
+            auto callable = std::make_shared<PythonCallable>(fn, "a host_call callable",
+                                                             PythonCallable::Runs::OnBackendThread);
             PyGraph* capturing = PyGraph::capturing_on(stream);
             {
               nb::gil_scoped_release release;
