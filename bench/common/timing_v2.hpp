@@ -63,6 +63,9 @@ struct TimingV2Results {
   double stats_thread_cpu_us = 0;      // the statistics thread's CPU per replay (stats on)
   double raw_markers_host_ns = 0, profiler_host_ns = 0;
   double profiler_inline_stats_host_ns = 0;  // the same with stats_thread = false
+  // v2-2 by a launch's place in its batch: the first 4 after the round's flush (or the raw
+  // markers' wait), and the last 8.
+  double raw_first_ns = 0, profiler_first_ns = 0, raw_last_ns = 0, profiler_last_ns = 0;
   double untimed_host_ns = 0, untimed_with_profiler_host_ns = 0;
   double rss_growth_mib = 0;
   size_t memory_replays = 0;
@@ -78,6 +81,10 @@ inline nlohmann::json to_json(const TimingV2Results& v2) {
           {"raw_markers_host_ns", v2.raw_markers_host_ns},
           {"profiler_host_ns", v2.profiler_host_ns},
           {"profiler_inline_stats_host_ns", v2.profiler_inline_stats_host_ns},
+          {"raw_first_ns", v2.raw_first_ns},
+          {"profiler_first_ns", v2.profiler_first_ns},
+          {"raw_last_ns", v2.raw_last_ns},
+          {"profiler_last_ns", v2.profiler_last_ns},
           {"untimed_host_ns", v2.untimed_host_ns},
           {"untimed_with_profiler_host_ns", v2.untimed_with_profiler_host_ns},
           {"rss_growth_mib", v2.rss_growth_mib},
@@ -196,6 +203,9 @@ inline TimingV2Results bench_timing_v2(const std::string& backend, const std::st
     inline_options.stats_thread = false;
     Timed timed[2] = {timed_graph(100, options_for(true)), timed_graph(100, inline_options)};
     std::vector<double> ns[3];  // raw, through the profiler, the same with stats_thread off
+    // Where the difference goes: the first launches after the round's flush (caches the flush
+    // and the statistics thread's fold used, a woken thread) or every launch (the launch path).
+    std::vector<double> first[2], last[2];  // raw, through the profiler
     uint64_t seq = 0;
     for (int round = 0; round < 43; ++round)
       for (int k = 0; k < 3; ++k) {
@@ -219,7 +229,13 @@ inline TimingV2Results bench_timing_v2(const std::string& backend, const std::st
         } else {
           timed[c - 1].profiler->flush();
         }
-        if (round >= 3) ns[c].insert(ns[c].end(), launches.begin(), launches.end());
+        if (round >= 3) {
+          ns[c].insert(ns[c].end(), launches.begin(), launches.end());
+          if (c < 2) {
+            first[c].insert(first[c].end(), launches.begin(), launches.begin() + 4);
+            last[c].insert(last[c].end(), launches.end() - 8, launches.end());
+          }
+        }
       }
     out.raw_markers_host_ns = v2_median(ns[0]);
     out.profiler_host_ns = v2_median(ns[1]);
@@ -230,6 +246,16 @@ inline TimingV2Results bench_timing_v2(const std::string& backend, const std::st
         out.raw_markers_host_ns, out.profiler_host_ns,
         out.profiler_host_ns - out.raw_markers_host_ns, out.profiler_inline_stats_host_ns,
         out.profiler_inline_stats_host_ns - out.raw_markers_host_ns));
+    out.raw_first_ns = v2_median(first[0]);
+    out.profiler_first_ns = v2_median(first[1]);
+    out.raw_last_ns = v2_median(last[0]);
+    out.profiler_last_ns = v2_median(last[1]);
+    print(fmt::format(
+        "(v2-2) by place in the batch of {}: launches 1-4 after the flush: raw {:.0f} ns, "
+        "profiler {:.0f} ns ({:+.0f}); launches {}-{}: raw {:.0f} ns, profiler {:.0f} ns ({:+.0f})",
+        kBatch, out.raw_first_ns, out.profiler_first_ns, out.profiler_first_ns - out.raw_first_ns,
+        kBatch - 7, kBatch, out.raw_last_ns, out.profiler_last_ns,
+        out.profiler_last_ns - out.raw_last_ns));
   }
 
   // (v2-3) a graph that is not timed, replayed with and without a profiler in the process (one
