@@ -63,6 +63,7 @@ struct TimingV2Results {
   double stats_thread_cpu_us = 0;      // the statistics thread's CPU per replay (stats on)
   double raw_markers_host_ns = 0, profiler_host_ns = 0;
   double profiler_inline_stats_host_ns = 0;  // the same with stats_thread = false
+  double profiler_quiet_stream_host_ns = 0;  // replayed on a stream not handed out natively
   // v2-2 by a launch's place in its batch: the first 4 after the round's flush (or the raw
   // markers' wait), and the last 8.
   double raw_first_ns = 0, profiler_first_ns = 0, raw_last_ns = 0, profiler_last_ns = 0;
@@ -81,6 +82,7 @@ inline nlohmann::json to_json(const TimingV2Results& v2) {
           {"raw_markers_host_ns", v2.raw_markers_host_ns},
           {"profiler_host_ns", v2.profiler_host_ns},
           {"profiler_inline_stats_host_ns", v2.profiler_inline_stats_host_ns},
+          {"profiler_quiet_stream_host_ns", v2.profiler_quiet_stream_host_ns},
           {"raw_first_ns", v2.raw_first_ns},
           {"profiler_first_ns", v2.profiler_first_ns},
           {"raw_last_ns", v2.raw_last_ns},
@@ -201,15 +203,21 @@ inline TimingV2Results bench_timing_v2(const std::string& backend, const std::st
     // thread on, each round's flush() wakes it to fold while the next round launches.
     timing::ProfilerOptions inline_options = options_for(true);
     inline_options.stats_thread = false;
-    Timed timed[2] = {timed_graph(100, options_for(true)), timed_graph(100, inline_options)};
-    std::vector<double> ns[3];  // raw, through the profiler, the same with stats_thread off
+    // And replayed on a stream whose native handle was never handed out: `work` may launch
+    // through the capture stream's handle (the cuda bench's kernels), and a timed replay on such
+    // a stream asks the backend whether it captures (Note [Native captures] in
+    // core/internal/stream_state.hpp; cudaStreamIsCapturing), which `quiet` needs not.
+    Stream quiet = Stream::create(backend);
+    Timed timed[3] = {timed_graph(100, options_for(true)), timed_graph(100, inline_options),
+                      timed_graph(100, options_for(true))};
+    std::vector<double> ns[4];  // raw, through the profiler, stats_thread off, on `quiet`
     // Where the difference goes: the first launches after the round's flush (caches the flush
     // and the statistics thread's fold used, a woken thread) or every launch (the launch path).
     std::vector<double> first[2], last[2];  // raw, through the profiler
     uint64_t seq = 0;
     for (int round = 0; round < 43; ++round)
-      for (int k = 0; k < 3; ++k) {
-        const int c = (round + k) % 3;
+      for (int k = 0; k < 4; ++k) {
+        const int c = (round + k) % 4;
         std::vector<double> launches;
         for (int i = 0; i < kBatch; ++i) {
           auto t0 = BenchClock::now();
@@ -218,12 +226,14 @@ inline TimingV2Results bench_timing_v2(const std::string& backend, const std::st
             raw.replay();
             markers->after_launch(detail::GraphAccess::impl(raw), si, seq);
             ++seq;
+          } else if (c == 3) {
+            timed[2].graph->replay(quiet);
           } else {
             timed[c - 1].graph->replay();
           }
           launches.push_back(v2_ns_since(t0));
         }
-        s.synchronize();
+        (c == 3 ? quiet : s).synchronize();
         if (c == 0) {
           markers->wait(seq - 1);
         } else {
@@ -246,6 +256,12 @@ inline TimingV2Results bench_timing_v2(const std::string& backend, const std::st
         out.raw_markers_host_ns, out.profiler_host_ns,
         out.profiler_host_ns - out.raw_markers_host_ns, out.profiler_inline_stats_host_ns,
         out.profiler_inline_stats_host_ns - out.raw_markers_host_ns));
+    out.profiler_quiet_stream_host_ns = v2_median(ns[3]);
+    print(
+        fmt::format("(v2-2) the same replayed on a stream whose native handle was never handed "
+                    "out (no capture query): {:.0f} ns ({:+.0f} ns)",
+                    out.profiler_quiet_stream_host_ns,
+                    out.profiler_quiet_stream_host_ns - out.raw_markers_host_ns));
     out.raw_first_ns = v2_median(first[0]);
     out.profiler_first_ns = v2_median(first[1]);
     out.raw_last_ns = v2_median(last[0]);

@@ -62,6 +62,32 @@ void empty_kernels(Stream& s, int kernels) {
   for (int i = 0; i < kernels; ++i) check(accgraph_test::launch_empty(native(s)), "empty kernel");
 }
 
+// (q) What a timed replay on a stream whose native handle was handed out asks the backend
+// every launch (Note [Native captures] in core/internal/stream_state.hpp): cudaStreamIsCapturing,
+// against cudaGetDevice (a runtime call that reads thread state only). Median of 200 batches of
+// 1000 calls, ns per call.
+void bench_capture_query() {
+  Stream s = Stream::create("cuda");
+  cudaStream_t stream = native(s);
+  auto per_call = [&](auto call) {
+    std::vector<double> batches;
+    for (int b = 0; b < 200; ++b) {
+      auto t0 = Clock::now();
+      for (int i = 0; i < 1000; ++i) call();
+      batches.push_back(us_since(t0));  // us per 1000 calls = ns per call
+    }
+    return median(batches);
+  };
+  cudaStreamCaptureStatus status;
+  int device = 0;
+  const double query = per_call([&] { check(cudaStreamIsCapturing(stream, &status), "query"); });
+  const double get_device = per_call([&] { check(cudaGetDevice(&device), "cudaGetDevice"); });
+  row(fmt::format("(q) host ns per call: cudaStreamIsCapturing {:.0f}, cudaGetDevice {:.0f}", query,
+                  get_device));
+  results["capture_query"] = {{"cudaStreamIsCapturing_ns", query},
+                              {"cudaGetDevice_ns", get_device}};
+}
+
 // (a) AcceleratorGraph::replay vs raw cudaGraphLaunch of the same captured work.
 void bench_replay_overhead() {
   row("");
@@ -407,6 +433,7 @@ int main(int argc, char** argv) {
     results["driver_cuda"] = driver;
     results["runtime_cuda"] = runtime;
     results["timer_resolution_ns"] = b.capabilities(0).timer_resolution_ns;
+    bench_capture_query();
     bench_replay_overhead();
     bench_timed_replay();
     bench_pipelined();

@@ -288,7 +288,15 @@ def test_host_calls_are_counted_until_dropped_so_replay_gives_the_gil_up(stream,
     stream.synchronize()
     assert calls == ["eager"] + ["captured"] * 3
     g.reset()
-    assert wait_for_live_host_calls(before) == before
+    stream.synchronize()
+    after = wait_for_live_host_calls(before, timeout=2.0 if stream.backend == "cuda" else 10.0)
+    if stream.backend == "cuda":
+        # CUDA destroys a dropped graph's user objects (the captured call) on its own thread
+        # when it chooses (cudaUserObjectNoDestructorSync); until then it stays counted, and
+        # replays give the GIL up (seen on the H200: still counted 10 s after reset()).
+        assert after in (before, before + 1)
+    else:
+        assert after == before
 
 
 def test_replay_with_a_python_sink_on_the_background_collector_and_a_small_ring(stream):

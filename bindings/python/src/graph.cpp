@@ -178,7 +178,9 @@ using GraphClass = nb::class_<PyGraph>;
 // collector, runs while the launch waits for the ring's lock, where the hooks give the GIL up.
 // A host call, eager or captured (the host worker's, or CUDA's callback thread, takes the GIL
 // to run it), may sit ahead of the launch in a queue the launch waits on, so while one exists
-// the replay gives the GIL up for all of the C++ replay, as every replay did before. Giving it
+// the replay gives the GIL up for all of the C++ replay, as every replay did before (also after
+// a captured one's CUDA graph was dropped, until CUDA runs the user object's destructor on its
+// own thread, which it may defer: seen still pending 10 s after reset() on the H200). Giving it
 // up and taking it back was 425 of the 588 instructions the binding and the core added to the
 // backend's launch (bench/callgrind/run_python_replay.sh), and issue 21 asks Python's replay()
 // to cost under 0.5x of torch.cuda.CUDAGraph.replay(). A launch that blocks on a full device
