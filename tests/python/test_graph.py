@@ -297,32 +297,3 @@ def test_host_calls_are_counted_until_dropped_so_replay_gives_the_gil_up(stream,
         assert after in (before, before + 1)
     else:
         assert after == before
-
-
-def test_replay_with_a_python_sink_on_the_background_collector_and_a_small_ring(stream):
-    """Graph.replay holds the GIL while the collector thread's sink needs it too; the ring of 2
-    makes replays wait for the oldest, and a replay gives the GIL up for that wait (Note [Replay
-    waits]): neither may wait for the other forever."""
-    if not stream.capabilities.timed_delay:
-        pytest.skip(f"{stream.backend} has no timed delay")
-    prof = accgraph.Profiler(ring_depth=2, background_collector=True, collector_period=0.001,
-                             keep_reports=0)
-    seen = []
-    prof.add_sink(lambda report: seen.append(report.replay_index))
-    g = accgraph.Graph(stream.backend)
-    prof.attach(g)
-    with g.capture(stream):
-        with prof.region(stream, "work"):
-            stream.delay(0.00002)
-
-    def replay_all():
-        for _ in range(200):
-            g.replay()
-
-    worker = threading.Thread(target=replay_all)
-    worker.start()
-    worker.join(timeout=60)
-    assert not worker.is_alive(), "replays did not finish: a deadlock"
-    prof.flush()
-    assert prof.delivered == 200
-    assert seen == list(range(200))

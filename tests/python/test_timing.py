@@ -331,8 +331,8 @@ def test_background_collector_with_a_thread_in_flush(stream):
     assert prof.delivered == 50
 
 
-def run_ahead(stream, replays=200, **options):
-    """Replays back to back of a graph whose replay takes 1 ms of device time, then flush."""
+def run_ahead(stream, replays=200, delay=0.001, **options):
+    """Replays back to back of a graph whose replay takes `delay` s of device time, then flush."""
     prof = accgraph.Profiler(**options)
     indices = []
     prof.add_sink(lambda r: indices.append(r.replay_index))
@@ -340,12 +340,28 @@ def run_ahead(stream, replays=200, **options):
     prof.attach(g)
     with g.capture(stream):
         with prof.region(stream, "step"):
-            stream.delay(0.001)
+            stream.delay(delay)
     for _ in range(replays):
         g.replay()
     prof.flush()
     assert indices == list(range(replays))  # no report lost, in order
     return prof
+
+
+def test_replay_with_a_python_sink_on_the_background_collector_and_a_small_ring(stream):
+    """Graph.replay holds the GIL while the collector thread's sink (run_ahead's) needs it too;
+    the ring of 2 makes every replay wait for the oldest, and a replay gives the GIL up for that
+    wait (Note [Replay waits] in core/graph.cpp): neither may wait for the other forever."""
+    if not stream.capabilities.timed_delay:
+        pytest.skip("the backend has no timed delay")
+    done = []
+    worker = threading.Thread(target=lambda: done.append(run_ahead(
+        stream, replays=1000, delay=0.00002, ring_depth=2, background_collector=True,
+        collector_period=0.0001, keep_reports=0)))
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "replays did not finish: a deadlock"
+    assert len(done) == 1 and done[0].delivered == 1000  # run_ahead checked the indices
 
 
 def test_ring_waits_count_launches_that_found_the_marker_ring_full(stream):
