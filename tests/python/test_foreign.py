@@ -5,6 +5,7 @@ sees of a framework's native capture): the whole life cycle runs without a GPU."
 
 import gc
 import inspect
+import sys
 import threading
 
 import pytest
@@ -182,7 +183,11 @@ def test_launch_takes_its_arguments_positional_or_keyword_and_names_what_is_wron
     called_with = []
     foreign.launch(owner.wrapped, lambda o: (called_with.append(o), owner.launch()), owner=7)
     assert called_with == [7]
-    assert foreign.replay_count == 7
+    # Keyword names made at run time are not interned: found by their text.
+    built = {"".join(["own", "er"]): None, "".join(["trus", "ted"]): True}
+    assert not any(name is sys.intern(name) for name in built)
+    foreign.launch(owner.wrapped, owner.launch, **built)
+    assert foreign.replay_count == 8
     wrong = [
         ((owner.wrapped, owner.launch, True), {}, r"takes 2 positional arguments .* 3 were given"),
         ((owner.wrapped, owner.launch), {"fence": True}, "unexpected keyword argument 'fence'"),
@@ -201,10 +206,10 @@ def test_launch_takes_its_arguments_positional_or_keyword_and_names_what_is_wron
             foreign.launch(*args, **kwargs)
     with pytest.raises(TypeError):
         accgraph.ForeignGraph.launch(owner.wrapped, owner.wrapped, owner.launch)  # not a graph
-    assert foreign.replay_count == 7  # nothing launched, and the graph is not left busy
+    assert foreign.replay_count == 8  # nothing launched, and the graph is not left busy
     foreign.launch(owner.wrapped, owner.launch)
     prof.flush()
-    assert [r.replay_index for r in prof.reports()] == list(range(8))
+    assert [r.replay_index for r in prof.reports()] == list(range(9))
     assert list(inspect.signature(accgraph.ForeignGraph.launch).parameters) == [
         "self", "stream", "fn", "owner", "trusted"]
     assert "counts no launch" in accgraph.ForeignGraph.launch.__doc__

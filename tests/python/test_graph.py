@@ -111,9 +111,10 @@ def test_replay_takes_stream_positional_or_keyword_or_none(stream):
     g.replay(stream=None)
     g.replay(other)
     g.replay(stream=other)
+    g.replay(**{"".join(["str", "eam"]): other})  # a name not interned: found by its text
     other.synchronize()
     stream.synchronize()
-    assert g.replay_count == 5
+    assert g.replay_count == 6
     with pytest.raises(TypeError, match="stream must be an accgraph.Stream or None, not int"):
         g.replay(1)
     with pytest.raises(TypeError, match=r"at most 1 argument \(stream\) \(2 given\)"):
@@ -122,7 +123,7 @@ def test_replay_takes_stream_positional_or_keyword_or_none(stream):
         g.replay(streams=other)
     with pytest.raises(TypeError):
         accgraph.Graph.replay(other)  # not a Graph
-    assert g.replay_count == 5
+    assert g.replay_count == 6
     assert "Gives the GIL up only where the replay waits" in accgraph.Graph.replay.__doc__
 
 

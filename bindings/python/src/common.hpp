@@ -49,6 +49,33 @@ PyObject* raise_cpp_error(std::exception_ptr error);
 /// method under its ml_name (Note [Replay method] in graph.cpp).
 void add_plain_method(nb::handle cls, PyMethodDef& method);
 
+/// The keyword names of a plain CPython method (METH_FASTCALL | METH_KEYWORDS), interned once
+/// (made with the GIL held, kept for the process): find() compares a call's keyword name by
+/// identity first, as a call site's names are interned, then by text.
+template <size_t N>
+class KeywordNames {
+ public:
+  explicit KeywordNames(const char* const (&names)[N]) {
+    for (size_t i = 0; i < N; ++i) {
+      text_[i] = names[i];
+      interned_[i] = PyUnicode_InternFromString(names[i]);  // null on failure: text only
+      if (interned_[i] == nullptr) PyErr_Clear();
+    }
+  }
+  /// The index of `name` among the names, or -1.
+  int find(PyObject* name) const {
+    for (size_t i = 0; i < N; ++i)
+      if (name == interned_[i]) return static_cast<int>(i);
+    for (size_t i = 0; i < N; ++i)
+      if (PyUnicode_CompareWithASCIIString(name, text_[i]) == 0) return static_cast<int>(i);
+    return -1;
+  }
+
+ private:
+  const char* text_[N];
+  PyObject* interned_[N];
+};
+
 /// Counts a thread's use of Python from C++ (Note [Exit with callables running]): exit waits
 /// until none runs. Create it before checking interpreter_alive().
 class ActivePythonCall {

@@ -224,8 +224,9 @@ PyObject* replay_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
                         "the stream to replay on, or nothing for the capture stream",
                         given);
   if (kwnames != nullptr && nargs == 0 && given == 1) {
+    static const KeywordNames<1> names({"stream"});
     PyObject* name = PyTuple_GET_ITEM(kwnames, 0);
-    if (PyUnicode_CompareWithASCIIString(name, "stream") != 0)
+    if (names.find(name) != 0)
       return PyErr_Format(PyExc_TypeError,
                           "Graph.replay() got an unexpected keyword argument '%U': its only "
                           "argument is stream",
