@@ -242,6 +242,51 @@ void AcceleratorGraph::instantiate() {
   detail::notify_observers([&](GraphObserver& o) { o.on_instantiate(*this); });
 }
 
+namespace {
+
+// Note [Replay waits]: replay(waits) holds the caller's lock (Python's GIL) through the backend's
+// launch, which the caller promised needs nothing that waits for that lock (Python's binding:
+// no Python host call is alive, Note [Replay keeps the GIL] in bindings/python/src/graph.cpp).
+// That promise is about the moment of the call: once the replay gave the lock up (instantiating,
+// the first timed launch, a full marker ring, an observer), another thread may have run with it
+// (and enqueued a Python host call ahead of this launch), so the rest of that replay gives it up
+// around the backend's launch too, as a replay without `waits` always did. Wraps the caller's
+// LaunchWaits for the hooks (launch_waits_) and remembers whether they gave it up.
+class ReplayWaits final : public LaunchWaits {
+ public:
+  explicit ReplayWaits(LaunchWaits& caller) noexcept : caller_(caller) {}
+  void release() noexcept override {
+    released_ = true;
+    caller_.release();
+  }
+  void reacquire() noexcept override { caller_.reacquire(); }
+  // What the backend's launch gives up: nothing while the caller held its lock throughout.
+  LaunchWaits* around_launch() noexcept { return released_ ? &caller_ : nullptr; }
+
+ private:
+  LaunchWaits& caller_;
+  bool released_ = false;
+};
+
+// What the backend's launch of a replay gives up (null: nothing).
+LaunchWaits* around_launch(ReplayWaits* waits) noexcept {
+  return waits != nullptr ? waits->around_launch() : nullptr;
+}
+
+// Points the graph's launch_waits_ at a replay's waits for its length, also when it throws.
+class ReplayWaitsSlot {
+ public:
+  ReplayWaitsSlot(LaunchWaits*& slot, LaunchWaits* waits) noexcept : slot_(slot) { slot_ = waits; }
+  ~ReplayWaitsSlot() { slot_ = nullptr; }
+  ReplayWaitsSlot(const ReplayWaitsSlot&) = delete;
+  ReplayWaitsSlot& operator=(const ReplayWaitsSlot&) = delete;
+
+ private:
+  LaunchWaits*& slot_;
+};
+
+}  // namespace
+
 void AcceleratorGraph::replay() { replay_with(nullptr); }
 
 void AcceleratorGraph::replay(LaunchWaits& waits) { replay_with(&waits); }
@@ -268,17 +313,21 @@ void AcceleratorGraph::replay_with(LaunchWaits* waits) {
   // without them no Stream handle is made and the replay is the backend's launch plus a few
   // loads; with them the hooked path is the one it always was (replay_hooked). An observer
   // installed during a replay sees the next one, both begin and end.
+  std::optional<ReplayWaits> tracked;  // Note [Replay waits]
+  if (waits != nullptr) tracked.emplace(*waits);
+  ReplayWaits* replay_waits = tracked ? &*tracked : nullptr;
   if (state_ == GraphState::Captured) {
-    detail::LaunchWaitScope wait(waits);  // a backend's instantiation, observers: user code
+    detail::LaunchWaitScope wait(replay_waits);  // a backend's instantiation, observers
     instantiate();
   }
   if (!has_replay_hooks()) {
+    detail::LaunchWaitScope wait(around_launch(replay_waits));
     impl_->replay(*state->impl);
     ++replay_count_;
     return;
   }
   Stream stream = detail::StreamAccess::handle(std::move(state));
-  replay_hooked(stream, waits);
+  replay_hooked(stream, replay_waits);
 }
 
 void AcceleratorGraph::replay(Stream& stream) {
@@ -305,16 +354,20 @@ void AcceleratorGraph::replay_on(Stream& stream, LaunchWaits* waits) {
                     "{} device {}: replay on a stream of the capture device",
                     id_, backend_name_, device_, target.backend_name, target.impl->device()),
         backend_name_);
+  std::optional<ReplayWaits> tracked;  // Note [Replay waits]
+  if (waits != nullptr) tracked.emplace(*waits);
+  ReplayWaits* replay_waits = tracked ? &*tracked : nullptr;
   if (state_ == GraphState::Captured) {
-    detail::LaunchWaitScope wait(waits);
+    detail::LaunchWaitScope wait(replay_waits);
     instantiate();
   }
   if (!has_replay_hooks()) {  // Note [Replay fast path]
+    detail::LaunchWaitScope wait(around_launch(replay_waits));
     impl_->replay(*target.impl);
     ++replay_count_;
     return;
   }
-  replay_hooked(stream, waits);
+  replay_hooked(stream, replay_waits);
 }
 
 bool AcceleratorGraph::has_replay_hooks() const noexcept {
@@ -322,54 +375,12 @@ bool AcceleratorGraph::has_replay_hooks() const noexcept {
          detail::replay_observer_count.load(std::memory_order_relaxed) != 0;
 }
 
-namespace {
-
-// Note [Replay waits]: replay(waits) holds the caller's lock (Python's GIL) through the backend's
-// launch, which the caller promised needs nothing that waits for that lock (Python's binding:
-// no Python host call is alive, Note [Replay keeps the GIL] in bindings/python/src/graph.cpp).
-// That promise is about the moment of the call: once the replay gave the lock up for a wait
-// (the first timed launch, a full marker ring, an observer), another thread may have run with it
-// (and enqueued a Python host call ahead of this launch), so the rest of that replay gives it up
-// around the backend's launch too, as a replay without `waits` always did. Wraps the caller's
-// LaunchWaits for the hooks (launch_waits_) and remembers whether they gave it up.
-class ReplayWaits final : public LaunchWaits {
- public:
-  explicit ReplayWaits(LaunchWaits& caller) noexcept : caller_(caller) {}
-  void release() noexcept override {
-    released_ = true;
-    caller_.release();
-  }
-  void reacquire() noexcept override { caller_.reacquire(); }
-  // What the backend's launch gives up: nothing while the caller held its lock throughout.
-  LaunchWaits* around_launch() noexcept { return released_ ? &caller_ : nullptr; }
-
- private:
-  LaunchWaits& caller_;
-  bool released_ = false;
-};
-
-// Points the graph's launch_waits_ at a replay's waits for its length, also when it throws.
-class ReplayWaitsSlot {
- public:
-  ReplayWaitsSlot(LaunchWaits*& slot, LaunchWaits* waits) noexcept : slot_(slot) { slot_ = waits; }
-  ~ReplayWaitsSlot() { slot_ = nullptr; }
-  ReplayWaitsSlot(const ReplayWaitsSlot&) = delete;
-  ReplayWaitsSlot& operator=(const ReplayWaitsSlot&) = delete;
-
- private:
-  LaunchWaits*& slot_;
-};
-
-}  // namespace
-
 void AcceleratorGraph::replay_hooked(Stream& stream, LaunchWaits* waits) {
-  // A replay's own waits (Note [Replay waits]); a foreign launch's are in launch_waits_ already.
-  std::optional<ReplayWaits> tracked;
+  // `waits`: the replay's ReplayWaits (replay_with, replay_on: Note [Replay waits]), given to
+  // the hooks; a foreign launch passes null, its caller's are in launch_waits_ already.
+  auto* tracked = static_cast<ReplayWaits*>(waits);
   std::optional<ReplayWaitsSlot> slot;
-  if (waits != nullptr) {
-    tracked.emplace(*waits);
-    slot.emplace(launch_waits_, &*tracked);
-  }
+  if (tracked != nullptr) slot.emplace(launch_waits_, tracked);
   // Observers are user code, which may wait for other threads (Note [Launch waits]).
   const bool observed = detail::replay_observer_count.load(std::memory_order_relaxed) != 0;
   if (observed) {
@@ -378,7 +389,7 @@ void AcceleratorGraph::replay_hooked(Stream& stream, LaunchWaits* waits) {
   }
   for (const auto& instrument : instruments_) instrument->before_replay(*this, stream);
   try {
-    detail::LaunchWaitScope wait(tracked ? tracked->around_launch() : nullptr);
+    detail::LaunchWaitScope wait(around_launch(tracked));
     impl_->replay(detail::StreamAccess::impl(stream));
   } catch (...) {
     // The profilers are told, then the exception goes on. Only a foreign graph's owner launch

@@ -126,8 +126,9 @@ class ACCGRAPH_API AcceleratorGraph {
   // Whether a replay calls hooks: replay observers or this capture's instruments (Note [Replay
   // fast path] in graph.cpp: without them a replay makes no Stream handle).
   bool has_replay_hooks() const noexcept;
-  // The launch with its hooks around it, on a stream the replay checked; `waits`: the replay
-  // caller's (Note [Replay waits]), null for a foreign launch or a plain replay.
+  // The launch with its hooks around it, on a stream the replay checked; `waits`: the replay's
+  // wrapper of its caller's (Note [Replay waits] in graph.cpp), null for a foreign launch or a
+  // plain replay.
   void replay_hooked(Stream& stream, LaunchWaits* waits);
   void abort_capture_noexcept() noexcept;
   void finish_capture_streams() noexcept;
