@@ -88,7 +88,7 @@ PyObject* launch_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
   const Py_ssize_t keywords = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
   // A call site's keyword names are interned strings, so they are compared by identity first
   // (accgraph.torch's benchmark split passes owner= and trusted= on every launch: comparing the
-  // text cost about 190 instructions per launch, bench/callgrind/run_foreign_launch.sh).
+  // text cost about 240 instructions per launch: callgrind, bench/callgrind/foreign_launch.py).
   static const KeywordNames<4> names({"stream", "fn", "owner", "trusted"});
   PyObject** slots[] = {&stream_arg, &fn, &owner, &trusted_arg};
   for (Py_ssize_t i = 0; i < keywords; ++i) {
