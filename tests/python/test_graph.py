@@ -259,10 +259,10 @@ def wait_for_live_host_calls(expected, timeout=10.0):
     return accgraph._accgraph._live_host_calls()
 
 
-def test_host_calls_are_counted_until_dropped_so_replay_gives_the_gil_up(stream, caps):
+def test_host_calls_are_counted_until_dropped(stream, caps):
     """Note [Replay keeps the GIL]: Graph.replay keeps the GIL only while no Python host call is
-    alive; an eager one counts until it ran and was dropped, a captured one while its graph
-    holds it."""
+    alive (the count read here); an eager one counts until it ran and was dropped, a captured one
+    while its graph holds it, and replays with one alive run it."""
     if not caps.host_calls:
         pytest.skip(f"{stream.backend} has no host calls")
     if not caps.timed_delay:
