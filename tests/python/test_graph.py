@@ -251,6 +251,37 @@ def test_host_call_inside_a_graph_runs_at_every_replay(stream, caps):
     assert len(calls) == 3
 
 
+def test_replays_far_ahead_of_a_python_host_call_in_the_graph_finish(stream, caps):
+    """Note [Replay keeps the GIL]: each replay runs a Python host call, which takes the GIL on
+    the backend's thread. Thousands of replays back to back fill a CUDA stream's launch queue,
+    so a launch blocks until earlier replays, host calls included, have run: a replay that kept
+    the GIL there would wait forever. While the call is alive, replay() gives the GIL up."""
+    if not caps.host_calls:
+        pytest.skip(f"{stream.backend} has no host calls")
+    if not caps.timed_delay:
+        pytest.skip(f"{stream.backend} has no timed delay")
+    calls = []
+    g = accgraph.Graph(stream.backend)
+    with g.capture(stream):
+        stream.delay(0.0001)
+        stream.host_call(lambda: calls.append(1))
+
+    # Thousands fill CUDA's launch queue; the other backends' launches never block, and their
+    # delays take longer: a few hundred check the rest.
+    replays = 5000 if stream.backend == "cuda" else 200
+
+    def replay_all():
+        for _ in range(replays):
+            g.replay()
+        stream.synchronize()
+
+    worker = threading.Thread(target=replay_all, daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    assert not worker.is_alive(), "replays did not finish: a deadlock"
+    assert len(calls) == replays
+
+
 def wait_for_live_host_calls(expected, timeout=10.0):
     """The host-call count once it settles (the backend thread drops a call after running it)."""
     deadline = time.monotonic() + timeout
