@@ -81,6 +81,18 @@ void check_measured(const ReplayReport& report) {
   CHECK(report.region(0).raw_duration_ns() >= 200'000);
 }
 
+// Flushes (within 20 s) and checks that the reports are replays 0 .. count - 1, each measured.
+void flush_expect_measured(Profiler& prof, Collected& collected, size_t count) {
+  returns_in_time("flush", [&] { prof.flush(); });
+  std::vector<ReplayReport> reports = collected.take();
+  REQUIRE(reports.size() == count);
+  for (size_t i = 0; i < reports.size(); ++i) {
+    CAPTURE(i);
+    CHECK(reports[i].replay_index() == i);
+    check_measured(reports[i]);
+  }
+}
+
 struct WarningCounter {
   static inline std::atomic<int> warnings{0};
   static void handler(LogLevel level, const char* message, void*) {
@@ -183,15 +195,8 @@ TEST_CASE("ForeignGraph: a launch that raises, before or after launching, loses 
                                       }),
                        "after", std::runtime_error);
   for (int i = 0; i < 3; ++i) foreign.launch(owner.wrapped, [&] { owner.launch(); });
-  returns_in_time("flush", [&] { prof.flush(); });
+  flush_expect_measured(prof, collected, 3);
   CHECK(foreign.graph().replay_count() == 3);
-  std::vector<ReplayReport> reports = collected.take();
-  REQUIRE(reports.size() == 3);
-  for (size_t i = 0; i < reports.size(); ++i) {
-    CAPTURE(i);
-    CHECK(reports[i].replay_index() == i);
-    check_measured(reports[i]);
-  }
 }
 
 TEST_CASE("ForeignGraph: trusted launches (no fence) are reported like checked ones") {
@@ -205,14 +210,7 @@ TEST_CASE("ForeignGraph: trusted launches (no fence) are reported like checked o
     foreign.launch(
         owner.wrapped, [&] { owner.launch(); },
         i % 2 == 0 ? LaunchCheck::Trusted : LaunchCheck::Fenced);
-  returns_in_time("flush", [&] { prof.flush(); });
-  std::vector<ReplayReport> reports = collected.take();
-  REQUIRE(reports.size() == 5);
-  for (size_t i = 0; i < reports.size(); ++i) {
-    CAPTURE(i);
-    CHECK(reports[i].replay_index() == i);
-    check_measured(reports[i]);
-  }
+  flush_expect_measured(prof, collected, 5);
 }
 
 // Note [Trusted launches and captures]: while the owner's queue captures into another graph, a
@@ -253,14 +251,7 @@ TEST_CASE("ForeignGraph: a launch into another capture is refused, by the owner 
   outer.capture_end();
   CHECK(foreign.graph().replay_count() == 1);
   foreign.launch(owner.wrapped, refusing_owner, LaunchCheck::Trusted);
-  returns_in_time("flush", [&] { prof.flush(); });
-  std::vector<ReplayReport> reports = collected.take();
-  REQUIRE(reports.size() == 2);
-  for (size_t i = 0; i < reports.size(); ++i) {
-    CAPTURE(i);
-    CHECK(reports[i].replay_index() == i);
-    check_measured(reports[i]);
-  }
+  flush_expect_measured(prof, collected, 2);
 }
 
 namespace {
