@@ -174,7 +174,8 @@ void GraphTiming::measure_overhead(ProfilerCore& core) {
 // touched its cache line, so a launch takes the fewest it can:
 // - the ring's lock twice (before: the room check and the backend call together; after: the
 //   backend call and the pending entry): the SPI does not promise thread-safe markers, and a
-//   collecting thread reads them;
+//   collecting thread reads them. A RingLock: one exchange to take, a store to give up (Note
+//   [Ring lock] in marker_ring.hpp);
 // - no reference to the profiler: the launch only looks whether it still lives (weak_ptr
 //   expired(), a load) and uses what the graph owns (the ring, the layout). A reference is
 //   taken only where the profiler itself is called: the first launch (the marker overhead), a

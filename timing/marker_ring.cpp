@@ -36,6 +36,20 @@ namespace accgraph::timing {
 // expected (cuda's before_launch, SteadyClockMarkers), so later launches are reported again. A
 // fence costs one eager marker sequence per launch; graphs without regions get none (their
 // last launch is waited for, bounded, only when the ring is retired).
+void RingLock::lock_slow() noexcept {  // Note [Ring lock]
+  for (int attempt = 0;; ++attempt) {
+    if (try_lock()) return;
+    if (attempt < 64) continue;  // the holder is a launch: it gives the lock up within ~100 ns
+    if (attempt < 128) {
+      std::this_thread::yield();
+      continue;
+    }
+    // The holder waits for the device (a collection): look again in growing steps.
+    const int step = std::min(attempt - 127, 50);
+    std::this_thread::sleep_for(std::chrono::microseconds(step));
+  }
+}
+
 std::shared_ptr<MarkerRing> MarkerRing::create(Backend& backend, const std::string& backend_name,
                                                int device, uint64_t graph_id,
                                                const MarkerOptions& options, bool fenced,
@@ -73,23 +87,23 @@ MarkerRing::MarkerRing(std::unique_ptr<TimestampMarkers> markers, ReportSource s
       depth_(std::max<size_t>(1, markers_->ring_depth())) {}
 
 void MarkerRing::begin_sequence(StreamImpl& stream) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<RingLock> lock(mutex_);
   markers_->begin_sequence(stream);
 }
 
 void MarkerRing::record(StreamImpl& stream, uint32_t marker) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<RingLock> lock(mutex_);
   markers_->record(stream, marker);
 }
 
 void MarkerRing::end_sequence(StreamImpl& stream) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<RingLock> lock(mutex_);
   markers_->end_sequence(stream);
   if (!depth_final_) depth_ = std::max<size_t>(1, markers_->ring_depth());  // Note [Marker budget]
 }
 
 bool MarkerRing::full() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<RingLock> lock(mutex_);
   return full_locked();
 }
 
@@ -107,7 +121,7 @@ void MarkerRing::lock_contended(LaunchWaits* waits) {
 bool MarkerRing::before_launch(GraphImplInterface& graph, StreamImpl& stream, bool needs_room,
                                LaunchWaits* waits) {
   if (!mutex_.try_lock()) lock_contended(waits);  // Note [Launch waits]
-  std::lock_guard<std::mutex> lock(mutex_, std::adopt_lock);
+  std::lock_guard<RingLock> lock(mutex_, std::adopt_lock);
   if (needs_room && full_locked()) return false;
   if (out_of_step_) {  // Note [Launch fences]: a number the backend does not expect re-aligns it
     ++next_sequence_;
@@ -126,7 +140,7 @@ void MarkerRing::after_launch(GraphImplInterface& graph, StreamImpl& stream,
                               const std::shared_ptr<const ReportLayout>& layout,
                               LaunchWaits* waits) {
   if (!mutex_.try_lock()) lock_contended(waits);  // Note [Launch waits]
-  std::lock_guard<std::mutex> lock(mutex_, std::adopt_lock);
+  std::lock_guard<RingLock> lock(mutex_, std::adopt_lock);
   const uint64_t sequence = next_sequence_;
   markers_->after_launch(graph, stream, sequence);
   ++next_sequence_;
@@ -197,7 +211,7 @@ void MarkerRing::after_foreign_launch(GraphImplInterface& graph, StreamImpl& str
                                       LaunchOutcome outcome, LaunchWaits* waits) {
   const bool raised = outcome == LaunchOutcome::Raised;
   if (!mutex_.try_lock()) lock_contended(waits);  // Note [Launch waits]
-  std::lock_guard<std::mutex> lock(mutex_, std::adopt_lock);
+  std::lock_guard<RingLock> lock(mutex_, std::adopt_lock);
   const uint64_t sequence = next_sequence_;
   if (!raised) markers_->after_launch(graph, stream, sequence);
   if (!layout && raised) return;  // nothing to report and nothing to check
@@ -228,7 +242,7 @@ void MarkerRing::after_foreign_launch(GraphImplInterface& graph, StreamImpl& str
 
 void MarkerRing::close_eager_sequence(StreamImpl& stream,
                                       const std::shared_ptr<const ReportLayout>& layout) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<RingLock> lock(mutex_);
   const uint64_t sequence = next_sequence_++;
   markers_->end_sequence(stream);
   markers_->after_eager_sequence(stream, sequence);
@@ -237,13 +251,13 @@ void MarkerRing::close_eager_sequence(StreamImpl& stream,
 }
 
 std::optional<MarkerRing::Pending> MarkerRing::oldest() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<RingLock> lock(mutex_);
   if (pending_.empty()) return std::nullopt;
   return pending_.front();
 }
 
 bool MarkerRing::oldest_complete() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<RingLock> lock(mutex_);
   if (pending_.empty()) return false;
   const Pending& oldest = pending_.front();
   if (oldest.fence != nullptr) return oldest.fence->is_complete(oldest.fence_sequence);
@@ -251,7 +265,7 @@ bool MarkerRing::oldest_complete() {
 }
 
 MarkerRing::Collected MarkerRing::collect_next() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<RingLock> lock(mutex_);
   if (pending_.empty()) return {};
   // Popped only once read (or failed): until then its slot must not be reused by a new launch,
   // which `full()` guarantees.
@@ -340,7 +354,7 @@ std::optional<ReplayReport> MarkerRing::collect_fenced(Pending& pending) {
 }
 
 void MarkerRing::wait_last_launch() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<RingLock> lock(mutex_);
   if (next_sequence_ == 0) return;
   if (backend_ == nullptr) {
     markers_->wait(next_sequence_ - 1);

@@ -187,6 +187,48 @@ TEST_CASE("MarkerRing: a launch blocked by a collection gives its caller's lock 
   CHECK(r.markers->launched == std::vector<uint64_t>{0, 1});
 }
 
+// Note [Ring lock]: no thread is woken on unlock, so a waiter must find the lock by looking
+// again, also after sleeping; and the holder's writes must reach the next holder (ThreadSanitizer
+// checks the plain counter in CI).
+TEST_CASE("RingLock: excludes, hands the holder's writes on, and a sleeping waiter gets it") {
+  RingLock lock;
+  CHECK(lock.try_lock());
+  CHECK_FALSE(lock.try_lock());
+  lock.unlock();
+  long counter = 0;  // not atomic: only the lock orders the increments
+  std::atomic<int> inside{0};
+  std::atomic<bool> overlapped{false};
+  auto work = [&] {
+    for (int i = 0; i < 20000; ++i) {
+      std::lock_guard<RingLock> guard(lock);
+      if (inside.fetch_add(1) != 0) overlapped = true;
+      ++counter;
+      if (i % 1000 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (i % 100 == 0) std::this_thread::yield();  // a broken lock lets another thread in here
+      inside.fetch_sub(1);
+    }
+  };
+  std::thread a(work), b(work), c(work);
+  a.join();
+  b.join();
+  c.join();
+  CHECK_FALSE(overlapped.load());
+  CHECK(counter == 60000);
+  // Held for longer than the waiter's spinning and yielding: it sleeps, then gets the lock.
+  lock.lock();
+  std::atomic<bool> got{false};
+  std::thread waiter([&] {
+    lock.lock();
+    got = true;
+    lock.unlock();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK_FALSE(got.load());
+  lock.unlock();
+  waiter.join();
+  CHECK(got.load());
+}
+
 TEST_CASE("MarkerRing: collect_oldest reads into the report's own storage, oldest first") {
   HostObjects host;
   Ring r = make_ring(4);
