@@ -271,6 +271,7 @@ std::unique_ptr<Backend> make_cuda_backend() {
     }
     devices.push_back(std::move(entry));
   }
+  resolve_driver_capture_query();
   return std::make_unique<CudaBackend>(std::move(devices));
 }
 

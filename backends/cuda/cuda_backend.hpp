@@ -221,6 +221,10 @@ class CudaStream final : public StreamImpl, public CaptureTail {
   std::shared_ptr<FailureSink> failures_ = std::make_shared<FailureSink>();
 };
 
+/// Resolves the driver function CudaStream::is_capturing() calls (Note [Driver capture query] in
+/// stream.cpp); called when the backend starts, so that no capture is under way.
+void resolve_driver_capture_query() noexcept;
+
 /// The cuda stream behind `stream`, or Error(InvalidArgument) naming `operation`.
 inline CudaStream& as_cuda_stream(StreamImpl& stream, const char* operation) {
   return stream_cast<CudaStream>(stream, kBackendName, operation);

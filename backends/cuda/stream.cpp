@@ -2,6 +2,7 @@
 // portable copy/fill, host calls, delays and fork/join through events.
 #include <exception>
 
+#include <cuda.h>  // cuStreamIsCapturing's types (Note [Driver capture query])
 #include <fmt/format.h>
 
 #include "cuda_backend.hpp"
@@ -187,7 +188,50 @@ void CudaStream::synchronize() {
   failures_->failures.throw_if_any(kBackendName, describe_queue(kBackendName, stream_));
 }
 
+// Note [Driver capture query]: a timed replay on a stream whose native handle was handed out
+// asks whether it captures on every launch (Note [Native captures] in
+// core/internal/stream_state.hpp). The runtime's cudaStreamIsCapturing cost 59-92 ns per call on
+// the H100, its driver function cuStreamIsCapturing 15-25 ns (accgraph-bench-cuda (q),
+// 2026-11-28): most of the runtime's cost is its own per-call bookkeeping. So is_capturing()
+// calls the driver's function through the runtime's entry point (no link to libcuda: the
+// runtime loaded it), resolved once when the backend starts, and falls back to the runtime's
+// query whenever the driver's does not answer plainly: not resolved (a runtime before CUDA
+// 12.5), or any error (an implicitly captured legacy stream, no current context for the legacy
+// stream, a bad handle), so that every answer and every error is the runtime's as before. The
+// driver's CUstream is the runtime's cudaStream_t (and its special handles the same values), and
+// its capture statuses are the runtime's.
+namespace {
+using DriverStreamIsCapturing = CUresult (*)(CUstream, CUstreamCaptureStatus*);
+
+DriverStreamIsCapturing driver_capture_query() noexcept {
+  static const DriverStreamIsCapturing query = []() -> DriverStreamIsCapturing {
+#if CUDART_VERSION >= 12050
+    void* entry = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    // cuStreamIsCapturing's ABI since CUDA 10.0.
+    if (cudaGetDriverEntryPointByVersion("cuStreamIsCapturing", &entry, 10000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();  // not sticky: the runtime's query is used instead
+      return nullptr;
+    }
+    return reinterpret_cast<DriverStreamIsCapturing>(entry);
+#else
+    return nullptr;
+#endif
+  }();
+  return query;
+}
+}  // namespace
+
+void resolve_driver_capture_query() noexcept { (void)driver_capture_query(); }
+
 bool CudaStream::is_capturing() const {
+  if (DriverStreamIsCapturing query = driver_capture_query()) {  // Note [Driver capture query]
+    CUstreamCaptureStatus driver_status = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (query(stream_, &driver_status) == CUDA_SUCCESS)
+      return driver_status != CU_STREAM_CAPTURE_STATUS_NONE;
+  }
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   cudaError_t err = cudaStreamIsCapturing(stream_, &status);
   // The legacy stream answers "implicitly captured" while another stream captures in Global

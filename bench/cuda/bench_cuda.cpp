@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <cuda.h>  // CUstreamCaptureStatus: the driver's query in (q)
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -82,9 +83,32 @@ void bench_capture_query() {
   int device = 0;
   const double query = per_call([&] { check(cudaStreamIsCapturing(stream, &status), "query"); });
   const double get_device = per_call([&] { check(cudaGetDevice(&device), "cudaGetDevice"); });
-  row(fmt::format("(q) host ns per call: cudaStreamIsCapturing {:.0f}, cudaGetDevice {:.0f}", query,
-                  get_device));
+  // The driver's own query, through the runtime's entry point (no link to libcuda): what the
+  // runtime adds around it.
+  double driver = -1;
+#if CUDART_VERSION >= 12050
+  using StreamIsCapturing = CUresult (*)(CUstream, CUstreamCaptureStatus*);
+  void* entry = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  check(cudaGetDriverEntryPointByVersion("cuStreamIsCapturing", &entry, 10000, cudaEnableDefault,
+                                         &found),
+        "cudaGetDriverEntryPointByVersion(cuStreamIsCapturing)");
+  if (found == cudaDriverEntryPointSuccess && entry != nullptr) {
+    auto driver_query = reinterpret_cast<StreamIsCapturing>(entry);
+    CUstreamCaptureStatus driver_status = CU_STREAM_CAPTURE_STATUS_NONE;
+    driver = per_call([&] {
+      if (driver_query(stream, &driver_status) != CUDA_SUCCESS) {
+        std::fprintf(stderr, "cuStreamIsCapturing failed\n");
+        std::exit(2);
+      }
+    });
+  }
+#endif
+  row(fmt::format("(q) host ns per call: cudaStreamIsCapturing {:.0f}, cuStreamIsCapturing (driver "
+                  "entry point) {:.0f}, cudaGetDevice {:.0f}",
+                  query, driver, get_device));
   results["capture_query"] = {{"cudaStreamIsCapturing_ns", query},
+                              {"cuStreamIsCapturing_ns", driver},
                               {"cudaGetDevice_ns", get_device}};
 }
 

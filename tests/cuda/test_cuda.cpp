@@ -257,6 +257,67 @@ TEST_CASE("cuda: capture modes differ in which calls they refuse") {
   }
 }
 
+// Note [Driver capture query]: the backend asks the driver's cuStreamIsCapturing and falls back
+// to the runtime's query; either way the answer must be the runtime's, in every state a wrapped
+// handle can be in (captured by its owner, an invalidated capture, the legacy stream beside a
+// Global capture, which the runtime calls implicitly captured).
+TEST_CASE("cuda: is_capturing answers as cudaStreamIsCapturing, whoever began the capture") {
+  auto runtime_says = [](cudaStream_t stream) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cudaError_t err = cudaStreamIsCapturing(stream, &status);
+    if (err == cudaErrorStreamCaptureImplicit) {
+      (void)cudaGetLastError();
+      return false;  // the legacy stream beside a Global capture is not capturing itself
+    }
+    REQUIRE(err == cudaSuccess);
+    return status != cudaStreamCaptureStatusNone;
+  };
+  Stream owned = Stream::create("cuda");
+  cudaStream_t raw = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&raw, cudaStreamNonBlocking) == cudaSuccess);
+  {
+    Stream wrapped = Stream::wrap("cuda", 0, raw);
+    Stream legacy = Stream::wrap("cuda", 0, static_cast<void*>(cudaStreamLegacy));
+    Stream per_thread = Stream::wrap("cuda", 0, static_cast<void*>(cudaStreamPerThread));
+    auto backend_says = [](Stream& s) { return detail::StreamAccess::impl(s).is_capturing(); };
+    auto all_agree = [&](bool wrapped_captures) {
+      CHECK(backend_says(wrapped) == wrapped_captures);
+      CHECK(runtime_says(raw) == wrapped_captures);
+      CHECK_FALSE(backend_says(owned));
+      CHECK_FALSE(backend_says(legacy));
+      CHECK(backend_says(per_thread) == runtime_says(cudaStreamPerThread));
+    };
+    all_agree(false);
+    for (cudaStreamCaptureMode mode : {cudaStreamCaptureModeGlobal,
+                                       cudaStreamCaptureModeThreadLocal,
+                                       cudaStreamCaptureModeRelaxed}) {
+      CAPTURE(static_cast<int>(mode));
+      REQUIRE(cudaStreamBeginCapture(raw, mode) == cudaSuccess);  // the owner's own capture
+      all_agree(true);
+      REQUIRE(accgraph_test::launch_empty(raw) == cudaSuccess);
+      cudaGraph_t graph = nullptr;
+      REQUIRE(cudaStreamEndCapture(raw, &graph) == cudaSuccess);
+      REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+      all_agree(false);
+    }
+    // Invalidated (a synchronize inside the capture), still to be ended: capturing, as the
+    // runtime says.
+    REQUIRE(cudaStreamBeginCapture(raw, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    CHECK(cudaStreamSynchronize(raw) == cudaErrorStreamCaptureUnsupported);
+    (void)cudaGetLastError();
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    CHECK(cudaStreamIsCapturing(raw, &status) == cudaSuccess);
+    CHECK(status == cudaStreamCaptureStatusInvalidated);
+    CHECK(backend_says(wrapped));
+    cudaGraph_t graph = nullptr;
+    CHECK(cudaStreamEndCapture(raw, &graph) == cudaErrorStreamCaptureInvalidated);
+    (void)cudaGetLastError();
+    if (graph) cudaGraphDestroy(graph);
+    all_agree(false);
+  }
+  CHECK(cudaStreamDestroy(raw) == cudaSuccess);
+}
+
 TEST_CASE("cuda: the legacy default stream is refused for capture but replays") {
   for (void* handle : {static_cast<void*>(nullptr), static_cast<void*>(cudaStreamLegacy)}) {
     Stream legacy = Stream::wrap("cuda", 0, handle);
