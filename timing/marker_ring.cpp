@@ -15,6 +15,20 @@
 
 namespace accgraph::timing {
 
+void RingLock::lock_slow() noexcept {  // Note [Ring lock]
+  for (int attempt = 0;; ++attempt) {
+    if (try_lock()) return;
+    if (attempt < 64) continue;  // the holder is a launch: it gives the lock up within ~100 ns
+    if (attempt < 128) {
+      std::this_thread::yield();
+      continue;
+    }
+    // The holder waits for the device (a collection): look again in growing steps.
+    const int step = std::min(attempt - 127, 50);
+    std::this_thread::sleep_for(std::chrono::microseconds(step));
+  }
+}
+
 // Note [Launch fences]: a ForeignGraph's owner launches the graph itself (launch(s, fn)), and
 // an owner that breaks the rule "fn enqueues exactly one execution" would otherwise hang or
 // mislead the timing layer: a launch that runs nothing never publishes its sequence (a wait for
@@ -36,20 +50,6 @@ namespace accgraph::timing {
 // expected (cuda's before_launch, SteadyClockMarkers), so later launches are reported again. A
 // fence costs one eager marker sequence per launch; graphs without regions get none (their
 // last launch is waited for, bounded, only when the ring is retired).
-void RingLock::lock_slow() noexcept {  // Note [Ring lock]
-  for (int attempt = 0;; ++attempt) {
-    if (try_lock()) return;
-    if (attempt < 64) continue;  // the holder is a launch: it gives the lock up within ~100 ns
-    if (attempt < 128) {
-      std::this_thread::yield();
-      continue;
-    }
-    // The holder waits for the device (a collection): look again in growing steps.
-    const int step = std::min(attempt - 127, 50);
-    std::this_thread::sleep_for(std::chrono::microseconds(step));
-  }
-}
-
 std::shared_ptr<MarkerRing> MarkerRing::create(Backend& backend, const std::string& backend_name,
                                                int device, uint64_t graph_id,
                                                const MarkerOptions& options, bool fenced,

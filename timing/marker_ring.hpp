@@ -20,15 +20,15 @@ namespace accgraph::timing {
 
 /// Note [Ring lock]: the lock of a MarkerRing. A timed launch takes it twice (Note [Launch path]
 /// in graph_timing.cpp), and a std::mutex costs each time an atomic read-modify-write to lock
-/// and another to unlock (glibc's unlock exchanges the word to learn whether to wake a waiter):
-/// about 190 of the 420 instructions a timed launch added on the launching thread (callgrind,
-/// host backend, 2026-11-28). This lock takes it with one exchange and gives it up with a plain
-/// store, because nobody sleeps on it to be woken: a thread that finds it held (a collecting
-/// thread, which may hold it while it waits for the device; a launch behind such a thread) spins
-/// briefly, then yields, then sleeps in short steps that grow to 50 us and looks again. Waits for
-/// it are rare (a launching thread meets a collecting one) and already long (the holder waits for
-/// the device), so their latency grows by at most one step; the uncontended launch pays one
-/// exchange. BasicLockable, for std::lock_guard.
+/// and another to unlock (glibc's unlock exchanges the word to learn whether to wake a waiter).
+/// This lock takes it with one exchange and gives it up with a plain store, because nobody
+/// sleeps on it to be woken: a thread that finds it held (a collecting thread, which may hold it
+/// while it waits for the device; a launch behind such a thread) spins briefly, then yields,
+/// then sleeps in short steps that grow to 50 us and looks again. Waits for it are rare (a
+/// launching thread meets a collecting one) and already long (the holder waits for the device),
+/// so their latency grows by at most one step; the uncontended launch pays one exchange. A timed
+/// launch's before_replay + after_replay went from 458 to 312 instructions (callgrind, host
+/// backend, 2026-11-28: bench/README.md). BasicLockable, for std::lock_guard.
 class RingLock {
  public:
   bool try_lock() noexcept {
@@ -45,9 +45,9 @@ class RingLock {
   std::atomic<bool> held_{false};
 };
 
-/// Lock: `mutex_` (a RingLock), a leaf (only the backend call runs under it). The SPI does not promise that
-/// TimestampMarkers is thread-safe, and a collecting thread reads while a graph's thread
-/// launches, so every call into it goes through this class.
+/// Lock: `mutex_` (a RingLock), a leaf (only the backend call runs under it). The SPI does not
+/// promise that TimestampMarkers is thread-safe, and a collecting thread reads while a graph's
+/// thread launches, so every call into it goes through this class.
 class MarkerRing {
  public:
   /// A launched sequence whose report was not collected yet.
@@ -193,7 +193,7 @@ class MarkerRing {
   std::unique_ptr<TimestampMarkers> markers_;
   const ReportSource source_;
   const uint64_t graph_id_;
-  mutable RingLock mutex_;  // below, and every call into markers_ (Note [Ring lock])
+  mutable RingLock mutex_;    // below, and every call into markers_ (Note [Ring lock])
   size_t depth_;              // markers_->ring_depth(), read again until it is final
   bool depth_final_ = false;  // the first launch began: the depth no longer changes
   uint64_t next_sequence_ = 0;

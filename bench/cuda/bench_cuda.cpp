@@ -104,7 +104,8 @@ void bench_capture_query() {
     });
   }
 #endif
-  row(fmt::format("(q) host ns per call: cudaStreamIsCapturing {:.0f}, cuStreamIsCapturing (driver "
+  row(
+      fmt::format("(q) host ns per call: cudaStreamIsCapturing {:.0f}, cuStreamIsCapturing (driver "
                   "entry point) {:.0f}, cudaGetDevice {:.0f}",
                   query, driver, get_device));
   results["capture_query"] = {{"cudaStreamIsCapturing_ns", query},

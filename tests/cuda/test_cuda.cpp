@@ -288,9 +288,9 @@ TEST_CASE("cuda: is_capturing answers as cudaStreamIsCapturing, whoever began th
       CHECK(backend_says(per_thread) == runtime_says(cudaStreamPerThread));
     };
     all_agree(false);
-    for (cudaStreamCaptureMode mode : {cudaStreamCaptureModeGlobal,
-                                       cudaStreamCaptureModeThreadLocal,
-                                       cudaStreamCaptureModeRelaxed}) {
+    for (cudaStreamCaptureMode mode :
+         {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal,
+          cudaStreamCaptureModeRelaxed}) {
       CAPTURE(static_cast<int>(mode));
       REQUIRE(cudaStreamBeginCapture(raw, mode) == cudaSuccess);  // the owner's own capture
       all_agree(true);
