@@ -67,6 +67,10 @@ struct TimingV2Results {
   // v2-2 by a launch's place in its batch: the first 4 after the round's flush (or the raw
   // markers' wait), and the last 8.
   double raw_first_ns = 0, profiler_first_ns = 0, raw_last_ns = 0, profiler_last_ns = 0;
+  // v2-2 paired by round: the median over rounds of (the round's median through the profiler -
+  // the same round's median raw), which cancels the host's slower and faster phases (they move
+  // every figure of a round alike); on the bench's stream and on `quiet`.
+  double profiler_paired_ns = 0, quiet_stream_paired_ns = 0;
   double untimed_host_ns = 0, untimed_with_profiler_host_ns = 0;
   double rss_growth_mib = 0;
   size_t memory_replays = 0;
@@ -87,6 +91,8 @@ inline nlohmann::json to_json(const TimingV2Results& v2) {
           {"profiler_first_ns", v2.profiler_first_ns},
           {"raw_last_ns", v2.raw_last_ns},
           {"profiler_last_ns", v2.profiler_last_ns},
+          {"profiler_paired_ns", v2.profiler_paired_ns},
+          {"quiet_stream_paired_ns", v2.quiet_stream_paired_ns},
           {"untimed_host_ns", v2.untimed_host_ns},
           {"untimed_with_profiler_host_ns", v2.untimed_with_profiler_host_ns},
           {"rss_growth_mib", v2.rss_growth_mib},
@@ -214,6 +220,7 @@ inline TimingV2Results bench_timing_v2(const std::string& backend, const std::st
     // Where the difference goes: the first launches after the round's flush (caches the flush
     // and the statistics thread's fold used, a woken thread) or every launch (the launch path).
     std::vector<double> first[2], last[2];  // raw, through the profiler
+    std::vector<double> round_median[4];    // per round, as ns[]
     uint64_t seq = 0;
     for (int round = 0; round < 43; ++round)
       for (int k = 0; k < 4; ++k) {
@@ -240,6 +247,7 @@ inline TimingV2Results bench_timing_v2(const std::string& backend, const std::st
           timed[c - 1].profiler->flush();
         }
         if (round >= 3) {
+          round_median[c].push_back(v2_median(launches));
           ns[c].insert(ns[c].end(), launches.begin(), launches.end());
           if (c < 2) {
             first[c].insert(first[c].end(), launches.begin(), launches.begin() + 4);
@@ -262,6 +270,17 @@ inline TimingV2Results bench_timing_v2(const std::string& backend, const std::st
                     "out (no capture query): {:.0f} ns ({:+.0f} ns)",
                     out.profiler_quiet_stream_host_ns,
                     out.profiler_quiet_stream_host_ns - out.raw_markers_host_ns));
+    std::vector<double> paired, quiet_paired;
+    for (size_t r = 0; r < round_median[0].size(); ++r) {
+      paired.push_back(round_median[1][r] - round_median[0][r]);
+      quiet_paired.push_back(round_median[3][r] - round_median[0][r]);
+    }
+    out.profiler_paired_ns = v2_median(paired);
+    out.quiet_stream_paired_ns = v2_median(quiet_paired);
+    print(
+        fmt::format("(v2-2) paired by round (median over {} rounds of the round's difference, "
+                    "which cancels the host's phases): {:+.0f} ns; on the quiet stream {:+.0f} ns",
+                    paired.size(), out.profiler_paired_ns, out.quiet_stream_paired_ns));
     out.raw_first_ns = v2_median(first[0]);
     out.profiler_first_ns = v2_median(first[1]);
     out.raw_last_ns = v2_median(last[0]);
