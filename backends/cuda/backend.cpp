@@ -67,8 +67,7 @@ namespace {
 
 /// An on/off switch from the environment for the device-timestamp markers: unset or empty gives
 /// `fallback`, 1 is on, 0 is off. ACCGRAPH_CUDA_PROGRAMMATIC_MARKERS=0 launches them as plain
-/// kernels (Note [Programmatic markers] in kernels.cu); ACCGRAPH_CUDA_DETACHED_MARKERS=1 makes
-/// captured markers side branches of the graph (Note [Detached markers] in markers.cpp).
+/// kernels (Note [Programmatic markers] in kernels.cu).
 bool marker_switch(const char* name, bool fallback) {
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') return fallback;
@@ -76,6 +75,30 @@ bool marker_switch(const char* name, bool fallback) {
   if (std::strcmp(value, "0") == 0) return false;
   log(LogLevel::Warning, fmt::format("cuda: ignoring {}='{}': use 0 or 1", name, value));
   return fallback;
+}
+
+/// ACCGRAPH_CUDA_MARKER_PLACEMENT: `exact` (unset: the default) or `chained` (each captured
+/// marker stays a link of its stream's chain, as before exact placement: for comparisons).
+/// Note [Exact marker placement] in capture_helpers.cpp. ACCGRAPH_CUDA_DETACHED_MARKERS, the
+/// switch of the detached markers exact placement superseded, is ignored with a warning.
+bool exact_placement() {
+  static const bool exact = [] {
+    if (const char* detached = std::getenv("ACCGRAPH_CUDA_DETACHED_MARKERS");
+        detached != nullptr && *detached != '\0')
+      log(LogLevel::Warning,
+          fmt::format("cuda: ignoring ACCGRAPH_CUDA_DETACHED_MARKERS='{}': detached markers are "
+                      "superseded by exact placement, the default (README \"Marker placement\"); "
+                      "unset it",
+                      detached));
+    const char* value = std::getenv("ACCGRAPH_CUDA_MARKER_PLACEMENT");
+    if (value == nullptr || *value == '\0' || std::strcmp(value, "exact") == 0) return true;
+    if (std::strcmp(value, "chained") == 0) return false;
+    log(LogLevel::Warning,
+        fmt::format("cuda: ignoring ACCGRAPH_CUDA_MARKER_PLACEMENT='{}': use exact or chained",
+                    value));
+    return true;
+  }();
+  return exact;
 }
 
 std::string version_text(int version) {
@@ -255,7 +278,7 @@ std::unique_ptr<Backend> make_cuda_backend() {
     entry.info.name = fmt::format("{} (sm_{}{})", prop.name, prop.major, prop.minor);
     entry.marker_modes.programmatic =
         prop.major >= 9 && marker_switch("ACCGRAPH_CUDA_PROGRAMMATIC_MARKERS", true);
-    entry.marker_modes.detached = marker_switch("ACCGRAPH_CUDA_DETACHED_MARKERS", false);
+    entry.marker_modes.exact = prop.major >= 9 && exact_placement();
     try {
       DeviceGuard guard(d);
       entry.resolution_ns = measure_globaltimer_resolution_ns();

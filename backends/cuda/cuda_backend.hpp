@@ -44,11 +44,15 @@ inline constexpr size_t kMarkerCapacity = 8192;
 cudaError_t launch_spin(cudaStream_t stream, uint64_t ns);
 /// *out = %globaltimer (used for the event clock's reference pair).
 cudaError_t launch_write_globaltimer(cudaStream_t stream, uint64_t* out);
+/// How a marker kernel is launched.
+enum class MarkerLaunch {
+  Plain,         ///< an ordinary kernel launch
+  Programmatic,  ///< a programmatic dependent (Note [Programmatic markers]; sm_90+)
+  Placed,        ///< a plain launch of the kernel that waits in griddepcontrol.wait: its edges
+                 ///< are placed when the sequence ends (Note [Exact marker placement]; sm_90+)
+};
 /// Note [Device timestamp ring]: *stamp = %globaltimer (one store, nothing read first).
-/// programmatic: launched as a programmatic dependent (Note [Programmatic markers]; sm_90+).
-/// priority: when not null, the launch's scheduling priority (Note [Detached markers]).
-cudaError_t launch_marker_record(cudaStream_t stream, uint64_t* stamp, bool programmatic,
-                                 const int* priority = nullptr);
+cudaError_t launch_marker_record(cudaStream_t stream, uint64_t* stamp, MarkerLaunch how);
 /// Stamps per staging chunk (Note [Device timestamp ring]): a sequence's marker i is written to
 /// chunk[i / kStagingChunk][i % kStagingChunk].
 inline constexpr size_t kStagingChunk = 128;
@@ -363,11 +367,57 @@ class CudaGraph final : public GraphImplInterface {
 
 // --- markers ---------------------------------------------------------------------------------
 
-/// How device-timestamp markers are launched (each switchable from the environment).
+/// How device-timestamp markers are launched and placed (each switchable from the environment).
 struct DeviceMarkerModes {
   bool programmatic = false;  ///< Note [Programmatic markers] in kernels.cu (sm_90+)
-  bool detached = false;      ///< Note [Detached markers] in markers.cpp (captures, opt-in)
+  /// Captured markers moved off the critical path when the sequence ends (Note [Exact marker
+  /// placement] in capture_helpers.cpp; sm_90+, the default there); false: chained.
+  bool exact = false;
 };
+
+// --- capture_helpers.cpp -----------------------------------------------------------------------
+
+[[noreturn]] void throw_too_many_markers(uint32_t marker);
+/// Whether `stream` is actively capturing (throws on a failed query).
+bool stream_is_capturing(cudaStream_t stream);
+
+/// A private non-blocking stream for the markers' own set-up work (never a user's stream, so the
+/// set-up neither joins nor waits on a capture).
+class PrivateStream {
+ public:
+  PrivateStream();
+  /// Without throwing: `*err` is what CUDA returned, and get() is null unless it succeeded.
+  explicit PrivateStream(cudaError_t* err);
+  ~PrivateStream();
+  PrivateStream(const PrivateStream&) = delete;
+  PrivateStream& operator=(const PrivateStream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+/// A stream's capture: whether it is active, the graph being captured and the nodes the next
+/// captured operation will depend on (copied: CUDA's array lives until the next call).
+struct CaptureState {
+  bool active = false;
+  cudaGraph_t graph = nullptr;
+  std::vector<cudaGraphNode_t> dependencies;
+};
+CaptureState capture_state(cudaStream_t stream, const char* what);
+/// The node just captured on `stream` (its dependency set, which is that node alone).
+cudaGraphNode_t last_captured_node(cudaStream_t stream);
+
+/// A marker kernel node captured into a graph, and the stream it was recorded on.
+struct CapturedMarker {
+  cudaGraphNode_t node;
+  cudaStream_t stream;
+};
+/// Note [Exact marker placement]: moves the captured `markers` (in record order) of the graph
+/// being captured off its critical path. Returns the last marker of every stream, which the
+/// sequence's tail must join.
+std::vector<cudaGraphNode_t> place_markers_exactly(cudaGraph_t graph,
+                                                   const std::vector<CapturedMarker>& markers);
 
 std::unique_ptr<TimestampMarkers> make_device_timestamp_markers(int device, size_t ring_depth,
                                                                 uint64_t resolution_ns,

@@ -75,7 +75,10 @@ __global__ void marker_record_kernel(uint64_t* stamp) { *stamp = globaltimer(); 
 // non-zero ports"; port 0 is full completion with memory visibility), so a marker after a copy,
 // a fill or an event node keeps the ordinary dependency. Measured on H100 (bench/cuda/README.md):
 // ~0.04 us less device time per marker, same accuracy, more host launch time for graphs with
-// many such edges. Off with ACCGRAPH_CUDA_PROGRAMMATIC_MARKERS=0.
+// many such edges. Off with ACCGRAPH_CUDA_PROGRAMMATIC_MARKERS=0. A captured marker placed
+// exactly (Note [Exact marker placement] in capture_helpers.cpp) is this kernel too: its edge
+// from the kernel before it is a launch-completion edge, so it is resident while that kernel
+// runs and griddepcontrol.wait is what holds its timestamp until that kernel has completed.
 __global__ void marker_record_programmatic_kernel(uint64_t* stamp) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -169,30 +172,27 @@ cudaError_t launch_write_globaltimer(cudaStream_t stream, uint64_t* out) {
   return cudaGetLastError();
 }
 
-cudaError_t launch_marker_record(cudaStream_t stream, uint64_t* stamp, bool programmatic,
-                                 const int* priority) {
-  if (!programmatic && priority == nullptr) {
-    marker_record_kernel<<<1, 1, 0, stream>>>(stamp);
-    return cudaGetLastError();
+cudaError_t launch_marker_record(cudaStream_t stream, uint64_t* stamp, MarkerLaunch how) {
+  switch (how) {
+    case MarkerLaunch::Plain:
+      marker_record_kernel<<<1, 1, 0, stream>>>(stamp);
+      return cudaGetLastError();
+    case MarkerLaunch::Placed:  // Note [Exact marker placement] in capture_helpers.cpp
+      marker_record_programmatic_kernel<<<1, 1, 0, stream>>>(stamp);
+      return cudaGetLastError();
+    case MarkerLaunch::Programmatic:
+      break;
   }
-  cudaLaunchAttribute attributes[2] = {};
-  unsigned count = 0;
-  if (programmatic) {
-    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attributes[count++].val.programmaticStreamSerializationAllowed = 1;
-  }
-  if (priority != nullptr) {  // Note [Detached markers] in markers.cpp
-    attributes[count].id = cudaLaunchAttributePriority;
-    attributes[count++].val.priority = *priority;
-  }
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(1);
   config.blockDim = dim3(1);
   config.stream = stream;
-  config.attrs = attributes;
-  config.numAttrs = count;
-  return programmatic ? cudaLaunchKernelEx(&config, marker_record_programmatic_kernel, stamp)
-                      : cudaLaunchKernelEx(&config, marker_record_kernel, stamp);
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, marker_record_programmatic_kernel, stamp);
 }
 
 cudaError_t launch_marker_end(cudaStream_t stream, uint64_t* counter, uint64_t fixed,

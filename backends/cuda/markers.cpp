@@ -1,13 +1,13 @@
-// CUDA timestamp markers, two strategies behind the one SPI (see Note [Marker ring] in
-// backend.hpp): device timestamps (1-thread %globaltimer kernels, the default) and external
-// events (cudaEventRecordExternal nodes rotated per launch, the blog's mechanism).
+// CUDA timestamp markers, the device timestamps strategy (the default): 1-thread %globaltimer
+// kernels, placed exactly in captured graphs (Note [Exact marker placement] in
+// capture_helpers.cpp). The external events strategy is in external_events.cpp; both sit behind
+// the one SPI (Note [Marker ring] in backend.hpp).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <deque>
 #include <memory>
-#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -20,157 +20,6 @@
 namespace accgraph::detail::cuda {
 
 namespace {
-
-[[noreturn]] void throw_too_many_markers(uint32_t marker) {
-  throw Error(ErrorCode::InvalidArgument,
-              fmt::format("record: marker {} is beyond the {} markers a cuda sequence can hold: "
-                          "time fewer regions per graph",
-                          marker, kMarkerCapacity),
-              kBackendName);
-}
-
-bool stream_is_capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  ACCGRAPH_CUDA_CHECK(cudaStreamIsCapturing(stream, &status), "markers: reading the capture state");
-  return status == cudaStreamCaptureStatusActive;
-}
-
-/// A private non-blocking stream for the markers' own set-up work (never a user's stream, so the
-/// set-up neither joins nor waits on a capture).
-class PrivateStream {
- public:
-  PrivateStream() {
-    ACCGRAPH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
-                        "markers: creating a private stream");
-  }
-  /// Without throwing: `*err` is what CUDA returned, and get() is null unless it succeeded.
-  explicit PrivateStream(cudaError_t* err) {
-    *err = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
-    if (*err != cudaSuccess) stream_ = nullptr;
-  }
-  ~PrivateStream() {
-    if (stream_ == nullptr) return;
-    // Note [Teardown during a capture]
-    RelaxedCaptureModeGuard relaxed(RelaxedCaptureModeGuard::Teardown{});
-    ACCGRAPH_CUDA_LOG(cudaStreamDestroy(stream_), "markers: destroying a private stream");
-  }
-  PrivateStream(const PrivateStream&) = delete;
-  PrivateStream& operator=(const PrivateStream&) = delete;
-  cudaStream_t get() const { return stream_; }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
-
-// Note [Detached markers] (opt-in: ACCGRAPH_CUDA_DETACHED_MARKERS=1): a marker recorded into a
-// capture (device timestamps) becomes a side branch of the graph instead of a link of the
-// stream's chain. It depends on what the stream's next operation would depend on (the
-// capture's dependency set, cudaStreamGetCaptureInfo), so it starts when everything before it
-// has finished, as a chained marker does; afterwards the stream's dependency set is put back
-// (cudaStreamUpdateCaptureDependencies, Set), so the work after it does not wait for it.
-// Measured on H100 with bench_modules (GPT-2-small-like, 2026-11-27, one gpu-check run): device
-// time per replay, every module timed, 1.012x untimed detached against 1.162x chained;
-// bench_torch's regions minus CUPTI's kernel spans, median -0.13 us detached against +1.12 us
-// chained (separate runs).
-// Why it is not the default: a detached marker is dispatched beside the work that follows it,
-// not before it, so a boundary may be timed up to ~0.6 us after that work began (measured: a
-// region around a 10 us delay after a fill read 9.3-9.7 us; the gap between two regions
-// around a 2 ms delay read 600 ns short). Chained markers keep the guarantees the tests and
-// the conformance rules check (a region contains its work; a gap is at least its delay).
-// - Every detached marker also depends on the previous detached marker of its stream (kept per
-//   cudaStream_t for the sequence being recorded), so a stream's markers run in order, and on
-//   the last one of every other stream whose dependency set at that marker (its anchor) has
-//   been joined into this stream's set since (a fork's branch joined back: the branch's end
-//   precedes what the origin records after the join, as nesting requires). The sequence's tail
-//   kernel (end_sequence) joins the last one of every stream, so the stamps it copies are all
-//   written (CUDA allows nodes taken out of a dependency set to stay unjoined, "if they are
-//   unreachable from the stream at cudaStreamEndCapture", but the tail must wait).
-// - A marker runs beside the region's first kernel (a begin) or the next region's (an end), both
-//   made ready by the same completion: it is launched at the greatest scheduling priority of the
-//   device (cudaLaunchAttributePriority), so that where the hardware can it is dispatched before
-//   that kernel's blocks fill the SMs. It does not make it dispatched first: the ~0.6 us above
-//   were measured with it.
-// - A marker whose stream has an empty dependency set (the first operation of a capture) stays in
-//   the chain: there is nothing before it to wait for, and an empty set is not put back.
-// - After a detached marker the stream's capture tail (Note [CUDA capture tail]) is what it was
-//   before it, so a boundary with nothing enqueued since still shares that marker (Note
-//   [Boundary sharing]), and one with work enqueued between does not.
-// - Eager markers (not capturing) stay in the stream: there is no graph to branch.
-
-/// A capturing stream's dependency set and its edge data, copied (CUDA's arrays are valid only
-/// until the next call on the stream).
-class CaptureDependencies {
- public:
-  /// Reads `stream`'s set; false when the stream is not actively capturing.
-  bool read(cudaStream_t stream) {
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    const cudaGraphNode_t* nodes = nullptr;
-    const cudaGraphEdgeData* edges = nullptr;  // asked for: else programmatic edges are lossy
-    size_t count = 0;
-    ACCGRAPH_CUDA_CHECK(
-        cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &nodes, &edges, &count),
-        "record: reading the capture's dependency set");
-    if (status != cudaStreamCaptureStatusActive) return false;
-    nodes_.assign(nodes, nodes + count);
-    edges_.clear();
-    if (edges != nullptr) edges_.assign(edges, edges + count);
-    return true;
-  }
-  const std::vector<cudaGraphNode_t>& nodes() const { return nodes_; }
-  /// Whether every node of `subset` is in the set.
-  bool contains_all(const std::vector<cudaGraphNode_t>& subset) const {
-    for (cudaGraphNode_t node : subset)
-      if (std::find(nodes_.begin(), nodes_.end(), node) == nodes_.end()) return false;
-    return true;
-  }
-  /// Makes the (non-empty) set `stream`'s dependency set again.
-  void restore(cudaStream_t stream) {
-    ACCGRAPH_CUDA_CHECK(cudaStreamUpdateCaptureDependencies(
-                            stream, nodes_.data(), edges_.empty() ? nullptr : edges_.data(),
-                            nodes_.size(), cudaStreamSetCaptureDependencies),
-                        "record: restoring the capture's dependency set after a marker");
-  }
-
- private:
-  std::vector<cudaGraphNode_t> nodes_;
-  std::vector<cudaGraphEdgeData> edges_;
-};
-
-/// Adds `nodes` to `stream`'s capture dependency set.
-void add_capture_dependencies(cudaStream_t stream, std::vector<cudaGraphNode_t>& nodes,
-                              const char* what) {
-  if (nodes.empty()) return;
-  ACCGRAPH_CUDA_CHECK(
-      cudaStreamUpdateCaptureDependencies(stream, nodes.data(), nullptr, nodes.size(),
-                                          cudaStreamAddCaptureDependencies),
-      what);
-}
-
-/// The node just captured on `stream`: its dependency set, which is that node alone.
-cudaGraphNode_t last_captured_node(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  const cudaGraphNode_t* nodes = nullptr;
-  const cudaGraphEdgeData* edges = nullptr;
-  size_t count = 0;
-  ACCGRAPH_CUDA_CHECK(
-      cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &nodes, &edges, &count),
-      "record: reading the marker node just captured");
-  if (status != cudaStreamCaptureStatusActive || count != 1 || nodes == nullptr)
-    throw Error(ErrorCode::BackendError,
-                fmt::format("record: after a marker launch the capturing stream depends on {} "
-                            "nodes, not on the marker alone: report this as a bug",
-                            count),
-                kBackendName);
-  return nodes[0];
-}
-
-/// The greatest scheduling priority of the current device (numerically the least).
-int greatest_priority() {
-  int least = 0, greatest = 0;
-  ACCGRAPH_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest),
-                      "record: reading the device's priority range");
-  return greatest;
-}
 
 // --- device timestamps -----------------------------------------------------------------------
 
@@ -219,7 +68,7 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
         memory_budget_(sizing.ring_depth == 0 ? sizing.memory_budget : 0),
         resolution_ns_(resolution_ns),
         programmatic_(modes.programmatic),
-        detached_markers_(modes.detached) {}
+        exact_(modes.exact) {}
 
   ~DeviceTimestampMarkers() override { release(); }
 
@@ -234,7 +83,7 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
     DeviceGuard guard(stream.device());
     ensure_done_flags();
     markers_in_sequence_ = 0;
-    detached_.clear();
+    placed_.clear();
     if (stream_is_capturing(stream.handle())) {
       // Its replays are numbered by the device counter (fixed 0); chunks of its own, since
       // another capture on this marker set may be replayed concurrently.
@@ -260,13 +109,14 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
     DeviceGuard guard(stream.device());
     markers_in_sequence_ = std::max<size_t>(markers_in_sequence_, size_t{marker} + 1);
     uint64_t* stamp = stamp_address(marker);
-    CaptureDependencies before;
-    if (eager_sequence_value_ != 0 || !detached_markers_ || !before.read(stream.handle()) ||
-        before.nodes().empty()) {
-      ACCGRAPH_CUDA_CHECK(launch_marker_record(stream.handle(), stamp, programmatic_), "record");
+    if (eager_sequence_value_ == 0 && exact_) {  // Note [Exact marker placement]
+      ACCGRAPH_CUDA_CHECK(launch_marker_record(stream.handle(), stamp, MarkerLaunch::Placed),
+                          "record");
+      placed_.push_back(CapturedMarker{last_captured_node(stream.handle()), stream.handle()});
       return;
     }
-    record_detached(stream.handle(), stamp, before);
+    const MarkerLaunch how = programmatic_ ? MarkerLaunch::Programmatic : MarkerLaunch::Plain;
+    ACCGRAPH_CUDA_CHECK(launch_marker_record(stream.handle(), stamp, how), "record");
   }
 
   void end_sequence(StreamImpl& stream_impl) override {
@@ -290,7 +140,7 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
     } else {
       counter = ensure_counter();
       capture_ring_ = ring_index;
-      join_detached(stream.handle());
+      place_markers(stream.handle());
     }
     ACCGRAPH_CUDA_CHECK(
         launch_marker_end(stream.handle(), counter, eager_sequence_value_, chunks, stamps.device,
@@ -299,7 +149,7 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
         "end_sequence");
     in_sequence_ = false;
     current_chunks_ = nullptr;
-    detached_.clear();
+    placed_.clear();
   }
 
   void before_launch(GraphImplInterface&, StreamImpl& stream_impl, uint64_t sequence) override {
@@ -413,35 +263,26 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
  private:
   volatile uint64_t* done_host() const { return done_.host; }
 
-  // Note [Detached markers]: the marker as a side branch of the capture, after the stream's
-  // previous detached marker; the stream's dependency set (`before`) is put back.
-  void record_detached(cudaStream_t stream, uint64_t* stamp, CaptureDependencies& before) {
-    // The markers this one follows: its stream's previous one, and that of every other stream
-    // joined into this one since (the set it was recorded at is part of this stream's set).
-    std::vector<cudaGraphNode_t> after;
-    for (const DetachedMarker& m : detached_)
-      if (m.stream == stream || before.contains_all(m.anchor)) after.push_back(m.node);
-    add_capture_dependencies(stream, after, "record: ordering a marker after the earlier ones");
-    if (!priority_) priority_ = greatest_priority();
-    ACCGRAPH_CUDA_CHECK(launch_marker_record(stream, stamp, programmatic_, &*priority_), "record");
-    const cudaGraphNode_t node = last_captured_node(stream);
-    before.restore(stream);
-    auto own = std::find_if(detached_.begin(), detached_.end(),
-                            [&](const DetachedMarker& m) { return m.stream == stream; });
-    if (own != detached_.end()) {
-      own->node = node;
-      own->anchor = before.nodes();
-    } else {
-      detached_.push_back(DetachedMarker{stream, node, before.nodes()});
-    }
-  }
-
-  // Before a captured tail: it waits for the last detached marker of every stream.
-  void join_detached(cudaStream_t stream) {
-    std::vector<cudaGraphNode_t> last;
-    last.reserve(detached_.size());
-    for (const DetachedMarker& m : detached_) last.push_back(m.node);
-    add_capture_dependencies(stream, last, "end_sequence: joining the markers");
+  // Note [Exact marker placement]: before a captured tail, the sequence's markers move off the
+  // critical path, and the tail joins the last marker of every stream.
+  void place_markers(cudaStream_t stream) {
+    if (placed_.empty()) return;
+    CaptureState capture = capture_state(stream, "end_sequence: reading the capture");
+    if (!capture.active)
+      throw Error(ErrorCode::InvalidState,
+                  "end_sequence: the sequence's markers were captured but its stream no longer "
+                  "captures: end the sequence before the capture",
+                  kBackendName);
+    std::vector<cudaGraphNode_t> join;
+    for (cudaGraphNode_t last : place_markers_exactly(capture.graph, placed_))
+      if (std::find(capture.dependencies.begin(), capture.dependencies.end(), last) ==
+          capture.dependencies.end())
+        join.push_back(last);
+    if (join.empty()) return;
+    ACCGRAPH_CUDA_CHECK(
+        cudaStreamUpdateCaptureDependencies(stream, join.data(), nullptr, join.size(),
+                                            cudaStreamAddCaptureDependencies),
+        "end_sequence: joining the markers");
   }
 
   // Where marker `marker` of the current sequence writes; allocates the chunks up to it.
@@ -539,7 +380,7 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
   size_t memory_budget_;  // bytes the ring may be sized to; 0: ring_ is fixed
   uint64_t resolution_ns_;
   bool programmatic_;                    // Note [Programmatic markers] in kernels.cu
-  bool detached_markers_;                // Note [Detached markers]
+  bool exact_;                           // Note [Exact marker placement]
   PinnedWords done_;                     // done[ring]: the published sequence number + 1
   std::vector<PinnedWords> rings_;       // pinned stamp rings [ring][stride]; back() is the current
   std::vector<uint32_t> slot_ring_;      // per ring slot: the ring its latest sequence writes
@@ -553,267 +394,8 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
   size_t markers_in_sequence_ = 0;     // markers recorded since begin_sequence (copied by the tail)
   uint64_t launched_ = 0;              // the host's count of sequences begun
   uint64_t device_counter_ = 0;        // what the device counter will hold before the next launch
-  // The captured sequence's last detached marker per stream (Note [Detached markers]).
-  struct DetachedMarker {
-    cudaStream_t stream;
-    cudaGraphNode_t node;
-    std::vector<cudaGraphNode_t> anchor;  // the stream's dependency set it was recorded at
-  };
-  std::vector<DetachedMarker> detached_;
-  std::optional<int> priority_;  // the device's greatest scheduling priority, once read
-};
-
-// --- external events -------------------------------------------------------------------------
-
-// Each ring slot has its own events (one per marker plus an end event). A capture records slot
-// 0's events as external event record nodes; before each launch the nodes are re-pointed at the
-// launch's slot with cudaGraphExecEventRecordNodeSetEvent (about 0.1-0.2 us per node), so K
-// launches can be in flight without overwriting each other's events.
-//
-// Times are put on the %globaltimer clock through a reference pair (event, kernel reading
-// %globaltimer, event) taken at creation and renewed every second of use, because
-// cudaEventElapsedTime returns float milliseconds, whose precision falls as the interval grows.
-// Durations within a sequence are differences of nearby events (no such loss).
-class ExternalEventMarkers final : public TimestampMarkers {
- public:
-  // Nothing is created here: the events, the reference pair and its pinned word come with the
-  // first sequence (a set that never records costs nothing: issue 20), the marker events as
-  // record() reaches them.
-  ExternalEventMarkers(int device, size_t ring, uint64_t resolution_ns)
-      : device_(device), ring_(ring), resolution_ns_(resolution_ns), events_(ring), end_(ring) {}
-
-  ~ExternalEventMarkers() override { release(); }
-
-  std::string strategy() const override { return kStrategyExternalEvents; }
-  size_t ring_depth() const override { return ring_; }
-  uint64_t resolution_ns() const override { return resolution_ns_; }
-
-  void begin_sequence(StreamImpl& stream_impl) override {
-    CudaStream& stream = as_cuda_stream(stream_impl, "begin_sequence");
-    DeviceGuard guard(stream.device());
-    ensure_ready();
-    if (stream_is_capturing(stream.handle())) {
-      recording_slot_ = 0;  // captured events are re-pointed per launch (before_launch)
-      capturing_ = true;
-    } else {
-      recording_slot_ = launched_ % ring_;
-      ++launched_;
-      capturing_ = false;
-    }
-  }
-
-  void record(StreamImpl& stream_impl, uint32_t marker) override {
-    if (marker >= kMarkerCapacity) throw_too_many_markers(marker);
-    CudaStream& stream = as_cuda_stream(stream_impl, "record");
-    DeviceGuard guard(stream.device());
-    ensure_events(marker + 1);
-    cudaEvent_t event = events_[recording_slot_][marker];
-    if (capturing_) {
-      ACCGRAPH_CUDA_CHECK(cudaEventRecordWithFlags(event, stream.handle(), cudaEventRecordExternal),
-                          "record");
-    } else {
-      ACCGRAPH_CUDA_CHECK(cudaEventRecord(event, stream.handle()), "record");
-    }
-  }
-
-  void end_sequence(StreamImpl& stream_impl) override {
-    CudaStream& stream = as_cuda_stream(stream_impl, "end_sequence");
-    DeviceGuard guard(stream.device());
-    cudaEvent_t event = end_[recording_slot_];
-    if (capturing_) {
-      ACCGRAPH_CUDA_CHECK(cudaEventRecordWithFlags(event, stream.handle(), cudaEventRecordExternal),
-                          "end_sequence");
-    } else {
-      ACCGRAPH_CUDA_CHECK(cudaEventRecord(event, stream.handle()), "end_sequence");
-    }
-    capturing_ = false;
-  }
-
-  void before_launch(GraphImplInterface& graph_impl, StreamImpl&, uint64_t sequence) override {
-    auto* graph = dynamic_cast<CudaGraph*>(&graph_impl);
-    if (graph == nullptr)
-      throw Error(ErrorCode::Unsupported,
-                  "before_launch: external_events markers re-point event nodes in an executable "
-                  "accgraph instantiated, and this graph's executable belongs to its owner (a "
-                  "ForeignGraph): time it with the device_timestamps strategy",
-                  kBackendName);
-    launched_ = sequence + 1;
-    Binding& binding = bindings_[graph];
-    if (binding.generation != graph->generation()) {
-      binding = Binding{};
-      binding.generation = graph->generation();
-      for (size_t i = 0; i < count_; ++i)
-        binding.nodes.push_back(graph->event_record_node(events_[0][i]));
-      binding.end = graph->event_record_node(end_[0]);
-    }
-    size_t slot = sequence % ring_;
-    if (binding.bound_slot == slot || binding.end == nullptr) return;
-    cudaGraphExec_t exec = graph->exec();
-    for (size_t i = 0; i < binding.nodes.size(); ++i) {
-      if (binding.nodes[i] == nullptr) continue;
-      ACCGRAPH_CUDA_CHECK(
-          cudaGraphExecEventRecordNodeSetEvent(exec, binding.nodes[i], events_[slot][i]),
-          "before_launch: rotating the marker events");
-    }
-    ACCGRAPH_CUDA_CHECK(cudaGraphExecEventRecordNodeSetEvent(exec, binding.end, end_[slot]),
-                        "before_launch: rotating the marker events");
-    binding.bound_slot = slot;
-  }
-
-  bool is_complete(uint64_t sequence) override {
-    if (ref_host_ == nullptr) return false;  // no sequence has begun
-    cudaError_t err = cudaEventQuery(end_[sequence % ring_]);
-    if (err == cudaSuccess) return true;
-    if (err == cudaErrorNotReady) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    throw_cuda_error(err, "cudaEventQuery",
-                     fmt::format("is_complete of marker sequence {}", sequence));
-  }
-
-  void wait(uint64_t sequence) override {
-    if (ref_host_ == nullptr)
-      throw Error(ErrorCode::InvalidState,
-                  fmt::format("wait: marker sequence {} was never begun on this marker set: wait "
-                              "only for sequences that were launched",
-                              sequence),
-                  kBackendName);
-    // A graph dropped during another capture collects its last replays here (Note [Teardown
-    // during a capture]): waiting for an event of our own is not part of that capture.
-    RelaxedCaptureModeGuard relaxed;
-    ACCGRAPH_CUDA_CHECK(cudaEventSynchronize(end_[sequence % ring_]),
-                        fmt::format("waiting for marker sequence {}", sequence));
-  }
-
-  void read(uint64_t sequence, uint64_t* times, size_t count) override {
-    if (count > count_)
-      throw Error(
-          ErrorCode::InvalidArgument,
-          fmt::format("read: {} markers asked for but only {} were recorded", count, count_),
-          kBackendName);
-    if (count == 0) return;
-    const std::vector<cudaEvent_t>& slot = events_[sequence % ring_];
-    float since_ref_ms = 0;
-    ACCGRAPH_CUDA_CHECK(cudaEventElapsedTime(&since_ref_ms, ref_before_, slot[0]),
-                        "read: placing the sequence on the clock");
-    auto base =
-        static_cast<int64_t>(ref_ns_) + std::llround(static_cast<double>(since_ref_ms) * 1e6);
-    times[0] = static_cast<uint64_t>(base);
-    for (size_t i = 1; i < count; ++i) {
-      float ms = 0;
-      ACCGRAPH_CUDA_CHECK(cudaEventElapsedTime(&ms, slot[0], slot[i]), "read: marker times");
-      times[i] = static_cast<uint64_t>(base + std::llround(static_cast<double>(ms) * 1e6));
-    }
-    if (since_ref_ms > 1000.0f) anchor();  // keep the float interval short for later reads
-  }
-
- private:
-  struct Binding {
-    uint64_t generation = ~0ull;
-    std::vector<cudaGraphNode_t> nodes;
-    cudaGraphNode_t end = nullptr;
-    size_t bound_slot = ~size_t{0};
-  };
-
-  // The end events and the reference pair, at the first sequence (possibly inside a capture).
-  void ensure_ready() {
-    if (ref_host_ != nullptr) return;
-    RelaxedCaptureModeGuard relaxed;
-    for (cudaEvent_t& e : end_)
-      if (e == nullptr)
-        ACCGRAPH_CUDA_CHECK(cudaEventCreate(&e), "external_events markers: creating events");
-    if (ref_before_ == nullptr)
-      ACCGRAPH_CUDA_CHECK(cudaEventCreate(&ref_before_),
-                          "external_events markers: creating events");
-    if (ref_after_ == nullptr)
-      ACCGRAPH_CUDA_CHECK(cudaEventCreate(&ref_after_), "external_events markers: creating events");
-    uint64_t* ref_host = nullptr;
-    ACCGRAPH_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&ref_host), sizeof(uint64_t),
-                                      cudaHostAllocMapped | cudaHostAllocPortable),
-                        "external_events markers: allocating the reference");
-    ref_host_ = ref_host;
-    try {
-      anchor();
-    } catch (...) {
-      ACCGRAPH_CUDA_LOG(cudaFreeHost(ref_host_), "external_events markers");
-      ref_host_ = nullptr;  // the next sequence tries again
-      throw;
-    }
-  }
-
-  void ensure_events(size_t count) {
-    if (count <= count_) return;
-    RelaxedCaptureModeGuard relaxed;  // first recorded inside a capture
-    size_t target = std::max(count, count_ * 2);
-    for (auto& slot : events_) {
-      while (slot.size() < target) {
-        cudaEvent_t e = nullptr;
-        ACCGRAPH_CUDA_CHECK(cudaEventCreate(&e), "external_events markers: creating events");
-        slot.push_back(e);
-      }
-    }
-    count_ = target;
-  }
-
-  // Reference pair: %globaltimer read between two events; the timer value is taken to be at the
-  // midpoint of the two event timestamps.
-  void anchor() {
-    RelaxedCaptureModeGuard relaxed;
-    DeviceGuard guard(device_);
-    PrivateStream stream;
-    uint64_t* ref_device = nullptr;
-    ACCGRAPH_CUDA_CHECK(
-        cudaHostGetDevicePointer(reinterpret_cast<void**>(&ref_device), ref_host_, 0),
-        "external_events markers: mapping the reference");
-    ACCGRAPH_CUDA_CHECK(cudaEventRecord(ref_before_, stream.get()),
-                        "external_events markers: reference");
-    ACCGRAPH_CUDA_CHECK(launch_write_globaltimer(stream.get(), ref_device),
-                        "external_events markers: reference");
-    ACCGRAPH_CUDA_CHECK(cudaEventRecord(ref_after_, stream.get()),
-                        "external_events markers: reference");
-    ACCGRAPH_CUDA_CHECK(cudaStreamSynchronize(stream.get()), "external_events markers: reference");
-    float span_ms = 0;
-    ACCGRAPH_CUDA_CHECK(cudaEventElapsedTime(&span_ms, ref_before_, ref_after_),
-                        "external_events markers: reference");
-    uint64_t timer = *reinterpret_cast<volatile uint64_t*>(ref_host_);
-    ref_ns_ = timer - static_cast<uint64_t>(std::llround(static_cast<double>(span_ms) * 1e6 / 2));
-  }
-
-  void release() noexcept {
-    // Note [Teardown during a capture]
-    RelaxedCaptureModeGuard relaxed(RelaxedCaptureModeGuard::Teardown{});
-    for (auto& slot : events_)
-      for (cudaEvent_t e : slot)
-        ACCGRAPH_CUDA_LOG(cudaEventDestroy(e), "external_events markers: destroying events");
-    events_.clear();
-    for (cudaEvent_t e : end_)
-      if (e != nullptr)
-        ACCGRAPH_CUDA_LOG(cudaEventDestroy(e), "external_events markers: destroying events");
-    end_.clear();
-    if (ref_before_ != nullptr)
-      ACCGRAPH_CUDA_LOG(cudaEventDestroy(ref_before_), "external_events markers");
-    if (ref_after_ != nullptr)
-      ACCGRAPH_CUDA_LOG(cudaEventDestroy(ref_after_), "external_events markers");
-    if (ref_host_ != nullptr) ACCGRAPH_CUDA_LOG(cudaFreeHost(ref_host_), "external_events markers");
-    ref_before_ = ref_after_ = nullptr;
-    ref_host_ = nullptr;
-  }
-
-  int device_;
-  size_t ring_;
-  uint64_t resolution_ns_;
-  std::vector<std::vector<cudaEvent_t>> events_;  // [slot][marker]
-  std::vector<cudaEvent_t> end_;                  // [slot]
-  size_t count_ = 0;                              // events per slot
-  size_t recording_slot_ = 0;
-  bool capturing_ = false;
-  uint64_t launched_ = 0;
-  std::unordered_map<const CudaGraph*, Binding> bindings_;
-  cudaEvent_t ref_before_ = nullptr;
-  cudaEvent_t ref_after_ = nullptr;
-  uint64_t* ref_host_ = nullptr;
-  uint64_t ref_ns_ = 0;
+  // The captured sequence's markers, in record order (Note [Exact marker placement]).
+  std::vector<CapturedMarker> placed_;
 };
 
 }  // namespace
@@ -823,11 +405,6 @@ std::unique_ptr<TimestampMarkers> make_device_timestamp_markers(int device, size
                                                                 DeviceMarkerModes modes,
                                                                 const MarkerOptions& sizing) {
   return std::make_unique<DeviceTimestampMarkers>(device, ring_depth, resolution_ns, modes, sizing);
-}
-
-std::unique_ptr<TimestampMarkers> make_external_event_markers(int device, size_t ring_depth,
-                                                              uint64_t resolution_ns) {
-  return std::make_unique<ExternalEventMarkers>(device, ring_depth, resolution_ns);
 }
 
 }  // namespace accgraph::detail::cuda

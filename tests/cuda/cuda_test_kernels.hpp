@@ -10,6 +10,12 @@ namespace accgraph_test {
 
 /// Spins `ns` nanoseconds; writes its own %globaltimer start and end to out[0], out[1].
 cudaError_t launch_timed_spin(cudaStream_t stream, uint64_t ns, uint64_t* out);
+/// A kernel written for programmatic dependent launch: spins `prologue_ns`, waits for the
+/// kernel before it (griddepcontrol.wait), spins `main_ns` and triggers its dependents three
+/// quarters into that; `blocks` blocks of 32 threads. programmatic: launched with programmatic
+/// stream serialization (PDL). out[0..2]: block 0's start, the end of its wait, its end.
+cudaError_t launch_pdl_spin(cudaStream_t stream, uint64_t prologue_ns, uint64_t main_ns,
+                            unsigned blocks, bool programmatic, uint64_t* out);
 /// An empty 1-thread kernel (the cheapest graph node).
 cudaError_t launch_empty(cudaStream_t stream);
 /// *value += 1 (one thread).

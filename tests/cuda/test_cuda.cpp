@@ -1329,11 +1329,15 @@ TEST_CASE("cuda: capture_tail names the capture's tail and changes with every en
   }
 }
 
-/// Whether captured markers are side branches here (ACCGRAPH_CUDA_DETACHED_MARKERS=1, as the
-/// backend reads it: Note [Detached markers]).
-bool detached_markers() {
-  const char* value = std::getenv("ACCGRAPH_CUDA_DETACHED_MARKERS");
-  return value != nullptr && std::string(value) == "1";
+/// Whether captured markers are placed exactly here (Note [Exact marker placement] in
+/// backends/cuda/capture_helpers.cpp): the default on sm_90 and newer, unless
+/// ACCGRAPH_CUDA_MARKER_PLACEMENT=chained, as the backend reads it.
+bool exact_placement() {
+  const char* value = std::getenv("ACCGRAPH_CUDA_MARKER_PLACEMENT");
+  if (value != nullptr && std::string(value) == "chained") return false;
+  int major = 0;
+  require_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  return major >= 9;
 }
 
 /// The node `stream`'s next captured operation would depend on, when that is one node.
@@ -1347,25 +1351,75 @@ cudaGraphNode_t capture_tail_node(cudaStream_t stream) {
   return nodes[0];
 }
 
-std::vector<cudaGraphNode_t> dependencies_of(cudaGraphNode_t node) {
+/// How one edge into a node is typed.
+enum class EdgeKind { Full, Programmatic, LaunchCompletion, Other };
+
+struct InEdge {
+  cudaGraphNode_t from;
+  EdgeKind kind;
+  bool operator==(const InEdge& o) const { return from == o.from && kind == o.kind; }
+};
+
+std::ostream& operator<<(std::ostream& os, const InEdge& e) {
+  const char* kinds[] = {"full", "programmatic", "launch-completion", "other"};
+  return os << static_cast<const void*>(e.from) << ":" << kinds[static_cast<int>(e.kind)];
+}
+
+/// The edges into `node`, sorted by source, with their kind.
+std::vector<InEdge> edges_into(cudaGraphNode_t node) {
   size_t count = 0;
   require_cuda(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &count));
   std::vector<cudaGraphNode_t> deps(count);
-  std::vector<cudaGraphEdgeData> edges(count);
-  if (count > 0)
-    require_cuda(cudaGraphNodeGetDependencies(node, deps.data(), edges.data(), &count));
-  return deps;
+  std::vector<cudaGraphEdgeData> data(count);
+  if (count > 0) require_cuda(cudaGraphNodeGetDependencies(node, deps.data(), data.data(), &count));
+  std::vector<InEdge> edges;
+  for (size_t i = 0; i < count; ++i) {
+    EdgeKind kind = EdgeKind::Other;
+    if (data[i].type == cudaGraphDependencyTypeDefault && data[i].from_port == 0)
+      kind = EdgeKind::Full;
+    else if (data[i].type == cudaGraphDependencyTypeProgrammatic &&
+             data[i].from_port == cudaGraphKernelNodePortProgrammatic)
+      kind = EdgeKind::Programmatic;
+    else if (data[i].type == cudaGraphDependencyTypeProgrammatic &&
+             data[i].from_port == cudaGraphKernelNodePortLaunchCompletion)
+      kind = EdgeKind::LaunchCompletion;
+    edges.push_back(InEdge{deps[i], kind});
+  }
+  std::sort(edges.begin(), edges.end(),
+            [](const InEdge& a, const InEdge& b) { return a.from < b.from; });
+  return edges;
 }
 
-// Note [Detached markers]: with them, a captured marker is a side branch: the user's kernels
-// depend on each other only (no marker between them on the critical path); without, each
-// marker is a link of the chain. Either way the boundaries share markers and a region around a
-// spin measures the spin's own %globaltimer span.
-TEST_CASE("cuda: captured markers are side branches off the user's chain of kernels, or links") {
+std::vector<InEdge> sorted(std::vector<InEdge> edges) {
+  std::sort(edges.begin(), edges.end(),
+            [](const InEdge& a, const InEdge& b) { return a.from < b.from; });
+  return edges;
+}
+
+/// The only node that depends on `node` (REQUIREd to be one).
+cudaGraphNode_t only_dependent(cudaGraphNode_t node) {
+  size_t count = 0;
+  require_cuda(cudaGraphNodeGetDependentNodes(node, nullptr, nullptr, &count));
+  REQUIRE(count == 1);
+  cudaGraphNode_t out = nullptr;
+  std::vector<cudaGraphEdgeData> data(1);
+  require_cuda(cudaGraphNodeGetDependentNodes(node, &out, data.data(), &count));
+  return out;
+}
+
+// Note [Exact marker placement]: each captured marker hangs off the kernel before it by a
+// launch-completion edge and gates the next kernel only by another (the user's own edges come
+// back), markers follow each other by ordinary edges, and the tail joins the last one; chained
+// (ACCGRAPH_CUDA_MARKER_PLACEMENT=chained, or before sm_90) each marker is a link of the chain.
+// Either way the boundaries share markers, every boundary is exact (a region's markers read no
+// later than its work's own start and no earlier than its end, on the work's own %globaltimer),
+// and a region around a spin measures the spin's own span.
+TEST_CASE("cuda: captured markers hang off the work before them and are exact") {
   cudaStream_t raw = nullptr;
   require_cuda(cudaStreamCreateWithFlags(&raw, cudaStreamNonBlocking));
   uint64_t* truth = nullptr;
   require_cuda(cudaMallocHost(&truth, 2 * sizeof(uint64_t)));
+  const bool exact = exact_placement();
   {
     Stream s = Stream::wrap("cuda", 0, raw);
     timing::Profiler prof;
@@ -1377,33 +1431,39 @@ TEST_CASE("cuda: captured markers are side branches off the user's chain of kern
     foreign.capture_begin(s);
     require_cuda(accgraph_test::launch_empty(raw));
     const cudaGraphNode_t first = capture_tail_node(raw);
-    cudaGraphNode_t spin = nullptr;
-    cudaGraphNode_t last = nullptr;
+    cudaGraphNode_t begin_marker = nullptr, spin = nullptr, spin_end = nullptr, last = nullptr;
+    cudaGraphNode_t outer_end = nullptr;
     {
       auto outer = prof.region(s, "outer");
       {
         auto inner = prof.region(s, "spin");  // shares outer's begin marker
+        begin_marker = capture_tail_node(raw);
         require_cuda(accgraph_test::launch_timed_spin(raw, 20'000, truth));
         spin = capture_tail_node(raw);
       }
+      spin_end = capture_tail_node(raw);
       require_cuda(accgraph_test::launch_empty(raw));
-      last = capture_tail_node(raw);  // before outer's end marker (the tail, when chained)
+      last = capture_tail_node(raw);
     }
+    outer_end = capture_tail_node(raw);
     foreign.capture_end();
     require_cuda(cudaStreamEndCapture(raw, &graph));
-    const std::vector<cudaGraphNode_t> before_spin = dependencies_of(spin);
-    const std::vector<cudaGraphNode_t> before_last = dependencies_of(last);
-    REQUIRE(before_spin.size() == 1);
-    REQUIRE(before_last.size() == 1);
-    if (detached_markers()) {
-      CHECK(before_spin[0] == first);
-      CHECK(before_last[0] == spin);
-    } else {  // a marker between: the shared begin marker, the spin's end marker
-      CHECK(before_spin[0] != first);
-      CHECK(dependencies_of(before_spin[0]) == std::vector<cudaGraphNode_t>{first});
-      CHECK(before_last[0] != spin);
-      CHECK(dependencies_of(before_last[0]) == std::vector<cudaGraphNode_t>{spin});
+    using K = EdgeKind;
+    if (exact) {
+      CHECK(edges_into(begin_marker) == sorted({{first, K::LaunchCompletion}}));
+      CHECK(edges_into(spin) == sorted({{first, K::Full}, {begin_marker, K::LaunchCompletion}}));
+      CHECK(edges_into(spin_end) == sorted({{spin, K::LaunchCompletion}, {begin_marker, K::Full}}));
+      CHECK(edges_into(last) == sorted({{spin, K::Full}, {spin_end, K::LaunchCompletion}}));
+      CHECK(edges_into(outer_end) == sorted({{last, K::LaunchCompletion}, {spin_end, K::Full}}));
+    } else {  // links of the chain
+      CHECK(edges_into(spin).size() == 1);
+      CHECK(edges_into(spin)[0].from == begin_marker);
+      CHECK(edges_into(begin_marker)[0].from == first);
+      CHECK(edges_into(last)[0].from == spin_end);
+      CHECK(edges_into(spin_end)[0].from == spin);
     }
+    const cudaGraphNode_t tail = only_dependent(outer_end);  // the sequence's tail joins it
+    CHECK(edges_into(tail) == sorted({{outer_end, K::Full}}));
     size_t nodes = 0;
     require_cuda(cudaGraphGetNodes(graph, nullptr, &nodes));
     CHECK(nodes == 3 + 3 + 1);  // the user's 3 kernels, 3 markers, the sequence's tail
@@ -1419,12 +1479,15 @@ TEST_CASE("cuda: captured markers are side branches off the user's chain of kern
       const timing::RegionTiming& inner = last_report.region(1);
       CHECK(outer.raw_start_ns() == inner.raw_start_ns());  // one shared marker
       CHECK(inner.end_ns() <= outer.end_ns());
+      // Exact: the markers read on the spin's own clock before it began and after it ended.
+      CHECK(inner.raw_start_ns() <= truth[0]);
+      CHECK(inner.raw_end_ns() >= truth[1]);
       errors.push_back(static_cast<double>(inner.duration_ns()) -
                        static_cast<double>(truth[1] - truth[0]));
     }
     std::sort(errors.begin(), errors.end());
     const double median = errors[errors.size() / 2];
-    MESSAGE((detached_markers() ? "detached" : "chained")
+    MESSAGE((exact ? "exact" : "chained")
             << " markers around a 20 us spin: median error " << median << " ns (min "
             << errors.front() << ", max " << errors.back() << ")");
     if (timing_bounds_checked()) CHECK(std::abs(median) <= 3000.0);
@@ -1432,6 +1495,116 @@ TEST_CASE("cuda: captured markers are side branches off the user's chain of kern
     require_cuda(cudaGraphDestroy(graph));
   }
   cudaFreeHost(truth);
+  require_cuda(cudaStreamDestroy(raw));
+}
+
+namespace {
+
+/// A graph of `kernels` PDL kernels (the first launched plainly) captured on `raw`, each in a
+/// region of its own when `prof` is given; out[3 i .. 3 i + 2] are kernel i's times.
+struct PdlGraph {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  std::vector<cudaGraphNode_t> kernels;
+  ~PdlGraph() {
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+  }
+};
+
+void capture_pdl_chain(PdlGraph& g, cudaStream_t raw, Stream& s, ForeignGraph* foreign,
+                       timing::Profiler* prof, int kernels, uint64_t* out) {
+  require_cuda(cudaStreamBeginCapture(raw, cudaStreamCaptureModeGlobal));
+  if (foreign != nullptr) foreign->capture_begin(s);
+  for (int i = 0; i < kernels; ++i) {
+    std::optional<timing::Profiler::Region> region;
+    if (prof != nullptr) region.emplace(prof->region(s, fmt::format("k{}", i)));
+    require_cuda(accgraph_test::launch_pdl_spin(raw, 1000, 4000, 8, i > 0, out + 3 * i));
+    g.kernels.push_back(capture_tail_node(raw));
+  }
+  if (foreign != nullptr) foreign->capture_end();
+  require_cuda(cudaStreamEndCapture(raw, &g.graph));
+  require_cuda(cudaGraphInstantiate(&g.exec, g.graph, 0));
+}
+
+}  // namespace
+
+// Note [Exact marker placement], PDL: a boundary between two kernels joined by a programmatic
+// edge keeps that edge and adds none into the second kernel, so the overlap (its prologue
+// running while the first kernel finishes) stays, and the replay takes the device time of the
+// untimed graph (the placement probe: chained 1.39x, any edge into the kernel 1.27-1.60x). The
+// boundary is the first kernel's end: its marker reads after that kernel ended.
+TEST_CASE("cuda: a region boundary between PDL kernels keeps their overlap") {
+  if (!exact_placement()) {
+    MESSAGE("skipped: exact placement is off here (sm_90+ and the default placement needed)");
+    return;
+  }
+  constexpr int kKernels = 8;
+  constexpr int kReplays = 60;
+  cudaStream_t raw = nullptr;
+  require_cuda(cudaStreamCreateWithFlags(&raw, cudaStreamNonBlocking));
+  uint64_t* out = nullptr;  // untimed graph's times, then the timed one's
+  require_cuda(cudaMallocHost(&out, 2 * 3 * kKernels * sizeof(uint64_t)));
+  cudaEvent_t before = nullptr, after = nullptr;
+  require_cuda(cudaEventCreate(&before));
+  require_cuda(cudaEventCreate(&after));
+  {
+    Stream s = Stream::wrap("cuda", 0, raw);
+    timing::Profiler prof;
+    ForeignGraph foreign("cuda");
+    prof.attach(foreign);
+    PdlGraph untimed, timed;
+    capture_pdl_chain(untimed, raw, s, nullptr, nullptr, kKernels, out);
+    capture_pdl_chain(timed, raw, s, &foreign, &prof, kKernels, out + 3 * kKernels);
+    for (int i = 1; i < kKernels; ++i) {  // the user's programmatic edge, nothing else
+      CAPTURE(i);
+      CHECK(edges_into(timed.kernels[i]) ==
+            std::vector<InEdge>{{timed.kernels[i - 1], EdgeKind::Programmatic}});
+    }
+    auto device_ms = [&](PdlGraph& g, bool timed_graph) {
+      require_cuda(cudaEventRecord(before, raw));
+      if (timed_graph)
+        foreign.launch(s, [&] { require_cuda(cudaGraphLaunch(g.exec, raw)); });
+      else
+        require_cuda(cudaGraphLaunch(g.exec, raw));
+      require_cuda(cudaEventRecord(after, raw));
+      require_cuda(cudaEventSynchronize(after));
+      float ms = 0;
+      require_cuda(cudaEventElapsedTime(&ms, before, after));
+      return static_cast<double>(ms);
+    };
+    std::vector<double> untimed_ms, timed_ms;
+    int overlapped_untimed = 0, overlapped_timed = 0;
+    for (int r = 0; r < kReplays; ++r) {  // alternated, so drift hits both alike
+      untimed_ms.push_back(device_ms(untimed, false));
+      for (int i = 1; i < kKernels; ++i) overlapped_untimed += out[3 * i] < out[3 * (i - 1) + 2];
+      timed_ms.push_back(device_ms(timed, true));
+      const uint64_t* t = out + 3 * kKernels;
+      for (int i = 1; i < kKernels; ++i) overlapped_timed += t[3 * i] < t[3 * (i - 1) + 2];
+      prof.flush();
+      const timing::ReplayReport report = prof.reports().back();
+      REQUIRE(report.size() == static_cast<size_t>(kKernels));
+      for (int i = 0; i < kKernels; ++i) {  // the boundary is the kernel's end
+        CAPTURE(i);
+        CHECK(report.region(static_cast<size_t>(i)).raw_end_ns() >= t[3 * i + 2]);
+        CHECK(report.region(static_cast<size_t>(i)).raw_start_ns() <= t[3 * i + 1]);
+      }
+    }
+    std::sort(untimed_ms.begin(), untimed_ms.end());
+    std::sort(timed_ms.begin(), timed_ms.end());
+    const double ratio = timed_ms[kReplays / 2] / untimed_ms[kReplays / 2];
+    MESSAGE("PDL chain of " << kKernels << " kernels, a region each: timed/untimed device time "
+                            << ratio << " (medians " << timed_ms[kReplays / 2] * 1000 << " / "
+                            << untimed_ms[kReplays / 2] * 1000 << " us); overlapped boundaries "
+                            << overlapped_timed << " timed, " << overlapped_untimed
+                            << " untimed, of " << kReplays * (kKernels - 1));
+    CHECK(overlapped_untimed > 0);  // the baseline overlaps, or the test proves nothing
+    CHECK(overlapped_timed * 10 >= overlapped_untimed * 9);
+    if (timing_bounds_checked()) CHECK(ratio <= 1.10);
+  }
+  cudaEventDestroy(before);
+  cudaEventDestroy(after);
+  cudaFreeHost(out);
   require_cuda(cudaStreamDestroy(raw));
 }
 
@@ -1463,15 +1636,9 @@ TEST_CASE("cuda: device_timestamps sequences longer than one staging chunk keep 
     for (uint32_t i = 1; i < count; ++i) {
       CAPTURE(i);
       REQUIRE(t[i] >= t[i - 1]);  // one stream: in order, and every stamp was written
-      // Chained markers: the delay lies between markers 100k - 1 and 100k. Detached ones (Note
-      // [Detached markers]): the delays follow marker 0 (the capture's first operation, in the
-      // chain) one after the other, and marker 100k waits for the k-th.
-      if (delays && i % 100 == 0) {
-        if (detached_markers())
-          CHECK(t[i] - t[0] >= (i / 100) * 2000);
-        else
-          CHECK(t[i] - t[i - 1] >= 2000);
-      }
+      // The delay lies between markers 100k - 1 and 100k, chained or placed exactly (Note
+      // [Exact marker placement]: each boundary is exact).
+      if (delays && i % 100 == 0) CHECK(t[i] - t[i - 1] >= 2000);
     }
     previous_end = t[count - 1];
   };

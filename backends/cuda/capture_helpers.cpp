@@ -1,0 +1,305 @@
+// What both marker strategies share: capture queries, a private stream, and where a captured
+// device-timestamp marker sits in the graph (Note [Exact marker placement]).
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cuda_backend.hpp"
+#include "cuda_check.hpp"
+
+namespace accgraph::detail::cuda {
+
+void throw_too_many_markers(uint32_t marker) {
+  throw Error(ErrorCode::InvalidArgument,
+              fmt::format("record: marker {} is beyond the {} markers a cuda sequence can hold: "
+                          "time fewer regions per graph",
+                          marker, kMarkerCapacity),
+              kBackendName);
+}
+
+bool stream_is_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  ACCGRAPH_CUDA_CHECK(cudaStreamIsCapturing(stream, &status), "markers: reading the capture state");
+  return status == cudaStreamCaptureStatusActive;
+}
+
+PrivateStream::PrivateStream() {
+  ACCGRAPH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                      "markers: creating a private stream");
+}
+
+PrivateStream::PrivateStream(cudaError_t* err) {
+  *err = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+  if (*err != cudaSuccess) stream_ = nullptr;
+}
+
+PrivateStream::~PrivateStream() {
+  if (stream_ == nullptr) return;
+  // Note [Teardown during a capture]
+  RelaxedCaptureModeGuard relaxed(RelaxedCaptureModeGuard::Teardown{});
+  ACCGRAPH_CUDA_LOG(cudaStreamDestroy(stream_), "markers: destroying a private stream");
+}
+
+CaptureState capture_state(cudaStream_t stream, const char* what) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CaptureState state;
+  const cudaGraphNode_t* nodes = nullptr;
+  // Asked for although unused: without it, non-default edge data on a dependency (a
+  // programmatic edge) makes the query fail with cudaErrorLossyQuery.
+  const cudaGraphEdgeData* edges = nullptr;
+  size_t count = 0;
+  ACCGRAPH_CUDA_CHECK(
+      cudaStreamGetCaptureInfo(stream, &status, nullptr, &state.graph, &nodes, &edges, &count),
+      what);
+  state.active = status == cudaStreamCaptureStatusActive;
+  if (state.active && nodes != nullptr) state.dependencies.assign(nodes, nodes + count);
+  return state;
+}
+
+cudaGraphNode_t last_captured_node(cudaStream_t stream) {
+  const CaptureState state = capture_state(stream, "record: reading the marker node just captured");
+  if (!state.active || state.dependencies.size() != 1)
+    throw Error(ErrorCode::BackendError,
+                fmt::format("record: after a marker launch the capturing stream depends on {} "
+                            "nodes, not on the marker alone: report this as a bug",
+                            state.dependencies.size()),
+                kBackendName);
+  return state.dependencies[0];
+}
+
+// Note [Exact marker placement]: where a captured device-timestamp marker sits in the graph.
+// During the capture each marker is a link of its stream's chain (K -> M -> N, the edges CUDA
+// makes), so the capture tail, boundary sharing and fork/join work as for any kernel. When the
+// sequence ends (end_sequence, before the capture does: accgraph's capture_end, a foreign
+// graph's, PyTorch's through accgraph.torch), the graph being captured is reachable
+// (cudaStreamGetCaptureInfo; CUDA permits everything on it but destroying it and removing
+// nodes), every node after each marker is known, and each marker is moved off the critical path:
+// - The user's edges come back: M's predecessors K get M's edges to its successors N, with the
+//   edge data CUDA gave M -> N where K is a kernel (N launched with programmatic stream
+//   serialization, PDL, gets back its programmatic edge from K), an ordinary edge otherwise
+//   (as CUDA would have captured N after a copy or a fill). Predecessors are resolved through
+//   markers, so two markers in a row restore K -> N too.
+// - M -> N becomes a launch-completion edge (cudaGraphKernelNodePortLaunchCompletion) where N is
+//   a kernel: N waits for K in full, as before, and for M only to have *started*. An ordinary
+//   edge where N is not a kernel (ports exist only on kernel nodes): that boundary keeps the
+//   chained cost.
+// - K -> M becomes a launch-completion edge where K is a kernel with no programmatic edge of its
+//   own: M is launched once K's blocks have all started, waits on the device in
+//   griddepcontrol.wait (the marker kernel placed this way always executes it), which returns
+//   when K has completed and its memory is visible, then reads %globaltimer. So M reads after K
+//   ended and, being resident already, before N (which must still be launched) starts: the
+//   boundary is exact and costs about nothing. Measured by the placement probe on an H200
+//   (shared/reviews/marker-placement-2026-11-28.md): 20-27 ns per boundary against 631 ns
+//   chained, M read 288-480 ns after K ended and 224-256 ns before N started, at every boundary
+//   of every run.
+// - PDL (an edge K -prog-> N of the user's): any edge into N, or a second programmatic edge out
+//   of K, turns the overlap into a full dependency (1.27-1.60x on the probe). Then M hangs off
+//   K by an ordinary edge and has no edge to N: the overlap stays, and the boundary is K's end
+//   (M reads after K completed; N's prologue, before its griddepcontrol.wait, may have begun
+//   while K ran: that overlap is the user's, and it is counted in the region that ends at the
+//   boundary). README "Marker placement" states it.
+// - Markers stay in order: each marker gets an ordinary edge from the previous marker of its
+//   stream (off the critical path: that marker completed right after its own K), and the
+//   sequence's tail kernel joins the last marker of every stream (end_sequence), so every stamp
+//   is written before the tail copies them.
+// - A node this cannot move (an edge CUDA refuses) keeps its chained edge: correct, only slower.
+namespace {
+
+struct Edge {
+  cudaGraphNode_t node;
+  cudaGraphEdgeData data;
+};
+
+bool is_default(const cudaGraphEdgeData& data) {
+  return data.from_port == 0 && data.to_port == 0 && data.type == cudaGraphDependencyTypeDefault;
+}
+
+bool is_programmatic(const cudaGraphEdgeData& data) {
+  return data.type == cudaGraphDependencyTypeProgrammatic;
+}
+
+cudaGraphEdgeData launch_completion_edge() {
+  cudaGraphEdgeData data{};
+  data.from_port = cudaGraphKernelNodePortLaunchCompletion;
+  data.type = cudaGraphDependencyTypeProgrammatic;
+  return data;
+}
+
+std::vector<Edge> in_edges(cudaGraphNode_t node) {
+  size_t count = 0;
+  ACCGRAPH_CUDA_CHECK(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &count),
+                      "end_sequence: counting a marker's dependencies");
+  std::vector<cudaGraphNode_t> nodes(count);
+  std::vector<cudaGraphEdgeData> data(count);
+  ACCGRAPH_CUDA_CHECK(cudaGraphNodeGetDependencies(node, nodes.data(), data.data(), &count),
+                      "end_sequence: reading a marker's dependencies");
+  std::vector<Edge> edges;
+  edges.reserve(count);
+  for (size_t i = 0; i < count; ++i) edges.push_back(Edge{nodes[i], data[i]});
+  return edges;
+}
+
+std::vector<Edge> out_edges(cudaGraphNode_t node) {
+  size_t count = 0;
+  ACCGRAPH_CUDA_CHECK(cudaGraphNodeGetDependentNodes(node, nullptr, nullptr, &count),
+                      "end_sequence: counting a node's dependents");
+  std::vector<cudaGraphNode_t> nodes(count);
+  std::vector<cudaGraphEdgeData> data(count);
+  ACCGRAPH_CUDA_CHECK(cudaGraphNodeGetDependentNodes(node, nodes.data(), data.data(), &count),
+                      "end_sequence: reading a node's dependents");
+  std::vector<Edge> edges;
+  edges.reserve(count);
+  for (size_t i = 0; i < count; ++i) edges.push_back(Edge{nodes[i], data[i]});
+  return edges;
+}
+
+bool has_edge(cudaGraphNode_t from, cudaGraphNode_t to) {
+  for (const Edge& e : in_edges(to))
+    if (e.node == from) return true;
+  return false;
+}
+
+class Placement {
+ public:
+  Placement(cudaGraph_t graph, const std::vector<CapturedMarker>& markers)
+      : graph_(graph), markers_(markers) {
+    for (const CapturedMarker& m : markers) marker_nodes_.insert(m.node);
+  }
+
+  std::vector<cudaGraphNode_t> run() {
+    for (const CapturedMarker& m : markers_) restore_user_edges(m.node);
+    for (const CapturedMarker& m : markers_) hang_off_predecessors(m.node);
+    return order_markers();
+  }
+
+ private:
+  bool is_marker(cudaGraphNode_t node) const { return marker_nodes_.count(node) != 0; }
+
+  bool is_kernel(cudaGraphNode_t node) {
+    auto known = kernel_.find(node);
+    if (known != kernel_.end()) return known->second;
+    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+    ACCGRAPH_CUDA_CHECK(cudaGraphNodeGetType(node, &type), "end_sequence: reading a node's type");
+    return kernel_[node] = type == cudaGraphNodeTypeKernel;
+  }
+
+  void remove(cudaGraphNode_t from, cudaGraphNode_t to, const cudaGraphEdgeData& data) {
+    ACCGRAPH_CUDA_CHECK(cudaGraphRemoveDependencies(graph_, &from, &to, &data, 1),
+                        "end_sequence: moving a marker's edge");
+  }
+  void add(cudaGraphNode_t from, cudaGraphNode_t to, const cudaGraphEdgeData& data) {
+    ACCGRAPH_CUDA_CHECK(cudaGraphAddDependencies(graph_, &from, &to, &data, 1),
+                        "end_sequence: adding a marker's edge");
+  }
+  // Replaces the ordinary edge from -> to by `data`; keeps the ordinary edge where CUDA refuses
+  // the new one (Note [Exact marker placement]: correct, only slower).
+  void retype(cudaGraphNode_t from, cudaGraphNode_t to, const cudaGraphEdgeData& data) {
+    const cudaGraphEdgeData ordinary{};
+    remove(from, to, ordinary);
+    if (cudaGraphAddDependencies(graph_, &from, &to, &data, 1) == cudaSuccess) return;
+    (void)cudaGetLastError();
+    add(from, to, ordinary);
+  }
+
+  // The user's nodes M's timestamp follows: its predecessors, through markers.
+  const std::vector<Edge>& user_predecessors(cudaGraphNode_t marker) {
+    auto known = user_preds_.find(marker);
+    if (known != user_preds_.end()) return known->second;
+    std::vector<Edge> preds;
+    for (const Edge& e : in_edges(marker)) {
+      if (!is_marker(e.node)) {
+        preds.push_back(e);
+        continue;
+      }
+      for (const Edge& p : user_predecessors(e.node))
+        if (std::none_of(preds.begin(), preds.end(),
+                         [&](const Edge& q) { return q.node == p.node; }))
+          preds.push_back(p);
+    }
+    return user_preds_[marker] = std::move(preds);
+  }
+
+  // M -> N becomes K -> N (the user's edge) plus M -lc-> N, or nothing from M under PDL.
+  void restore_user_edges(cudaGraphNode_t marker) {
+    const std::vector<Edge> preds = user_predecessors(marker);
+    for (const Edge& succ : out_edges(marker)) {
+      if (is_marker(succ.node)) continue;  // the markers' own order stays
+      remove(marker, succ.node, succ.data);
+      bool overlapped = false;  // a programmatic edge of the user's now reaches N
+      for (const Edge& pred : preds) {
+        cudaGraphEdgeData data{};
+        if (is_programmatic(succ.data) && is_kernel(pred.node)) {
+          data = succ.data;
+          overlapped = true;
+          programmatic_sources_.insert(pred.node);
+        }
+        if (!has_edge(pred.node, succ.node)) add(pred.node, succ.node, data);
+      }
+      for (const Edge& in : in_edges(succ.node))
+        if (in.node != marker && is_programmatic(in.data)) overlapped = true;
+      if (overlapped) continue;  // PDL: no edge into N, the overlap stays
+      const cudaGraphEdgeData ordinary{};
+      if (is_kernel(succ.node)) {
+        const cudaGraphEdgeData lc = launch_completion_edge();
+        if (cudaGraphAddDependencies(graph_, &marker, &succ.node, &lc, 1) == cudaSuccess) continue;
+        (void)cudaGetLastError();
+      }
+      add(marker, succ.node, ordinary);
+    }
+  }
+
+  // K -> M becomes K -lc-> M where K is a kernel without a programmatic edge of its own.
+  void hang_off_predecessors(cudaGraphNode_t marker) {
+    for (const Edge& pred : in_edges(marker)) {
+      if (is_marker(pred.node) || !is_default(pred.data) || !is_kernel(pred.node)) continue;
+      if (has_programmatic_out_edge(pred.node)) continue;
+      retype(pred.node, marker, launch_completion_edge());
+    }
+  }
+
+  bool has_programmatic_out_edge(cudaGraphNode_t node) {
+    if (programmatic_sources_.count(node) != 0) return true;
+    for (const Edge& e : out_edges(node))
+      if (!is_marker(e.node) && is_programmatic(e.data)) return true;
+    return false;
+  }
+
+  // Each marker after the previous one of its stream; returns the last of every stream.
+  std::vector<cudaGraphNode_t> order_markers() {
+    std::vector<std::pair<cudaStream_t, cudaGraphNode_t>> last;
+    for (const CapturedMarker& m : markers_) {
+      auto own = std::find_if(last.begin(), last.end(),
+                              [&](const auto& l) { return l.first == m.stream; });
+      if (own == last.end()) {
+        last.emplace_back(m.stream, m.node);
+        continue;
+      }
+      if (!has_edge(own->second, m.node)) add(own->second, m.node, cudaGraphEdgeData{});
+      own->second = m.node;
+    }
+    std::vector<cudaGraphNode_t> nodes;
+    nodes.reserve(last.size());
+    for (const auto& l : last) nodes.push_back(l.second);
+    return nodes;
+  }
+
+  cudaGraph_t graph_;
+  const std::vector<CapturedMarker>& markers_;
+  std::unordered_set<cudaGraphNode_t> marker_nodes_;
+  std::unordered_map<cudaGraphNode_t, bool> kernel_;
+  std::unordered_map<cudaGraphNode_t, std::vector<Edge>> user_preds_;
+  std::unordered_set<cudaGraphNode_t> programmatic_sources_;
+};
+
+}  // namespace
+
+std::vector<cudaGraphNode_t> place_markers_exactly(cudaGraph_t graph,
+                                                   const std::vector<CapturedMarker>& markers) {
+  return Placement(graph, markers).run();
+}
+
+}  // namespace accgraph::detail::cuda
