@@ -109,10 +109,20 @@ class ChromeTraceWriter {
 
   void write() {
     buffer_ += "{\"traceEvents\":[";
-    for (const TraceProcess& p : layout_.processes)
+    for (const TraceProcess& p : layout_.processes) {
       append_metadata_event("process_name", pid(p), 0, "name", [&] {
         append_json_string(buffer_, detail::process_name(p, *p.named_by));
       });
+      // What the times ran at (issue 35: every trace states its timer step and the marker costs
+      // taken off, Note [Marker transitions] in report.cpp).
+      const ReportSource& source = p.named_by->source();
+      append_metadata_event("process_labels", pid(p), 0, "labels", [&] {
+        append_json_string(buffer_, fmt::format("timer step {} ns, marker transition {} ns, "
+                                                "back to back {} ns",
+                                                source.resolution_ns, source.marker_overhead_ns,
+                                                source.marker_back_to_back_ns));
+      });
+    }
     if (!writer_.flush_if_full()) return;
     int next_tid = 1;
     for (const TraceProcess* p : in_order_first_seen())
@@ -194,6 +204,11 @@ class ChromeTraceWriter {
     if (t.self_measurable()) {
       buffer_ += "\"self_us\":";
       append_json_double(buffer_, static_cast<double>(t.self_ns()) / 1000.0);
+      buffer_ += ',';
+    }
+    if (t.duration_ns() != t.span_ns()) {  // Note [Marker transitions]
+      buffer_ += "\"duration_us\":";
+      append_json_double(buffer_, static_cast<double>(t.duration_ns()) / 1000.0);
       buffer_ += ',';
     }
     if (t.raw_duration_ns() != t.duration_ns()) {  // Note [Marker overhead]

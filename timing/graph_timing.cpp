@@ -161,11 +161,13 @@ void GraphTiming::before_replay(AcceleratorGraph& graph, Stream& stream) {
 void GraphTiming::measure_overhead(ProfilerCore& core) {
   overhead_known_ = true;
   if (!layout_ || layout_->source().marker_overhead_ns != 0) return;
-  const uint64_t overhead = core.marker_overhead(*backend_, backend_name_, device_, true);
-  if (overhead == 0) return;
+  const MarkerCosts costs = core.marker_overhead(*backend_, backend_name_, device_, true);
+  if (costs.transition_ns == 0 && costs.back_to_back_ns == 0) return;
   ReportSource source = layout_->source();
-  source.marker_overhead_ns = overhead;
-  layout_ = std::make_shared<const ReportLayout>(std::move(source), layout_->regions());
+  source.marker_overhead_ns = costs.transition_ns;
+  source.marker_back_to_back_ns = costs.back_to_back_ns;
+  layout_ = std::make_shared<const ReportLayout>(std::move(source), layout_->regions(),
+                                                 layout_->back_to_back_markers());
 }
 
 // Note [Launch path]: every timed launch pays before_replay and after_replay on the launching

@@ -31,16 +31,24 @@ namespace accgraph::timing {
 // - the smallest (region - kWork) around a delay: what a region adds to the work it encloses,
 //   the transitions between markers and work included (with CUDA's programmatic markers the
 //   marker after a kernel is already resident, so two markers back to back read 0.48 us on the
-//   H100 while a region around a kernel reads ~1.1 us more than the kernel; with detached
-//   markers, which run beside the work, a region adds about nothing, and this measure says so);
+//   H100 while a region around a kernel reads ~1.1 us more than the kernel; with exact
+//   placement, Note [Exact marker placement] in backends/cuda/capture_helpers.cpp, what is left
+//   is the launch gap between two kernels, which the marker sits in);
 // - unless that exceeds kTrustedFactor times the back-to-back interval, or the backend has no
 //   timed delay: a delay lasts *at least* its duration (the rule), and one that overshoots by
 //   much (a sleeping host thread) cannot tell the markers' cost from its own; then the smallest
-//   back-to-back interval, the cost of the markers alone.
-// Every report of that device carries it (ReportSource::marker_overhead_ns) and a region longer
-// than it loses it: half after its start marker's time and half before its end marker's
+//   back-to-back interval, the cost of the markers alone;
+// - and the smallest back-to-back interval itself: what a transition between two markers with
+//   nothing enqueued between them costs (an empty region's two markers), kept apart because it
+//   is not the same cost (with exact placement, Note [Exact marker placement], such a pair is
+//   two markers in a row, with no launch gap of work between them).
+// Every report of that device carries it (ReportSource::marker_overhead_ns). It is the cost of one
+// marker transition, and a region loses it once for every transition it spans (Note [Marker
+// transitions] in report.cpp): a region around work with no region inside it loses it from its
+// edges, half after its start marker's time and half before its end marker's
 // (RegionTiming::start_ns/end_ns), so the edges move toward the work and regions that share a
-// marker stay in order; the raw marker times stay in the report (raw_*_ns, marker_times()).
+// marker stay in order; a parent also loses the transitions between its children, so parent =
+// sum(children) + self. The raw marker times stay in the report (raw_*_ns, marker_times()).
 // A region no longer than the overhead is reported as measured, so nothing is ever negative.
 // Why the smallest and not the median: a region around work W reads W plus what this
 // calibration's regions read above their delay, so with the smallest a reported duration falls
@@ -63,7 +71,7 @@ using Key = std::tuple<std::string, int, std::string>;
 
 struct Cache {
   std::mutex mutex;
-  std::map<Key, uint64_t> measured;
+  std::map<Key, MarkerCosts> measured;
 };
 
 Cache& cache() {
@@ -111,7 +119,7 @@ Smallest replay_and_read(GraphImplInterface& graph, StreamImpl& stream, Timestam
   return smallest;
 }
 
-uint64_t measure(Backend& backend, int device, const std::string& strategy) {
+MarkerCosts measure(Backend& backend, int device, const std::string& strategy) {
   MarkerOptions options;
   options.strategy = strategy;
   const bool timed_delay = backend.capabilities(device).timed_delay;
@@ -133,17 +141,18 @@ uint64_t measure(Backend& backend, int device, const std::string& strategy) {
   const Smallest smallest = replay_and_read(*graph, *stream, *markers, timed_delay);
   stream->synchronize();
   graph.reset();
-  if (smallest.back_to_back == UINT64_MAX) return 0;
+  if (smallest.back_to_back == UINT64_MAX) return MarkerCosts{};
+  MarkerCosts costs{smallest.back_to_back, smallest.back_to_back};
   if (smallest.around_work != UINT64_MAX &&
       smallest.around_work <= kTrustedFactor * std::max<uint64_t>(smallest.back_to_back, 1))
-    return smallest.around_work;
-  return smallest.back_to_back;
+    costs.transition_ns = smallest.around_work;
+  return costs;
 }
 
 }  // namespace
 
-std::optional<uint64_t> known_marker_overhead(const std::string& backend_name, int device,
-                                              const std::string& strategy) {
+std::optional<MarkerCosts> known_marker_overhead(const std::string& backend_name, int device,
+                                                 const std::string& strategy) {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
   auto it = c.measured.find(Key{backend_name, device, strategy});
@@ -151,13 +160,13 @@ std::optional<uint64_t> known_marker_overhead(const std::string& backend_name, i
   return it->second;
 }
 
-uint64_t marker_overhead(Backend& backend, const std::string& backend_name, int device,
-                         const std::string& strategy) {
+MarkerCosts marker_overhead(Backend& backend, const std::string& backend_name, int device,
+                            const std::string& strategy) {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);  // one measurement per key, even when raced
   const Key key{backend_name, device, strategy};
   if (auto it = c.measured.find(key); it != c.measured.end()) return it->second;
-  uint64_t overhead = 0;
+  MarkerCosts overhead;
   try {
     overhead = measure(backend, device, strategy);
   } catch (const std::exception& e) {

@@ -53,7 +53,7 @@ void RingLock::lock_slow() noexcept {  // Note [Ring lock]
 std::shared_ptr<MarkerRing> MarkerRing::create(Backend& backend, const std::string& backend_name,
                                                int device, uint64_t graph_id,
                                                const MarkerOptions& options, bool fenced,
-                                               uint64_t marker_overhead_ns) {
+                                               MarkerCosts costs) {
   std::unique_ptr<TimestampMarkers> markers = backend.create_markers(device, options);
   if (!markers)
     throw Error(ErrorCode::BackendError,
@@ -68,7 +68,8 @@ std::shared_ptr<MarkerRing> MarkerRing::create(Backend& backend, const std::stri
     if (info.index == device) source.device_name = info.name;
   source.marker_strategy = markers->strategy();
   source.resolution_ns = markers->resolution_ns();
-  source.marker_overhead_ns = marker_overhead_ns;
+  source.marker_overhead_ns = costs.transition_ns;
+  source.marker_back_to_back_ns = costs.back_to_back_ns;
   auto ring = std::make_shared<MarkerRing>(std::move(markers), std::move(source), graph_id);
   if (fenced) {
     ring->backend_ = &backend;

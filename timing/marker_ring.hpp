@@ -15,6 +15,7 @@
 #include "accgraph/foreign_graph.hpp"
 #include "accgraph/report.hpp"
 #include "accgraph/spi/backend.hpp"
+#include "marker_overhead.hpp"
 
 namespace accgraph::timing {
 
@@ -66,11 +67,11 @@ class MarkerRing {
   /// Creates the backend's markers for `device` (a BackendError when the backend returns none).
   /// `graph_id` is what the reports say (0 for eager region trees).
   /// `fenced`: the graph is a ForeignGraph, whose owner's launches are checked (Note [Launch
-  /// fences]). `marker_overhead_ns` goes into the reports' source (Note [Marker overhead]).
+  /// fences]). `costs` go into the reports' source (Note [Marker overhead]).
   static std::shared_ptr<MarkerRing> create(Backend& backend, const std::string& backend_name,
                                             int device, uint64_t graph_id,
                                             const MarkerOptions& options, bool fenced = false,
-                                            uint64_t marker_overhead_ns = 0);
+                                            MarkerCosts costs = {});
   MarkerRing(std::unique_ptr<TimestampMarkers> markers, ReportSource source, uint64_t graph_id);
   ~MarkerRing();
 

@@ -114,12 +114,13 @@ std::shared_ptr<MarkerRing> ProfilerCore::create_ring(Backend& backend,
 // Note [Marker overhead]: an eager ring is made outside any capture, so it may measure; a
 // graph's is made inside its capture, so it takes what is known, and GraphTiming measures at
 // the graph's first launch.
-uint64_t ProfilerCore::marker_overhead(Backend& backend, const std::string& backend_name,
-                                       int device, bool may_measure) const {
-  if (!options.subtract_marker_overhead) return 0;
+MarkerCosts ProfilerCore::marker_overhead(Backend& backend, const std::string& backend_name,
+                                          int device, bool may_measure) const {
+  if (!options.subtract_marker_overhead) return MarkerCosts{};
   if (may_measure)
     return timing::marker_overhead(backend, backend_name, device, options.marker_strategy);
-  return known_marker_overhead(backend_name, device, options.marker_strategy).value_or(0);
+  return known_marker_overhead(backend_name, device, options.marker_strategy)
+      .value_or(MarkerCosts{});
 }
 
 void ProfilerCore::sequence_done(MarkerRing& ring, Sequence kind) {

@@ -57,10 +57,10 @@ class ProfilerCore : public detail::InstrumentOwner,
   /// collector (retire it when done). `graph_id` 0: an eager ring.
   std::shared_ptr<MarkerRing> create_ring(Backend& backend, const std::string& backend_name,
                                           int device, uint64_t graph_id, bool fenced);
-  /// The marker overhead reports of `device` carry (0 when the options subtract none):
-  /// measured now if `may_measure` (no capture records on this thread) and not known yet.
-  uint64_t marker_overhead(Backend& backend, const std::string& backend_name, int device,
-                           bool may_measure) const;
+  /// The marker costs reports of `device` carry (0 when the options subtract none): measured
+  /// now if `may_measure` (no capture records on this thread) and not known yet.
+  MarkerCosts marker_overhead(Backend& backend, const std::string& backend_name, int device,
+                              bool may_measure) const;
   /// The one place a launched graph replay or a closed eager tree is handed on (Note [Recording
   /// never delivers]): Delivery::Immediate collects it now; an eager ring gets room for its
   /// next tree (a graph's ring makes room before each launch instead).

@@ -78,7 +78,8 @@ std::shared_ptr<const ReportLayout> RegionRecorder::end_capture(
   forget(capture);
   if (!capture->ring) return nullptr;  // no region, no fork: nothing was enqueued for it
   capture->ring->end_sequence(detail::StreamAccess::impl(stream));
-  return std::make_shared<const ReportLayout>(capture->ring->source(), std::move(capture->regions));
+  return std::make_shared<const ReportLayout>(capture->ring->source(), std::move(capture->regions),
+                                              std::move(capture->back_to_back));
 }
 
 void RegionRecorder::abandon_capture(const std::shared_ptr<Recording>& capture) {
@@ -294,11 +295,15 @@ std::shared_ptr<MarkerRing> RegionRecorder::end(Stream& stream,
 
   Recording& recording = *open.recording;
   RegionInfo& info = recording.regions[open.index];
-  // Never its own begin marker: an empty region keeps two (Note [Boundary sharing]).
+  // Never its own begin marker: an empty region keeps two (Note [Boundary sharing]), whose
+  // transition is back to back (Note [Marker transitions] in report.cpp).
   std::optional<uint32_t> shared = shared_marker(entry, recording, stream);
-  info.end_marker = shared && *shared != info.begin_marker
-                        ? *shared
-                        : record_marker(entry, open.recording, stream);
+  if (shared && *shared != info.begin_marker) {
+    info.end_marker = *shared;
+  } else {
+    info.end_marker = record_marker(entry, open.recording, stream);
+    if (shared) recording.back_to_back.push_back(info.end_marker);
+  }
   entry.stack.pop_back();
   --recording.open_regions;
   if (!recording.eager || !entry.stack.empty()) return nullptr;
@@ -307,7 +312,8 @@ std::shared_ptr<MarkerRing> RegionRecorder::end(Stream& stream,
   std::shared_ptr<MarkerRing> ring = recording.ring;
   ring->close_eager_sequence(
       detail::StreamAccess::impl(stream),
-      std::make_shared<const ReportLayout>(ring->source(), std::move(recording.regions)));
+      std::make_shared<const ReportLayout>(ring->source(), std::move(recording.regions),
+                                           std::move(recording.back_to_back)));
   entry.eager_tree.reset();
   entry.last_marker.reset();
   return ring;

@@ -28,6 +28,7 @@ struct Recording {
   // at its first region or first fork), an eager tree's when it starts; null before.
   std::shared_ptr<MarkerRing> ring;
   std::vector<RegionInfo> regions;
+  std::vector<uint32_t> back_to_back;  // markers recorded right after another (ReportLayout)
   uint32_t marker_count = 0;
   int open_regions = 0;
   bool eager = false;

@@ -1,6 +1,7 @@
 // ReportLayout and ReplayReport: a replay's report is a shared, immutable layout plus that
 // replay's marker times; RegionTiming values are made from them on demand.
 #include <algorithm>
+#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -8,11 +9,16 @@
 #include "accgraph/error.hpp"
 #include "accgraph/report.hpp"
 #include "accgraph/spi/backend.hpp"
+#include "marker_transitions.hpp"
 
 namespace accgraph::timing {
 
-ReportLayout::ReportLayout(ReportSource source, std::vector<RegionInfo> regions)
-    : source_(std::move(source)), regions_(std::move(regions)) {
+ReportLayout::ReportLayout(ReportSource source, std::vector<RegionInfo> regions,
+                           std::vector<uint32_t> back_to_back_markers)
+    : source_(std::move(source)),
+      regions_(std::move(regions)),
+      back_to_back_markers_(std::move(back_to_back_markers)) {
+  std::sort(back_to_back_markers_.begin(), back_to_back_markers_.end());
   uint64_t markers = 0;
   for (size_t i = 0; i < regions_.size(); ++i) {
     RegionInfo& r = regions_[i];
@@ -37,6 +43,92 @@ ReportLayout::ReportLayout(ReportSource source, std::vector<RegionInfo> regions)
   for (size_t i = 0; i < regions_.size(); ++i)
     if (regions_[i].parent >= 0)
       children_[next[static_cast<size_t>(regions_[i].parent)]++] = static_cast<uint32_t>(i);
+  count_transitions();
+}
+
+// Note [Marker transitions]
+// A marker costs time on the device that belongs to no region's work: its own execution and the
+// step from the work before it to the work after it (ReportSource::marker_overhead_ns, measured
+// per device: Note [Marker overhead] in marker_overhead.cpp). On one stream the markers, in
+// record order, cut the timeline into transitions: the interval between two consecutive markers
+// holds one marker's cost and whatever work ran between them. A region spans the transitions
+// from its begin marker to its end marker, and its duration is, for each of them, what the
+// interval read beyond the marker's cost, never below 0 (timing/marker_transitions.hpp). So:
+// - a region around work with no region inside it spans one: its markers' distance less the
+//   cost (its edges move in by half the cost each);
+// - an empty region whose begin and end share a marker spans none; one with two markers (Note
+//   [Boundary sharing] keeps two when nothing was enqueued between them) spans one back-to-back
+//   transition, which costs what two markers back to back read (marker_back_to_back_ns) and so
+//   reads about 0;
+// - a parent spans its children's transitions and those between and around them, so with
+//   children one after the other on its stream, parent = sum(children) + self exactly, and a
+//   container with no work of its own has a self time of 0 up to the jitter of its transitions
+//   (with one overhead per region, (children - 1) overheads stayed in every parent's self time:
+//   issue 35, 2-3 us per call in GPT-2's containers).
+// Markers of other streams are not counted: they run beside this stream's work, not in it.
+// Indices stand for record order: the profiler numbers a sequence's markers as it records them
+// (a layout made by hand, whose regions each have markers of their own, counts one per region).
+// An interval that read less than its cost (jitter) adds 0, never a negative amount, so a
+// region no longer than the overhead reads 0 where it used to read its raw distance.
+void ReportLayout::count_transitions() {
+  std::unordered_map<uint64_t, std::vector<uint32_t>> by_stream;  // each stream's markers
+  std::vector<uint64_t> streams;                                  // in first-seen order
+  for (const RegionInfo& r : regions_) {
+    auto [it, fresh] = by_stream.try_emplace(r.stream_id);
+    if (fresh) streams.push_back(r.stream_id);
+    it->second.push_back(r.begin_marker);
+    it->second.push_back(r.end_marker);
+  }
+  std::unordered_map<uint64_t, uint32_t> offset;  // each stream's first position in ordered_
+  for (uint64_t stream : streams) {
+    std::vector<uint32_t>& markers = by_stream[stream];
+    std::sort(markers.begin(), markers.end());
+    markers.erase(std::unique(markers.begin(), markers.end()), markers.end());
+    offset[stream] = static_cast<uint32_t>(ordered_.size());
+    for (uint32_t m : markers) {
+      ordered_.push_back(m);
+      back_to_back_at_.push_back(
+          std::binary_search(back_to_back_markers_.begin(), back_to_back_markers_.end(), m) ? 1
+                                                                                            : 0);
+    }
+  }
+  auto position = [&](uint64_t stream, uint32_t marker) {
+    const std::vector<uint32_t>& markers = by_stream[stream];
+    return offset[stream] +
+           static_cast<uint32_t>(std::lower_bound(markers.begin(), markers.end(), marker) -
+                                 markers.begin());
+  };
+  first_.resize(regions_.size());
+  last_.resize(regions_.size());
+  for (size_t i = 0; i < regions_.size(); ++i) {
+    const RegionInfo& r = regions_[i];
+    first_[i] = position(r.stream_id, r.begin_marker);
+    last_[i] = std::max(first_[i], position(r.stream_id, r.end_marker));
+  }
+  sequential_children_.assign(regions_.size(), true);
+  for (size_t i = 0; i < regions_.size(); ++i) {
+    uint32_t reached = first_[i];
+    for (uint32_t k = child_begin_[i]; k < child_begin_[i + 1]; ++k) {
+      const uint32_t c = children_[k];
+      if (regions_[c].stream_id != regions_[i].stream_id || first_[c] < reached ||
+          last_[c] > last_[i]) {
+        sequential_children_[i] = false;
+        break;
+      }
+      reached = last_[c];
+    }
+  }
+}
+
+uint32_t ReportLayout::back_to_back_transitions(size_t index) const {
+  uint32_t count = 0;
+  for (uint32_t k = first_[index] + 1; k <= last_[index]; ++k) count += back_to_back_at_[k];
+  return count;
+}
+
+uint64_t ReportLayout::work_ns(const uint64_t* times, size_t index) const {
+  return detail::work_ns(times, ordered_.data(), back_to_back_at_.data(), first_[index],
+                         last_[index], source_.marker_overhead_ns, source_.marker_back_to_back_ns);
 }
 
 namespace {
@@ -93,14 +185,17 @@ RegionTiming ReplayReport::region(size_t index) const {
 
 RegionTiming::RegionTiming(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns) {
   static_assert(TimestampMarkers::kUnmeasurable == UINT64_MAX, "RegionTiming::assign assumes it");
-  assign(info, start_ns, end_ns, 0);
+  assign(info, start_ns, end_ns, 0, UINT64_MAX);
 }
 
 RegionTiming ReplayReport::timing_of(size_t index) const {
   const RegionInfo& info = layout_->regions()[index];
   RegionTiming timing;
-  timing.assign(info, times_[info.begin_marker], times_[info.end_marker],
-                layout_->source().marker_overhead_ns);
+  const uint64_t begin = times_[info.begin_marker], end = times_[info.end_marker];
+  const bool measured =
+      begin != TimestampMarkers::kUnmeasurable && end != TimestampMarkers::kUnmeasurable;
+  timing.assign(info, begin, end, layout_->source().marker_overhead_ns,
+                measured ? layout_->work_ns(times_.data(), index) : 0);
   if (timing.measurable_ && layout_->child_begin_[index] != layout_->child_begin_[index + 1])
     set_self_time(timing, index);
   return timing;
@@ -108,25 +203,24 @@ RegionTiming ReplayReport::timing_of(size_t index) const {
 
 // Note [Self time]
 // A region's self time is its duration minus the time its direct children (RegionInfo::parent,
-// same report) cover: the glue between and around them. The children's intervals are clipped
-// to the region's [start, end] and their union is subtracted, so 0 <= self <= duration holds
-// exactly. For children that run one after the other inside the region (one stream, the usual
-// nesting) that is the issue's rule, duration minus the sum of the children's durations. A
-// child on another stream or lane may start before the region or end after it (only its part
-// inside counts) and children on parallel lanes may overlap each other (time covered by two of
-// them is taken once): a plain difference of sums could go negative there.
-// The intervals are the edges the regions report, marker overhead taken off (Note [Marker
-// overhead] in marker_overhead.cpp): a marker two children share then leaves its own cost
-// between them, in the parent's self time, where the device spent it. A child no longer than
-// the overhead keeps its raw edges, which may reach past its parent's: only its part inside
-// counts, so duration minus the children's durations can exceed the self time by up to the
-// overhead there.
-// Cost: regions() makes each timing on demand and every region is some region's child at most
-// once, so a pass over a report reads each marker time about twice and allocates nothing. The
-// children come in layout (open) order, which on one stream is start order: the union is then a
-// single merging walk. A child that starts before the run being merged (parallel streams) sends
-// the region to a sort of its children's intervals in a per-thread scratch vector, which
-// allocates only when it grows.
+// same report) take: the glue between and around them. For children that run one after the
+// other on the region's stream (the usual nesting; ReportLayout::sequential_children_) it is
+// exactly duration minus the sum of the children's durations: both are sums over marker
+// transitions (Note [Marker transitions]) and the parent's include its children's, so the self
+// time is what the transitions between and around the children read beyond their cost: parent =
+// sum(children) + self exactly, and a container with no work of its own reads about 0. Otherwise (a
+// child on another stream, children that overlap) the children's intervals are clipped to the
+// region's [start, end] and their union is subtracted: a child on another stream may start before
+// the region or end after it (only its part inside counts) and children on parallel streams may
+// overlap each other (time covered by two of them is taken once), where a plain difference of sums
+// could go negative. Those intervals are the edges the regions report (marker overhead taken off
+// their ends) on the device's clock, so the transitions between such children stay in the self
+// time; it is clamped to the duration. Cost: regions() makes each timing on demand and every region
+// is some region's child at most once, so a pass over a report reads each marker time about twice
+// and allocates nothing. The children come in layout (open) order, which on one stream is start
+// order: the union is then a single merging walk. A child that starts before the run being merged
+// (parallel streams) sends the region to a sort of its children's intervals in a per-thread scratch
+// vector, which allocates only when it grows.
 namespace {
 using Interval = std::pair<uint64_t, uint64_t>;
 
@@ -155,6 +249,21 @@ void ReplayReport::set_self_time(RegionTiming& timing, size_t index) const {
   const uint32_t* first = layout_->children_.data() + layout_->child_begin_[index];
   const uint32_t* last = layout_->children_.data() + layout_->child_begin_[index + 1];
   const uint64_t overhead = layout_->source().marker_overhead_ns;  // as timing_of took it off
+  if (layout_->sequential_children_[index]) {
+    uint64_t children = 0;
+    for (const uint32_t* c = first; c != last; ++c) {
+      const RegionInfo& child = regions[*c];
+      const uint64_t start = times_[child.begin_marker], end = times_[child.end_marker];
+      if (start == kUnmeasurable || end == kUnmeasurable) {
+        timing.self_measurable_ = false;
+        timing.self_ns_ = 0;
+        return;
+      }
+      children += layout_->work_ns(times_.data(), *c);
+    }
+    timing.self_ns_ = timing.duration_ns_ - std::min(children, timing.duration_ns_);
+    return;
+  }
   const uint64_t lo = timing.start_ns_, hi = std::max(timing.start_ns_, timing.end_ns_);
   uint64_t covered = 0, run_start = lo, run_end = lo;
   bool in_order = true;
@@ -192,7 +301,7 @@ void ReplayReport::set_self_time(RegionTiming& timing, size_t index) const {
     }
     covered = union_length(scratch);
   }
-  timing.self_ns_ = hi - lo - std::min(covered, hi - lo);
+  timing.self_ns_ = std::min(timing.duration_ns_, hi - lo - std::min(covered, hi - lo));
 }
 
 }  // namespace accgraph::timing

@@ -24,6 +24,7 @@
 #include "accgraph/error.hpp"
 #include "accgraph/report.hpp"
 #include "accgraph/stats.hpp"
+#include "marker_transitions.hpp"
 #include "stats_internal.hpp"
 
 namespace accgraph::timing {
@@ -171,13 +172,13 @@ uint64_t thread_cpu_ns() {
 constexpr uint64_t kNotMeasured = UINT64_MAX;
 constexpr size_t kStageReplays = 16;
 
-// A region's duration from its begin and end marker times, as RegionTiming computes it (0 when
-// end < start; Note [Marker overhead]), or kNotMeasured.
+// A region that spans one ordinary marker transition (a leaf: Note [Marker transitions] in
+// report.cpp): its duration from its begin and end marker times, as RegionTiming computes it (0
+// when end < start or the distance is no more than the overhead), or kNotMeasured.
 inline uint64_t span_duration(uint64_t begin, uint64_t end, uint64_t overhead) {
   const uint64_t later = std::max(begin, end);  // kNotMeasured when either is
   if (later == kNotMeasured) return kNotMeasured;
-  const uint64_t duration = later - begin;
-  return duration > overhead ? duration - overhead : duration;
+  return later - begin > overhead ? later - begin - overhead : 0;
 }
 constexpr size_t kStageBytes = size_t{256} << 10;
 
@@ -234,7 +235,8 @@ struct StatsAccumulator::State {
       folding.finish(n - skipped);
       return skipped;
     }
-    // The durations of one region in `n` staged replays, from its begin and end marker times
+    // The durations of one region that spans one marker transition (a leaf: Note [Marker
+    // transitions] in report.cpp) in `n` staged replays, from its begin and end marker times
     // (`stride` apart), computed and added in one pass, no array between (Note [Stats fold]);
     // returns how many were not measurable.
     uint64_t add_spans(const uint64_t* begin, const uint64_t* end, size_t stride, size_t n,
@@ -257,7 +259,7 @@ struct StatsAccumulator::State {
           continue;
         }
         const uint64_t duration = later - start;  // 0 when end < start
-        folding.add(duration > overhead ? duration - overhead : duration);
+        folding.add(duration > overhead ? duration - overhead : 0);
       }
       folding.finish(n - skipped);
       return skipped;
@@ -381,17 +383,22 @@ struct StatsAccumulator::State {
 
   // One region of a layout, as fold() reads it (Note [Stats fold]).
   struct Slot {
-    uint32_t series;      // index into State::series
-    uint32_t begin, end;  // marker indices
-    int32_t parent_rank;  // its row among the plan's regions with children; -1: a leaf
+    uint32_t series;       // index into State::series
+    uint32_t begin, end;   // marker indices
+    int32_t parent_rank;   // its row among the plan's regions with children; -1: a leaf
+    uint32_t first, last;  // ReportLayout::first_position/last_position
+    bool one_transition;   // spans one ordinary transition: span_duration() is its duration
   };
   // What a fold needs of a layout's plan. Immutable once made: the batches a plan handed over
   // share it, and may outlive the plan (Note [Stats thread]).
   struct PlanShape {
     std::vector<Slot> slots;
-    std::vector<uint32_t> parents;  // the regions with children, by parent_rank
-    size_t markers = 0;             // the layout's marker_count()
-    uint64_t overhead = 0;          // its source's marker_overhead_ns
+    std::vector<uint32_t> parents;         // the regions with children, by parent_rank
+    size_t markers = 0;                    // the layout's marker_count()
+    uint64_t overhead = 0;                 // its source's marker_overhead_ns
+    uint64_t back_to_back = 0;             // its source's marker_back_to_back_ns
+    std::vector<uint32_t> ordered;         // the layout's ordered_markers()
+    std::vector<uint8_t> back_to_back_at;  // and back_to_back_at()
   };
   // Staged replays. times[k * markers + m] is marker m's time in the k-th staged replay;
   // self_times[r * capacity + k] the self time there of the region whose parent_rank is r
@@ -586,12 +593,19 @@ struct StatsAccumulator::State {
       Series& target = series[slot.series];
       const uint64_t* begin = stage.times.data() + slot.begin;
       const uint64_t* end = stage.times.data() + slot.end;
-      if (slot.parent_rank < 0 && !target.self_apart) {  // a leaf, the common case: one pass
+      if (slot.parent_rank < 0 && !target.self_apart && slot.one_transition) {  // the common case
         target.unmeasurable += target.total.add_spans(begin, end, stride, n, shape.overhead, mode);
         continue;
       }
-      for (size_t k = 0; k < n; ++k)
-        durations[k] = span_duration(begin[k * stride], end[k * stride], shape.overhead);
+      for (size_t k = 0; k < n; ++k) {
+        const uint64_t b = begin[k * stride], e = end[k * stride];
+        durations[k] =
+            b == kNotMeasured || e == kNotMeasured
+                ? kNotMeasured
+                : timing::detail::work_ns(stage.times.data() + k * stride, shape.ordered.data(),
+                                          shape.back_to_back_at.data(), slot.first, slot.last,
+                                          shape.overhead, shape.back_to_back);
+      }
       if (slot.parent_rank < 0)
         target.add_leaf(durations, n, mode);
       else
@@ -625,10 +639,15 @@ struct StatsAccumulator::State {
       }
       shape->slots.push_back(
           Slot{static_cast<uint32_t>(index_of(regions[i].path, regions[i].depth)),
-               regions[i].begin_marker, regions[i].end_marker, rank});
+               regions[i].begin_marker, regions[i].end_marker, rank, layout->first_position(i),
+               layout->last_position(i),
+               layout->marker_transitions(i) == 1 && layout->back_to_back_transitions(i) == 0});
     }
     shape->markers = layout->marker_count();
     shape->overhead = layout->source().marker_overhead_ns;
+    shape->back_to_back = layout->source().marker_back_to_back_ns;
+    shape->ordered = layout->ordered_markers();
+    shape->back_to_back_at = layout->back_to_back_at();
     plan.shape = std::move(shape);
     plan.stage = spare_stage(*plan.shape, 1);
     if (by_layout.size() >= prune_at) prune(layout.get());

@@ -3,6 +3,7 @@
 // out: accgraph/exporters.hpp.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -25,12 +26,17 @@ struct ReportSource {
   std::string device_name;
   std::string marker_strategy;
   uint64_t resolution_ns = 0;
-  /// What one marker adds to a region's duration on this device, measured when the profiler
-  /// first times work there, and subtracted from every region longer than it (Note [Marker
-  /// overhead] in timing/marker_overhead.cpp): RegionTiming::duration_ns() is then the time of
-  /// the work between the markers, raw_duration_ns() what the markers read. 0: nothing is
-  /// subtracted (ProfilerOptions::subtract_marker_overhead false, or not measurable here).
+  /// What one marker transition (the marker and the step from the work before it to the work
+  /// after it) adds on this device, measured when the profiler first times work there, and
+  /// taken off once for every marker transition a region spans (Note [Marker overhead] in
+  /// timing/marker_overhead.cpp): RegionTiming::duration_ns() is then the time of the work
+  /// between the markers, raw_duration_ns() what the markers read. 0: nothing is subtracted
+  /// (ProfilerOptions::subtract_marker_overhead false, or not measurable here).
   uint64_t marker_overhead_ns = 0;
+  /// What a transition between two markers with nothing enqueued between them costs (an empty
+  /// region's two markers), measured with marker_overhead_ns and taken off instead of it for
+  /// such a transition (Note [Marker transitions] in timing/report.cpp). 0: nothing subtracted.
+  uint64_t marker_back_to_back_ns = 0;
 };
 
 /// One region as it was recorded: the same for every replay of its capture.
@@ -57,15 +63,41 @@ class ACCGRAPH_API ReportLayout {
   /// also have depth = parent's depth + 1 and path = parent's path + '/' + name; a layout built
   /// by hand is taken as given.)
   /// marker_count() becomes one more than the largest marker index.
-  ReportLayout(ReportSource source, std::vector<RegionInfo> regions);
+  /// `back_to_back_markers`: the markers recorded with nothing enqueued on their stream since
+  /// its previous marker (their transition costs ReportSource::marker_back_to_back_ns).
+  ReportLayout(ReportSource source, std::vector<RegionInfo> regions,
+               std::vector<uint32_t> back_to_back_markers = {});
 
   const ReportSource& source() const { return source_; }
   const std::vector<RegionInfo>& regions() const { return regions_; }
   /// How many marker times a report of this layout holds.
   uint32_t marker_count() const { return marker_count_; }
+  /// How many marker transitions region `index` spans: the markers of its stream from its begin
+  /// marker to its end marker, in record order, the begin marker not counted (1 for a region
+  /// around work with no region inside it, 0 for a region whose begin and end share a marker).
+  /// Each costs ReportSource::marker_overhead_ns, or marker_back_to_back_ns when back to back
+  /// (Note [Marker transitions] in timing/report.cpp).
+  uint32_t marker_transitions(size_t index) const { return last_[index] - first_[index]; }
+  /// How many of those transitions are back to back (between two markers with nothing enqueued
+  /// between them).
+  uint32_t back_to_back_transitions(size_t index) const;
+  const std::vector<uint32_t>& back_to_back_markers() const { return back_to_back_markers_; }
+  /// The time of the work region `index` encloses, from a report's marker times (`times`:
+  /// marker_count() of them): for each marker transition it spans, what the transition read
+  /// beyond its cost, never below 0, summed (Note [Marker transitions] in timing/report.cpp).
+  /// Its begin and end times must be measured.
+  uint64_t work_ns(const uint64_t* times, size_t index) const;
+  /// Each stream's markers in record order, one stream after another, and for each position
+  /// whether the transition into it is back to back (1) or not (0): what work_ns() walks.
+  const std::vector<uint32_t>& ordered_markers() const { return ordered_; }
+  const std::vector<uint8_t>& back_to_back_at() const { return back_to_back_at_; }
+  /// Region `index`'s begin and end positions in ordered_markers().
+  uint32_t first_position(size_t index) const { return first_[index]; }
+  uint32_t last_position(size_t index) const { return last_[index]; }
 
  private:
   friend class ReplayReport;
+  void count_transitions();
   ReportSource source_;
   std::vector<RegionInfo> regions_;
   uint32_t marker_count_ = 0;
@@ -74,6 +106,13 @@ class ACCGRAPH_API ReportLayout {
   // (Note [Self time] in timing/report.cpp).
   std::vector<uint32_t> child_begin_;
   std::vector<uint32_t> children_;
+  std::vector<uint32_t> back_to_back_markers_;  // sorted
+  std::vector<uint32_t> ordered_;               // ordered_markers()
+  std::vector<uint8_t> back_to_back_at_;        // back_to_back_at()
+  std::vector<uint32_t> first_, last_;          // by region: first_position(), last_position()
+  // Whether region i's children all run on its stream one after the other (their markers do
+  // not interleave): its self time is then its duration minus theirs (Note [Self time]).
+  std::vector<bool> sequential_children_;
 };
 
 /// One region of one replay, made on demand from its report: it refers to the layout's
@@ -108,7 +147,16 @@ class RegionTiming {
   /// edges may then lie up to half the overhead outside those of a region around it.
   uint64_t start_ns() const { return start_ns_; }
   uint64_t end_ns() const { return end_ns_; }
-  uint64_t duration_ns() const { return end_ns_ >= start_ns_ ? end_ns_ - start_ns_ : 0; }
+  /// The time of the work the region encloses: for every marker transition it spans
+  /// (ReportLayout::marker_transitions), what that transition read beyond its cost, never below
+  /// 0 (ReportLayout::work_ns; Note [Marker transitions] in timing/report.cpp). For a region
+  /// with no region inside it on its stream, longer than the overhead, it is end_ns() -
+  /// start_ns(); a region around others is shorter than its edges by the transitions between
+  /// them, and it is exactly the sum of its children's durations plus its self time.
+  uint64_t duration_ns() const { return duration_ns_; }
+  /// end_ns() - start_ns() (0 when end < start): where the region lies on the clock, which for
+  /// a region around others includes the transitions between them that duration_ns() leaves out.
+  uint64_t span_ns() const { return end_ns_ >= start_ns_ ? end_ns_ - start_ns_ : 0; }
   /// What the region's two markers read (ReplayReport::marker_times), nothing subtracted.
   uint64_t raw_start_ns() const { return raw_start_ns_; }
   uint64_t raw_end_ns() const { return raw_end_ns_; }
@@ -131,7 +179,9 @@ class RegionTiming {
   friend class ReplayReport;
   // What the constructor does; inline, so that a report's timing_of() pays no call into the
   // exported (interposable) constructor for every region it makes.
-  void assign(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns, uint64_t overhead_ns) {
+  // `work_ns`: the layout's work_ns() for it, or what the markers read (kUnmeasurable: that).
+  void assign(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns, uint64_t overhead_ns,
+              uint64_t work_ns) {
     constexpr uint64_t kUnmeasurable = UINT64_MAX;  // TimestampMarkers::kUnmeasurable
     info_ = &info;
     measurable_ = start_ns != kUnmeasurable && end_ns != kUnmeasurable;
@@ -140,7 +190,8 @@ class RegionTiming {
     raw_start_ns_ = start_ns_ = start_ns;
     raw_end_ns_ = end_ns_ = end_ns;
     take_overhead(start_ns_, end_ns_, overhead_ns);
-    self_ns_ = duration_ns();
+    duration_ns_ = work_ns == kUnmeasurable ? raw_duration_ns() : work_ns;
+    self_ns_ = duration_ns_;
   }
   // The edges of a region whose markers read [start, end] (Note [Marker overhead] in
   // timing/marker_overhead.cpp): half the overhead off each, when the region is longer.
@@ -155,6 +206,7 @@ class RegionTiming {
   uint64_t end_ns_ = 0;
   uint64_t raw_start_ns_ = 0;
   uint64_t raw_end_ns_ = 0;
+  uint64_t duration_ns_ = 0;
   uint64_t self_ns_ = 0;
   bool measurable_ = false;
   bool self_measurable_ = false;

@@ -82,9 +82,12 @@ struct TimedRegion {
   int depth = 0;
   int parent = -1;
   uint64_t stream_id = 0;
-  uint64_t start_ns = 0, end_ns = 0, duration_ns = 0;
+  uint64_t start_ns = 0, end_ns = 0, duration_ns = 0;  // what the markers read
   bool measurable = true;
   timing::Metadata metadata;
+  // As reported, marker costs taken off (Note [Marker transitions] in timing/report.cpp).
+  uint64_t work_ns = 0, self_ns = 0;
+  bool self_measurable = false;
 };
 
 /// One delivered report, copied.

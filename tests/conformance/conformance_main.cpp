@@ -283,9 +283,12 @@ ReportCollector::ReportCollector(timing::Profiler& profiler)
     copy.backend = report.backend();
     copy.resolution_ns = report.resolution_ns();
     for (timing::RegionTiming region : report.regions())
-      copy.regions.push_back(TimedRegion{
-          region.path(), region.depth(), region.parent(), region.stream_id(), region.raw_start_ns(),
-          region.raw_end_ns(), region.raw_duration_ns(), region.measurable(), region.metadata()});
+      copy.regions.push_back(TimedRegion{region.path(), region.depth(), region.parent(),
+                                         region.stream_id(), region.raw_start_ns(),
+                                         region.raw_end_ns(), region.raw_duration_ns(),
+                                         region.measurable(), region.metadata(),
+                                         region.duration_ns(), region.self_ns(),
+                                         region.self_measurable()});
     replays->push_back(std::move(copy));
   });
 }

@@ -132,6 +132,69 @@ ACCGRAPH_CONFORMANCE_CASE("timing: a region around work of known duration measur
                       << " ns were reported unmeasurable");
 }
 
+// design.md "What a duration means": a marker is placed exactly: it never reads later than the
+// start of the work it precedes, nor earlier than the end of the work it follows (on cuda, Note
+// [Exact marker placement] in backends/cuda/capture_helpers.cpp moves markers off the critical
+// path and must keep this). Back-to-back regions around work of known duration share their
+// markers, so each shared marker is the end of one work and the start of the next: every
+// region's markers must still enclose its own work. And the accounting rule: the parent around
+// them is the sum of its children plus its self time, exactly.
+ACCGRAPH_CONFORMANCE_CASE("timing: shared boundaries are exact and a parent sums its children",
+                          "marker.read") {
+  constexpr auto kWork = std::chrono::microseconds(300);
+  constexpr int kChildren = 6;
+  if (!capabilities().timed_delay && !capabilities().host_calls) {
+    skip("lacks timed_delay and host_calls: no work of known duration to time");
+    return;
+  }
+  Stream stream = make_stream();
+  Profiler profiler;
+  ReportCollector collected(profiler);
+  AcceleratorGraph graph(backend());
+  profiler.attach(graph);
+  graph.capture_begin(stream);
+  {
+    auto parent = profiler.region(stream, "parent");
+    for (int i = 0; i < kChildren; ++i) {
+      auto child = profiler.region(stream, "child" + std::to_string(i));
+      enqueue_known_duration(stream, kWork);
+    }
+  }
+  graph.capture_end();
+  constexpr int kReplays = 4;
+  for (int i = 0; i < kReplays; ++i) graph.replay();
+  profiler.flush();
+  const std::vector<TimedReplay>& reports = collected.replays();
+  REQUIRE(reports.size() == kReplays);
+  const uint64_t work_ns = std::chrono::nanoseconds(kWork).count();
+  for (const TimedReplay& report : reports) {
+    REQUIRE(report.regions.size() == kChildren + 1);
+    const TimedRegion& parent = report.regions[0];
+    if (!parent.measurable) continue;  // see "a region around work of known duration"
+    uint64_t children = 0;
+    bool all_measured = true;
+    for (int i = 1; i <= kChildren; ++i) {
+      const TimedRegion& child = report.regions[static_cast<size_t>(i)];
+      INFO("replay " << report.replay_index << ", " << child.path << ": markers " << child.start_ns
+                     << " to " << child.end_ns << " (resolution " << report.resolution_ns
+                     << " ns)");
+      if (!child.measurable) {
+        all_measured = false;
+        continue;
+      }
+      if (i > 1)  // one shared marker: the end of one work is the start of the next
+        CHECK(child.start_ns == report.regions[static_cast<size_t>(i - 1)].end_ns);
+      CHECK(child.duration_ns + 2 * report.resolution_ns >= work_ns);
+      children += child.work_ns;
+    }
+    if (!all_measured) continue;
+    REQUIRE(parent.self_measurable);
+    INFO("parent " << parent.work_ns << " ns, children " << children << " ns, self "
+                   << parent.self_ns << " ns");
+    CHECK(parent.work_ns == children + parent.self_ns);
+  }
+}
+
 ACCGRAPH_CONFORMANCE_CASE("timing: nested regions report depth, parent, path and containment",
                           "marker.read") {
   Stream stream = make_stream();

@@ -413,8 +413,11 @@ std::vector<ReplayReport> golden_trace_reports() {
 // union of forward and crossing, 5.9 us).
 const char* const kGoldenTrace = R"json({"traceEvents":[
 {"args":{"name":"host device 0 (cpu)"},"name":"process_name","ph":"M","pid":2,"tid":0},
+{"args":{"labels":"timer step 0 ns, marker transition 0 ns, back to back 0 ns"},"name":"process_labels","ph":"M","pid":2,"tid":0},
 {"args":{"name":"host device 1 (second \"cpu\"\ufffd)"},"name":"process_name","ph":"M","pid":1,"tid":0},
+{"args":{"labels":"timer step 0 ns, marker transition 0 ns, back to back 0 ns"},"name":"process_labels","ph":"M","pid":1,"tid":0},
 {"args":{"name":"level_zero device 0"},"name":"process_name","ph":"M","pid":3,"tid":0},
+{"args":{"labels":"timer step 0 ns, marker transition 0 ns, back to back 0 ns"},"name":"process_labels","ph":"M","pid":3,"tid":0},
 {"args":{"name":"stream 1"},"name":"thread_name","ph":"M","pid":1,"tid":1},
 {"args":{"sort_index":1},"name":"thread_sort_index","ph":"M","pid":1,"tid":1},
 {"args":{"name":"stream 1 (overlap 1)"},"name":"thread_name","ph":"M","pid":1,"tid":2},

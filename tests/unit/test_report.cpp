@@ -466,7 +466,7 @@ TEST_CASE("exporters accept empty input") {
 
 // Note [Marker overhead] (timing/marker_overhead.cpp), on a layout made by hand: p encloses
 // a, b, c and d, which follow each other and share markers.
-TEST_CASE("marker overhead: off each region longer than it, half at each edge; others as read") {
+TEST_CASE("marker overhead: off once per transition, half at each edge; short regions read 0") {
   auto make = [](uint64_t overhead) {
     ReportSource source{"host", 0, "cpu", "steady_clock", 1, overhead};
     auto info = [](std::string name, int parent, uint32_t begin, uint32_t end) {
@@ -488,29 +488,30 @@ TEST_CASE("marker overhead: off each region longer than it, half at each edge; o
   const ReplayReport r = make(100);
   CHECK(r.marker_overhead_ns() == 100);
   struct Want {
-    uint64_t start, end, raw_start, raw_end;
+    uint64_t start, end, raw_start, raw_end, duration;
   };
   const std::vector<Want> want = {
-      {1050, 4950, 1000, 5000},  // p: 4000 read, 3900 reported
-      {1050, 1950, 1000, 2000},  // a
-      {2000, 2060, 2000, 2060},  // b: 60 read, no longer than the overhead: as read
-      {2060, 2160, 2060, 2160},  // c: exactly the overhead: as read
-      {2210, 4950, 2160, 5000},  // d
+      // p: 4 transitions, each what it read beyond the overhead (Note [Marker transitions])
+      {1050, 4950, 1000, 5000, 900 + 0 + 0 + 2740},
+      {1050, 1950, 1000, 2000, 900},   // a
+      {2000, 2060, 2000, 2060, 0},     // b: 60 read, no longer than the overhead: 0, edges as read
+      {2060, 2160, 2060, 2160, 0},     // c: exactly the overhead
+      {2210, 4950, 2160, 5000, 2740},  // d
   };
   for (size_t i = 0; i < want.size(); ++i) {
     CAPTURE(i);
     const RegionTiming t = r.region(i);
     CHECK(t.start_ns() == want[i].start);
     CHECK(t.end_ns() == want[i].end);
-    CHECK(t.duration_ns() == want[i].end - want[i].start);
+    CHECK(t.duration_ns() == want[i].duration);
+    CHECK(t.span_ns() == want[i].end - want[i].start);
     CHECK(t.raw_start_ns() == want[i].raw_start);
     CHECK(t.raw_end_ns() == want[i].raw_end);
     CHECK(t.raw_duration_ns() == want[i].raw_end - want[i].raw_start);
     CHECK(t.duration_ns() <= t.raw_duration_ns());
   }
-  // p's own time: the children cover 900 + 60 + 100 + 2740 of its 3900; the rest is the cost
-  // of the marker c and d share (b and c, no longer than the overhead, keep their edges).
-  CHECK(r.region(0).self_ns() == 100);
+  // p's own time: nothing between its children, whose durations make up its own exactly.
+  CHECK(r.region(0).self_ns() == 0);
   CHECK(r.region(1).self_ns() == 900);
 
   // The statistics take the same overhead off, staged or not (Note [Stats fold]).
@@ -521,25 +522,27 @@ TEST_CASE("marker overhead: off each region longer than it, half at each edge; o
   for (size_t i = 0; i < want.size(); ++i) {
     CAPTURE(i);
     CHECK(stats[i].count == 40);
-    CHECK(stats[i].min_ns == static_cast<double>(want[i].end - want[i].start));
-    CHECK(stats[i].max_ns == static_cast<double>(want[i].end - want[i].start));
+    CHECK(stats[i].min_ns == static_cast<double>(want[i].duration));
+    CHECK(stats[i].max_ns == static_cast<double>(want[i].duration));
   }
-  CHECK(stats[0].self_p50_ns == 100.0);
+  CHECK(stats[0].self_p50_ns == 0.0);
 
   // The exporters write what the regions report, and the raw duration where it differs.
   std::ostringstream csv;
   write_reports_csv(csv, {r});
   CHECK(csv.str().find(",p/a,1,1,,1050,1950,900,900,1000,2000,") != std::string::npos);
-  CHECK(csv.str().find(",p/b,1,1,,2000,2060,60,60,2000,2060,") != std::string::npos);
+  CHECK(csv.str().find(",p/b,1,1,,2000,2060,0,0,2000,2060,") != std::string::npos);
   const nlohmann::json trace = trace_of({r});
   int with_raw = 0;
   for (const auto& event : trace["traceEvents"]) {
     if (event["ph"] != "X") continue;
     if (event["name"] == "a") CHECK(event["args"]["raw_us"] == 1.0);
-    if (event["name"] == "b") CHECK_FALSE(event["args"].contains("raw_us"));
+    if (event["name"] == "b") CHECK(event["args"]["raw_us"] == 0.06);
     with_raw += event["args"].contains("raw_us") ? 1 : 0;
   }
-  CHECK(with_raw == 3);  // p, a, d
+  CHECK(with_raw == 5);  // every region: each lost some or all of what its markers read
+  for (const auto& event : trace["traceEvents"])  // p's duration is shorter than its slice
+    if (event["ph"] == "X" && event["name"] == "p") CHECK(event["args"]["duration_us"] == 3.64);
 
   // Without an overhead every region is what its markers read.
   const ReplayReport plain = make(0);
@@ -548,4 +551,58 @@ TEST_CASE("marker overhead: off each region longer than it, half at each edge; o
     CHECK(t.end_ns() == t.raw_end_ns());
   }
   CHECK(plain.region(0).self_ns() == 0);  // the children cover it all
+}
+
+// Note [Marker transitions]: a parent loses every transition between its children, so with
+// children back to back (shared markers) and glue work between two of them, parent =
+// sum(children) + self exactly, the self time is the glue alone, and an empty region (two
+// markers back to back) loses the back-to-back cost instead.
+TEST_CASE("marker transitions: parent = sum(children) + self, exactly") {
+  // p(0..6) = a(0,1) [glue] b(2,3) q(3,5){x(3,4) e(4,5): empty, back to back} ; c(5,6)
+  ReportSource source{"host", 0, "cpu", "steady_clock", 1, 100};
+  source.marker_back_to_back_ns = 30;
+  auto info = [](std::string name, int parent, uint32_t begin, uint32_t end) {
+    RegionInfo r;
+    r.name = std::move(name);
+    r.parent = parent;
+    r.stream_id = 7;
+    r.begin_marker = begin;
+    r.end_marker = end;
+    return r;
+  };
+  auto layout = std::make_shared<const ReportLayout>(
+      source,
+      std::vector<RegionInfo>{info("p", -1, 0, 6), info("a", 0, 0, 1), info("b", 0, 2, 3),
+                              info("q", 0, 3, 5), info("x", 3, 3, 4), info("e", 3, 4, 5),
+                              info("c", 0, 5, 6)},
+      std::vector<uint32_t>{5});
+  CHECK(layout->marker_transitions(0) == 6);
+  CHECK(layout->back_to_back_transitions(0) == 1);
+  CHECK(layout->marker_transitions(5) == 1);
+  CHECK(layout->back_to_back_transitions(5) == 1);
+  //                          0     1     2     3     4     5     6
+  const ReplayReport r(layout, 1, 0, {1000, 2000, 2600, 3600, 5600, 5640, 7000});
+  auto d = [&](size_t i) { return r.region(i).duration_ns(); };
+  CHECK(d(1) == 900);              // a
+  CHECK(d(2) == 900);              // b
+  CHECK(d(4) == 1900);             // x
+  CHECK(d(5) == 10);               // e: 40 read, less 30 back to back
+  CHECK(d(3) == 2040 - 100 - 30);  // q = x + e, its self 0
+  CHECK(r.region(3).self_ns() == 0);
+  CHECK(d(3) == d(4) + d(5));
+  CHECK(d(6) == 1260);                  // c
+  CHECK(d(0) == 6000 - 5 * 100 - 30);   // p
+  CHECK(r.region(0).self_ns() == 500);  // the glue between a and b: 600 read, one transition
+  CHECK(d(0) == d(1) + d(2) + d(3) + d(6) + r.region(0).self_ns());
+  // The statistics agree, staged or not.
+  StatsAccumulator acc(StatsMode::Exact);
+  for (int k = 0; k < 20; ++k) acc.add(r);
+  for (const RegionStats& st : acc.stats()) {
+    CAPTURE(st.path);
+    for (size_t i = 0; i < r.size(); ++i)
+      if (r.region(i).path() == st.path) {
+        CHECK(st.p50_ns == static_cast<double>(d(i)));
+        CHECK(st.self_p50_ns == static_cast<double>(r.region(i).self_ns()));
+      }
+  }
 }

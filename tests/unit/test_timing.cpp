@@ -1829,6 +1829,66 @@ TEST_CASE("asking for a stream's native handle ends the sharing of region bounda
   prof.flush();
 }
 
+// Note [Marker transitions] (timing/report.cpp) on the host backend, where it is pure
+// arithmetic: a parent of 8 children around delays and nothing of its own reads a self time of
+// exactly 0 (it read 7 x marker_overhead_ns when the overhead came off once per region), a
+// parent with work of its own between two children reads that work as its self time, and
+// parent = sum(children) + self exactly; an empty region reads far less than its sibling's work.
+TEST_CASE("host backend: a parent is the sum of its children plus its self time, exactly") {
+  Stream stream = Stream::create("host");
+  Profiler prof;
+  AcceleratorGraph graph("host");
+  prof.attach(graph);
+  graph.capture_begin(stream);
+  {
+    auto parent = prof.region(stream, "parent");
+    for (int i = 0; i < 8; ++i) {
+      auto child = prof.region(stream, "child" + std::to_string(i));
+      stream.delay(20us);
+    }
+  }
+  {
+    auto glue = prof.region(stream, "glue");
+    {
+      auto a = prof.region(stream, "a");
+      stream.delay(20us);
+    }
+    stream.delay(50us);  // the parent's own work
+    {
+      auto b = prof.region(stream, "b");
+      stream.delay(20us);
+    }
+    { auto empty = prof.region(stream, "empty"); }
+  }
+  graph.capture_end();
+  for (int i = 0; i < 5; ++i) graph.replay();
+  prof.flush();
+  const std::vector<ReplayReport> reports = prof.reports();
+  REQUIRE(reports.size() == 5);
+  std::vector<uint64_t> empty, work;
+  for (const ReplayReport& r : reports) {
+    REQUIRE(r.size() == 13);
+    CHECK(r.marker_overhead_ns() > 0);
+    const RegionTiming parent = r.region(0);
+    uint64_t children = 0;
+    for (size_t i = 1; i <= 8; ++i) children += r.region(i).duration_ns();
+    CHECK(parent.self_ns() == 0);
+    CHECK(parent.duration_ns() == children);
+    CHECK(parent.duration_ns() < parent.span_ns());  // the 7 transitions between children
+    const RegionTiming glue = r.region(9);
+    const uint64_t sum =
+        r.region(10).duration_ns() + r.region(11).duration_ns() + r.region(12).duration_ns();
+    CHECK(glue.duration_ns() == sum + glue.self_ns());
+    CHECK(glue.self_ns() >= 50'000 - r.marker_overhead_ns());  // a delay lasts at least its time
+    CHECK(r.layout().back_to_back_transitions(12) == 1);       // empty: two markers back to back
+    empty.push_back(r.region(12).duration_ns());
+    work.push_back(r.region(10).duration_ns());
+  }
+  std::sort(empty.begin(), empty.end());
+  std::sort(work.begin(), work.end());
+  CHECK(empty[2] * 10 < work[2]);
+}
+
 // Note [Marker overhead]: the host backend's markers cost the worker some nanoseconds each;
 // a profiler measures that once per device (here at the graph's first launch or at the first
 // eager region, whichever comes first in this process) and takes it off every region longer.
@@ -1859,15 +1919,28 @@ TEST_CASE("host backend: the marker overhead is measured once and taken off both
   const uint64_t overhead = reports[0].marker_overhead_ns();
   CHECK(overhead > 0);
   CHECK(overhead < 20'000);  // far less than the work it is taken off
+  const uint64_t pair = reports[0].source().marker_back_to_back_ns;
+  CHECK(pair > 0);
   for (const ReplayReport& r : reports) {
     CHECK(r.marker_overhead_ns() == overhead);  // graph and eager: one measure per device
-    for (const RegionTiming& t : r.regions()) {
+    CHECK(r.source().marker_back_to_back_ns == pair);
+    // Note [Marker transitions]: spin and eager span one transition, empty one back to back,
+    // outer both (its markers: its begin = empty's, empty's end = spin's begin, spin's end).
+    for (size_t i = 0; i < r.size(); ++i) {
+      const RegionTiming t = r.region(i);
       CAPTURE(t.path());
       REQUIRE(t.measurable());
-      if (t.raw_duration_ns() > overhead)
-        CHECK(t.duration_ns() == t.raw_duration_ns() - overhead);
+      const uint64_t raw = t.raw_duration_ns();
+      uint64_t cost = overhead;
+      if (t.path() == "outer") cost = overhead + pair;
+      if (t.path() == "outer/empty") cost = pair;
+      CHECK(r.layout().marker_transitions(i) == (t.path() == "outer" ? 2u : 1u));
+      if (raw > cost)
+        CHECK(t.duration_ns() == raw - cost);
+      else if (t.path() == "outer/empty")
+        CHECK(t.duration_ns() == 0);  // back to back only: nothing but markers
       else
-        CHECK(t.duration_ns() == t.raw_duration_ns());  // as read, never negative
+        CHECK(t.duration_ns() <= raw);  // never negative
     }
   }
   for (size_t i = 0; i < 3; ++i) {

@@ -183,6 +183,8 @@ class PerfettoTraceWriter {
     add_annotation(event, "replay_index", static_cast<int64_t>(r.replay_index()));
     add_annotation(event, "stream", static_cast<int64_t>(t.stream_id()));
     if (t.self_measurable()) add_annotation(event, "self_ns", static_cast<int64_t>(t.self_ns()));
+    if (t.duration_ns() != t.span_ns())  // Note [Marker transitions]
+      add_annotation(event, "duration_ns", static_cast<int64_t>(t.duration_ns()));
     if (t.raw_duration_ns() != t.duration_ns())  // Note [Marker overhead]
       add_annotation(event, "raw_duration_ns", static_cast<int64_t>(t.raw_duration_ns()));
   }
@@ -202,6 +204,11 @@ class PerfettoTraceWriter {
                    static_cast<int64_t>(options_.host_clock_uncertainty_ns));
     add_annotation(*event, "backend", p.backend);
     add_annotation(*event, "device", p.device);
+    const ReportSource& source = p.named_by->source();  // what its times ran at (issue 35)
+    add_annotation(*event, "timer_step_ns", static_cast<int64_t>(source.resolution_ns));
+    add_annotation(*event, "marker_overhead_ns", static_cast<int64_t>(source.marker_overhead_ns));
+    add_annotation(*event, "marker_back_to_back_ns",
+                   static_cast<int64_t>(source.marker_back_to_back_ns));
     const DeviceClockOffset* clock = find_clock(options_, p);
     pb::DebugAnnotation* calibrated = event->add_debug_annotations();
     calibrated->set_name("clock_calibrated");

@@ -98,8 +98,15 @@ void bind_region_timing(nb::module_& m) {
           "(0 when not measurable).")
       .def_prop_ro(
           "duration_ns", [](const PyRegionTiming& r) { return r.timing.duration_ns(); },
-          "end_ns - start_ns: the markers' distance minus the report's marker_overhead_ns, or "
-          "that distance when it is no longer than the overhead (0 when not measurable).")
+          "The time of the work the region encloses: the markers' distance minus the report's "
+          "marker_overhead_ns for every marker transition the region spans (one for a region "
+          "with no region inside it, where it is end_ns - start_ns; a parent also loses the "
+          "transitions between its children, so it is their sum plus its self time); never all "
+          "of the distance (0 when not measurable).")
+      .def_prop_ro(
+          "span_ns", [](const PyRegionTiming& r) { return r.timing.span_ns(); },
+          "end_ns - start_ns: where the region lies on the clock; for a region around others it "
+          "includes the marker transitions between them, which duration_ns leaves out.")
       .def_prop_ro(
           "raw_start_ns", [](const PyRegionTiming& r) { return r.timing.raw_start_ns(); },
           "The start marker's time, nothing subtracted.")
@@ -153,9 +160,14 @@ void bind_replay_report(nb::module_& m) {
       .def_prop_ro("resolution_ns", &ReplayReport::resolution_ns,
                    "The smallest step of the marker clock.")
       .def_prop_ro("marker_overhead_ns", &ReplayReport::marker_overhead_ns,
-                   "What one marker costs on this device, taken off every region longer than "
-                   "it (0: nothing taken off). Profiler(subtract_marker_overhead=False) keeps "
-                   "it 0.")
+                   "What one marker transition costs on this device, taken off a region once "
+                   "for every transition it spans (0: nothing taken off). "
+                   "Profiler(subtract_marker_overhead=False) keeps it 0.")
+      .def_prop_ro(
+          "marker_back_to_back_ns",
+          [](const ReplayReport& r) { return r.source().marker_back_to_back_ns; },
+          "What a transition between two markers with nothing between them costs (an empty "
+          "region's), taken off instead of marker_overhead_ns for such a transition.")
       .def_prop_ro("regions", &region_list, "Every region, as a new list of RegionTiming.")
       .def("__len__", &ReplayReport::size, "The number of regions.")
       .def(
