@@ -120,7 +120,7 @@ t0=$SECONDS
 ctest_rc=$?
 say "ctest: rc $ctest_rc in $((SECONDS - t0)) s: $(grep -E 'tests passed|tests failed' "$out/ctest.log")"
 grep -E "^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess|Not Run|Exception)" "$out/ctest.log" | tee -a "$summary"
-for t in cuda_backend cuda_backend_plain_markers cuda_unavailable_reason cuda_broken_context conformance_cuda; do
+for t in cuda_backend cuda_backend_plain_markers cuda_backend_chained_markers cuda_unavailable_reason cuda_broken_context conformance_cuda; do
   line="$(grep -E "Test +#[0-9]+: $t " "$out/ctest.log" | tail -1)"
   say "  $t: ${line:-NOT REGISTERED}"
 done
@@ -129,7 +129,7 @@ grep -E "SKIPPED|Skipped" "$out/ctest.log" | head -10 | sed 's/^/  skip: /' | te
 # On a GPU machine every cuda test must have run and passed: one that is missing (not built) or
 # skipped (no usable device) fails the check instead of passing quietly.
 cuda_registered=1
-for t in cuda_backend cuda_backend_plain_markers cuda_unavailable_reason cuda_broken_context conformance_cuda; do
+for t in cuda_backend cuda_backend_plain_markers cuda_backend_chained_markers cuda_unavailable_reason cuda_broken_context conformance_cuda; do
   grep -E "Test +#[0-9]+: $t " "$out/ctest.log" | tail -1 | grep -q "Passed" || cuda_registered=0
 done
 if [ "$cuda_registered" -ne 1 ]; then
@@ -298,8 +298,9 @@ fi
 
 # --- torch: module timing (issue 20) with the python stage's wheel ------------------------------
 # python -m accgraph.torch on the example script, the module-timing benchmark (device time of
-# all modules / depth <= 2 / blocks against the untimed graph, host cost per replay; again with
-# ACCGRAPH_CUDA_DETACHED_MARKERS=1) and a
+# all modules / depth <= 2 / blocks against the untimed graph at the prefill and decode shapes,
+# host cost per replay; again with ACCGRAPH_CUDA_MARKER_PLACEMENT=chained, to compare), the CUPTI
+# referee (bench/python/bench_accuracy.py) and a
 # torch.profiler trace recorded and annotated (tests/python/data/record_torch_trace.py; its
 # files under $OUT/torch-trace-fixture are the CI fixture of tests/python/test_torch_trace.py).
 if wants torch; then
@@ -319,11 +320,16 @@ else
   rc=$?; say "torch: bench/python/bench_modules.py: rc $rc"
   tee -a "$summary" < "$out/bench-modules.log"
   [ "$rc" -eq 0 ] || torch_rc=1
-  # The same with captured markers as side branches (opt-in: Note [Detached markers]).
-  (cd "$root" && ACCGRAPH_CUDA_DETACHED_MARKERS=1 "$py" bench/python/bench_modules.py) \
-    > "$out/bench-modules-detached.log" 2>&1
-  rc=$?; say "torch: ACCGRAPH_CUDA_DETACHED_MARKERS=1 bench/python/bench_modules.py: rc $rc"
-  sed -n '/^1\./,/^3\./p' "$out/bench-modules-detached.log" | tee -a "$summary"
+  # The same with the markers chained, as before exact placement (Note [Exact marker placement]).
+  (cd "$root" && ACCGRAPH_CUDA_MARKER_PLACEMENT=chained "$py" bench/python/bench_modules.py \
+     --rounds 5) > "$out/bench-modules-chained.log" 2>&1
+  rc=$?; say "torch: ACCGRAPH_CUDA_MARKER_PLACEMENT=chained bench/python/bench_modules.py: rc $rc"
+  grep -E "^===|^  (graph|untimed|all modules|depth|blocks) " "$out/bench-modules-chained.log" \
+    | tee -a "$summary"
+  [ "$rc" -eq 0 ] || torch_rc=1
+  (cd "$root" && "$py" bench/python/bench_accuracy.py) > "$out/bench-accuracy.log" 2>&1
+  rc=$?; say "torch: bench/python/bench_accuracy.py: rc $rc"
+  tee -a "$summary" < "$out/bench-accuracy.log"
   [ "$rc" -eq 0 ] || torch_rc=1
   (cd "$root" && "$py" tests/python/data/record_torch_trace.py "$out/torch-trace-fixture") \
     > "$out/torch-trace.log" 2>&1

@@ -1,7 +1,10 @@
 """Module timing (accgraph.torch.instrument(prof, modules=...)) on a GPT-2-small-like model (12
-blocks, d_model 768, 12 heads, batch 8, seq 256, bf16, eval) captured with torch.cuda.graph
-(numbers, not pass/fail; every figure against the untimed graph measured in the same run).
-Needs torch and a GPU; says why and exits 0 without them.
+blocks, d_model 768, 12 heads, bf16, eval) captured with torch.cuda.graph at two shapes: prefill
+(batch 8, seq 256) and decode (batch 8, seq 1: a serving engine's decode step, hundreds of 1-5 us
+kernels, where every marker shows) (numbers, not pass/fail; every figure against the untimed
+graph of the same shape measured in the same run). Needs torch and a GPU; says why and exits 0
+without them. The marker placement is the backend's default (exact on sm_90+;
+ACCGRAPH_CUDA_MARKER_PLACEMENT=chained for the old one, to compare).
 
 Four graphs of the same forward: untimed (captured before instrument()), every module timed
 (122 regions), depth <= 2 (the model, blocks, ln_1, attn, ln_2, mlp, ln_f: 62) and the blocks
@@ -9,15 +12,16 @@ only (12), all timed by one Profiler (lazy delivery) and replayed in interleaved
 
   1. device  device time per replay (CUDA events around --replays back-to-back replays, the
              order of the four graphs rotated each round; median over --rounds of each
-             graph's time over the untimed graph's in the same round). Targets (issue 20): all
-             <= 1.10x, depth <= 2 <= 1.04x, blocks <= 1.01x.
+             graph's time over the untimed graph's in the same round). Targets (issue 35), at
+             both shapes: all <= 1.03x, depth <= 2 <= 1.02x, blocks <= 1.01x.
   2. host    host time per replay() call, --host-replays calls back to back after a
              synchronize (median over rounds), timed (every module) and untimed, and the
              difference (target: <= 1 us).
   3. check   each timed graph's output bitwise equal to the untimed graph's, and the regions per
              report.
 
-    python bench/python/bench_modules.py [--replays N] [--rounds R] [--host-replays K]
+    python bench/python/bench_modules.py [--shape prefill|decode|both] [--replays N]
+        [--rounds R] [--host-replays K]
 """
 
 from __future__ import annotations
@@ -33,14 +37,15 @@ import accgraph
 import accgraph.torch
 from bench_torch import load_torch  # this folder, the script's, is on sys.path
 
-BLOCKS, D_MODEL, HEADS, BATCH, SEQ = 12, 768, 12, 8, 256
+BLOCKS, D_MODEL, HEADS = 12, 768, 12
+SHAPES = {"prefill": (8, 256), "decode": (8, 1)}  # (batch, sequence)
 # name -> (depth, include): the filters of each timed graph.
 CONFIGS: Dict[str, Tuple[Any, Any]] = {
     "all modules": (None, None),
     "depth <= 2": (2, None),
     "blocks": (None, r"^h\.\d+$"),
 }
-TARGETS = {"all modules": 1.10, "depth <= 2": 1.04, "blocks": 1.01}
+TARGETS = {"all modules": 1.03, "depth <= 2": 1.02, "blocks": 1.01}
 
 
 def make_model(torch: Any) -> Any:
@@ -84,19 +89,11 @@ def host_us(torch: Any, graph: Any, replays: int) -> float:
     return elapsed / replays / 1e3
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--replays", type=int, default=50, help="replays per round (part 1)")
-    parser.add_argument("--rounds", type=int, default=9, help="rounds (parts 1 and 2)")
-    parser.add_argument("--host-replays", type=int, default=20,
-                        help="back-to-back replay() calls per round (part 2)")
-    args = parser.parse_args()
-    torch = load_torch("bench_modules")
-    if torch is None:
-        return 0
-    torch.manual_seed(0)
-    model = make_model(torch)
-    x = torch.randn(BATCH, SEQ, D_MODEL, device="cuda", dtype=torch.bfloat16)
+def run_shape(torch: Any, model: Any, shape: str, args: Any) -> bool:
+    """Parts 1-3 at one shape; True when every timed graph's output is bitwise equal."""
+    batch, seq = SHAPES[shape]
+    print(f"\n=== {shape} shape (batch {batch}, seq {seq}) ===")
+    x = torch.randn(batch, seq, D_MODEL, device="cuda", dtype=torch.bfloat16)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.no_grad(), torch.cuda.stream(side):
@@ -138,10 +135,13 @@ def main() -> int:
         y0 = graphs["untimed"][1]
         equal = {n: bool(torch.equal(graphs[n][1], y0)) for n in names}
         delivered = prof.delivered
+        overhead = prof.reports()[-1].marker_overhead_ns if prof.reports() else 0
+        resolution = prof.reports()[-1].resolution_ns if prof.reports() else 0
     finally:
         accgraph.torch.uninstrument()
 
-    print(f"\n1. device time per replay ({args.replays} replays x {args.rounds} rounds, median)")
+    print(f"\n1. device time per replay ({shape}; {args.replays} replays x {args.rounds} rounds, "
+          f"median; marker overhead {overhead} ns per transition, timer step {resolution} ns)")
     print(f"  {'graph':<12} {'ms/replay':>10} {'vs untimed':>11} {'target':>8}")
     for n in names:
         target = f"<= {TARGETS[n]:.2f}x" if n in TARGETS else ""
@@ -149,13 +149,32 @@ def main() -> int:
               f"{statistics.median(ratios[n]):10.3f}x {target:>8}")
     timed_us = statistics.median(host["all modules"])
     untimed_us = statistics.median(host["untimed"])
-    print(f"\n2. host time per replay() ({args.host_replays} calls back to back x {args.rounds} "
-          f"rounds, median)\n  untimed {untimed_us:.2f} us, timed (every module) "
+    print(f"\n2. host time per replay() ({shape}; {args.host_replays} calls back to back x "
+          f"{args.rounds} rounds, median)\n  untimed {untimed_us:.2f} us, timed (every module) "
           f"{timed_us:.2f} us, difference {timed_us - untimed_us:+.2f} us (target <= 1 us)")
-    print(f"\n3. outputs bitwise equal to the untimed graph's: "
+    print(f"\n3. outputs bitwise equal to the untimed graph's ({shape}): "
           + ", ".join(f"{n}: {'yes' if equal[n] else 'NO'}" for n in names if n != "untimed")
           + f"; {delivered} reports delivered")
-    return 0 if all(equal.values()) else 1
+    return all(equal.values())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=("prefill", "decode", "both"), default="both",
+                        help="which shapes (default: both, prefill first)")
+    parser.add_argument("--replays", type=int, default=50, help="replays per round (part 1)")
+    parser.add_argument("--rounds", type=int, default=9, help="rounds (parts 1 and 2)")
+    parser.add_argument("--host-replays", type=int, default=20,
+                        help="back-to-back replay() calls per round (part 2)")
+    args = parser.parse_args()
+    torch = load_torch("bench_modules")
+    if torch is None:
+        return 0
+    torch.manual_seed(0)
+    model = make_model(torch)
+    shapes = ["prefill", "decode"] if args.shape == "both" else [args.shape]
+    ok = [run_shape(torch, model, shape, args) for shape in shapes]
+    return 0 if all(ok) else 1
 
 
 if __name__ == "__main__":
