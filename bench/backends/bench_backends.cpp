@@ -142,6 +142,47 @@ std::vector<Row> bench_backend(const std::string& backend) {
   } else {
     rows.push_back({"accuracy on spins", "skipped: no timed_delay", "", ""});
   }
+
+  // (5) a 100 ms delay against the host clock through calibrated timestamps (issue 35): the
+  // region's markers, put on CLOCK_REALTIME by the device's clock offset (measured before and
+  // after), must lie inside the host's time around the enqueue and the synchronize, and read
+  // what the host saw. A spin that runs long shows in both clocks; timestamps that are off show
+  // as a device duration that disagrees with the host's.
+  if (s.backend().capabilities(s.device()).timed_delay) {
+    try {
+      const timing::DeviceClockOffset before = timing::calibrate_clock(s);
+      timing::Profiler profiler(options);
+      const uint64_t host_start = timing::realtime_ns();
+      {
+        auto region = profiler.region(s, "spin");
+        s.delay(std::chrono::milliseconds(100));
+      }
+      s.synchronize();
+      const uint64_t host_end = timing::realtime_ns();
+      profiler.flush();
+      const timing::DeviceClockOffset after = timing::calibrate_clock(s);
+      const timing::ReplayReport r = profiler.reports().back();
+      const timing::RegionTiming t = r.region(0);
+      const double device_ms = static_cast<double>(t.raw_duration_ns()) / 1e6;
+      const double host_ms = static_cast<double>(host_end - host_start) / 1e6;
+      const int64_t start_in_host = static_cast<int64_t>(t.raw_start_ns()) - before.offset_ns -
+                                    static_cast<int64_t>(host_start);
+      const int64_t end_in_host =
+          static_cast<int64_t>(host_end) - (static_cast<int64_t>(t.raw_end_ns()) - after.offset_ns);
+      rows.push_back(
+          {"delay(100 ms): device markers / host around it",
+           fmt::format("{:.3f} / {:.3f} ms", device_ms, host_ms),
+           fmt::format("start {:+.1f} us after the host's, end {:+.1f} us before it; "
+                       "offset drift {:+d} ns (+-{} ns)",
+                       static_cast<double>(start_in_host) / 1e3,
+                       static_cast<double>(end_in_host) / 1e3, after.offset_ns - before.offset_ns,
+                       before.uncertainty_ns + after.uncertainty_ns),
+           fmt::format("{:.3f}x", device_ms / 100.0)});
+    } catch (const Error& e) {
+      rows.push_back({"delay(100 ms) against the host clock",
+                      fmt::format("skipped: {}", e.what()).substr(0, 120), "", ""});
+    }
+  }
   return rows;
 }
 
