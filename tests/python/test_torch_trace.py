@@ -730,7 +730,10 @@ from accgraph.torch_trace import annotate_trace
 trace, output, reports, limit = sys.argv[1:5]
 resource.setrlimit(resource.RLIMIT_FSIZE, (int(limit), int(limit)))
 try:
-    annotate_trace(trace, output, reports, overwrite_input=True)
+    if os.path.samefile(trace, output):
+        annotate_trace(trace, output, reports, overwrite_input=True)
+    else:
+        annotate_trace(trace, output, reports)
 except accgraph.InvalidArgumentError as e:
     print("ERROR", e)
     sys.exit(3)
@@ -758,10 +761,10 @@ def test_a_failed_write_leaves_the_old_output(tmp_path, suffix, limit):
     out.write_bytes(old)
     done = run_size_limited(tmp_path, FIXTURE_TRACE, out, limit)
     assert done.returncode == 3, done.stdout + done.stderr
-    assert f"cannot write '{out}'" in done.stdout and "the file was left as it was" in \
-        done.stdout, done.stdout
     assert out.read_bytes() == old
     assert no_temporaries(tmp_path) == []
+    assert f"cannot write '{out}': File too large: the file was left as it was; free space or " \
+        "choose another path" in done.stdout, done.stdout
 
 
 @needs_fixture
@@ -1201,17 +1204,18 @@ def test_many_replays_against_the_last_reports(tmp_path):
 
 
 def test_matching_is_not_quadratic(tmp_path):
-    # A45: 4x the replays and reports take far less than 16x the time (the old search: 16x).
-    small = min(annotate_synthetic(tmp_path, 500, 128)[1] for _ in range(2))
+    # A45: 8x the replays and reports take far less than 64x the time (8-10x here; the old
+    # search took 30x and more, parsing being linear).
+    small = min(annotate_synthetic(tmp_path, 250, 64)[1] for _ in range(3))
     summary, large = annotate_synthetic(tmp_path, 2000, 512)
     assert summary["replays"] == 512
-    assert large < 8 * small, (small, large)
+    assert large < 20 * small, (small, large)
 
 
 def test_replays_at_a_fixed_period_are_matched_in_bounded_time(tmp_path):
     # Back-to-back replays leave many replay offsets valid (Note [Matching cost]): the search
     # compares a few in full; every kept report still lands on a traced replay's markers.
-    small = min(annotate_synthetic(tmp_path, 500, 128, period_us=120)[1] for _ in range(2))
+    small = min(annotate_synthetic(tmp_path, 250, 64, period_us=120)[1] for _ in range(3))
     summary, large = annotate_synthetic(tmp_path, 2000, 512, period_us=120)
     assert summary["replays"] == 512 and summary["unmatched_replays"] == 1488
-    assert large < 8 * small, (small, large)
+    assert large < 20 * small, (small, large)
