@@ -104,6 +104,26 @@ _GPU_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
 # markers are then the distinct edge times of each report, which joins two markers that wrote
 # the same time (that report's sequence then has one kernel more than it, and does not fit).
 
+# Note [Trace input checks]: what annotate_trace refuses and what it takes (the 2026-11-28
+# reliability audit's rows A03-A36):
+# - The reports CSV is read by column name: columns it does not know (a later version's) are
+#   ignored. A row with fewer or more fields than the header, a field that is not a whole
+#   number, a region that ends before it starts and a region's row given twice in one report
+#   (two exports concatenated) are refused, naming the file and line: slices of negative or
+#   doubled length would be wrong without a word. Only a region with no time between its edges
+#   may repeat (boundaries sharing a marker make such rows alike). A gzip file given as the CSV
+#   is named as such; a field longer than csv.field_size_limit() (a long metadata value) is
+#   read: the limit is raised while the file is read, then put back.
+# - A trace that is not gzip or JSON, cut short or damaged, or nested deeper than Python's JSON
+#   reader follows is refused naming the file. An event the matching cannot use (a ts that is
+#   not a number; a pid, tid or correlation that is a list or an object) is passed over, and
+#   the marker kernels passed over are counted in the error when none is left.
+# - A trace annotated before is annotated afresh: its region slices (gpu_user_annotation with
+#   args.accgraph_path), the rows that held only those and the kernels' accgraph_* labels are
+#   taken out first, so the output is what the original trace would give. Replacing, not
+#   refusing: annotated in place (overwrite_input=True), the original is gone.
+# - A .pftrace holds unsigned ns: events with a negative time or one beyond 2^63 ns are left
+#   out of it with one RuntimeWarning counting them (the .json output keeps every event).
 
 @dataclass
 class _Region:
