@@ -561,7 +561,8 @@ def _ns(value: Any) -> int:
 
 def _kernels(events: List[Any]) -> Tuple[List[_Kernel], int]:
     """The GPU work of the trace in time order, and how many marker kernels were left out (a
-    time that is not a number, a row that is neither a number nor a string)."""
+    time that is not a number, a row that is neither a number nor a string, args that are not
+    an object)."""
     out = []
     unusable = 0
     for ev in events:
@@ -573,11 +574,13 @@ def _kernels(events: List[Any]) -> Tuple[List[_Kernel], int]:
         try:
             if not (_hashable(ev.get("pid")) and _hashable(ev.get("tid"))):
                 raise ValueError("not a row of the trace: nowhere to put its regions")
+            if not isinstance(ev.get("args", {}), dict):
+                raise ValueError("args that are not an object: nowhere to put its labels")
             start, dur = _ns(ev["ts"]), _ns(ev.get("dur", 0))
         except (KeyError, ValueError):
             unusable += category == "kernel" and _kernel_kind(str(ev.get("name", ""))) != ""
             continue
-        args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+        args = ev.get("args", {})
         correlation = args.get("correlation")
         kind = _kernel_kind(str(ev.get("name", ""))) if category == "kernel" else ""
         out.append(_Kernel(ev, start, start + dur, (ev.get("pid"), ev.get("tid")), kind,
@@ -797,8 +800,8 @@ def _no_match_error(trace: Any, sequences: List[_Sequence], kernels: List[_Kerne
         if unusable:
             return _error(InvalidArgumentError,
                           f"{name} holds {unusable} accgraph marker kernel(s), none usable: their "
-                          "ts or dur is not a number, or their pid or tid is neither a number "
-                          "nor a string: pass the trace torch.profiler's export_chrome_trace "
+                          "ts or dur is not a number, their args not an object, or their pid "
+                          "or tid is neither a number nor a string: pass the trace torch.profiler's export_chrome_trace "
                           "wrote, unedited")
         return _error(InvalidArgumentError,
                       f"{name} holds no accgraph marker kernels "
@@ -837,8 +840,9 @@ class _Rows:
         for ev in events:
             if isinstance(ev, dict) and ev.get("ph") == "M" and ev.get("name") == \
                     "thread_sort_index":
-                self.sort_index[(ev.get("pid"), ev.get("tid"))] = \
-                    (ev.get("args") or {}).get("sort_index")
+                args = ev.get("args")
+                self.sort_index[_row_key(ev)] = \
+                    args.get("sort_index") if isinstance(args, dict) else None
         self.rows: Dict[Tuple[Any, Any, str, int], int] = {}
         self.added: List[Dict[str, Any]] = []
 
