@@ -1219,3 +1219,18 @@ def test_replays_at_a_fixed_period_are_matched_in_bounded_time(tmp_path):
     summary, large = annotate_synthetic(tmp_path, 2000, 512, period_us=120)
     assert summary["replays"] == 512 and summary["unmatched_replays"] == 1488
     assert large < 20 * small, (small, large)
+
+
+def test_a_doubles_nanoseconds_are_its_texts():
+    # _ns reads a double below 2^43 us without Decimal: the same ns as the three-decimal text.
+    import random
+
+    from accgraph import torch_trace
+
+    rng = random.Random(7)
+    for _ in range(20_000):
+        n = rng.choice([rng.randrange(-2**53, 2**53), rng.randrange(2**52, 2**53),
+                        rng.randrange(-10**6, 10**6)])
+        text = f"{'-' if n < 0 else ''}{abs(n) // 1000}.{abs(n) % 1000:03d}"
+        value = torch_trace._parse_float(text)
+        assert torch_trace._ns(value) == n, text

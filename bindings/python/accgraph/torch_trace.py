@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import csv
 import errno
+import gc
 import gzip
 import json
 import math
 import os
-import re
 import secrets
 import sys
 import warnings
@@ -151,16 +151,26 @@ class _Report:
     times: List[Optional[int]]  # per marker index; None: not measured
     resolution_ns: int = 0
     order: List[int] = field(default_factory=list)  # marker indices sorted by time
+    # In that order, (rank, time - the first measured marker's time) of each measured marker,
+    # and the rank of that first one (None: none measured): what _shape_residual compares.
+    shape: List[Tuple[int, int]] = field(default_factory=list)
+    base: Optional[int] = None
 
     def __post_init__(self) -> None:
         if any(t is None for t in self.times):
             self.order = list(range(len(self.times)))
         else:
             self.order = sorted(range(len(self.times)), key=lambda i: (self.times[i], i))
+        ordered = [self.times[i] for i in self.order]
+        self.base = next((j for j, t in enumerate(ordered) if t is not None), None)
+        if self.base is not None:
+            first = ordered[self.base]
+            self.shape = [(j, t - first) for j, t in enumerate(ordered) if t is not None]
 
 
 @dataclass(eq=False)
 class _Kernel:
+    __slots__ = ("event", "start", "end", "row", "kind", "correlation")
     event: Dict[str, Any]
     start: int  # ns, the trace's clock
     end: int
@@ -178,6 +188,10 @@ class _Sequence:
     records: List[_Kernel]  # sorted by anchor
     end: _Kernel
     kernels: List[_Kernel]
+    anchors: List[int] = field(init=False)  # the records' (matching compares them often)
+
+    def __post_init__(self) -> None:
+        self.anchors = [k.anchor for k in self.records]
 
 
 def _error(cls: type, message: str) -> Exception:
@@ -432,6 +446,11 @@ def _parse_float(text: str) -> Any:
     """A JSON number with a fraction or an exponent: a float where the float's shortest text
     is the same number (written back as that text), else a _Number."""
     value = float(text)
+    if "e" not in text and "E" not in text:
+        if len(text) <= 16:
+            return value  # at most 15 digits, which a double holds (DBL_DIG)
+        if len(text.rstrip("0")) > 19:
+            return _Number(text)  # more than 17 digits: more than a double's shortest text
     if repr(value) == text or (math.isfinite(value) and Decimal(repr(value)) == Decimal(text)):
         return value
     return _Number(text)
@@ -501,7 +520,7 @@ def _strip_annotations(events: List[Any]) -> int:
     """Takes an earlier annotate_trace's work out of `events` (Note [Trace input checks]): its
     region slices, the names and sort indices of the rows that held only those, the labels of
     kernels. Returns how many slices it took out."""
-    ours = [ev for ev in events if _is_ours(ev)]
+    ours = [ev for ev in events if type(ev) is dict and ev.get("cat") == CATEGORY and _is_ours(ev)]
     if not ours:
         return 0
     rows = {_row_key(ev) for ev in ours}
@@ -518,8 +537,12 @@ def _strip_annotations(events: List[Any]) -> int:
     return len(ours)
 
 
+_ID_TYPES = frozenset((str, int, float, bool, type(None)))
+
+
 def _hashable(value: Any) -> bool:
-    return isinstance(value, (str, int, float, _Number)) or value is None
+    """An id (pid, tid, correlation) that can key a dict: a number, a string or null."""
+    return type(value) in _ID_TYPES or isinstance(value, (str, int, float, _Number))
 
 
 def _row_key(ev: Dict[str, Any]) -> Tuple[Any, Any]:
@@ -540,20 +563,41 @@ def _kernel_kind(name: str) -> str:
 # Times a Perfetto trace holds (unsigned 64-bit ns), and that this module computes with: a ts
 # or dur beyond is not a time of a trace (1e300 us), and exact arithmetic on it would be slow.
 _MAX_NS = 2**63 - 1
+# Below 2^43 us a double's spacing is under 1 ns, so the ns nearest to it are the ns of the
+# (three-decimal) text it was read from: _ns computes them without Decimal.
+_EXACT_DOUBLE_US = float(2**43)
 
 
 def _ns(value: Any) -> int:
     """Microseconds of the trace (a JSON number) in integer nanoseconds, exactly. ValueError
     for a value that is not a number, not finite or beyond +-_MAX_NS."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, _Number)):
-        raise ValueError(f"not a number: {value!r}")
-    if isinstance(value, int):
-        ns = value * 1000
+    kind = type(value)
+    if kind is float and -_EXACT_DOUBLE_US < value < _EXACT_DOUBLE_US:
+        whole = int(value)  # exact, and so is value - whole (Sterbenz)
+        return whole * 1000 + round((value - whole) * 1000)
+    if kind is _Number:
+        text = value.text
+    elif kind is float or (isinstance(value, float)):
+        text = repr(float(value))
+    elif kind is int or (isinstance(value, int) and kind is not bool):
+        ns = int(value) * 1000
+        if abs(ns) > _MAX_NS:
+            raise ValueError(f"out of range: {value!r}")
+        return ns
     else:
-        number = float(value)
+        raise ValueError(f"not a number: {value!r}")
+    # Most times: digits, a point and up to three decimals, read as integers (no Decimal).
+    whole, _, fraction = text.partition(".")
+    digits = whole[1:] if whole.startswith("-") else whole
+    if 0 < len(fraction) <= 3 and fraction.isdigit() and 0 < len(digits) <= 18 and \
+            digits.isdigit():
+        ns = int(digits) * 1000 + int(fraction) * 10 ** (3 - len(fraction))
+        ns = -ns if whole.startswith("-") else ns
+    else:
+        number = float(text)
         if not math.isfinite(number) or abs(number) > _MAX_NS / 1000:
             raise ValueError(f"out of range: {value!r}")
-        ns = round(Decimal(value.text if isinstance(value, _Number) else repr(number)) * 1000)
+        ns = round(Decimal(text) * 1000)
     if abs(ns) > _MAX_NS:
         raise ValueError(f"out of range: {value!r}")
     return ns
@@ -568,7 +612,8 @@ def _kernels(events: List[Any]) -> Tuple[List[_Kernel], int]:
     for ev in events:
         if not isinstance(ev, dict) or ev.get("ph") != "X":
             continue
-        category = str(ev.get("cat", "")).lower()
+        category = ev.get("cat", "")
+        category = category.lower() if type(category) is str else str(category).lower()
         if category not in _GPU_WORK:
             continue
         try:
@@ -639,16 +684,11 @@ def _shape_residual(seq: _Sequence, report: _Report) -> Optional[float]:
     marker counts differ (Note [Trace replay matching], 3)."""
     if len(seq.records) != len(report.times):
         return None
-    anchors = [k.anchor for k in seq.records]
-    times = [report.times[i] for i in report.order]
-    worst = 0.0
-    base = next((j for j, t in enumerate(times) if t is not None), None)
-    if base is None:
+    if report.base is None:
         return 0.0
-    for j, t in enumerate(times):
-        if t is not None:
-            worst = max(worst, abs((anchors[j] - anchors[base]) - (t - times[base])))
-    return worst
+    anchors = seq.anchors
+    first = anchors[report.base]
+    return float(max(abs(anchors[j] - first - t) for j, t in report.shape))
 
 
 def _first_time(report: _Report) -> Optional[int]:
@@ -866,10 +906,11 @@ class _Rows:
 # read as a _Number, which keeps its text (_parse_float), and the new slices' edges are made
 # _Numbers where a double cannot hold them (_us). json's encoder writes floats through
 # float.__repr__ whatever their class, and has no way to write raw text, so a _Number goes
-# through `default` as a string placeholder that the text then loses: "<token><n>", the token
-# 128 random bits drawn per write, and used only when the text holds it exactly as often as
-# there are placeholders (else a new token is drawn), so no string of the trace can be taken
-# for one (A18), and any notation comes back as written (A19). A pure-Python encoder that writes
+# through `default` as a string placeholder that the text then loses: "<token>", 128 random
+# bits drawn per write, and used only when the text holds it exactly as often as there are
+# placeholders (else a new token is drawn), so no string of the trace can be taken for one
+# (A18); the placeholders are replaced in the order the encoder met the _Numbers, and any
+# notation comes back as written (A19). A pure-Python encoder that writes
 # the text itself would be 5-10x slower on traces of a million events.
 
 
@@ -888,18 +929,20 @@ def _dumps(value: Any) -> str:
     def default(o: Any) -> Any:
         if isinstance(o, _Number):
             texts.append(o.text)
-            return f"{token}{len(texts) - 1}"
+            return token
         raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
 
     while True:
-        token = f"@accgraph-exact-{secrets.token_hex(16)}:"
+        token = f"@accgraph-exact-{secrets.token_hex(16)}"
         texts.clear()
-        text = json.dumps(value, default=default)
+        text = json.dumps(value, default=default, check_circular=False)
         if text.count(token) == len(texts):
             break
     if not texts:
         return text
-    return re.sub('"' + re.escape(token) + r'([0-9]+)"', lambda m: texts[int(m.group(1))], text)
+    # The encoder writes the placeholders in the order it met the _Numbers.
+    parts = text.split(f'"{token}"')
+    return parts[0] + "".join(t + part for t, part in zip(texts, parts[1:]))
 
 
 def _annotate(match: _Match, rows: _Rows, slices: List[Dict[str, Any]]) -> Tuple[int, int]:
@@ -1178,6 +1221,21 @@ def annotate_trace(trace: Union[str, os.PathLike, Dict[str, Any]],
     ``.pftrace`` output from a package built without Perfetto support
     (accgraph.perfetto_supported())."""
     output = os.fspath(output)
+    # Note [Matching cost]: the cyclic garbage collector is off while annotate_trace runs. It
+    # makes no cycles, and a trace's millions of objects made the collector's passes half its
+    # time (a pass walks every object tracked so far).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _annotate_trace(trace, output, profiler_or_reports, tolerance_us,
+                               overwrite_input)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _annotate_trace(trace: Any, output: str, profiler_or_reports: Any, tolerance_us: float,
+                    overwrite_input: bool) -> Dict[str, Any]:
     perfetto = output.endswith(_PERFETTO_SUFFIXES)
     if perfetto and not _accgraph.perfetto_supported():
         raise _error(UnsupportedError,
