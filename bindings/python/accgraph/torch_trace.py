@@ -841,8 +841,8 @@ def _no_match_error(trace: Any, sequences: List[_Sequence], kernels: List[_Kerne
             return _error(InvalidArgumentError,
                           f"{name} holds {unusable} accgraph marker kernel(s), none usable: their "
                           "ts or dur is not a number, their args not an object, or their pid "
-                          "or tid is neither a number nor a string: pass the trace torch.profiler's export_chrome_trace "
-                          "wrote, unedited")
+                          "or tid is neither a number nor a string: pass the trace "
+                          "torch.profiler's export_chrome_trace wrote, unedited")
         return _error(InvalidArgumentError,
                       f"{name} holds no accgraph marker kernels "
                       f"({RECORD_KERNEL}, {PROGRAMMATIC_RECORD_KERNEL}, {END_KERNEL}): trace "
