@@ -1234,3 +1234,18 @@ def test_a_doubles_nanoseconds_are_its_texts():
         text = f"{'-' if n < 0 else ''}{abs(n) // 1000}.{abs(n) % 1000:03d}"
         value = torch_trace._parse_float(text)
         assert torch_trace._ns(value) == n, text
+
+
+@pytest.mark.parametrize("which", [0, 2])
+def test_a_replay_that_lost_a_marker_keeps_its_place(tmp_path, reports, which):
+    # A09 in the middle of the trace: one marker kernel of replay 2 has a ts that is not a
+    # number (its first, or another). That replay is not matched; the others still are, each
+    # to its own report.
+    trace = kineto_trace(reports)
+    marks = [e for e in trace["traceEvents"] if RECORD in e.get("name", "") and
+             e["args"].get("correlation") == 1002]
+    marks[which]["ts"] = "not a number"
+    summary = annotate_trace(trace, tmp_path / "out.json", reports)
+    assert (summary["replays"], summary["unmatched_replays"]) == (5, 1)
+    assert {s["args"]["replay_index"] for s in slices(load(tmp_path / "out.json"))} == \
+        {0, 1, 3, 4, 5}

@@ -34,6 +34,7 @@ import secrets
 import sys
 import warnings
 import zlib
+from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import IO, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -760,15 +761,19 @@ def _align(seqs: List[_Sequence], reports: Dict[int, _Report], tolerance_ns: flo
     first_time = {j: _first_time(r) for j, r in reports.items()}
     timed = sorted(j for j, t in first_time.items() if t is not None)
     anchors = [s.records[0].anchor for s in seqs]
-    # Gap i: between replay i and i + 1 (trace), between replay j and j + 1 (reports).
-    seq_gaps = {i: anchors[i + 1] - anchors[i] for i in range(size - 1)}
+    # Gap i: between replay i and i + 1 (trace), between replay j and j + 1 (reports); none
+    # next to a replay of the trace that lacks a marker (its first anchor may be another's).
+    count = Counter(len(r.times) for r in reports.values()).most_common(1)[0][0]
+    whole = [len(s.records) == count for s in seqs]
+    seq_gaps = {i: anchors[i + 1] - anchors[i] for i in range(size - 1)
+                if whole[i] and whole[i + 1]}
     report_gaps = {j: first_time[j + 1] - first_time[j] for j in timed  # type: ignore[operator]
                    if first_time.get(j + 1) is not None}
     seq_probes, report_probes = _distinctive(seq_gaps), _distinctive(report_gaps)
 
     def disagrees(r0: int, i: int) -> bool:
         gap = report_gaps.get(r0 + i)
-        return gap is not None and 0 <= i < size - 1 and abs(seq_gaps[i] - gap) > limit
+        return gap is not None and i in seq_gaps and abs(seq_gaps[i] - gap) > limit
 
     best: Tuple[Tuple[int, float, int], List[_Match]] = ((0, 0.0, 0), [])
     compared = 0
@@ -783,7 +788,7 @@ def _align(seqs: List[_Sequence], reports: Dict[int, _Report], tolerance_ns: flo
             worst = 0.0
             for i in range(low, high):
                 gap = report_gaps.get(r0 + i)
-                if gap is not None:
+                if gap is not None and i in seq_gaps:
                     worst = max(worst, abs(seq_gaps[i] - gap))
                     if worst > limit:
                         break
@@ -827,6 +832,16 @@ def _match(sequences: List[_Sequence], reports: List[_Report], tolerance_ns: flo
                 fits.append((min(residuals), str(g), g))
         if fits:
             assigned.setdefault(min(fits)[2], []).append(seq)
+            continue
+        # A sequence that fits no graph (a marker kernel lost: a ts that is not a number) is
+        # still a replay of one: with the graph nearest in marker count, where there is one
+        # such graph, it keeps its place among that graph's replays (Note [Trace replay
+        # matching], 4, numbers them consecutively), and is not matched itself.
+        nearest = sorted((abs(len(seq.records) - len(c[0].times)), str(g), g)
+                         for g, c in probes.items())
+        if nearest and nearest[0][0] <= 2 and (len(nearest) == 1 or
+                                               nearest[1][0] > nearest[0][0]):
+            assigned.setdefault(nearest[0][2], []).append(seq)
     matches = []
     for g, seqs in assigned.items():
         matches.extend(_align(seqs, graphs[g], tolerance_ns))
