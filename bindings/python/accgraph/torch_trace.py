@@ -1014,7 +1014,8 @@ def _write(data: Dict[str, Any], output: str) -> None:
         name = os.path.basename(output)[:-3]
 
         def write(f: IO[bytes]) -> None:
-            with gzip.GzipFile(filename=name, mode="wb", fileobj=f) as z:
+            # zlib's default level: 9 (gzip.open's) took 3x as long for 10% smaller output.
+            with gzip.GzipFile(filename=name, mode="wb", fileobj=f, compresslevel=6) as z:
                 z.write(data_bytes)
     else:
         def write(f: IO[bytes]) -> None:
