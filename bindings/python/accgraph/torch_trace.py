@@ -763,8 +763,8 @@ def _align(seqs: List[_Sequence], reports: Dict[int, _Report], tolerance_ns: flo
     anchors = [s.records[0].anchor for s in seqs]
     # Gap i: between replay i and i + 1 (trace), between replay j and j + 1 (reports); none
     # next to a replay of the trace that lacks a marker (its first anchor may be another's).
-    count = Counter(len(r.times) for r in reports.values()).most_common(1)[0][0]
-    whole = [len(s.records) == count for s in seqs]
+    markers = Counter(len(r.times) for r in reports.values()).most_common(1)[0][0]
+    whole = [len(s.records) == markers for s in seqs]
     seq_gaps = {i: anchors[i + 1] - anchors[i] for i in range(size - 1)
                 if whole[i] and whole[i + 1]}
     report_gaps = {j: first_time[j + 1] - first_time[j] for j in timed  # type: ignore[operator]
