@@ -1207,7 +1207,8 @@ def test_matching_is_not_quadratic(tmp_path):
     # A45: 8x the replays and reports take far less than 64x the time (8-10x here; the old
     # search took 30x and more, parsing being linear).
     small = min(annotate_synthetic(tmp_path, 250, 64)[1] for _ in range(3))
-    summary, large = annotate_synthetic(tmp_path, 2000, 512)
+    runs = [annotate_synthetic(tmp_path, 2000, 512) for _ in range(2)]
+    summary, large = runs[0][0], min(r[1] for r in runs)
     assert summary["replays"] == 512
     assert large < 20 * small, (small, large)
 
@@ -1216,7 +1217,8 @@ def test_replays_at_a_fixed_period_are_matched_in_bounded_time(tmp_path):
     # Back-to-back replays leave many replay offsets valid (Note [Matching cost]): the search
     # compares a few in full; every kept report still lands on a traced replay's markers.
     small = min(annotate_synthetic(tmp_path, 250, 64, period_us=120)[1] for _ in range(3))
-    summary, large = annotate_synthetic(tmp_path, 2000, 512, period_us=120)
+    runs = [annotate_synthetic(tmp_path, 2000, 512, period_us=120) for _ in range(2)]
+    summary, large = runs[0][0], min(r[1] for r in runs)
     assert summary["replays"] == 512 and summary["unmatched_replays"] == 1488
     assert large < 20 * small, (small, large)
 
