@@ -7,6 +7,7 @@
 #
 #   bash scripts/fuzz.sh               # 30 s each (what scripts/test.sh runs)
 #   bash scripts/fuzz.sh 600 fuzz_stats  # one fuzzer, 10 minutes
+#   bash scripts/fuzz.sh 60 fuzz_annotate_trace  # the Python one (needs scripts/python-install.sh)
 #   build-fuzz/fuzz/fuzz_stats build-fuzz/crashes/fuzz_stats/crash-...   # replay one input
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,9 +32,15 @@ build="$root/build-fuzz"
 cmake --preset fuzz > /dev/null
 cmake --build --preset fuzz
 
+python_fuzz=1  # fuzz_annotate_trace, the Python one (below)
 if [ $# -gt 0 ]; then
   fuzzers=()
+  python_fuzz=0
   for name in "$@"; do
+    if [ "$name" = fuzz_annotate_trace ]; then
+      python_fuzz=1
+      continue
+    fi
     if [ ! -x "$build/fuzz/$name" ]; then
       echo "fuzz.sh: no fuzzer '$name' in $build/fuzz (built: $(find "$build/fuzz" -maxdepth 1 -type f -name 'fuzz_*' -printf '%f ' 2>/dev/null))" >&2
       exit 2
@@ -43,7 +50,7 @@ if [ $# -gt 0 ]; then
 else
   mapfile -t fuzzers < <(find "$build/fuzz" -maxdepth 1 -type f -name 'fuzz_*' -perm -u+x | sort)
 fi
-if [ ${#fuzzers[@]} -eq 0 ]; then
+if [ ${#fuzzers[@]} -eq 0 ] && [ $# -eq 0 ]; then
   echo "fuzz.sh: no fuzzers were built (tests/fuzz/fuzz_*.cpp)" >&2
   exit 1
 fi
@@ -83,6 +90,33 @@ for fuzzer in "${fuzzers[@]}"; do
     echo "ok: $name: $runs inputs, ${cov:-cov: ?}, corpus now $(find "$corpus" -type f | wc -l) inputs"
   fi
 done
+
+# annotate_trace is Python: tests/python/test_torch_trace_fuzz.py mutates its inputs with
+# Python's random (300 fixed cases in test.sh's python part). Here, with the package installed
+# (scripts/python-install.sh), it runs for SECONDS from a random seed; the seed of a failing case
+# is in its output.
+venv_python="${ACCGRAPH_VENV:-$root/build/venv}/bin/python"
+if [ "$python_fuzz" -eq 1 ]; then
+  if [ -x "$venv_python" ] && "$venv_python" -c "import accgraph.torch_trace" 2>/dev/null; then
+    seed=$(( (RANDOM << 15 | RANDOM) ))
+    echo "== fuzz: fuzz_annotate_trace (Python) for $seconds s from seed $seed"
+    log="$build/logs/fuzz_annotate_trace.log"
+    mkdir -p "$build/crashes/fuzz_annotate_trace" "$(dirname "$log")"
+    if ACCGRAPH_FUZZ_TRACE_SECONDS="$seconds" ACCGRAPH_FUZZ_TRACE_SEED="$seed" \
+        ACCGRAPH_FUZZ_TRACE_KEEP="$build/crashes/fuzz_annotate_trace" \
+        "$venv_python" -m pytest -p no:cacheprovider -q -s tests/python/test_torch_trace_fuzz.py \
+        > "$log" 2>&1; then
+      echo "ok: fuzz_annotate_trace: $(grep -o 'seeds .* failed' "$log" || echo '?')"
+    else
+      tail -n 40 "$log" >&2
+      echo "FAILED: fuzz_annotate_trace; inputs kept in $build/crashes/fuzz_annotate_trace; full log: $log" >&2
+      failed+=("fuzz_annotate_trace")
+    fi
+    fuzzers+=("fuzz_annotate_trace")
+  else
+    echo "fuzz: fuzz_annotate_trace skipped: no accgraph package in $venv_python (scripts/python-install.sh); test.sh's python part runs its 300 fixed cases"
+  fi
+fi
 
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz: ${#failed[@]} of ${#fuzzers[@]} fuzzers failed: ${failed[*]}" >&2

@@ -698,3 +698,556 @@ def test_a_trace_recorded_here_on_the_gpu(tmp_path):
     summary = annotate_trace(tmp_path / "torch_trace.json.gz", out, meta["profiler"])
     assert summary["replays"] == 4
     check_annotated(load(out), summary)
+
+
+# --- the 2026-11-28 reliability audit's rows (shared/reviews/reliability-2026-11-28.md) ---------
+
+needs_fixture = pytest.mark.skipif(
+    not (FIXTURE_TRACE.exists() and FIXTURE_REPORTS.exists()),
+    reason="the recorded fixture is not there: run tests/python/data/record_torch_trace.py on a "
+           "GPU")
+
+
+def fixture_events():
+    return load(FIXTURE_TRACE)
+
+
+def write_gz(path, trace):
+    with gzip.open(path, "wt") as f:
+        json.dump(trace, f)
+    return path
+
+
+def no_temporaries(directory):
+    return [p.name for p in pathlib.Path(directory).iterdir() if ".tmp." in p.name]
+
+
+SIZE_LIMITED_WRITE = r"""
+import os, resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+import accgraph
+from accgraph.torch_trace import annotate_trace
+trace, output, reports, limit = sys.argv[1:5]
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(limit), int(limit)))
+try:
+    if os.path.samefile(trace, output):
+        annotate_trace(trace, output, reports, overwrite_input=True)
+    else:
+        annotate_trace(trace, output, reports)
+except accgraph.InvalidArgumentError as e:
+    print("ERROR", e)
+    sys.exit(3)
+print("WRITTEN")
+"""
+
+
+def run_size_limited(tmp_path, trace, output, limit):
+    import subprocess
+    import sys
+
+    script = tmp_path / "limited.py"
+    script.write_text(SIZE_LIMITED_WRITE)
+    return subprocess.run([sys.executable, str(script), str(trace), str(output),
+                           str(FIXTURE_REPORTS), str(limit)], capture_output=True, text=True,
+                          timeout=120)
+
+
+@needs_fixture
+@pytest.mark.parametrize("suffix, limit", [(".json", 8192), (".json.gz", 1024)])
+def test_a_failed_write_leaves_the_old_output(tmp_path, suffix, limit):
+    # A24: the disk fills part-way (RLIMIT_FSIZE, in a subprocess): the old file is kept whole.
+    out = tmp_path / ("out" + suffix)
+    old = b"the old output, which must survive\n" * 100
+    out.write_bytes(old)
+    done = run_size_limited(tmp_path, FIXTURE_TRACE, out, limit)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert out.read_bytes() == old
+    assert no_temporaries(tmp_path) == []
+    assert f"cannot write '{out}': File too large: the file was left as it was; free space or " \
+        "choose another path" in done.stdout, done.stdout
+
+
+@needs_fixture
+def test_a_failed_write_in_place_leaves_the_trace(tmp_path):
+    # A25: annotating in place (asked for), the write fails: the input trace is kept whole.
+    trace = tmp_path / "trace.json.gz"
+    trace.write_bytes(FIXTURE_TRACE.read_bytes())
+    done = run_size_limited(tmp_path, trace, trace, 4096)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert trace.read_bytes() == FIXTURE_TRACE.read_bytes()
+    assert no_temporaries(tmp_path) == []
+    # Without the limit, it is replaced by the annotated trace.
+    done = run_size_limited(tmp_path, trace, trace, 1 << 30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(slices(load(trace))) == 48 and no_temporaries(tmp_path) == []
+
+
+def test_a_write_that_raises_part_way_leaves_the_old_output(tmp_path, reports, monkeypatch):
+    # A24 without a subprocess: the file object's write fails after the first bytes.
+    src = tmp_path / "trace.json"
+    src.write_text(dumps(kineto_trace(reports)))
+    out = tmp_path / "out.json"
+    out.write_text("old")
+    from accgraph import torch_trace
+
+    real = torch_trace._write_atomically
+
+    def failing(output, write):
+        def partial(f):
+            f.write(b'{"traceEvents": [')
+            raise OSError(28, "No space left on device")
+        return real(output, partial)
+
+    monkeypatch.setattr(torch_trace, "_write_atomically", failing)
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=r"No space left on device: the file was left as it was; free space"):
+        annotate_trace(src, out, reports)
+    assert out.read_text() == "old" and no_temporaries(tmp_path) == []
+
+
+def test_output_is_the_input_only_when_asked(tmp_path, reports):
+    # A25: the same file, also under another spelling or through a symbolic link, is refused.
+    src = tmp_path / "trace.json"
+    text = dumps(kineto_trace(reports))
+    src.write_text(text)
+    link = tmp_path / "link.json"
+    link.symlink_to(src)
+    (tmp_path / "sub").mkdir()
+    for output in (src, tmp_path / "sub" / ".." / "trace.json", link):
+        with pytest.raises(accgraph.InvalidArgumentError,
+                           match=r"is the trace .* itself \(the same file\).*overwrite_input=True"):
+            annotate_trace(src, output, reports)
+        assert src.read_text() == text
+    summary = annotate_trace(src, link, reports, overwrite_input=True)
+    assert summary["replays"] == 6 and link.is_symlink()  # the link's target was replaced
+    assert len(slices(load(src))) == 6 * len(reports[0])
+    assert no_temporaries(tmp_path) == []
+
+
+def test_the_output_is_checked_before_the_work(tmp_path, reports, monkeypatch):
+    # A missing directory is named before the trace is read (check_output_file in C++).
+    from accgraph import torch_trace
+
+    monkeypatch.setattr(torch_trace, "_load_trace", lambda trace: pytest.fail("read first"))
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=r"cannot write '.*missing/out.json': No such file or directory"):
+        annotate_trace(tmp_path / "trace.json", tmp_path / "missing" / "out.json", reports)
+    assert no_temporaries(tmp_path) == []
+
+
+def test_a_replaced_output_keeps_its_permissions(tmp_path, reports):
+    src = tmp_path / "trace.json"
+    src.write_text(dumps(kineto_trace(reports)))
+    out = tmp_path / "out.json"
+    out.write_text("old")
+    out.chmod(0o640)
+    annotate_trace(src, out, reports)
+    assert (out.stat().st_mode & 0o777) == 0o640 and slices(load(out))
+
+
+def exact_load(path):
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return json.load(f, parse_float=Decimal)
+
+
+def test_strings_that_look_like_the_old_placeholder_stay_strings(tmp_path, reports):
+    # A18: strings of the trace are never taken for numbers.
+    trace = kineto_trace(reports)
+    trace["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": "@accgraph-exact:12.5",
+                                 "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0,
+                                 "args": {"x": "@accgraph-exact:3.25", "y": "@accgraph-exact:"}})
+    out = tmp_path / "out.json"
+    annotate_trace(trace, out, reports)
+    ev = next(e for e in load(out)["traceEvents"] if e.get("pid") == 1)
+    assert ev["name"] == "@accgraph-exact:12.5"
+    assert ev["args"] == {"x": "@accgraph-exact:3.25", "y": "@accgraph-exact:"}
+
+
+def test_a_string_holding_the_token_is_never_replaced(tmp_path, reports, monkeypatch):
+    # Note [Exact numbers]: should a string hold the very token drawn, another is drawn.
+    from accgraph import torch_trace
+
+    tokens = iter(["0" * 32, "1" * 32])
+    monkeypatch.setattr(torch_trace.secrets, "token_hex",
+                        lambda n: next(tokens) if n == 16 else "abcd1234")
+    trace = kineto_trace(reports, start_ns=1_764_000_000_000_000_123)  # exact numbers to write
+    trap = f"@accgraph-exact-{'0' * 32}:0"
+    trace["traceEvents"].append({"ph": "i", "name": trap, "pid": 1, "tid": 1, "ts": 1.0,
+                                 "args": {trap: trap}})
+    out = tmp_path / "out.json"
+    src = tmp_path / "trace.json"
+    src.write_text(dumps(trace))
+    annotate_trace(src, out, reports)
+    ev = next(e for e in load(out)["traceEvents"] if e.get("pid") == 1)
+    assert ev["name"] == trap and ev["args"] == {trap: trap}
+    assert "@accgraph-exact" not in (tmp_path / "out.json").read_text().replace(trap, "")
+
+
+@pytest.mark.parametrize("text", ["4.8825950881304571234e12", "4882595088130.4571234",
+                                  "1E3", "-2.50e-7", "0.100000000000000000000001",
+                                  "1.7976931348623157e309"])
+def test_numbers_of_any_notation_come_back_as_the_same_numbers(tmp_path, reports, text):
+    # A19: a ts (and an arg) in exponent notation or with more digits than a double holds.
+    trace = kineto_trace(reports)
+    trace["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": "exact", "pid": 1, "tid": 1,
+                                 "ts": "@TS@", "dur": 1.0, "args": {"v": "@TS@", "l": ["@TS@"]}})
+    src = tmp_path / "trace.json"
+    src.write_text(dumps(trace).replace('"@TS@"', text))
+    out = tmp_path / "out.json"
+    annotate_trace(src, out, reports)
+    ev = next(e for e in exact_load(out)["traceEvents"] if e.get("name") == "exact")
+    want = Decimal(text)
+    assert ev["ts"] == want and ev["args"] == {"v": want, "l": [want]}
+    assert "@accgraph-exact" not in out.read_text()
+
+
+def test_annotating_an_annotated_trace_replaces_its_annotation(tmp_path, reports):
+    # A20: the earlier slices and labels are replaced, not doubled: the same output as from
+    # the original trace.
+    src = tmp_path / "trace.json"
+    src.write_text(dumps(kineto_trace(reports)))
+    once, twice = tmp_path / "once.json", tmp_path / "twice.json"
+    first = annotate_trace(src, once, reports)
+    second = annotate_trace(once, twice, reports)
+    assert first == second
+    assert load(once) == load(twice)
+    assert len(slices(load(twice))) == 6 * len(reports[0])
+    # In place, as the audit did it.
+    annotate_trace(once, once, reports[2:], overwrite_input=True)
+    assert len(slices(load(once))) == 4 * len(reports[0])
+    assert {s["args"]["replay_index"] for s in slices(load(once))} == {2, 3, 4, 5}
+    labelled = [k for k in kernels(load(once)) if "accgraph_replay" in k["args"]]
+    assert {k["args"]["accgraph_replay"].split(":")[1] for k in labelled} == {"2", "3", "4", "5"}
+
+
+def csv_lines(path):
+    return pathlib.Path(path).read_text().splitlines(keepends=True)
+
+
+def edited_csv(tmp_path, lines, name="edited.csv"):
+    path = tmp_path / name
+    path.write_text("".join(lines))
+    return path
+
+
+@needs_fixture
+def test_a_region_that_ends_before_it_starts(tmp_path):
+    # A35: start_ns and end_ns swapped in one row.
+    lines = csv_lines(FIXTURE_REPORTS)
+    header = lines[0].strip().split(",")
+    row = lines[5].rstrip("\n").split(",")
+    s, e = header.index("start_ns"), header.index("end_ns")
+    row[s], row[e] = row[e], row[s]
+    lines[5] = ",".join(row) + "\n"
+    path = edited_csv(tmp_path, lines)
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=rf"the reports CSV '{re.escape(str(path))}', line 6: region "
+                             rf"'{re.escape(row[header.index('path')])}' of graph 0 replay \d+ "
+                             r"ends before it starts \(start_ns \d+ > end_ns \d+\): the file "
+                             r"was edited or damaged; write it again with Profiler.write_csv"):
+        annotate_trace(FIXTURE_TRACE, tmp_path / "out.json", path)
+    assert not (tmp_path / "out.json").exists()
+
+
+@needs_fixture
+def test_rows_given_twice(tmp_path):
+    # A36: two exports concatenated (without the second header), or every row twice.
+    lines = csv_lines(FIXTURE_REPORTS)
+    for name, edited in (("twice.csv", lines + lines[1:]),
+                         ("each.csv", [lines[0]] + [x for x in lines[1:] for _ in (0, 1)])):
+        path = edited_csv(tmp_path, edited, name)
+        with pytest.raises(accgraph.InvalidArgumentError,
+                           match=rf"'{re.escape(str(path))}', line \d+: region 'model' of graph "
+                                 r"0 replay 0 is the same row as line 2 \(two exports "
+                                 r"concatenated\?\): give each report's rows once"):
+            annotate_trace(FIXTURE_TRACE, tmp_path / "out.json", path)
+
+
+@needs_fixture
+@pytest.mark.parametrize("case, message", [
+    ("depth", r"line 4: column 'depth' is 'deep', not a whole number: write it again"),  # A30
+    ("short", r"line 4: the row has 4 fields, the header 13 \(the file is cut short\?\)"),  # A31
+    ("long", r"line 4: the row has 15 fields, the header 13: the file is damaged"),
+    ("graph", r"line 4: column 'graph_id' is 'x', not a whole number"),
+])
+def test_a_damaged_reports_csv_names_the_line(tmp_path, case, message):
+    lines = csv_lines(FIXTURE_REPORTS)
+    header = lines[0].strip().split(",")
+    row = lines[3].rstrip("\n").split(",")
+    if case == "depth":
+        row[header.index("depth")] = "deep"
+    elif case == "graph":
+        row[header.index("graph_id")] = "x"
+    elif case == "short":
+        row = row[:4]
+    elif case == "long":
+        row += ["a", "b"]
+    lines[3] = ",".join(row) + "\n"
+    path = edited_csv(tmp_path, lines)
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=rf"the reports CSV '{re.escape(str(path))}', " + message):
+        annotate_trace(FIXTURE_TRACE, tmp_path / "out.json", path)
+
+
+@needs_fixture
+def test_the_trace_given_as_the_reports_csv(tmp_path):
+    # A33: the .json.gz, and a file of other bytes.
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=r"the reports CSV '.*torch_trace.json.gz' is a gzip file \(the "
+                             r"trace\?\), not the CSV Profiler.write_csv wrote: pass that CSV"):
+        annotate_trace(FIXTURE_TRACE, tmp_path / "out.json", FIXTURE_TRACE)
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(FIXTURE_REPORTS.read_bytes() + "caf\u00e9".encode("latin-1"))
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=r"'.*latin.csv' is not UTF-8 text \(byte 0xe9 at offset \d+\)"):
+        annotate_trace(FIXTURE_TRACE, tmp_path / "out.json", latin)
+
+
+@needs_fixture
+def test_a_long_metadata_field_is_read(tmp_path):
+    # A34: a region's metadata longer than csv.field_size_limit(); the limit is restored.
+    import csv
+
+    lines = csv_lines(FIXTURE_REPORTS)
+    lines[3] = lines[3].rstrip("\n") + "x" * 300_000 + "\n"
+    path = edited_csv(tmp_path, lines)
+    limit = csv.field_size_limit()
+    summary = annotate_trace(FIXTURE_TRACE, tmp_path / "out.json", path)
+    assert summary["replays"] == 4 and csv.field_size_limit() == limit
+
+
+def test_extra_csv_columns_are_ignored(tmp_path, host):
+    # Columns are read by name: a later version's (e.g. a "context" column) changes nothing.
+    import csv
+
+    prof = accgraph.Profiler()
+    timed_model(prof, host, replays=3)
+    prof.flush()
+    src = tmp_path / "trace.json"
+    src.write_text(dumps(kineto_trace(prof.reports())))
+    prof.write_csv(tmp_path / "reports.csv")
+    with open(tmp_path / "reports.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    with open(tmp_path / "wider.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["context"] + rows[0][::-1])
+        for row in rows[1:]:
+            w.writerow(["a, \"quoted\" context"] + row[::-1])
+    a = annotate_trace(src, tmp_path / "a.json", tmp_path / "reports.csv")
+    b = annotate_trace(src, tmp_path / "b.json", tmp_path / "wider.csv")
+    assert a == b and load(tmp_path / "a.json") == load(tmp_path / "b.json")
+
+
+@needs_fixture
+def test_a_damaged_or_cut_short_gzip_trace(tmp_path):
+    raw = FIXTURE_TRACE.read_bytes()
+    cut = tmp_path / "cut.json.gz"  # A03
+    cut.write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=rf"the trace '{re.escape(str(cut))}' is cut short: its gzip stream "
+                             r"ends before its end .*export_chrome_trace wrote, whole"):
+        annotate_trace(cut, tmp_path / "out.json", FIXTURE_REPORTS)
+    flipped = bytearray(raw)  # A04: 60 bytes of the deflate stream flipped
+    for i in range(1000, 1060):
+        flipped[i] ^= 0xFF
+    bad = tmp_path / "flipped.json.gz"
+    bad.write_bytes(bytes(flipped))
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=rf"'{re.escape(str(bad))}' (is a damaged gzip file|is not Chrome "
+                             r"trace JSON|cannot read the trace)"):
+        annotate_trace(bad, tmp_path / "out.json", FIXTURE_REPORTS)
+    with pytest.raises(accgraph.InvalidArgumentError, match="is a damaged gzip file"):
+        import zlib
+
+        body = zlib.compress(b"x" * 5000)[2:-4]  # raw deflate, then damaged
+        broken = bytearray(gzip.compress(b"{}")[:10]) + bytearray(body)
+        broken[12] ^= 0x40
+        (tmp_path / "b.json.gz").write_bytes(bytes(broken) + b"\0" * 8)
+        annotate_trace(tmp_path / "b.json.gz", tmp_path / "out.json", FIXTURE_REPORTS)
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_a_trace_nested_too_deep(tmp_path, reports):
+    # A06: 200,000 arrays deep; and a dict given with an arg nested deeper than the writer goes.
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=rf"the trace '{re.escape(str(deep))}' nests JSON arrays or objects "
+                             r"deeper than Python's JSON reader follows"):
+        annotate_trace(deep, tmp_path / "out.json", reports)
+    trace = kineto_trace(reports)
+    nested = []
+    for _ in range(100_000):
+        nested = [nested]
+    trace["traceEvents"].append({"ph": "i", "name": "deep", "pid": 1, "tid": 1, "ts": 1.0,
+                                 "args": {"deep": nested}})
+    with pytest.raises(accgraph.InvalidArgumentError, match="nests JSON arrays or objects "
+                       "deeper than Python's JSON writer follows"):
+        annotate_trace(trace, tmp_path / "out.json", reports)
+    assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize("value", [[1, 2], {"a": 1}])
+def test_marker_kernels_with_unhashable_ids(tmp_path, reports, value):
+    # A13: a correlation that is a list or an object is no correlation: the replays are found
+    # on their stream rows. A14: a tid or pid that is one is no row: the kernel is left out, and
+    # when that leaves none, the error says so.
+    trace = kineto_trace(reports)
+    marks = [e for e in trace["traceEvents"] if "accgraph" in e.get("name", "")]
+    for e in marks:
+        e["args"]["correlation"] = value
+    assert annotate_trace(trace, tmp_path / "out.json", reports)["replays"] == 6
+    for field in ("tid", "pid"):
+        for e in marks:
+            e[field] = value
+        with pytest.raises(accgraph.InvalidArgumentError,
+                           match=rf"the trace holds {len(marks)} accgraph marker kernel\(s\), "
+                                 r"none usable: .* or their pid or tid is neither a number nor "
+                                 r"a string: pass the trace torch.profiler's export_chrome_trace "
+                                 r"wrote, unedited"):
+            annotate_trace(trace, tmp_path / "out.json", reports)
+
+
+def test_pftrace_leaves_out_times_it_cannot_hold_with_a_warning(tmp_path, reports):
+    # A11 (ts 1e300), A12 (ts -2 us): left out of the .pftrace, counted in a warning; the .json
+    # keeps them.
+    needs_pftrace()
+    trace = kineto_trace(reports)
+    extra = [{"ph": "X", "cat": "cpu_op", "name": "far", "pid": 1, "tid": 1, "ts": 1e300,
+              "dur": 1.0},
+             {"ph": "X", "cat": "cpu_op", "name": "before", "pid": 1, "tid": 1, "ts": -2.0,
+              "dur": 1.0},
+             {"ph": "X", "cat": "cpu_op", "name": "text", "pid": 1, "tid": 1, "ts": "abc"},
+             {"ph": "i", "name": "\ud800 lone surrogate", "pid": 1, "tid": "\udfff",
+              "ts": 5.0, "args": {"\ud800": "\udc00"}}]
+    trace["traceEvents"].extend(extra)
+    with pytest.warns(RuntimeWarning,
+                      match=r"annotate_trace: 3 event\(s\) of the trace left out of "
+                            r"'.*out.pftrace': their ts or dur is negative, not a number or "
+                            r"beyond 2\^63 ns.*write .json or .json.gz to keep them"):
+        annotate_trace(trace, tmp_path / "out.pftrace", reports)
+    got, _ = decode_pftrace(tmp_path / "out.pftrace")
+    names = {g[0] for g in got}
+    assert not names & {"far", "before", "text"}
+    annotate_trace(trace, tmp_path / "out.json", reports)
+    kept = {e["name"] for e in load(tmp_path / "out.json")["traceEvents"] if e.get("pid") == 1}
+    assert {"far", "before", "text"} <= kept
+
+
+def test_no_warning_when_every_event_fits(tmp_path, reports):
+    needs_pftrace()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        annotate_trace(kineto_trace(reports), tmp_path / "out.pftrace", reports)
+
+
+# --- A45: matching in O(n log n) ------------------------------------------------------------------
+
+
+def synthetic(replays, kept, seed=0, period_us=None):
+    """A Kineto-shaped trace of `replays` replays of one graph and the reports CSV of the last
+    `kept`, built from made-up marker times (no backend): 6 markers, regions model, a, b and b/c
+    with shared edges; gaps between replays drawn at random (a host's jitter) or, with `period_us`,
+    a fixed period (back-to-back replays) with 50 ns of jitter."""
+    import random
+
+    rng = random.Random(seed)
+    t = 1_000_000_000
+    times = []
+    for n in range(replays):
+        marks = [t]
+        for _ in range(5):
+            marks.append(marks[-1] + rng.randrange(20_000, 22_000))
+        times.append(marks)
+        t = marks[-1] + (rng.randrange(5_000, 60_000) if period_us is None
+                         else round(period_us * 1000) + rng.randrange(-50, 50))
+    offset = 4_882_595_085_667_751 - times[0][0]
+    events = []
+    for n, marks in enumerate(times):
+        for i, m in enumerate(marks):
+            events.append(kernel(RECORD, m + offset, 300, 1000 + n))
+            if i + 1 < len(marks):
+                events.append(kernel(f"work_{n}_{i}", m + offset + 500, 10_000, 1000 + n))
+        events.append(kernel(END, marks[-1] + offset + 400, 1200, 1000 + n))
+    rows = ["graph_id,replay_index,path,depth,lane,start_ns,end_ns"]
+    for n in range(replays - kept, replays):
+        m = times[n]
+        for path, depth, a, b in (("model", 0, 0, 5), ("model/a", 1, 1, 2),
+                                  ("model/b", 1, 2, 4), ("model/b/c", 2, 3, 4)):
+            rows.append(f"1,{n},{path},{depth},,{m[a]},{m[b]}")
+    return {"traceEvents": events}, "\n".join(rows) + "\n"
+
+
+def annotate_synthetic(tmp_path, replays, kept, **kwargs):
+    import time
+
+    trace, text = synthetic(replays, kept, **kwargs)
+    src = tmp_path / f"s{replays}.json"
+    src.write_text(dumps(trace))
+    csv_path = tmp_path / f"s{replays}.csv"
+    csv_path.write_text(text)
+    start = time.perf_counter()
+    summary = annotate_trace(src, tmp_path / "out.json", csv_path)
+    return summary, time.perf_counter() - start
+
+
+def test_many_replays_against_the_last_reports(tmp_path):
+    # Each traced replay is annotated with its own report: the work kernels name their replay.
+    summary, _ = annotate_synthetic(tmp_path, 3000, 512)
+    assert (summary["replays"], summary["unmatched_replays"]) == (512, 2488)
+    for k in kernels(load(tmp_path / "out.json")):
+        if k["name"].startswith("work_") and "accgraph_replay" in k["args"]:
+            assert k["args"]["accgraph_replay"] == f"1:{k['name'].split('_')[1]}"
+
+
+def test_matching_is_not_quadratic(tmp_path):
+    # A45: 8x the replays and reports take far less than 64x the time (8-10x here; the old
+    # search took 30x and more, parsing being linear).
+    small = min(annotate_synthetic(tmp_path, 250, 64)[1] for _ in range(3))
+    runs = [annotate_synthetic(tmp_path, 2000, 512) for _ in range(2)]
+    summary, large = runs[0][0], min(r[1] for r in runs)
+    assert summary["replays"] == 512
+    assert large < 20 * small, (small, large)
+
+
+def test_replays_at_a_fixed_period_are_matched_in_bounded_time(tmp_path):
+    # Back-to-back replays leave many replay offsets valid (Note [Matching cost]): the search
+    # compares a few in full; every kept report still lands on a traced replay's markers.
+    small = min(annotate_synthetic(tmp_path, 250, 64, period_us=120)[1] for _ in range(3))
+    runs = [annotate_synthetic(tmp_path, 2000, 512, period_us=120) for _ in range(2)]
+    summary, large = runs[0][0], min(r[1] for r in runs)
+    assert summary["replays"] == 512 and summary["unmatched_replays"] == 1488
+    assert large < 20 * small, (small, large)
+
+
+def test_a_doubles_nanoseconds_are_its_texts():
+    # _ns reads a double below 2^43 us without Decimal: the same ns as the three-decimal text.
+    import random
+
+    from accgraph import torch_trace
+
+    rng = random.Random(7)
+    for _ in range(20_000):
+        n = rng.choice([rng.randrange(-2**53, 2**53), rng.randrange(2**52, 2**53),
+                        rng.randrange(-10**6, 10**6)])
+        text = f"{'-' if n < 0 else ''}{abs(n) // 1000}.{abs(n) % 1000:03d}"
+        value = torch_trace._parse_float(text)
+        assert torch_trace._ns(value) == n, text
+
+
+@pytest.mark.parametrize("which", [0, 2])
+def test_a_replay_that_lost_a_marker_keeps_its_place(tmp_path, reports, which):
+    # A09 in the middle of the trace: one marker kernel of replay 2 has a ts that is not a
+    # number (its first, or another). That replay is not matched; the others still are, each
+    # to its own report.
+    trace = kineto_trace(reports)
+    marks = [e for e in trace["traceEvents"] if RECORD in e.get("name", "") and
+             e["args"].get("correlation") == 1002]
+    marks[which]["ts"] = "not a number"
+    summary = annotate_trace(trace, tmp_path / "out.json", reports)
+    assert (summary["replays"], summary["unmatched_replays"]) == (5, 1)
+    assert {s["args"]["replay_index"] for s in slices(load(tmp_path / "out.json"))} == \
+        {0, 1, 3, 4, 5}
