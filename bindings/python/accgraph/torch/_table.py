@@ -9,6 +9,7 @@ timing/stats.cpp): this module only groups, orders and formats them (Note [Readi
 from __future__ import annotations
 
 import csv
+import math
 import os
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -217,16 +218,24 @@ def elide(text: str, width: int) -> str:
     return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
+def fixed(value: float, digits: int) -> str:
+    """`value` with `digits` decimals, halves away from zero, computed as the HTML report's
+    script computes it (the same double operations), so both show the same text."""
+    scale = 10.0 ** digits
+    return f"{math.floor(value * scale + 0.5) / scale:.{digits}f}"
+
+
 def us(ns: float) -> str:
     """Microseconds in at most 9 columns."""
     v = float(ns) / 1000.0
     if v >= 1e7:
-        return f"{v:.3g}"
+        mantissa, exponent = f"{v:.2e}".split("e")
+        return f"{mantissa}e{int(exponent)}"
     if v >= 1000:
-        return f"{v:.0f}"
+        return fixed(v, 0)
     if v >= 10:
-        return f"{v:.1f}"
-    return f"{v:.2f}"
+        return fixed(v, 1)
+    return fixed(v, 2)
 
 
 COLUMNS = (("count", 8), ("p50 us", 9), ("p95 us", 9), ("self p50", 9), ("self %", 6))
@@ -262,7 +271,7 @@ def format_section(tree: Tree, name: str, *, sort: str = "order", flat: bool = F
         else:
             label = "  " * max(int(row.get("depth", 0)) - base, 0) + tree.name(i)
         cells = (str(int(row["count"])), us(row["p50_ns"]), us(row["p95_ns"]),
-                 us(row["self_p50_ns"]), f"{tree.share(i, 'self_p50_ns'):.1f}%")
+                 us(row["self_p50_ns"]), fixed(tree.share(i, 'self_p50_ns'), 1) + "%")
         lines.append(f"{elide(label, name_width):<{name_width}}" +
                      "".join(f"  {c:>{w}}" for c, (_, w) in zip(cells, COLUMNS)))
     if left_out:
