@@ -70,6 +70,10 @@ def test_each_graph_the_eager_calls_and_the_first_eager_call_are_apart(torch):
         "eager, first call"]
     assert "4 replays" in headers[0] and "6 replays" in headers[1] and "2 calls" in headers[2]
     assert "not in the eager rows" in headers[3]
+    # The same view from Python.
+    view = accgraph.torch.stats_by_context(prof, labels=labels)
+    assert list(view) == [h.split(": ")[0] for h in headers]
+    assert [r["count"] for r in view["eager, first call"]] == [1] * len(gpt_paths())
     # Only the sections asked for.
     assert module_table(prof, labels=labels, contexts=["eager"]).splitlines()[0].startswith(
         "eager: 2 calls")

@@ -39,7 +39,9 @@ tree), with ``depth``, ``include``, ``exclude`` filters (Note [Module regions] i
         y = model(x)                        # regions GPT, GPT/h.0, GPT/h.0/attn, ...
 
 ``python -m accgraph.torch script.py`` does that for an unmodified script and prints the
-per-module table at exit. ``annotate_trace`` (from :mod:`accgraph.torch_trace`) lays the
+per-module table at exit: one section per captured graph, one for the eager calls
+(:func:`module_table`, :func:`stats_by_context`; :func:`write_html` writes the HTML report,
+:func:`compare` compares two runs). ``annotate_trace`` (from :mod:`accgraph.torch_trace`) lays the
 regions over the kernels of a torch.profiler trace.
 """
 
@@ -63,7 +65,7 @@ from .._errors import (Error, InvalidArgumentError, InvalidStateError, Unavailab
 from ._compare import compare
 from ._html import write_html
 from ._modules import ModuleTiming
-from ._table import module_table
+from ._table import module_table, stats_by_context
 
 if TYPE_CHECKING:  # at run time through __getattr__ (below): those modules import this one
     from ..torch_distributed import collective_metadata
@@ -82,6 +84,7 @@ __all__ = [
     "is_instrumented",
     "label_graph",
     "module_table",
+    "stats_by_context",
     "uninstrument",
     "write_html",
 ]

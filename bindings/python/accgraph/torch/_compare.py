@@ -77,12 +77,10 @@ class Comparison:
             for r in rows:
                 a, b = r["a"], r["b"]
                 if a is None or b is None:
-                    only = a or b
                     cells = (us(a["p50_ns"]) if a else "-", us(b["p50_ns"]) if b else "-", "-",
                              "-", us(a["self_p50_ns"]) if a else "-",
                              us(b["self_p50_ns"]) if b else "-",
                              "only A" if b is None else "only B")
-                    assert only is not None
                 else:
                     delta = r["delta_ns"] / 1000.0
                     ratio = r["ratio"]

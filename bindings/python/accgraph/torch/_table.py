@@ -117,6 +117,15 @@ def by_context(rows: Iterable[Row]) -> Dict[Context, List[Row]]:
     return {c: groups[c] for c in sorted(groups, key=rank)}
 
 
+def stats_by_context(source: Any, *,
+                     labels: Optional[Mapping[int, str]] = None) -> Dict[str, List[Row]]:
+    """The rows of `source` (a Profiler, a stats CSV path or rows) by context name, in the
+    table's order: {"graph 3 (train.py:42)": [...], "eager": [...], "eager, first call": [...]}
+    (Note [Reading tables]); each row a dict of RegionStats' fields. `labels`: graph id ->
+    capture site or label (accgraph.torch.graph_labels())."""
+    return {context_name(c, labels): rows for c, rows in by_context(rows_of(source)).items()}
+
+
 class Tree:
     """The rows of one context as a tree (Note [Reading tables])."""
 
