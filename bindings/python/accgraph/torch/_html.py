@@ -55,7 +55,7 @@ th,td{padding:1px 8px;border-bottom:1px solid #eef}th{text-align:right;backgroun
 th:first-child,td:first-child{text-align:left}td{text-align:right}tr.match td{background:#e6e1ff}
 .dimrows tr.row:not(.match){opacity:.45}
 #tables section{content-visibility:auto;contain-intrinsic-size:auto 1200px}
-table.modules{table-layout:fixed;width:860px}table.modules th:first-child{width:400px}
+table.modules{table-layout:fixed;width:720px}table.modules th:first-child{width:340px}
 table.modules td:first-child{overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 """
 
