@@ -192,6 +192,7 @@ constexpr size_t kStageBytes = size_t{256} << 10;
 // report of its layout (it is rebuilt, and then finds the first-call series made). Contexts
 // are told apart by graph id; the names users read (a graph's capture site or label) are the
 // integration's (accgraph.torch).
+
 // Note [Stats thread]
 // StatsFold::Background takes the fold (Note [Stats fold]) off the thread that calls add() (the
 // profiler's collecting thread: the launching thread in make_room or flush). add() still stages; a
@@ -683,8 +684,8 @@ struct StatsAccumulator::State {
     prune_at = std::max<size_t>(64, by_layout.size() * 2);
   }
 
-  // Caller holds stage_mutex. A find before the emplace: the common case (a path seen before)
-  // then allocates nothing.
+  // Caller holds stage_mutex. Runs once per region when a layout's plan is made (not per
+  // report); a find before the emplace.
   size_t index_of(uint64_t graph_id, bool first_call, const std::string& path, int depth) {
     // The context as a prefix no path can make ambiguous: "<graph id>" or "<graph id>f", a
     // NUL, then the path.
