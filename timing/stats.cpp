@@ -371,7 +371,7 @@ struct StatsAccumulator::State {
     uint64_t unmeasurable = 0;
     int depth = 0;
     std::string path;
-    uint64_t graph_id = 0;    // the context (Note [Stats contexts])
+    uint64_t graph_id = 0;  // the context (Note [Stats contexts])
     bool first_call = false;
 
     // `n` durations of a leaf (its self times are its durations), kNotMeasured: unmeasurable.
@@ -629,8 +629,7 @@ struct StatsAccumulator::State {
     LayoutPlan& plan = by_layout[layout.get()];
     const bool same = !plan.layout.owner_before(layout) && !layout.owner_before(plan.layout) &&
                       !plan.layout.expired();
-    if (same && plan.shape->slots.size() == report.size() && !plan.shape->first_eager)
-      return plan;
+    if (same && plan.shape->slots.size() == report.size() && !plan.shape->first_eager) return plan;
     hand_over(plan);  // what an earlier layout at this address staged
     plan = LayoutPlan{};
     plan.layout = layout;

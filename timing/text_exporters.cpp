@@ -95,8 +95,8 @@ void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats)
       return s.graph_id != stats.front().graph_id || s.first_call != stats.front().first_call;
     });
     out << padded("region", 6)
-        << fmt::format("  {:>8}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}", "count",
-                       "min_us", "mean_us", "p50_us", "p95_us", "max_us", "self_p50_us")
+        << fmt::format("  {:>8}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}", "count", "min_us",
+                       "mean_us", "p50_us", "p95_us", "max_us", "self_p50_us")
         << (contexts ? "  context\n" : "\n");
     for (size_t i = 0; i < stats.size(); ++i) {
       const RegionStats& s = stats[i];
@@ -106,9 +106,9 @@ void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats)
                  s.count, to_us(s.min_ns), to_us(s.mean_ns), to_us(s.p50_ns), to_us(s.p95_ns),
                  to_us(s.max_ns), to_us(s.self_p50_ns));
       if (contexts)
-        out << (s.graph_id != 0  ? fmt::format("  graph {}", s.graph_id)
-                : s.first_call ? std::string("  eager, first call")
-                               : std::string("  eager"));
+        out << (s.graph_id != 0 ? fmt::format("  graph {}", s.graph_id)
+                : s.first_call  ? std::string("  eager, first call")
+                                : std::string("  eager"));
       out << '\n';
     }
   });

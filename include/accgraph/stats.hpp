@@ -39,7 +39,7 @@ struct RegionStats {
   uint64_t count = 0;         ///< measured samples (the other fields are over these)
   uint64_t unmeasurable = 0;  ///< reports in which the region was not measurable
   double min_ns = 0, mean_ns = 0, p50_ns = 0, p95_ns = 0, max_ns = 0;
-  double p05_ns = 0;  ///< 5th percentile duration (as p50_ns): with p95_ns, the spread
+  double p05_ns = 0;        ///< 5th percentile duration (as p50_ns): with p95_ns, the spread
   uint64_t self_count = 0;  ///< measured self times (the self_ fields below are over these)
   double self_min_ns = 0, self_mean_ns = 0, self_p50_ns = 0, self_p95_ns = 0, self_max_ns = 0;
 };

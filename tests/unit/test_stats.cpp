@@ -291,7 +291,8 @@ TEST_CASE("stats sketch: memory is bounded by kSketchMaxBuckets over the whole r
 }
 
 // Note [Stats contexts]: `graph_id` 0 is an eager region tree, each with a layout of its own.
-ReplayReport context_report(uint64_t graph_id, std::vector<std::pair<std::string, uint64_t>> paths) {
+ReplayReport context_report(uint64_t graph_id,
+                            std::vector<std::pair<std::string, uint64_t>> paths) {
   std::vector<RegionSample> samples;
   for (const auto& [path, duration] : paths) {
     RegionSample region;
@@ -302,7 +303,8 @@ ReplayReport context_report(uint64_t graph_id, std::vector<std::pair<std::string
   return ReplayReport::from_samples({}, graph_id, 0, samples);
 }
 
-TEST_CASE("stats: each graph's replays and the eager calls are kept apart (Note [Stats contexts])") {
+TEST_CASE(
+    "stats: each graph's replays and the eager calls are kept apart (Note [Stats contexts])") {
   for (StatsFold fold : {StatsFold::Inline, StatsFold::Background}) {
     StatsAccumulator acc(StatsMode::Exact, fold);
     for (int i = 0; i < 20; ++i) {

@@ -118,8 +118,7 @@ void def_profiler_setup(ProfilerClass& cls) {
             std::optional<std::string> marker_strategy, bool background_collector,
             std::optional<int64_t> keep_reports, EnumOrName<StatsMode> stats_mode,
             std::optional<double> collector_period, bool collect_stats, size_t marker_memory,
-            bool subtract_marker_overhead, bool stats_thread,
-            const std::string& first_eager_call) {
+            bool subtract_marker_overhead, bool stats_thread, const std::string& first_eager_call) {
            ProfilerOptions options;
            options.delivery = parse_delivery(delivery);
            options.ring_depth = ring_depth;

@@ -213,8 +213,9 @@ void bind_region_stats(nb::module_& m) {
         const std::string context =
             s.graph_id != 0 ? ", graph_id=" + std::to_string(s.graph_id)
                             : (s.first_call ? std::string(", first_call=True") : std::string());
-        return "RegionStats(path='" + s.path + "'" + context + ", count=" + std::to_string(s.count) +
-               ", mean_ns=" + std::to_string(s.mean_ns) + ")";
+        return "RegionStats(path='" + s.path + "'" + context +
+               ", count=" + std::to_string(s.count) + ", mean_ns=" + std::to_string(s.mean_ns) +
+               ")";
       });
 }
 
