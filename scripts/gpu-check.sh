@@ -297,10 +297,12 @@ end_stage python "$python_rc"
 fi
 
 # --- torch: module timing (issue 20) with the python stage's wheel ------------------------------
-# python -m accgraph.torch on the example script, the module-timing benchmark (device time of
-# all modules / depth <= 2 / blocks against the untimed graph at the prefill and decode shapes,
-# host cost per replay; again with ACCGRAPH_CUDA_MARKER_PLACEMENT=chained, to compare), the CUPTI
-# referee (bench/python/bench_accuracy.py) and a
+# python -m accgraph.torch on the example script (and on the GPT-2-small-like model with a
+# decode-shape graph: its HTML reports, torch-gpt2-{1,2}.html, and compare), the module-timing
+# benchmark (device time of all modules / depth <= 2 / blocks against the untimed graph at the
+# prefill and decode shapes, host cost per replay; again with
+# ACCGRAPH_CUDA_MARKER_PLACEMENT=chained, to compare), the CUPTI referee
+# (bench/python/bench_accuracy.py) and a
 # torch.profiler trace recorded and annotated (tests/python/data/record_torch_trace.py; its
 # files under $OUT/torch-trace-fixture are the CI fixture of tests/python/test_torch_trace.py).
 if wants torch; then
@@ -315,6 +317,25 @@ else
      examples/python/torch_modules.py) > "$out/torch-cli.log" 2>&1
   rc=$?; say "torch: python -m accgraph.torch --depth 2 examples/python/torch_modules.py: rc $rc"
   tail -25 "$out/torch-cli.log" | sed 's/^/  /' | tee -a "$summary"
+  [ "$rc" -eq 0 ] || torch_rc=1
+  # Issue 37: the GPT-2-small-like model (12 blocks, batch 8, sequence 256; 3 eager calls) and
+  # its decode-shape graph (batch 8, sequence 1), every module timed: the table (each graph, the
+  # eager calls, their first call apart), the HTML report and the CSV, twice, then compare on
+  # the two runs (the same code: changes flagged there are noise that passed the filter).
+  for run in 1 2; do
+    (cd "$root" && "$py" -m accgraph.torch --csv "$out/torch-gpt2-$run.csv" \
+       --html "$out/torch-gpt2-$run.html" examples/python/torch_modules.py --blocks 12 \
+       --eager 3 --decode --replays 520) > "$out/torch-gpt2-$run.log" 2>&1
+    rc=$?; say "torch: python -m accgraph.torch --html (GPT-2-small-like, prefill and decode graphs), run $run: rc $rc"
+    [ "$rc" -eq 0 ] || torch_rc=1
+  done
+  grep -E '^(graph |eager)' "$out/torch-gpt2-1.log" | sed 's/^/  /' | tee -a "$summary"
+  sed -n '/report(s); per module/,/^$/p' "$out/torch-gpt2-1.log" | head -40 | sed 's/^/  /' \
+    | tee -a "$summary"
+  (cd "$root" && "$py" -m accgraph.torch compare "$out/torch-gpt2-1.csv" "$out/torch-gpt2-2.csv" \
+     --changed-only) > "$out/torch-gpt2-compare.log" 2>&1
+  rc=$?; say "torch: python -m accgraph.torch compare run 1 run 2 (same code): rc $rc"
+  tail -30 "$out/torch-gpt2-compare.log" | sed 's/^/  /' | tee -a "$summary"
   [ "$rc" -eq 0 ] || torch_rc=1
   (cd "$root" && "$py" bench/python/bench_modules.py) > "$out/bench-modules.log" 2>&1
   rc=$?; say "torch: bench/python/bench_modules.py: rc $rc"

@@ -14,7 +14,8 @@
 #            short-lived streams on host and level_zero, flat memory, every report delivered
 #   python   the Python package built into build/venv (python-install.sh), its pytest suite
 #            (tests/python) on host, level_zero through the CPU driver, and the toy plugin;
-#            the .pftrace tests decode with the perfetto package (installed into the venv)
+#            the .pftrace tests decode with the perfetto package (installed into the venv);
+#            the HTML report is tested in headless Chromium (Debian's chromium, installed here)
 #
 #   bash scripts/test.sh                     # every part (CI): 5 min on an idle 2-core machine,
 #                                            # 11 min on a loaded one, after quickstart's build
@@ -90,6 +91,9 @@ part_python() {
   timed bash scripts/python-install.sh
   # The .pftrace tests decode with the perfetto package's own protos: here they must run.
   timed "${ACCGRAPH_VENV:-$root/build/venv}/bin/python" -m pip install -q perfetto protobuf
+  # The HTML report of python -m accgraph.torch is tested in headless Chromium
+  # (tests/python/test_torch_report_browser.py): here it must run.
+  timed bash scripts/ensure-packages.sh chromium
   # The toy plugin links libaccgraph.so.0 by its soname, so loaded into Python it uses the
   # wheel's copy, which the process has already loaded.
   # vulkan runs on Mesa's lavapipe, which the backend uses only when pointed at it.
@@ -97,7 +101,7 @@ part_python() {
     VK_DRIVER_FILES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json \
     ACCGRAPH_TEST_TOY_PLUGIN="$root/build/python-toy/libaccgraph_toy.so" \
     ACCGRAPH_TEST_REQUIRE_BACKENDS="${ACCGRAPH_TEST_REQUIRE_BACKENDS:-host,level_zero,toy,vulkan}" \
-    ACCGRAPH_TEST_REQUIRE_PERFETTO=1 \
+    ACCGRAPH_TEST_REQUIRE_PERFETTO=1 ACCGRAPH_TEST_REQUIRE_CHROMIUM=1 \
     "${ACCGRAPH_VENV:-$root/build/venv}/bin/python" -m pytest -p no:cacheprovider -q -rs tests/python
 }
 

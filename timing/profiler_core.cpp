@@ -34,7 +34,8 @@ std::string describe(const char* operation, const std::string& name) {
 ProfilerCore::ProfilerCore(ProfilerOptions opts)
     : options(std::move(opts)),
       store(checked_keep(options), options.stats_mode, options.collect_stats,
-            options.stats_thread ? StatsFold::Background : StatsFold::Inline),
+            options.stats_thread ? StatsFold::Background : StatsFold::Inline,
+            options.first_eager_call),
       collector(store) {}
 
 // --- which graphs are timed --------------------------------------------------------------------

@@ -24,8 +24,9 @@ class ReportStore {
   /// Keeps the last `keep` reports; `collect_stats` false: stats() stays empty; `fold`: where
   /// the statistics are folded (ProfilerOptions::stats_thread).
   ReportStore(uint64_t keep, StatsMode mode, bool collect_stats = true,
-              StatsFold fold = StatsFold::Inline)
-      : keep_(keep), collect_stats_(collect_stats), stats_(mode, fold) {}
+              StatsFold fold = StatsFold::Inline,
+              FirstEagerCall first_eager_call = FirstEagerCall::Pooled)
+      : keep_(keep), collect_stats_(collect_stats), stats_(mode, fold, first_eager_call) {}
 
   void add_sink(Sink sink);
   /// Feeds the statistics, calls every sink (logging what they throw) and keeps the report if

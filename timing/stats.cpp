@@ -182,6 +182,18 @@ inline uint64_t span_duration(uint64_t begin, uint64_t end, uint64_t overhead) {
 }
 constexpr size_t kStageBytes = size_t{256} << 10;
 
+// Note [Stats contexts]
+// A series is kept per context and path: the replays of each graph (ReplayReport::graph_id)
+// apart from those of every other graph and from the eager region trees (graph_id 0), so a
+// graph replay's p50 is never mixed with an eager call's, nor two graphs' regions merged by
+// path (a serving engine captures one graph per batch size, with the same module paths). With
+// FirstEagerCall::Apart the first eager call of each path has a series of its own: the plan
+// of an eager layout (every eager tree has its own) sends a region to its path's first-call
+// series when that series does not exist yet, and such a plan is never reused for a later
+// report of its layout (it is rebuilt, and then finds the first-call series made). Contexts
+// are told apart by graph id; the names users read (a graph's capture site or label) are the
+// integration's (accgraph.torch).
+
 // Note [Stats thread]
 // StatsFold::Background takes the fold (Note [Stats fold]) off the thread that calls add() (the
 // profiler's collecting thread: the launching thread in make_room or flush). add() still stages; a
@@ -308,6 +320,7 @@ struct StatsAccumulator::State {
     struct Summary {
       uint64_t count = 0;
       double min = 0, mean = 0, p50 = 0, p95 = 0, max = 0;
+      double p05 = 0;
       // Into RegionStats' fields for the durations or for the self times.
       void assign_to(uint64_t& out_count, double& out_min, double& out_mean, double& out_p50,
                      double& out_p95, double& out_max) const {
@@ -333,6 +346,7 @@ struct StatsAccumulator::State {
         out.mean = sum / static_cast<double>(sorted.size());
         out.p50 = static_cast<double>(sorted[nearest_rank_of(sorted.size(), 50) - 1]);
         out.p95 = static_cast<double>(sorted[nearest_rank_of(sorted.size(), 95) - 1]);
+        out.p05 = static_cast<double>(sorted[nearest_rank_of(sorted.size(), 5) - 1]);
         return out;
       }
       out.count = count;
@@ -344,6 +358,7 @@ struct StatsAccumulator::State {
       out.mean = std::clamp(sum / static_cast<double>(count), out.min, out.max);
       out.p50 = std::clamp(sketch.value_at_rank(nearest_rank_of(count, 50)), out.min, out.max);
       out.p95 = std::clamp(sketch.value_at_rank(nearest_rank_of(count, 95)), out.min, out.max);
+      out.p05 = std::clamp(sketch.value_at_rank(nearest_rank_of(count, 5)), out.min, out.max);
       return out;
     }
   };
@@ -358,6 +373,8 @@ struct StatsAccumulator::State {
     uint64_t unmeasurable = 0;
     int depth = 0;
     std::string path;
+    uint64_t graph_id = 0;  // the context (Note [Stats contexts])
+    bool first_call = false;
 
     // `n` durations of a leaf (its self times are its durations), kNotMeasured: unmeasurable.
     void add_leaf(const uint64_t* durations, size_t n, StatsMode mode) {
@@ -399,6 +416,7 @@ struct StatsAccumulator::State {
     uint64_t back_to_back = 0;             // its source's marker_back_to_back_ns
     std::vector<uint32_t> ordered;         // the layout's ordered_markers()
     std::vector<uint8_t> back_to_back_at;  // and back_to_back_at()
+    bool first_eager = false;  // a slot went to a first eager call's series: not reused
   };
   // Staged replays. times[k * markers + m] is marker m's time in the k-th staged replay;
   // self_times[r * capacity + k] the self time there of the region whose parent_rank is r
@@ -421,20 +439,23 @@ struct StatsAccumulator::State {
     int seen = 0;  // reports of the layout added, counted up to 2
   };
 
-  State(StatsMode m, StatsFold f) : mode(m), fold_mode(f), fold_inline(f == StatsFold::Inline) {}
+  State(StatsMode m, StatsFold f, FirstEagerCall first)
+      : mode(m), fold_mode(f), first_eager_call(first), fold_inline(f == StatsFold::Inline) {}
   ~State() { stop_thread(); }
   State(const State&) = delete;
   State& operator=(const State&) = delete;
 
   const StatsMode mode;
   const StatsFold fold_mode;
+  const FirstEagerCall first_eager_call;
   // Lock order: series_mutex -> stage_mutex, never the reverse (Note [Stats thread]).
   // Under series_mutex: the series.
   mutable std::mutex series_mutex;
   std::vector<Series> series;  // in first-seen order
   // Under stage_mutex: the rest.
   mutable std::mutex stage_mutex;
-  std::unordered_map<std::string, size_t> by_path;  // path -> index into series
+  // (context, path) -> index into series (the key: context_key + path, Note [Stats contexts])
+  std::unordered_map<std::string, size_t> by_path;
   std::vector<Series> fresh;  // series made since the last adopt(): series.size() + i
   size_t series_made = 0;     // series.size() + fresh.size()
   // The plan of each layout, so that the replays of one capture (one shared layout) find their
@@ -622,7 +643,7 @@ struct StatsAccumulator::State {
     LayoutPlan& plan = by_layout[layout.get()];
     const bool same = !plan.layout.owner_before(layout) && !layout.owner_before(plan.layout) &&
                       !plan.layout.expired();
-    if (same && plan.shape->slots.size() == report.size()) return plan;
+    if (same && plan.shape->slots.size() == report.size() && !plan.shape->first_eager) return plan;
     hand_over(plan);  // what an earlier layout at this address staged
     plan = LayoutPlan{};
     plan.layout = layout;
@@ -631,16 +652,29 @@ struct StatsAccumulator::State {
     std::vector<bool> has_children(regions.size(), false);
     for (const RegionInfo& region : regions)
       if (region.parent >= 0) has_children[static_cast<size_t>(region.parent)] = true;
+    const uint64_t graph_id = report.graph_id();
+    const bool first_apart = graph_id == 0 && first_eager_call == FirstEagerCall::Apart;
     for (size_t i = 0; i < regions.size(); ++i) {
       int32_t rank = -1;
       if (has_children[i]) {
         rank = static_cast<int32_t>(shape->parents.size());
         shape->parents.push_back(static_cast<uint32_t>(i));
       }
+      // The first eager call of a path makes its first-call series; the calls after it find
+      // it and go to the path's other eager series.
+      bool first = false;
+      if (first_apart) {
+        const size_t made = series_made;
+        index_of(graph_id, /*first_call=*/true, regions[i].path, regions[i].depth);
+        first = series_made != made;
+        shape->first_eager = shape->first_eager || first;
+      }
+      const size_t series_index =
+          first ? series_made - 1
+                : index_of(graph_id, /*first_call=*/false, regions[i].path, regions[i].depth);
       shape->slots.push_back(
-          Slot{static_cast<uint32_t>(index_of(regions[i].path, regions[i].depth)),
-               regions[i].begin_marker, regions[i].end_marker, rank, layout->first_position(i),
-               layout->last_position(i),
+          Slot{static_cast<uint32_t>(series_index), regions[i].begin_marker, regions[i].end_marker,
+               rank, layout->first_position(i), layout->last_position(i),
                layout->marker_transitions(i) == 1 && layout->back_to_back_transitions(i) == 0});
     }
     shape->markers = layout->marker_count();
@@ -668,15 +702,23 @@ struct StatsAccumulator::State {
     prune_at = std::max<size_t>(64, by_layout.size() * 2);
   }
 
-  // Caller holds stage_mutex. A find before the emplace: the common case (a path seen before)
-  // then allocates nothing.
-  size_t index_of(const std::string& path, int depth) {
-    auto found = by_path.find(path);
+  // Caller holds stage_mutex. Runs once per region when a layout's plan is made (not per
+  // report); a find before the emplace.
+  size_t index_of(uint64_t graph_id, bool first_call, const std::string& path, int depth) {
+    // The context as a prefix no path can make ambiguous: "<graph id>" or "<graph id>f", a
+    // NUL, then the path.
+    std::string key = std::to_string(graph_id);
+    if (first_call) key += 'f';
+    key += '\0';
+    key += path;
+    auto found = by_path.find(key);
     if (found != by_path.end()) return found->second;
-    by_path.emplace(path, series_made);
+    by_path.emplace(std::move(key), series_made);
     Series made;
     made.path = path;
     made.depth = depth;
+    made.graph_id = graph_id;
+    made.first_call = first_call;
     fresh.push_back(std::move(made));
     return series_made++;
   }
@@ -763,9 +805,11 @@ struct StatsAccumulator::State {
 };
 
 StatsAccumulator::StatsAccumulator(StatsMode mode)
-    : state_(std::make_unique<State>(mode, StatsFold::Inline)) {}
+    : state_(std::make_unique<State>(mode, StatsFold::Inline, FirstEagerCall::Pooled)) {}
 StatsAccumulator::StatsAccumulator(StatsMode mode, StatsFold fold)
-    : state_(std::make_unique<State>(mode, fold)) {}
+    : state_(std::make_unique<State>(mode, fold, FirstEagerCall::Pooled)) {}
+StatsAccumulator::StatsAccumulator(StatsMode mode, StatsFold fold, FirstEagerCall first_eager_call)
+    : state_(std::make_unique<State>(mode, fold, first_eager_call)) {}
 StatsAccumulator::~StatsAccumulator() = default;
 
 StatsMode StatsAccumulator::mode() const { return state_->mode; }
@@ -800,10 +844,13 @@ std::vector<RegionStats> StatsAccumulator::stats() const {
     RegionStats out;
     out.path = std::move(s.path);
     out.depth = s.depth;
+    out.graph_id = s.graph_id;
+    out.first_call = s.first_call;
     out.unmeasurable = s.unmeasurable;
     const State::Durations::Summary total = s.total.summarize(state_->mode);
     const State::Durations::Summary self = s.self_apart ? s.self.summarize(state_->mode) : total;
     total.assign_to(out.count, out.min_ns, out.mean_ns, out.p50_ns, out.p95_ns, out.max_ns);
+    out.p05_ns = total.p05;
     self.assign_to(out.self_count, out.self_min_ns, out.self_mean_ns, out.self_p50_ns,
                    out.self_p95_ns, out.self_max_ns);
     result.push_back(std::move(out));

@@ -89,29 +89,42 @@ void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats)
     const auto padded = [&](const std::string& cell, size_t cell_width) {
       return cell + std::string(width - cell_width, ' ');
     };
+    // A context column (Note [Stats contexts] in timing/stats.cpp) only where rows come from
+    // more than one: a table of one graph's replays reads as before.
+    const bool contexts = std::any_of(stats.begin(), stats.end(), [&](const RegionStats& s) {
+      return s.graph_id != stats.front().graph_id || s.first_call != stats.front().first_call;
+    });
     out << padded("region", 6)
-        << fmt::format("  {:>8}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}\n", "count",
-                       "min_us", "mean_us", "p50_us", "p95_us", "max_us", "self_p50_us");
+        << fmt::format("  {:>8}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}", "count", "min_us",
+                       "mean_us", "p50_us", "p95_us", "max_us", "self_p50_us")
+        << (contexts ? "  context\n" : "\n");
     for (size_t i = 0; i < stats.size(); ++i) {
       const RegionStats& s = stats[i];
       out << padded(cells[i].first, cells[i].second)
           << fmt::format(
-                 "  {:>8}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>12.3f}\n",
+                 "  {:>8}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>12.3f}  {:>12.3f}",
                  s.count, to_us(s.min_ns), to_us(s.mean_ns), to_us(s.p50_ns), to_us(s.p95_ns),
                  to_us(s.max_ns), to_us(s.self_p50_ns));
+      if (contexts)
+        out << (s.graph_id != 0 ? fmt::format("  graph {}", s.graph_id)
+                : s.first_call  ? std::string("  eager, first call")
+                                : std::string("  eager"));
+      out << '\n';
     }
   });
 }
 
 void write_stats_csv(std::ostream& out, const std::vector<RegionStats>& stats) {
   export_to(out, "the statistics CSV", [&] {
+    // The context columns (Note [Stats contexts] in timing/stats.cpp) come last, so that a
+    // reader of the first fourteen columns reads them as before.
     out << "path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns,self_count,self_min_ns,"
-           "self_mean_ns,self_p50_ns,self_p95_ns,self_max_ns\n";
+           "self_mean_ns,self_p50_ns,self_p95_ns,self_max_ns,graph_id,first_call,p05_ns\n";
     for (const RegionStats& s : stats)
-      out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(s.path), s.depth,
-                         s.count, s.min_ns, s.mean_ns, s.p50_ns, s.p95_ns, s.max_ns, s.self_count,
-                         s.self_min_ns, s.self_mean_ns, s.self_p50_ns, s.self_p95_ns,
-                         s.self_max_ns);
+      out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(s.path),
+                         s.depth, s.count, s.min_ns, s.mean_ns, s.p50_ns, s.p95_ns, s.max_ns,
+                         s.self_count, s.self_min_ns, s.self_mean_ns, s.self_p50_ns, s.self_p95_ns,
+                         s.self_max_ns, s.graph_id, s.first_call ? 1 : 0, s.p05_ns);
   });
 }
 

@@ -1,8 +1,11 @@
 """A plain PyTorch script, with nothing of accgraph in it, to time per module with
 ``python -m accgraph.torch``: a two-block GPT-2-like model (ln_1, attn, ln_2, mlp, residual
-adds) run once eagerly, captured into a CUDA graph and replayed.
+adds) run eagerly (--eager N calls), captured into a CUDA graph and replayed; with --decode also
+captured at the decode shape (batch 8, sequence 1) into a second graph, replayed as often, as a
+serving engine captures one graph per shape.
 
-    python -m accgraph.torch [--depth N] [--csv FILE] examples/python/torch_modules.py [--replays N]
+    python -m accgraph.torch [--depth N] [--csv FILE] [--html FILE] \
+        examples/python/torch_modules.py [--replays N] [--blocks N] [--eager N] [--decode]
 
 prints, after the script's own output, the per-module table: GPT, GPT/h.0, GPT/h.0/attn,
 GPT/h.0/attn/c_attn, ... (count, p50, p95, self p50 in microseconds). Run on its own it is just
@@ -78,24 +81,38 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replays", type=int, default=100)
     parser.add_argument("--blocks", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=256)
+    parser.add_argument("--eager", type=int, default=1, help="eager calls before the capture")
+    parser.add_argument("--decode", action="store_true",
+                        help="also a graph of the decode shape (batch --batch, sequence 1)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print(f"torch_modules.py: PyTorch {torch.__version__} sees no CUDA device; run it where "
               "one is")
         return 0
     model = GPT(args.blocks).to(device="cuda", dtype=torch.bfloat16).eval()
-    x = torch.randn(8, 256, D_MODEL, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(args.batch, args.seq, D_MODEL, device="cuda", dtype=torch.bfloat16)
+    shapes = [x] + ([x[:, -1:].contiguous()] if args.decode else [])
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.no_grad(), torch.cuda.stream(side):
-        eager = model(x)  # eager (warm-up)
+        for _ in range(args.eager):
+            eager = model(x)  # eager (warm-up)
+        for z in shapes[1:]:
+            model(z)  # the decode shape's warm-up (an eager call of another shape)
     torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.no_grad(), torch.cuda.graph(graph):
-        y = model(x)
+    graphs, outputs = [], []
+    for z in shapes:
+        graph = torch.cuda.CUDAGraph()
+        with torch.no_grad(), torch.cuda.graph(graph):
+            outputs.append(model(z))
+        graphs.append(graph)
     for _ in range(args.replays):
-        graph.replay()
+        for graph in graphs:
+            graph.replay()
     torch.cuda.synchronize()
+    y = outputs[0]
     print(f"torch_modules.py: {args.replays} replays; max |graph - eager| = "
           f"{(y.float() - eager.float()).abs().max().item():.3g}")
     return 0

@@ -30,9 +30,16 @@ class ReplayReport;
 struct RegionStats {
   std::string path;
   int depth = 0;
+  /// The context of the samples (Note [Stats contexts] in timing/stats.cpp): the graph whose
+  /// replays they are (ReplayReport::graph_id), 0 for eager region trees.
+  uint64_t graph_id = 0;
+  /// Eager only, with FirstEagerCall::Apart: the first eager call of this path (warm-up,
+  /// compilation, library start-up), kept out of the row of the calls after it.
+  bool first_call = false;
   uint64_t count = 0;         ///< measured samples (the other fields are over these)
   uint64_t unmeasurable = 0;  ///< reports in which the region was not measurable
   double min_ns = 0, mean_ns = 0, p50_ns = 0, p95_ns = 0, max_ns = 0;
+  double p05_ns = 0;        ///< 5th percentile duration (as p50_ns): with p95_ns, the spread
   uint64_t self_count = 0;  ///< measured self times (the self_ fields below are over these)
   double self_min_ns = 0, self_mean_ns = 0, self_p50_ns = 0, self_p95_ns = 0, self_max_ns = 0;
 };
@@ -49,6 +56,16 @@ enum class StatsMode {
   Exact,
 };
 
+/// Whether StatsAccumulator keeps the first eager call of each region path apart (Note [Stats
+/// contexts] in timing/stats.cpp).
+enum class FirstEagerCall {
+  /// With the eager calls after it (one eager row per path).
+  Pooled,
+  /// In a row of its own (RegionStats::first_call): the calls after it are not mixed with the
+  /// warm-up, compilation or library start-up the first one pays.
+  Apart,
+};
+
 /// Where StatsAccumulator folds the replays it staged into its statistics (Note [Stats thread]
 /// in timing/stats.cpp). The results are the same, bit for bit, either way.
 enum class StatsFold {
@@ -61,7 +78,9 @@ enum class StatsFold {
   Background,
 };
 
-/// Accumulates per-region statistics from reports (keyed by region path, in first-seen order).
+/// Accumulates per-region statistics from reports (keyed by context and region path, in
+/// first-seen order: the replays of each graph and the eager region trees apart, Note [Stats
+/// contexts] in timing/stats.cpp).
 /// See RegionStats for which fields are exact in which StatsMode. Thread-safe; stats() copies
 /// the state under the lock and computes outside it. The replays of a layout seen before are
 /// staged (their marker times: at most 16 replays, within 256 KiB per layout or one replay's
@@ -77,6 +96,7 @@ class ACCGRAPH_API StatsAccumulator {
  public:
   explicit StatsAccumulator(StatsMode mode = StatsMode::Sketch);
   StatsAccumulator(StatsMode mode, StatsFold fold);
+  StatsAccumulator(StatsMode mode, StatsFold fold, FirstEagerCall first_eager_call);
   ~StatsAccumulator();
   StatsAccumulator(const StatsAccumulator&) = delete;
   StatsAccumulator& operator=(const StatsAccumulator&) = delete;

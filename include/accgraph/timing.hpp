@@ -92,6 +92,9 @@ struct ProfilerOptions {
   /// Feed stats() from every report; false leaves stats() empty and saves its cost per report
   /// (sinks and reports() are unaffected).
   bool collect_stats = true;
+  /// stats(): the first eager call of each region path in a row of its own
+  /// (FirstEagerCall::Apart, RegionStats::first_call), not pooled with the calls after it.
+  FirstEagerCall first_eager_call = FirstEagerCall::Pooled;
   /// Fold the statistics on a thread of their own (StatsFold::Background, one per profiler,
   /// started at the first full stage of replays): the collecting thread (the launching thread
   /// in flush() and when a ring is full) then only copies each report's marker times, a fifth

@@ -531,17 +531,26 @@ def test_python_m_accgraph_torch_runs_the_example(tmp_path):
     import sys
 
     example = pathlib.Path(__file__).parents[2] / "examples" / "python" / "torch_modules.py"
-    csv = tmp_path / "modules.csv"
-    done = subprocess.run([sys.executable, "-m", "accgraph.torch", "--depth", "2", "--csv",
-                           str(csv), str(example), "--replays", "20"],
+    csv, html = tmp_path / "modules.csv", tmp_path / "modules.html"
+    done = subprocess.run([sys.executable, "-m", "accgraph.torch", "--depth", "2", "--flat",
+                           "--csv", str(csv), "--html", str(html), str(example), "--replays", "20",
+                           "--eager", "3", "--decode"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "leaked" not in done.stderr
-    table = done.stdout.split("report(s); per region")[1]
+    table = done.stdout.split("report(s); per module")[1]
     for path in ("GPT", "GPT/h.0", "GPT/h.0/attn", "GPT/h.1/mlp", "GPT/ln_f"):
-        assert f"{path} " in table or f"{path}\n" in table, (path, table)
+        assert f"\n{path} " in table, (path, table)
     assert "c_attn" not in table  # depth 3
     assert "GPT/h.1/attn" in csv.read_text()
+    # Issue 37: the prefill graph, the decode graph, the eager calls and their first call apart.
+    sections = [line for line in table.splitlines() if line.startswith(("graph ", "eager"))]
+    assert len(sections) == 4, table
+    assert "torch_modules.py:" in sections[0] and "20 replays" in sections[0]
+    assert "torch_modules.py:" in sections[1] and "20 replays" in sections[1]
+    # --eager 3: the first call apart, two more, and the decode shape's warm-up call
+    assert sections[2].startswith("eager: 3 calls") and sections[3].startswith("eager, first call")
+    assert "<script" in html.read_text() and "GPT/h.1/attn" in html.read_text()
     failing = tmp_path / "fails.py"
     failing.write_text("import sys\nsys.exit(5)\n")
     done = subprocess.run([sys.executable, "-m", "accgraph.torch", str(failing)],

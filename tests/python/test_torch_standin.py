@@ -770,8 +770,8 @@ def run_cli(tmp_path, args, tail=""):
 
 def test_cli_runs_the_script_and_prints_the_module_table(standin_as_torch, tmp_path, capsys):
     csv, trace = tmp_path / "modules.csv", tmp_path / "trace.json"
-    code = run_cli(tmp_path, ["--csv", str(csv), "--trace", str(trace), "--depth", "2", "SCRIPT",
-                              "--lr", "3"])
+    code = run_cli(tmp_path, ["--csv", str(csv), "--trace", str(trace), "--depth", "2", "--flat",
+                              "SCRIPT", "--lr", "3"])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "script __main__ ['--lr', '3']" in out
@@ -793,7 +793,7 @@ def test_cli_passes_the_scripts_exit_code_and_exception_through(standin_as_torch
     assert "accgraph.torch: 3 report(s)" in capsys.readouterr().out
     assert run_cli(tmp_path, ["SCRIPT"], tail="raise ValueError('boom')") == 1
     out, err = capsys.readouterr()
-    assert "accgraph.torch: 3 report(s)" in out and "GPT/h.0/attn" in out
+    assert "accgraph.torch: 3 report(s)" in out and "\n    attn " in out
     assert "ValueError: boom" in err and "train.py" in err and "runpy" not in err
     assert not accgraph.torch.is_instrumented()
 
@@ -803,7 +803,7 @@ def test_cli_runs_a_module(standin_as_torch, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert cli.main(["--include", "attn", "-m", "trainmod", "x"]) == 0
     out = capsys.readouterr().out
-    assert "script __main__ ['x']" in out and "h.0.attn/c_proj" in out
+    assert "script __main__ ['x']" in out and "\nh.0.attn " in out and "\n  c_proj " in out
 
 
 def test_cli_usage_errors(standin_as_torch, tmp_path, capsys):
@@ -854,7 +854,7 @@ def test_cli_in_a_fresh_interpreter(tmp_path, tail, code):
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert done.returncode == code, done.stderr
-    assert "accgraph.torch: 3 report(s)" in done.stdout and "GPT/h.1 " in done.stdout
+    assert "accgraph.torch: 3 report(s)" in done.stdout and "\n  h.1 " in done.stdout
     assert "leaked" not in done.stderr
     expected_err = {"": "", "sys.exit(4)": "", "sys.exit('bye')": "bye\n"}
     if tail in expected_err:

@@ -274,6 +274,19 @@ TEST_CASE("stats table: aligned columns in microseconds with three decimals") {
   CHECK(lines[0].rfind("self_p50_us") + 11 == lines[0].size());
 }
 
+TEST_CASE("stats table: a context column only where rows come from more than one context") {
+  StatsAccumulator acc;
+  acc.add(report(4, 0, {region("forward", 0, 1500)}));
+  acc.add(report(0, 0, {region("forward", 0, 2500)}));  // graph_id 0: an eager call
+  std::ostringstream out;
+  write_stats_table(out, acc.stats());
+  std::vector<std::string> lines = lines_of(out.str());
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0].rfind("  context") + 9 == lines[0].size());
+  CHECK(lines[1].rfind("  graph 4") + 9 == lines[1].size());
+  CHECK(lines[2].rfind("  eager") + 7 == lines[2].size());
+}
+
 TEST_CASE("stats csv: header and exact values") {
   StatsAccumulator acc;
   for (uint64_t d : {100, 300}) acc.add(report(1, 0, {region("a,b", 0, d)}));
@@ -283,8 +296,8 @@ TEST_CASE("stats csv: header and exact values") {
   REQUIRE(lines.size() == 2);
   CHECK(lines[0] ==
         "path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns,self_count,self_min_ns,self_mean_ns,"
-        "self_p50_ns,self_p95_ns,self_max_ns");
-  CHECK(lines[1] == "\"a,b\",0,2,100,200,100,300,300,2,100,200,100,300,300");
+        "self_p50_ns,self_p95_ns,self_max_ns,graph_id,first_call,p05_ns");
+  CHECK(lines[1] == "\"a,b\",0,2,100,200,100,300,300,2,100,200,100,300,300,1,0,100");
 }
 
 TEST_CASE("reports csv: one row per region, metadata as k=v;k=v, fields escaped") {

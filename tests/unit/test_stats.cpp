@@ -290,6 +290,95 @@ TEST_CASE("stats sketch: memory is bounded by kSketchMaxBuckets over the whole r
   CHECK(exact.sketch_buckets() == std::vector<size_t>{0, 0});
 }
 
+// Note [Stats contexts]: `graph_id` 0 is an eager region tree, each with a layout of its own.
+ReplayReport context_report(uint64_t graph_id,
+                            std::vector<std::pair<std::string, uint64_t>> paths) {
+  std::vector<RegionSample> samples;
+  for (const auto& [path, duration] : paths) {
+    RegionSample region;
+    region.info.name = path;
+    region.end_ns = duration;
+    samples.push_back(region);
+  }
+  return ReplayReport::from_samples({}, graph_id, 0, samples);
+}
+
+TEST_CASE(
+    "stats: each graph's replays and the eager calls are kept apart (Note [Stats contexts])") {
+  for (StatsFold fold : {StatsFold::Inline, StatsFold::Background}) {
+    StatsAccumulator acc(StatsMode::Exact, fold);
+    for (int i = 0; i < 20; ++i) {
+      acc.add(context_report(3, {{"GPT", 100}}));
+      acc.add(context_report(5, {{"GPT", 800}}));  // the same path in another graph
+      acc.add(context_report(0, {{"GPT", i == 0 ? 90000 : 1000}}));  // eager, its first slow
+    }
+    const std::vector<RegionStats> stats = acc.stats();
+    REQUIRE(stats.size() == 3);
+    CHECK(stats[0].graph_id == 3);
+    CHECK(stats[0].p50_ns == 100);
+    CHECK(stats[0].count == 20);
+    CHECK(stats[1].graph_id == 5);
+    CHECK(stats[1].max_ns == 800);
+    CHECK(stats[2].graph_id == 0);
+    CHECK_FALSE(stats[2].first_call);
+    CHECK(stats[2].count == 20);  // FirstEagerCall::Pooled (the default): the first one is in
+    CHECK(stats[2].max_ns == 90000);
+  }
+}
+
+TEST_CASE("stats: FirstEagerCall::Apart gives each path's first eager call a row of its own") {
+  for (StatsFold fold : {StatsFold::Inline, StatsFold::Background}) {
+    StatsAccumulator acc(StatsMode::Exact, fold, FirstEagerCall::Apart);
+    acc.add(context_report(0, {{"GPT", 90000}, {"GPT/h.0", 50000}}));
+    for (int i = 0; i < 40; ++i) acc.add(context_report(0, {{"GPT", 1000}, {"GPT/h.0", 500}}));
+    acc.add(context_report(0, {{"GPT", 1000}, {"GPT/late", 7000}}));  // a path first seen later
+    acc.add(context_report(0, {{"GPT/late", 70}}));
+    acc.add(context_report(2, {{"GPT", 10}}));  // graphs have no first call apart
+    // One layout reported twice (a layout that an eager path reuses): its first report only
+    // is the first call.
+    const ReplayReport shared = context_report(0, {{"reused", 5000}});
+    ReplayReport again(shared.shared_layout(), 0, 1, {0, 60});
+    acc.add(shared);
+    acc.add(again);
+    acc.add(again);
+    const std::vector<RegionStats> stats = acc.stats();
+    auto row = [&](const std::string& path, uint64_t graph_id, bool first) {
+      for (const RegionStats& s : stats)
+        if (s.path == path && s.graph_id == graph_id && s.first_call == first) return s;
+      FAIL("no row for " << path);
+      return RegionStats{};
+    };
+    CHECK(stats.size() == 9);
+    CHECK(row("GPT", 0, true).count == 1);
+    CHECK(row("GPT", 0, true).p50_ns == 90000);
+    CHECK(row("GPT", 0, false).count == 41);
+    CHECK(row("GPT", 0, false).max_ns == 1000);
+    CHECK(row("GPT/h.0", 0, true).p50_ns == 50000);
+    CHECK(row("GPT/h.0", 0, false).max_ns == 500);
+    CHECK(row("GPT/late", 0, true).p50_ns == 7000);
+    CHECK(row("GPT/late", 0, false).p50_ns == 70);
+    CHECK(row("GPT", 2, false).count == 1);
+    CHECK(row("reused", 0, true).count == 1);
+    CHECK(row("reused", 0, true).p50_ns == 5000);
+    CHECK(row("reused", 0, false).count == 2);
+    CHECK(row("reused", 0, false).p50_ns == 60);
+  }
+}
+
+TEST_CASE("stats: p05 is the 5th nearest-rank percentile, exact or within the sketch's bound") {
+  std::vector<uint64_t> samples;
+  for (uint64_t v = 1; v <= 1000; ++v) samples.push_back(v * 1000);
+  for (StatsMode mode : {StatsMode::Exact, StatsMode::Sketch}) {
+    StatsAccumulator acc(mode);
+    for (uint64_t v : samples) acc.add(report_of("r", v));
+    const RegionStats s = acc.stats().at(0);
+    if (mode == StatsMode::Exact)
+      CHECK(s.p05_ns == 50000);
+    else
+      CHECK(s.p05_ns == doctest::Approx(50000).epsilon(kSketchRelativeError));
+  }
+}
+
 TEST_CASE("stats: unmeasurable regions are counted apart in both modes") {
   for (StatsMode mode : {StatsMode::Sketch, StatsMode::Exact}) {
     CAPTURE(static_cast<int>(mode));

@@ -263,8 +263,25 @@ void bind_trace_writing(nb::module_& m) {
       "cannot hold them.");
 }
 
-// _write_perfetto_events: what annotate_trace writes for a .pftrace output.
+// _write_perfetto_events: what annotate_trace writes for a .pftrace output. _check_output_file
+// and _write_text_file: what python -m accgraph.torch checks before the script runs and writes
+// after it (its HTML report), through the same atomic writer as the exporters.
 void bind_event_writing(nb::module_& m) {
+  m.def(
+      "_check_output_file",
+      [](const std::string& path) { with_file_errors([&] { timing::check_output_file(path); }); },
+      nb::arg("path"),
+      "Checks, leaving the target as it is, that a file could be written at `path` "
+      "(accgraph::timing::check_output_file); OSError with the system's reason otherwise. "
+      "Internal: python -m accgraph.torch checks its output files before running the script.");
+  m.def(
+      "_write_text_file",
+      [](const std::string& path, const std::string& what, const std::string& text) {
+        write_output(path, what.c_str(), [&](std::ostream& out) { out << text; });
+      },
+      nb::arg("path"), nb::arg("what"), nb::arg("text"),
+      "Writes `text` (UTF-8) to `path` through accgraph::timing::write_output_file (replaced "
+      "only once complete); OSError with the system's reason. Internal: the HTML report.");
   m.def("_write_perfetto_events", &write_events_file, nb::arg("path"), nb::arg("events"),
         nb::sig("def _write_perfetto_events(path: str | os.PathLike[str], events: "
                 "collections.abc.Sequence[tuple[str, str, str, str, str, int, int, "

@@ -118,7 +118,7 @@ void def_profiler_setup(ProfilerClass& cls) {
             std::optional<std::string> marker_strategy, bool background_collector,
             std::optional<int64_t> keep_reports, EnumOrName<StatsMode> stats_mode,
             std::optional<double> collector_period, bool collect_stats, size_t marker_memory,
-            bool subtract_marker_overhead, bool stats_thread) {
+            bool subtract_marker_overhead, bool stats_thread, const std::string& first_eager_call) {
            ProfilerOptions options;
            options.delivery = parse_delivery(delivery);
            options.ring_depth = ring_depth;
@@ -131,6 +131,12 @@ void def_profiler_setup(ProfilerClass& cls) {
            options.marker_memory = marker_memory;
            options.subtract_marker_overhead = subtract_marker_overhead;
            options.stats_thread = stats_thread;
+           if (first_eager_call == "apart")
+             options.first_eager_call = timing::FirstEagerCall::Apart;
+           else if (first_eager_call != "pooled")
+             throw Error(ErrorCode::InvalidArgument,
+                         "Profiler: first_eager_call must be 'pooled' or 'apart' (got '" +
+                             first_eager_call + "')");
            if (collector_period) {
              if (!(*collector_period > 0 && *collector_period <= 3600))
                throw Error(ErrorCode::InvalidArgument,
@@ -151,6 +157,7 @@ void def_profiler_setup(ProfilerClass& cls) {
          nb::arg("collector_period") = nb::none(), nb::arg("collect_stats") = true,
          nb::arg("marker_memory") = ProfilerOptions{}.marker_memory,
          nb::arg("subtract_marker_overhead") = true, nb::arg("stats_thread") = true,
+         nb::arg("first_eager_call") = "pooled",
          "`delivery`: 'lazy' or 'immediate'. `ring_depth`: replays in flight per graph (0: "
          "as many as `marker_memory` holds). `marker_memory`: bytes of marker storage per "
          "graph (default 1 MiB; 0: the backend's default depth); a replay waits for the "
@@ -164,7 +171,9 @@ void def_profiler_setup(ProfilerClass& cls) {
          "(measured once per device) off every region's duration; the raw_* attributes keep "
          "what the markers read. `stats_thread`: fold the statistics on a thread of their own, "
          "so that flush() and a full ring only copy each report's times (same results); "
-         "False on a single-core host.")
+         "False on a single-core host. stats() keeps each graph's replays and the eager calls "
+         "apart (RegionStats.graph_id); `first_eager_call='apart'` also gives the first eager "
+         "call of each path a row of its own (RegionStats.first_call: warm-up, compilation).")
       .def(
           "attach",
           [](PyProfiler& self, nb::handle graph) {

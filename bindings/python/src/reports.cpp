@@ -56,7 +56,8 @@ nb::dict stats_dict(const RegionStats& s) {
                  field("max_ns", s.max_ns), field("self_count", s.self_count),
                  field("self_min_ns", s.self_min_ns), field("self_mean_ns", s.self_mean_ns),
                  field("self_p50_ns", s.self_p50_ns), field("self_p95_ns", s.self_p95_ns),
-                 field("self_max_ns", s.self_max_ns));
+                 field("self_max_ns", s.self_max_ns), field("graph_id", s.graph_id),
+                 field("first_call", s.first_call), field("p05_ns", s.p05_ns));
 }
 
 std::string repr_timing(const RegionTiming& r) {
@@ -198,6 +199,12 @@ void bind_region_stats(nb::module_& m) {
                           "the others.")
       .def_ro("path", &RegionStats::path, "The region path.")
       .def_ro("depth", &RegionStats::depth, "The region's depth.")
+      .def_ro("graph_id", &RegionStats::graph_id,
+              "The graph whose replays these are (ReplayReport.graph_id); 0: eager calls.")
+      .def_ro("first_call", &RegionStats::first_call,
+              "Eager only, with Profiler(first_eager_call='apart'): the first eager call of "
+              "the path, kept out of the row of the calls after it.")
+      .def_ro("p05_ns", &RegionStats::p05_ns, "5th percentile duration.")
       .def_ro("count", &RegionStats::count, "Measured samples.")
       .def_ro("unmeasurable", &RegionStats::unmeasurable,
               "Reports in which the region was not measurable.")
@@ -215,8 +222,12 @@ void bind_region_stats(nb::module_& m) {
       .def_ro("self_max_ns", &RegionStats::self_max_ns, "Longest self time.")
       .def("to_dict", &stats_dict, "The attributes as a dict.")
       .def("__repr__", [](const RegionStats& s) {
-        return "RegionStats(path='" + s.path + "', count=" + std::to_string(s.count) +
-               ", mean_ns=" + std::to_string(s.mean_ns) + ")";
+        const std::string context =
+            s.graph_id != 0 ? ", graph_id=" + std::to_string(s.graph_id)
+                            : (s.first_call ? std::string(", first_call=True") : std::string());
+        return "RegionStats(path='" + s.path + "'" + context +
+               ", count=" + std::to_string(s.count) + ", mean_ns=" + std::to_string(s.mean_ns) +
+               ")";
       });
 }
 

@@ -39,7 +39,9 @@ tree), with ``depth``, ``include``, ``exclude`` filters (Note [Module regions] i
         y = model(x)                        # regions GPT, GPT/h.0, GPT/h.0/attn, ...
 
 ``python -m accgraph.torch script.py`` does that for an unmodified script and prints the
-per-module table at exit. ``annotate_trace`` (from :mod:`accgraph.torch_trace`) lays the
+per-module table at exit: one section per captured graph, one for the eager calls
+(:func:`module_table`, :func:`stats_by_context`; :func:`write_html` writes the HTML report,
+:func:`compare` compares two runs). ``annotate_trace`` (from :mod:`accgraph.torch_trace`) lays the
 regions over the kernels of a torch.profiler trace.
 """
 
@@ -47,6 +49,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import os
 import threading
 import warnings
 import weakref
@@ -59,7 +62,10 @@ from .._accgraph import ForeignGraph, GraphState, Profiler, Stream, _OwnerReplay
 from .._errors import (Error, InvalidArgumentError, InvalidStateError, UnavailableError,
                       make_error)
 
+from ._compare import compare
+from ._html import write_html
 from ._modules import ModuleTiming
+from ._table import module_table, stats_by_context
 
 if TYPE_CHECKING:  # at run time through __getattr__ (below): those modules import this one
     from ..torch_distributed import collective_metadata
@@ -70,11 +76,17 @@ __all__ = [
     "annotate_trace",
     "collective_metadata",
     "current_stream",
+    "compare",
     "foreign_graph",
+    "graph_labels",
     "instrument",
     "instrumented",
     "is_instrumented",
+    "label_graph",
+    "module_table",
+    "stats_by_context",
     "uninstrument",
+    "write_html",
 ]
 
 
@@ -273,6 +285,55 @@ def _timing_of(graph: Any) -> Optional[_GraphTiming]:
         return None
 
 
+# Note [Graph labels]: a graph's statistics are kept apart by its id (Note [Stats contexts] in
+# timing/stats.cpp); what a reader sees is its capture site (the first frame of the user's code
+# under capture_begin: "train.py:42") or the label given by label_graph(). Both are kept by id
+# for the life of the process (a few per graph), so the table printed after uninstrument() still
+# names them.
+_sites: Dict[int, str] = {}
+_user_labels: Dict[int, str] = {}
+
+
+def _capture_site(installation: _Installation) -> str:
+    """file:line of the first frame outside torch, accgraph and contextlib (the stand-in's file
+    counts as torch's: it defines CUDAGraph)."""
+    import sys
+
+    cls_module = sys.modules.get(getattr(installation.torch.cuda.CUDAGraph, "__module__", ""))
+    skip_files = {getattr(cls_module, "__file__", None)}
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "") or ""
+        root = name.split(".", 1)[0]
+        if root not in ("torch", "accgraph", "contextlib", "runpy") and \
+                frame.f_code.co_filename not in skip_files:
+            return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "?"
+
+
+def label_graph(graph: Any, label: str) -> None:
+    """Names `graph` (a torch CUDAGraph captured while instrumented) `label` in the tables and
+    reports, instead of its capture site ("decode, batch 8"). TypeError when it was never
+    captured while instrumented."""
+    timing = _timing_of(graph)
+    if timing is None:
+        raise TypeError("accgraph.torch.label_graph: the graph was never captured while "
+                        "instrumented: label it after its capture")
+    if not isinstance(label, str) or not label:
+        raise TypeError("accgraph.torch.label_graph: label must be a non-empty str")
+    with _lock:
+        _user_labels[timing.foreign.id] = label
+
+
+def graph_labels() -> Dict[int, str]:
+    """Graph id (ReplayReport.graph_id, RegionStats.graph_id) -> its label (label_graph) or
+    capture site, for every graph captured while instrumented in this process (Note [Graph
+    labels])."""
+    with _lock:
+        return {**_sites, **_user_labels}
+
+
 def foreign_graph(graph: Any) -> Optional[ForeignGraph]:
     """The :class:`~accgraph.ForeignGraph` timing the torch graph `graph` (its ``id`` is the
     ``graph_id`` of its reports), or None when `graph` was never captured while
@@ -306,6 +367,9 @@ def _begin(installation: _Installation, graph: Any, stream: Stream, device: int)
     except Error as e:
         _warn_untimed(f"capture_begin: {e}")
         return
+    with _lock:
+        if timing.foreign.id not in _user_labels:
+            _sites[timing.foreign.id] = _capture_site(installation)
     timing.device, timing.stream = device, stream
     installation.capturing[id(graph)] = graph
     if installation.graph_region:

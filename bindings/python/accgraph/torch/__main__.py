@@ -1,7 +1,12 @@
 """``python -m accgraph.torch [options] script.py [args...]`` (or ``-m module [args...]``), like
 ``python -m cProfile``: runs the unmodified script as ``__main__`` with every ``nn.Module`` call
 timed (``accgraph.torch.instrument(prof, modules=True)``: in CUDA graph captures, into the graph,
-timed on every replay; eager calls, eagerly) and prints the per-module table at exit.
+timed on every replay; eager calls, eagerly) and prints the per-module table at exit: one
+section per captured graph (named by its capture site), one for the eager calls, and one for the
+first eager call of each module (warm-up, compilation), kept out of the eager rows.
+
+``python -m accgraph.torch compare A.csv B.csv [--fail-above PCT]`` compares two runs' --csv
+files (Note [Comparing runs] in _compare.py).
 
 Options:
   --depth N          time module calls nested at most N deep (the outermost module: 0)
@@ -14,10 +19,18 @@ Options:
   --keep N           reports kept for --trace (default 1024: the last ones)
   --trace FILE       write the kept reports as a trace (*.pftrace: Perfetto; else Chrome JSON)
   --csv FILE         write the per-module statistics as CSV
+  --html FILE        write the HTML report (icicle view per graph, search, the table)
+  --sort KEY         order of the rows: order (module order), total (p50), self, name
+  --top N            only the N largest rows of each section (with their parents)
+  --min-share PCT    only rows whose p50 is at least PCT percent of their graph's time
+  --flat             full paths instead of the tree
 
 Exit code: the script's own (its SystemExit passes through; an exception prints its traceback
-and gives 1), 2 when PyTorch, a GPU or accgraph's cuda backend is missing (one line on stderr
-says which) or the options are wrong. The table is printed also when the script fails.
+and gives 1; KeyboardInterrupt gives 130, as python does), 2 when PyTorch, a GPU or accgraph's
+cuda backend is missing (one line on stderr says which), the options are wrong, or an output
+file cannot be written (checked before the script runs). The table is printed also when the
+script fails; a report file that cannot be written after the run is an error after the table
+and makes the exit code 1 (when the script's was 0).
 """
 
 from __future__ import annotations
@@ -32,14 +45,28 @@ from typing import Any, List, Optional, Tuple
 import accgraph
 import accgraph.torch as accgraph_torch
 
+from ._compare import compare
+from ._html import write_html
+from ._table import SORTS, module_table
+
 PROG = "python -m accgraph.torch"
+
+EXAMPLES = f"""examples:
+  {PROG} train.py --epochs 1                 time every module, print the table at exit
+  {PROG} --depth 2 --top 20 serve.py         modules at most 2 deep, the 20 largest rows
+  {PROG} --sort self --flat --csv a.csv train.py
+  {PROG} --html report.html -m mypkg.bench   the HTML report (open it in a browser)
+  {PROG} compare a.csv b.csv --fail-above 5  compare two runs; exit 1 on a slowdown > 5%
+"""
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Run a PyTorch script with every nn.Module call timed by accgraph "
         "(CUDA graph replays included) and print the per-module table at exit.",
-        usage=f"{PROG} [options] (script.py | -m module) [args...]")
+        usage=f"{PROG} [options] (script.py | -m module) [args...]\n"
+              f"       {PROG} compare A.csv B.csv [--fail-above PCT] [--changed-only]",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--depth", type=int, default=None, metavar="N",
                         help="time module calls nested at most N deep (the outermost: 0)")
     parser.add_argument("--include", metavar="REGEX", help="time only modules whose qualified "
@@ -57,6 +84,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--trace", metavar="FILE", help="write the kept reports as a trace "
                         "(*.pftrace: Perfetto, else Chrome JSON)")
     parser.add_argument("--csv", metavar="FILE", help="write the per-module statistics as CSV")
+    parser.add_argument("--html", metavar="FILE", help="write the HTML report (icicle view per "
+                        "graph, hover, zoom, search, the table)")
+    parser.add_argument("--sort", choices=SORTS, default="order",
+                        help="order of the rows (default: order, module order)")
+    parser.add_argument("--top", type=int, default=None, metavar="N",
+                        help="only the N largest rows of each section (with their parents)")
+    parser.add_argument("--min-share", type=float, default=None, metavar="PCT",
+                        help="only rows whose p50 is at least PCT percent of their graph's time")
+    parser.add_argument("--flat", action="store_true", help="full paths instead of the tree")
     parser.add_argument("-m", dest="module", metavar="MODULE", help="run a module as a script "
                         "(like python -m)")
     return parser
@@ -66,7 +102,7 @@ def _split(argv: List[str]) -> Tuple[List[str], List[str]]:
     """The options before the target, and the target with its arguments (the target's own
     options are not parsed: the first word that is not an option of ours starts it)."""
     takes_value = {"--depth", "--include", "--exclude", "--graph-region", "--ring", "--keep",
-                   "--trace", "--csv"}
+                   "--trace", "--csv", "--html", "--sort", "--top", "--min-share"}
     index = 0
     while index < len(argv):
         word = argv[index]
@@ -113,7 +149,8 @@ def _run(options: argparse.Namespace, target: List[str]) -> Any:
         return e.code
     except BaseException as e:  # noqa: BLE001 - reported as Python would, then the table
         traceback.print_exception(type(e), e, _trimmed(e.__traceback__))
-        return 1
+        # Python exits 130 (128 + SIGINT) on an uncaught KeyboardInterrupt.
+        return 130 if isinstance(e, KeyboardInterrupt) else 1
     finally:
         sys.argv = saved_argv
         if options.module and cwd in sys.path:
@@ -122,26 +159,103 @@ def _run(options: argparse.Namespace, target: List[str]) -> Any:
             sys.path[0] = saved_path0
 
 
+def _outputs(options: argparse.Namespace) -> List[Tuple[str, str]]:
+    return [(option, path) for option, path in (("--trace", options.trace),
+                                                 ("--csv", options.csv),
+                                                 ("--html", options.html)) if path]
+
+
+def _check_outputs(options: argparse.Namespace) -> bool:
+    """Checks, before the script runs, that every output file can be written (a typo'd
+    directory must not lose a whole run's results); one line on stderr for the first that
+    cannot."""
+    for option, path in _outputs(options):
+        try:
+            accgraph._accgraph._check_output_file(path)
+        except OSError as e:
+            message = e.args[1] if len(e.args) > 1 else str(e)
+            print(f"{PROG}: {option}: {message} (nothing was run)", file=sys.stderr)
+            return False
+    return True
+
+
+def _untimed_lines(prof: accgraph.Profiler) -> str:
+    return "".join(f"untimed: {u.count} call(s) not timed: {u.reason} (first: {u.first_name})\n"
+                   for u in prof.untimed())
+
+
 def _report(prof: accgraph.Profiler, options: argparse.Namespace) -> bool:
-    """Prints the table and writes the files; False when a file could not be written."""
-    print(f"accgraph.torch: {prof.delivered} report(s); per region (microseconds):")
-    print(prof.stats_table(), end="")
+    """Prints the table, then writes the files (Note [Table first]); False when a file could
+    not be written."""
+    # Note [Table first]: the table is printed before any file is written, and a file that
+    # cannot be written is an error after it: a run's results are never lost to a report
+    # file (the paths were checked before the run, but a disk can fill up meanwhile).
+    labels = accgraph_torch.graph_labels()
+    print(f"accgraph.torch: {prof.delivered} report(s); per module (microseconds):")
+    try:
+        table = module_table(prof, labels=labels, sort=options.sort, flat=options.flat,
+                             top=options.top, min_share=options.min_share)
+    except Exception as e:  # noqa: BLE001 - the accgraph table then, never nothing
+        print(f"{PROG}: the module table failed ({e}); accgraph's table:", file=sys.stderr)
+        table = prof.stats_table()
+    print(table + _untimed_lines(prof), end="")
     sys.stdout.flush()
     ok = True
-    for path, write in ((options.trace, prof.write_trace), (options.csv, prof.write_stats_csv)):
+
+    def html(path: str) -> None:
+        write_html(prof, path, labels=labels)
+
+    for path, write in ((options.trace, prof.write_trace), (options.csv, prof.write_stats_csv),
+                        (options.html, html)):
         if path:
             try:
                 write(path)
                 print(f"accgraph.torch: wrote {path}")
-            except (OSError, accgraph.Error) as e:
+            except Exception as e:  # noqa: BLE001 - Note [Table first]: an error after the table
                 print(f"{PROG}: {path} could not be written: {e}", file=sys.stderr)
                 ok = False
     return ok
 
 
+def _compare_main(argv: List[str]) -> int:
+    """``compare A.csv B.csv``: the comparison table; 1 with --fail-above PCT when a change
+    beyond the noise is a slowdown of more than PCT percent."""
+    parser = argparse.ArgumentParser(
+        prog=f"{PROG} compare", description="Compare the per-module statistics of two runs "
+        "(their --csv files): p50 and self p50 in both, the delta and the ratio; a change is "
+        "flagged only when each run's p50 lies outside the other run's p05-p95 spread.",
+        epilog=f"example:\n  {PROG} compare before.csv after.csv --fail-above 5",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("a", metavar="A.csv", help="the baseline run's --csv file")
+    parser.add_argument("b", metavar="B.csv", help="the run compared with it")
+    parser.add_argument("--fail-above", type=float, default=None, metavar="PCT",
+                        help="exit 1 when a flagged change is a slowdown of more than PCT "
+                        "percent of A's p50")
+    parser.add_argument("--changed-only", action="store_true",
+                        help="list only flagged changes and modules in one run only")
+    try:
+        options = parser.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    try:
+        result = compare(options.a, options.b)
+    except (OSError, ValueError) as e:
+        print(f"{PROG} compare: {e}", file=sys.stderr)
+        return 2
+    print(result.text(changed_only=options.changed_only), end="")
+    if options.fail_above is not None and result.worst_slowdown_pct > options.fail_above:
+        print(f"{PROG} compare: a slowdown of {result.worst_slowdown_pct:.1f}% is above "
+              f"--fail-above {options.fail_above:g}%", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> Any:
     """The command line; returns the exit code (an int, or SystemExit's message)."""
-    ours, target = _split(list(sys.argv[1:] if argv is None else argv))
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "compare":
+        return _compare_main(args[1:])
+    ours, target = _split(args)
     parser = _parser()
     try:
         options = parser.parse_args(ours)
@@ -154,8 +268,15 @@ def main(argv: Optional[List[str]] = None) -> Any:
     if not options.module and not os.path.isfile(target[0]):
         print(f"{PROG}: can't open file {target[0]!r}: no such file", file=sys.stderr)
         return 2
+    for option, value in (("--top", options.top), ("--min-share", options.min_share)):
+        if value is not None and value < 0:
+            print(f"{PROG}: {option} must be >= 0 (got {value:g})", file=sys.stderr)
+            return 2
+    if not _check_outputs(options):
+        return 2
     try:
-        prof = accgraph.Profiler(ring_depth=options.ring, keep_reports=options.keep)
+        prof = accgraph.Profiler(ring_depth=options.ring, keep_reports=options.keep,
+                                 first_eager_call="apart")
         accgraph_torch.instrument(prof, modules=True, depth=options.depth,
                                   include=options.include, exclude=options.exclude,
                                   eager_modules=not options.graphs_only,
