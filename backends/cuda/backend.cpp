@@ -77,12 +77,15 @@ bool marker_switch(const char* name, bool fallback) {
   return fallback;
 }
 
-/// ACCGRAPH_CUDA_MARKER_PLACEMENT: `exact` (unset: the default) or `chained` (each captured
-/// marker stays a link of its stream's chain, as before exact placement: for comparisons).
+/// ACCGRAPH_CUDA_MARKER_PLACEMENT: `exact` (unset: the default), `launch_completion` (the
+/// kernel after a marker waits only for the marker to have begun: cheaper on the placement
+/// probe's kernels, but not exact before short kernels; for comparisons) or `chained` (each
+/// captured marker stays a link of its stream's chain, as before exact placement).
 /// Note [Exact marker placement] in capture_helpers.cpp. ACCGRAPH_CUDA_DETACHED_MARKERS, the
 /// switch of the detached markers exact placement superseded, is ignored with a warning.
-bool exact_placement() {
-  static const bool exact = [] {
+enum class Placement { Exact, LaunchCompletion, Chained };
+Placement placement() {
+  static const Placement chosen = [] {
     if (const char* detached = std::getenv("ACCGRAPH_CUDA_DETACHED_MARKERS");
         detached != nullptr && *detached != '\0')
       log(LogLevel::Warning,
@@ -91,14 +94,17 @@ bool exact_placement() {
                       "unset it",
                       detached));
     const char* value = std::getenv("ACCGRAPH_CUDA_MARKER_PLACEMENT");
-    if (value == nullptr || *value == '\0' || std::strcmp(value, "exact") == 0) return true;
-    if (std::strcmp(value, "chained") == 0) return false;
+    if (value == nullptr || *value == '\0' || std::strcmp(value, "exact") == 0)
+      return Placement::Exact;
+    if (std::strcmp(value, "launch_completion") == 0) return Placement::LaunchCompletion;
+    if (std::strcmp(value, "chained") == 0) return Placement::Chained;
     log(LogLevel::Warning,
-        fmt::format("cuda: ignoring ACCGRAPH_CUDA_MARKER_PLACEMENT='{}': use exact or chained",
+        fmt::format("cuda: ignoring ACCGRAPH_CUDA_MARKER_PLACEMENT='{}': use exact, "
+                    "launch_completion or chained",
                     value));
-    return true;
+    return Placement::Exact;
   }();
-  return exact;
+  return chosen;
 }
 
 std::string version_text(int version) {
@@ -278,7 +284,8 @@ std::unique_ptr<Backend> make_cuda_backend() {
     entry.info.name = fmt::format("{} (sm_{}{})", prop.name, prop.major, prop.minor);
     entry.marker_modes.programmatic =
         prop.major >= 9 && marker_switch("ACCGRAPH_CUDA_PROGRAMMATIC_MARKERS", true);
-    entry.marker_modes.exact = prop.major >= 9 && exact_placement();
+    entry.marker_modes.exact = prop.major >= 9 && placement() != Placement::Chained;
+    entry.marker_modes.launch_completion_after = placement() == Placement::LaunchCompletion;
     try {
       DeviceGuard guard(d);
       entry.resolution_ns = measure_globaltimer_resolution_ns();

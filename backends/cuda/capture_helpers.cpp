@@ -77,36 +77,42 @@ cudaGraphNode_t last_captured_node(cudaStream_t stream) {
 // sequence ends (end_sequence, before the capture does: accgraph's capture_end, a foreign
 // graph's, PyTorch's through accgraph.torch), the graph being captured is reachable
 // (cudaStreamGetCaptureInfo; CUDA permits everything on it but destroying it and removing
-// nodes), every node after each marker is known, and each marker is moved off the critical path:
+// nodes), every node after each marker is known, and each marker is taken out of the chain:
 // - The user's edges come back: M's predecessors K get M's edges to its successors N, with the
 //   edge data CUDA gave M -> N where K is a kernel (N launched with programmatic stream
 //   serialization, PDL, gets back its programmatic edge from K), an ordinary edge otherwise
 //   (as CUDA would have captured N after a copy or a fill). Predecessors are resolved through
 //   markers, so two markers in a row restore K -> N too.
-// - M -> N becomes a launch-completion edge (cudaGraphKernelNodePortLaunchCompletion) where N is
-//   a kernel: N waits for K in full, as before, and for M only to have *started*. An ordinary
-//   edge where N is not a kernel (ports exist only on kernel nodes): that boundary keeps the
-//   chained cost.
 // - K -> M becomes a launch-completion edge where K is a kernel with no programmatic edge of its
-//   own: M is launched once K's blocks have all started, waits on the device in
-//   griddepcontrol.wait (the marker kernel placed this way always executes it), which returns
-//   when K has completed and its memory is visible, then reads %globaltimer. So M reads after K
-//   ended and, being resident already, before N (which must still be launched) starts: the
-//   boundary is exact and costs about nothing. Measured by the placement probe on an H200
-//   (shared/reviews/marker-placement-2026-11-28.md): 20-27 ns per boundary against 631 ns
-//   chained, M read 288-480 ns after K ended and 224-256 ns before N started, at every boundary
-//   of every run.
+//   own: M is launched once K's blocks have all started, so it is resident while K runs, and
+//   waits on the device in griddepcontrol.wait, which returns when K has completed and its
+//   memory is visible. M then reads %globaltimer (after K ended: exact) and fires its
+//   programmatic port (griddepcontrol.launch_dependents, marker_record_placed_kernel).
+// - M -> N becomes an edge from that programmatic port where N is a kernel: N waits for K in
+//   full, as before, and for M's timestamp, not for M's completion. So N starts after M read
+//   the clock (exact), and a boundary costs the time from K's completion to M's trigger instead
+//   of a whole launch and completion of M. Where N is not a kernel (a copy, a fill, an event:
+//   ports exist only on kernel nodes) the edge stays ordinary: that boundary keeps the chained
+//   cost.
+//   Measured on an H200 (bench_modules, GPT-2-small-like stack, decode shape, 122 regions):
+//   1.140x the untimed replay, against 1.321x chained; the CUPTI referee (bench_accuracy.py) saw
+//   a region begin 0.13 us before its first kernel (median; p95 0.06 us after) and end 0.20 us
+//   after its last. A launch-completion edge M -> N instead (N waits only for M to have begun,
+//   the placement probe's cheapest row, shared/reviews/marker-placement-2026-11-28.md) cost
+//   1.086x but was not exact on real kernels: N, launched while M waited, began 0.42 us
+//   (median) before M read the clock. ACCGRAPH_CUDA_MARKER_PLACEMENT=launch_completion keeps it
+//   for comparison.
 // - PDL (an edge K -prog-> N of the user's): any edge into N, or a second programmatic edge out
 //   of K, turns the overlap into a full dependency (1.27-1.60x on the probe). Then M hangs off
 //   K by an ordinary edge and has no edge to N: the overlap stays, and the boundary is K's end
-//   (M reads after K completed; N's prologue, before its griddepcontrol.wait, may have begun
-//   while K ran: that overlap is the user's, and it is counted in the region that ends at the
-//   boundary). README "Marker placement" states it.
+//   (M reads after K completed; N's prologue, and the part after its griddepcontrol.wait that
+//   runs while M is launched, are counted in the region that ends at the boundary). README
+//   "Marker placement" states it; tests/cuda measured 9 ns per such boundary.
 // - Markers stay in order: each marker gets an ordinary edge from the previous marker of its
 //   stream (off the critical path: that marker completed right after its own K), and the
 //   sequence's tail kernel joins the last marker of every stream (end_sequence), so every stamp
 //   is written before the tail copies them.
-// - A node this cannot move (an edge CUDA refuses) keeps its chained edge: correct, only slower.
+// - An edge CUDA refuses as a port edge stays ordinary: correct, only slower (counted).
 namespace {
 
 struct Edge {
@@ -125,6 +131,13 @@ bool is_programmatic(const cudaGraphEdgeData& data) {
 cudaGraphEdgeData launch_completion_edge() {
   cudaGraphEdgeData data{};
   data.from_port = cudaGraphKernelNodePortLaunchCompletion;
+  data.type = cudaGraphDependencyTypeProgrammatic;
+  return data;
+}
+
+cudaGraphEdgeData programmatic_edge() {
+  cudaGraphEdgeData data{};
+  data.from_port = cudaGraphKernelNodePortProgrammatic;
   data.type = cudaGraphDependencyTypeProgrammatic;
   return data;
 }
@@ -165,8 +178,12 @@ bool has_edge(cudaGraphNode_t from, cudaGraphNode_t to) {
 
 class Placement {
  public:
-  Placement(cudaGraph_t graph, const std::vector<CapturedMarker>& markers)
-      : graph_(graph), markers_(markers) {
+  Placement(cudaGraph_t graph, const std::vector<CapturedMarker>& markers,
+            bool launch_completion_after, PlacementCounts& counts)
+      : graph_(graph),
+        markers_(markers),
+        after_(launch_completion_after ? launch_completion_edge() : programmatic_edge()),
+        counts_(counts) {
     for (const CapturedMarker& m : markers) marker_nodes_.insert(m.node);
   }
 
@@ -197,12 +214,14 @@ class Placement {
   }
   // Replaces the ordinary edge from -> to by `data`; keeps the ordinary edge where CUDA refuses
   // the new one (Note [Exact marker placement]: correct, only slower).
-  void retype(cudaGraphNode_t from, cudaGraphNode_t to, const cudaGraphEdgeData& data) {
+  bool retype(cudaGraphNode_t from, cudaGraphNode_t to, const cudaGraphEdgeData& data) {
     const cudaGraphEdgeData ordinary{};
     remove(from, to, ordinary);
-    if (cudaGraphAddDependencies(graph_, &from, &to, &data, 1) == cudaSuccess) return;
+    if (cudaGraphAddDependencies(graph_, &from, &to, &data, 1) == cudaSuccess) return true;
     (void)cudaGetLastError();
     add(from, to, ordinary);
+    ++counts_.refused;
+    return false;
   }
 
   // The user's nodes M's timestamp follows: its predecessors, through markers.
@@ -241,12 +260,20 @@ class Placement {
       }
       for (const Edge& in : in_edges(succ.node))
         if (in.node != marker && is_programmatic(in.data)) overlapped = true;
-      if (overlapped) continue;  // PDL: no edge into N, the overlap stays
+      if (overlapped) {  // PDL: no edge into N, the overlap stays
+        ++counts_.before_programmatic;
+        continue;
+      }
       const cudaGraphEdgeData ordinary{};
       if (is_kernel(succ.node)) {
-        const cudaGraphEdgeData lc = launch_completion_edge();
-        if (cudaGraphAddDependencies(graph_, &marker, &succ.node, &lc, 1) == cudaSuccess) continue;
+        if (cudaGraphAddDependencies(graph_, &marker, &succ.node, &after_, 1) == cudaSuccess) {
+          ++counts_.before_kernel;
+          continue;
+        }
         (void)cudaGetLastError();
+        ++counts_.refused;
+      } else {
+        ++counts_.before_other;
       }
       add(marker, succ.node, ordinary);
     }
@@ -255,9 +282,14 @@ class Placement {
   // K -> M becomes K -lc-> M where K is a kernel without a programmatic edge of its own.
   void hang_off_predecessors(cudaGraphNode_t marker) {
     for (const Edge& pred : in_edges(marker)) {
-      if (is_marker(pred.node) || !is_default(pred.data) || !is_kernel(pred.node)) continue;
-      if (has_programmatic_out_edge(pred.node)) continue;
-      retype(pred.node, marker, launch_completion_edge());
+      if (is_marker(pred.node) || !is_default(pred.data)) continue;
+      if (!is_kernel(pred.node)) {
+        ++counts_.after_other;
+      } else if (has_programmatic_out_edge(pred.node)) {
+        ++counts_.after_programmatic;
+      } else if (retype(pred.node, marker, launch_completion_edge())) {
+        ++counts_.after_kernel;
+      }
     }
   }
 
@@ -289,6 +321,8 @@ class Placement {
 
   cudaGraph_t graph_;
   const std::vector<CapturedMarker>& markers_;
+  const cudaGraphEdgeData after_;  // M -> N where N is a kernel
+  PlacementCounts& counts_;
   std::unordered_set<cudaGraphNode_t> marker_nodes_;
   std::unordered_map<cudaGraphNode_t, bool> kernel_;
   std::unordered_map<cudaGraphNode_t, std::vector<Edge>> user_preds_;
@@ -298,8 +332,10 @@ class Placement {
 }  // namespace
 
 std::vector<cudaGraphNode_t> place_markers_exactly(cudaGraph_t graph,
-                                                   const std::vector<CapturedMarker>& markers) {
-  return Placement(graph, markers).run();
+                                                   const std::vector<CapturedMarker>& markers,
+                                                   bool launch_completion_after,
+                                                   PlacementCounts& counts) {
+  return Placement(graph, markers, launch_completion_after, counts).run();
 }
 
 }  // namespace accgraph::detail::cuda

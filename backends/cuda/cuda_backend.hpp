@@ -373,6 +373,10 @@ struct DeviceMarkerModes {
   /// Captured markers moved off the critical path when the sequence ends (Note [Exact marker
   /// placement] in capture_helpers.cpp; sm_90+, the default there); false: chained.
   bool exact = false;
+  /// With `exact`: the edge from a marker to the kernel after it. Programmatic (the default):
+  /// that kernel launches once the marker has read the clock (exact). Launch completion: once
+  /// the marker has begun (cheaper, but a short kernel may start before the marker reads).
+  bool launch_completion_after = false;
 };
 
 // --- capture_helpers.cpp -----------------------------------------------------------------------
@@ -413,11 +417,23 @@ struct CapturedMarker {
   cudaGraphNode_t node;
   cudaStream_t stream;
 };
+/// What exact placement did with a sequence's markers' edges (a diagnostic, logged).
+struct PlacementCounts {
+  size_t after_kernel = 0;         ///< K -lc-> M: hung off the kernel before it
+  size_t after_programmatic = 0;   ///< K -> M kept ordinary: K has a programmatic edge (PDL)
+  size_t after_other = 0;          ///< K -> M kept ordinary: K is no kernel (copy, fill, event...)
+  size_t before_kernel = 0;        ///< M -lc-> N
+  size_t before_programmatic = 0;  ///< no edge M -> N: N has a programmatic edge (PDL overlap kept)
+  size_t before_other = 0;         ///< M -> N ordinary: N is no kernel (the chained cost)
+  size_t refused = 0;              ///< edges CUDA refused as launch-completion, kept ordinary
+};
 /// Note [Exact marker placement]: moves the captured `markers` (in record order) of the graph
 /// being captured off its critical path. Returns the last marker of every stream, which the
-/// sequence's tail must join.
+/// sequence's tail must join; `counts` says what it did.
 std::vector<cudaGraphNode_t> place_markers_exactly(cudaGraph_t graph,
-                                                   const std::vector<CapturedMarker>& markers);
+                                                   const std::vector<CapturedMarker>& markers,
+                                                   bool launch_completion_after,
+                                                   PlacementCounts& counts);
 
 std::unique_ptr<TimestampMarkers> make_device_timestamp_markers(int device, size_t ring_depth,
                                                                 uint64_t resolution_ns,

@@ -86,6 +86,20 @@ __global__ void marker_record_programmatic_kernel(uint64_t* stamp) {
   *stamp = globaltimer();
 }
 
+// Note [Exact marker placement] in capture_helpers.cpp: the placed marker also lets the kernel
+// after it launch as soon as it has read the clock (griddepcontrol.launch_dependents fires its
+// programmatic port; the kernel after it needs nothing it writes), so that kernel starts after
+// the timestamp, without waiting for this kernel's completion.
+__global__ void marker_record_placed_kernel(uint64_t* stamp) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  *stamp = globaltimer();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __global__ void marker_end_kernel(uint64_t* counter, uint64_t fixed, StagingChunks staging,
                                   uint64_t* host_stamps, uint64_t* done, uint32_t ring,
                                   uint32_t stride, uint32_t count) {
@@ -178,7 +192,7 @@ cudaError_t launch_marker_record(cudaStream_t stream, uint64_t* stamp, MarkerLau
       marker_record_kernel<<<1, 1, 0, stream>>>(stamp);
       return cudaGetLastError();
     case MarkerLaunch::Placed:  // Note [Exact marker placement] in capture_helpers.cpp
-      marker_record_programmatic_kernel<<<1, 1, 0, stream>>>(stamp);
+      marker_record_placed_kernel<<<1, 1, 0, stream>>>(stamp);
       return cudaGetLastError();
     case MarkerLaunch::Programmatic:
       break;

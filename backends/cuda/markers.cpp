@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -68,7 +69,8 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
         memory_budget_(sizing.ring_depth == 0 ? sizing.memory_budget : 0),
         resolution_ns_(resolution_ns),
         programmatic_(modes.programmatic),
-        exact_(modes.exact) {}
+        exact_(modes.exact),
+        launch_completion_after_(modes.launch_completion_after) {}
 
   ~DeviceTimestampMarkers() override { release(); }
 
@@ -274,7 +276,21 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
                   "captures: end the sequence before the capture",
                   kBackendName);
     std::vector<cudaGraphNode_t> join;
-    for (cudaGraphNode_t last : place_markers_exactly(capture.graph, placed_))
+    PlacementCounts counts;
+    const std::vector<cudaGraphNode_t> lasts =
+        place_markers_exactly(capture.graph, placed_, launch_completion_after_, counts);
+    // A diagnostic of where the boundaries' cost goes (ACCGRAPH_CUDA_PLACEMENT_REPORT=1 prints
+    // it as a warning, so the default log handler shows it).
+    static const bool report = std::getenv("ACCGRAPH_CUDA_PLACEMENT_REPORT") != nullptr;
+    log(report ? LogLevel::Warning : LogLevel::Debug,
+        fmt::format("cuda: placed {} markers: after a kernel {} (launch completion), after a PDL "
+                    "kernel {}, after another node {}; before a kernel {} (launch completion), "
+                    "before a PDL kernel {} (no edge), before another node {} (chained); {} "
+                    "edges refused",
+                    placed_.size(), counts.after_kernel, counts.after_programmatic,
+                    counts.after_other, counts.before_kernel, counts.before_programmatic,
+                    counts.before_other, counts.refused));
+    for (cudaGraphNode_t last : lasts)
       if (std::find(capture.dependencies.begin(), capture.dependencies.end(), last) ==
           capture.dependencies.end())
         join.push_back(last);
@@ -381,6 +397,7 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
   uint64_t resolution_ns_;
   bool programmatic_;                    // Note [Programmatic markers] in kernels.cu
   bool exact_;                           // Note [Exact marker placement]
+  bool launch_completion_after_;         // DeviceMarkerModes::launch_completion_after
   PinnedWords done_;                     // done[ring]: the published sequence number + 1
   std::vector<PinnedWords> rings_;       // pinned stamp rings [ring][stride]; back() is the current
   std::vector<uint32_t> slot_ring_;      // per ring slot: the ring its latest sequence writes

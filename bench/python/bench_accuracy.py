@@ -13,10 +13,14 @@ and shape, over every replay and region, it prints the median and p95 of:
              kernels (those labelled with exactly its path); and the same for the containers
              that launch no kernel of their own (their self time should be ~0);
   empty      a region with no kernel at or under it: its duration_ns (should be ~0);
-  late       boundary lateness on the trace's clock: the region's begin marker (its marker
-             kernel's anchor, Note [Trace replay matching]) minus its first kernel's start, and
-             its last kernel's end minus its end marker (> 0: the marker read on the wrong side
-             of the work; exact markers keep it <= 0 up to CUPTI's own timestamp jitter).
+  late       boundary lateness on the trace's clock: the time the region's begin marker wrote,
+             put on the trace's clock, minus its first kernel's start, and its last kernel's
+             end minus its end marker's time (> 0: the marker read on the wrong side of the
+             work). The clocks differ by a constant offset (CUPTI's timestamps and the markers'
+             are both the device's global timer), estimated per replay as the smallest
+             difference between a marker kernel's end in the trace (Note [Trace replay
+             matching]) and the time that marker wrote: a marker kernel ends a little after
+             its store, never before.
 
 Targets (issue 35): leaf |median| <= 0.15 us; container-without-own-work self median <= 0.1 us;
 empty <= 0.1 us; no boundary late by more than 0.1 us at p95. Each line names the timer step
@@ -122,12 +126,13 @@ def run_one(torch: Any, accgraph: Any, which: str, shape: str, replays: int,
         reports = prof.reports()
     finally:
         accgraph.torch.uninstrument()
-    markers: Dict[str, Dict[str, Tuple[int, int]]] = {}
+    markers: Dict[str, Dict[str, Tuple[int, int, int, int]]] = {}
     step = 0
     for r in reports:
         step = r.resolution_ns
         markers[f"{r.graph_id}:{r.replay_index}"] = {
-            t.path: (t.begin_marker, t.end_marker) for t in r.regions}
+            t.path: (t.begin_marker, t.end_marker, t.raw_start_ns, t.raw_end_ns)
+            for t in r.regions if t.measurable}
     with open(annotated) as f:
         events = json.load(f)["traceEvents"]
     return {"events": events, "markers": markers, "step": step,
@@ -136,7 +141,7 @@ def run_one(torch: Any, accgraph: Any, which: str, shape: str, replays: int,
 
 
 def measure(events: Iterable[Dict[str, Any]],
-            markers: Dict[str, Dict[str, Tuple[int, int]]]) -> Dict[str, List[float]]:
+            markers: Dict[str, Dict[str, Tuple[int, int, int, int]]]) -> Dict[str, List[float]]:
     """The referee's figures (ns) from an annotated trace (Note [Trace replay matching])."""
     kernels: Dict[str, List[Tuple[str, float, float]]] = defaultdict(list)  # replay -> work
     anchors: Dict[str, Dict[int, float]] = defaultdict(dict)  # replay -> marker -> anchor (ns)
@@ -157,6 +162,15 @@ def measure(events: Iterable[Dict[str, Any]],
         if isinstance(replay, str) and "accgraph_region" in args:
             kernels[replay].append((args["accgraph_region"], start, end))
     out: Dict[str, List[float]] = defaultdict(list)
+    offsets: Dict[str, float] = {}  # replay -> trace ns minus marker ns
+    for replay, regions in markers.items():
+        written = {}
+        for begin, end, t_begin, t_end in regions.values():
+            written[begin], written[end] = t_begin, t_end
+        a = anchors.get(replay, {})
+        diffs = [a[m] - t for m, t in written.items() if m in a]
+        if diffs:
+            offsets[replay] = min(diffs)
     for replay, regions in slices.items():
         paths = set(regions)
         children = {p for p in paths if "/" in p and p.rsplit("/", 1)[0] in paths}
@@ -177,14 +191,12 @@ def measure(events: Iterable[Dict[str, Any]],
                     out["container (no own kernel)"].append(self_ns)
             elif own:
                 out["leaf"].append(duration - (max(e for _, e in own) - min(s for s, _ in own)))
-            begin_end = markers.get(replay, {}).get(path)
-            if begin_end is None:
+            region = markers.get(replay, {}).get(path)
+            if region is None or replay not in offsets:
                 continue
-            a = anchors.get(replay, {})
-            if begin_end[0] in a:
-                out["late start"].append(a[begin_end[0]] - min(s for s, _ in under))
-            if begin_end[1] in a:
-                out["late end"].append(max(e for _, e in under) - a[begin_end[1]])
+            offset = offsets[replay]
+            out["late start"].append(region[2] + offset - min(s for s, _ in under))
+            out["late end"].append(max(e for _, e in under) - (region[3] + offset))
     out["late"] = out["late start"] + out["late end"]
     return out
 

@@ -48,10 +48,12 @@ __all__ = ["annotate_trace"]
 _WHAT = "annotate_trace"
 CATEGORY = "gpu_user_annotation"
 # The kernels of backends/cuda/kernels.cu that accgraph's device_timestamps markers launch: one
-# record kernel per marker (the programmatic one on sm_90+, Note [Programmatic markers]) and
-# one end kernel per sequence (Note [Device timestamp ring]).
+# record kernel per marker (the programmatic one on sm_90+, Note [Programmatic markers]; the
+# placed one in captured graphs, Note [Exact marker placement]) and one end kernel per sequence
+# (Note [Device timestamp ring]).
 RECORD_KERNEL = "marker_record_kernel"
 PROGRAMMATIC_RECORD_KERNEL = "marker_record_programmatic_kernel"
+PLACED_RECORD_KERNEL = "marker_record_placed_kernel"
 END_KERNEL = "marker_end_kernel"
 UNSUPPORTED_STRATEGIES = ("external_events",)
 # Kineto's categories of a graph's nodes that run on the GPU: kernels, copies and fills.
@@ -554,8 +556,8 @@ def _row_key(ev: Dict[str, Any]) -> Tuple[Any, Any]:
 def _kernel_kind(name: str) -> str:
     if "accgraph" not in name:
         return ""
-    if PROGRAMMATIC_RECORD_KERNEL in name:
-        return "programmatic"
+    if PROGRAMMATIC_RECORD_KERNEL in name or PLACED_RECORD_KERNEL in name:
+        return "programmatic"  # both wait for the kernel before them, then store: anchor at end
     if RECORD_KERNEL in name:
         return "record"
     return "end" if END_KERNEL in name else ""
@@ -860,7 +862,8 @@ def _no_match_error(trace: Any, sequences: List[_Sequence], kernels: List[_Kerne
                           "torch.profiler's export_chrome_trace wrote, unedited")
         return _error(InvalidArgumentError,
                       f"{name} holds no accgraph marker kernels "
-                      f"({RECORD_KERNEL}, {PROGRAMMATIC_RECORD_KERNEL}, {END_KERNEL}): trace "
+                      f"({RECORD_KERNEL}, {PROGRAMMATIC_RECORD_KERNEL}, {PLACED_RECORD_KERNEL}, "
+                      f"{END_KERNEL}): trace "
                       "the timed replays with torch.profiler's CUDA activity "
                       "(ProfilerActivity.CUDA), on the cuda backend's device_timestamps markers")
     if not sequences:
