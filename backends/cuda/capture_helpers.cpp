@@ -142,32 +142,29 @@ cudaGraphEdgeData programmatic_edge() {
   return data;
 }
 
-std::vector<Edge> in_edges(cudaGraphNode_t node) {
+// A node's edges in one direction: cudaGraphNodeGetDependencies (into it) or
+// cudaGraphNodeGetDependentNodes (out of it), which take the same arguments.
+using EdgeQuery = cudaError_t (*)(cudaGraphNode_t, cudaGraphNode_t*, cudaGraphEdgeData*, size_t*);
+
+std::vector<Edge> edges_of(cudaGraphNode_t node, EdgeQuery query, const char* what) {
   size_t count = 0;
-  ACCGRAPH_CUDA_CHECK(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &count),
-                      "end_sequence: counting a marker's dependencies");
+  ACCGRAPH_CUDA_CHECK(query(node, nullptr, nullptr, &count), what);
   std::vector<cudaGraphNode_t> nodes(count);
   std::vector<cudaGraphEdgeData> data(count);
-  ACCGRAPH_CUDA_CHECK(cudaGraphNodeGetDependencies(node, nodes.data(), data.data(), &count),
-                      "end_sequence: reading a marker's dependencies");
+  ACCGRAPH_CUDA_CHECK(query(node, nodes.data(), data.data(), &count), what);
   std::vector<Edge> edges;
   edges.reserve(count);
   for (size_t i = 0; i < count; ++i) edges.push_back(Edge{nodes[i], data[i]});
   return edges;
 }
 
+std::vector<Edge> in_edges(cudaGraphNode_t node) {
+  return edges_of(node, &cudaGraphNodeGetDependencies, "end_sequence: reading a node's edges in");
+}
+
 std::vector<Edge> out_edges(cudaGraphNode_t node) {
-  size_t count = 0;
-  ACCGRAPH_CUDA_CHECK(cudaGraphNodeGetDependentNodes(node, nullptr, nullptr, &count),
-                      "end_sequence: counting a node's dependents");
-  std::vector<cudaGraphNode_t> nodes(count);
-  std::vector<cudaGraphEdgeData> data(count);
-  ACCGRAPH_CUDA_CHECK(cudaGraphNodeGetDependentNodes(node, nodes.data(), data.data(), &count),
-                      "end_sequence: reading a node's dependents");
-  std::vector<Edge> edges;
-  edges.reserve(count);
-  for (size_t i = 0; i < count; ++i) edges.push_back(Edge{nodes[i], data[i]});
-  return edges;
+  return edges_of(node, &cudaGraphNodeGetDependentNodes,
+                  "end_sequence: reading a node's edges out");
 }
 
 bool has_edge(cudaGraphNode_t from, cudaGraphNode_t to) {
