@@ -119,6 +119,9 @@ class CudaBackend final : public Backend, public ClockSampling {
     checked(device, "create_stream");
     DeviceGuard guard(device);
     cudaStream_t stream = nullptr;
+    // Note [Capture-mode rules]: a capture in Global mode on another thread refuses a stream's
+    // creation (and is invalidated by it); a new stream is no part of any capture.
+    RelaxedCaptureModeGuard relaxed;
     // Non-blocking: no implicit synchronisation with the legacy default stream, which other
     // libraries in the process may use.
     ACCGRAPH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
