@@ -19,9 +19,9 @@ namespace {
 class MappedHostMemory {
  public:
   explicit MappedHostMemory(size_t bytes) {
-    ACCGRAPH_CUDA_CHECK(cudaHostAlloc(&host_, bytes, cudaHostAllocMapped),
-                        fmt::format("sample_clock: allocating {} bytes of mapped host memory",
-                                    bytes));
+    ACCGRAPH_CUDA_CHECK(
+        cudaHostAlloc(&host_, bytes, cudaHostAllocMapped),
+        fmt::format("sample_clock: allocating {} bytes of mapped host memory", bytes));
     ACCGRAPH_CUDA_CHECK(cudaHostGetDevicePointer(&device_, host_, 0),
                         "sample_clock: mapping host memory into the device");
   }

@@ -1757,8 +1757,9 @@ class Gate {
 // replays what it captured. 100 rounds per marker strategy, so one run is the issue's "100 of
 // 100"; the ctest entry cuda_capture_mode_rules runs it in a fresh process, where the first eager
 // region also measures the marker overhead (its own capture) inside the user's capture.
-TEST_CASE("cuda: a Global capture on one thread stays valid while others time eager regions, "
-          "replays, collect and sample the clock") {
+TEST_CASE(
+    "cuda: a Global capture on one thread stays valid while others time eager regions, "
+    "replays, collect and sample the clock") {
   constexpr int kRounds = 100;
   Stream s = Stream::create("cuda");
   Buffer out = Buffer::allocate(s, 1 << 16);
@@ -1819,7 +1820,8 @@ TEST_CASE("cuda: a Global capture on one thread stays valid while others time ea
       eager.join();
       replays.join();
       clock.join();
-      CHECK_MESSAGE(failures.messages.empty(), fmt::format("{}", fmt::join(failures.messages, "; ")));
+      CHECK_MESSAGE(failures.messages.empty(),
+                    fmt::format("{}", fmt::join(failures.messages, "; ")));
       CHECK(s.is_capturing());
       s.fill(out, 7);
       REQUIRE_NOTHROW(g.capture_end());
@@ -1872,7 +1874,6 @@ TEST_CASE("cuda: the marker overhead measurement refuses no call of another thre
   }
   stop = true;
   bystander.join();
-  CHECK_MESSAGE(refused.load() == 0, "the bystander's calls were refused " << refused.load()
-                                                                            << " times, first "
-                                                                            << first_refusal);
+  CHECK_MESSAGE(refused.load() == 0, "the bystander's calls were refused "
+                                         << refused.load() << " times, first " << first_refusal);
 }
