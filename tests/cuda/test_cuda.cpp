@@ -1763,6 +1763,10 @@ TEST_CASE(
   constexpr int kRounds = 100;
   Stream s = Stream::create("cuda");
   Buffer out = Buffer::allocate(s, 1 << 16);
+  // The test's own allocations are made before the capture: a cudaMalloc of the user's on
+  // another thread would be refused by the capture as much as any of accgraph's.
+  Buffer eager_buffer = Buffer::allocate(s, 1 << 12);
+  Buffer side_buffer = Buffer::allocate(s, 1 << 12);
   for (const char* strategy : {"device_timestamps", "external_events"}) {
     CAPTURE(strategy);
     timing::ProfilerOptions options;
@@ -1794,11 +1798,10 @@ TEST_CASE(
         capturing.wait();
         failures.run("eager regions", [&] {
           Stream fresh = Stream::create("cuda");  // a new eager ring, allocated during the capture
-          Buffer b = Buffer::allocate(fresh, 1 << 12);
           for (int i = 0; i < 3; ++i) {
             auto outer = prof.region(fresh, "eager");
             auto inner = prof.region(fresh, "fill");
-            fresh.fill(b, static_cast<uint8_t>(i));
+            fresh.fill(eager_buffer, static_cast<uint8_t>(i));
           }
           eager_reports = 3;
         });  // `fresh` is destroyed here, during the capture
@@ -1822,12 +1825,18 @@ TEST_CASE(
       clock.join();
       CHECK_MESSAGE(failures.messages.empty(),
                     fmt::format("{}", fmt::join(failures.messages, "; ")));
+      {
+        // An eager region on the capturing thread itself, on another (new) stream.
+        Stream side = Stream::create("cuda");
+        auto r = prof.region(side, "eager beside the capture");
+        side.fill(side_buffer, 1);
+      }
       CHECK(s.is_capturing());
       s.fill(out, 7);
       REQUIRE_NOTHROW(g.capture_end());
       g.replay(s);
       REQUIRE(all_equal(read_back(s, out), 7));
-      expected_reports += 5 + eager_reports;
+      expected_reports += 5 + eager_reports + 1;
       prof.flush();
       REQUIRE(prof.delivered() == expected_reports);
     }
