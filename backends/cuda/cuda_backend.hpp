@@ -182,7 +182,9 @@ class RelaxedCaptureModeGuard {
 //   A capture elsewhere refuses those; accgraph.torch.instrument() creates the backend before
 //   any capture it times, and C++ programs do it at their first Profiler or Stream. Not yet
 //   relaxed (the probe is in kernels.cu: the lead's change, issue 36).
-// - User calls (Buffer allocation, Stream::create, an accgraph graph's capture): the user's
+// - Wrapping a framework's stream (Stream::wrap; accgraph.torch does it where PyTorch's stream
+//   is first used): cudaStreamGetDevice, relaxed (backend.cpp).
+// - User calls (Buffer allocation, an accgraph graph's capture): the user's
 //   own, in the thread's own mode, as PyTorch's allocator does on the user's behalf.
 // The Python side adds two rules (accgraph/torch/__init__.py): accgraph.torch allocates no
 // memory through PyTorch's allocator, and Python's cycle collector is paused while a capture
