@@ -120,7 +120,9 @@ t0=$SECONDS
 ctest_rc=$?
 say "ctest: rc $ctest_rc in $((SECONDS - t0)) s: $(grep -E 'tests passed|tests failed' "$out/ctest.log")"
 grep -E "^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess|Not Run|Exception)" "$out/ctest.log" | tee -a "$summary"
-for t in cuda_backend cuda_backend_plain_markers cuda_backend_chained_markers cuda_unavailable_reason cuda_broken_context conformance_cuda; do
+for t in cuda_backend cuda_backend_plain_markers cuda_backend_chained_markers cuda_unavailable_reason \
+    cuda_broken_context cuda_capture_mode_rules cuda_overhead_measurement_beside_other_threads \
+    conformance_cuda; do
   line="$(grep -E "Test +#[0-9]+: $t " "$out/ctest.log" | tail -1)"
   say "  $t: ${line:-NOT REGISTERED}"
 done
@@ -129,7 +131,9 @@ grep -E "SKIPPED|Skipped" "$out/ctest.log" | head -10 | sed 's/^/  skip: /' | te
 # On a GPU machine every cuda test must have run and passed: one that is missing (not built) or
 # skipped (no usable device) fails the check instead of passing quietly.
 cuda_registered=1
-for t in cuda_backend cuda_backend_plain_markers cuda_backend_chained_markers cuda_unavailable_reason cuda_broken_context conformance_cuda; do
+for t in cuda_backend cuda_backend_plain_markers cuda_backend_chained_markers cuda_unavailable_reason \
+    cuda_broken_context cuda_capture_mode_rules cuda_overhead_measurement_beside_other_threads \
+    conformance_cuda; do
   grep -E "Test +#[0-9]+: $t " "$out/ctest.log" | tail -1 | grep -q "Passed" || cuda_registered=0
 done
 if [ "$cuda_registered" -ne 1 ]; then

@@ -129,7 +129,15 @@ MarkerCosts measure(Backend& backend, int device, const std::string& strategy) {
   std::unique_ptr<GraphImplInterface> graph = backend.create_graph(GraphArgs{});
   if (!stream || !markers || !graph)
     throw Error(ErrorCode::BackendError, "the backend returned no stream, markers or graph");
-  graph->capture_begin(*stream, PoolId{}, CaptureMode::Default);
+  // Note [Capture-mode rules] (backends/cuda/cuda_backend.hpp): in Global mode this capture
+  // would refuse every other thread's allocations, queries and waits while it runs (and be
+  // invalidated by them): it captures only its own stream, so Relaxed where the backend has it.
+  const std::vector<CaptureMode> modes = backend.capabilities(device).capture_modes;
+  const CaptureMode mode =
+      std::find(modes.begin(), modes.end(), CaptureMode::Relaxed) != modes.end()
+          ? CaptureMode::Relaxed
+          : CaptureMode::Default;
+  graph->capture_begin(*stream, PoolId{}, mode);
   try {
     capture_markers(*stream, *markers, timed_delay);
   } catch (...) {

@@ -1,6 +1,7 @@
 // ProfilerCore (profiler_core.hpp).
 #include "profiler_core.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <memory>
@@ -99,15 +100,47 @@ void ProfilerCore::retire_timing(AcceleratorGraph& graph, const char* event) {
 
 // --- marker rings ------------------------------------------------------------------------------
 
+// Note [Eager ring depth]: an eager ring closes one sequence per outermost eager region, and
+// after each one ProfilerCore::sequence_done makes room for the next, so a loop of eager calls
+// that runs ahead of the device (or simply runs without flush(), with no background collector)
+// counts a ring wait at every call once the ring is full. At the backend's default depth (16 on
+// cuda) a torch.compile(mode="reduce-overhead") model under instrument(prof, modules=True) did
+// so at calls 16 to 30 of 30 (issue 36: 15 ring waits), since the compiled module's own call is
+// an eager region around each CUDA-graph replay. Eager sets cannot size themselves by the budget
+// (marker.budget applies to a captured sequence, and an eager set's storage is laid out per slot
+// at its first record), so an eager ring is made with an explicit depth: what marker_memory
+// holds at kEagerSlotBytes per slot (a tree of up to 128 markers: staged on the device and read
+// back, 8 bytes each), at most kMaxEagerDepth (every in-tree backend's maximum or less); 512
+// with the default 1 MiB. A backend whose maximum is smaller refuses that depth
+// (InvalidArgument): its default depth is used then. An explicit ProfilerOptions::ring_depth
+// wins, as for graphs; marker_memory 0 keeps the backend's default.
+namespace {
+constexpr size_t kEagerSlotBytes = 2 * 128 * sizeof(uint64_t);
+constexpr size_t kMaxEagerDepth = 1024;
+}  // namespace
+
 std::shared_ptr<MarkerRing> ProfilerCore::create_ring(Backend& backend,
                                                       const std::string& backend_name, int device,
                                                       uint64_t graph_id, bool fenced) {
-  // Eager sets never resize (marker.budget): they get no budget.
-  const size_t budget = graph_id == 0 ? 0 : options.marker_memory;
-  std::shared_ptr<MarkerRing> ring =
-      MarkerRing::create(backend, backend_name, device, graph_id,
-                         MarkerOptions{options.marker_strategy, options.ring_depth, budget}, fenced,
-                         marker_overhead(backend, backend_name, device, graph_id == 0));
+  const bool eager = graph_id == 0;
+  // Eager sets never resize (marker.budget): they get no budget, and a depth from it instead.
+  const size_t budget = eager ? 0 : options.marker_memory;
+  MarkerOptions markers{options.marker_strategy, options.ring_depth, budget};
+  const MarkerCosts overhead = marker_overhead(backend, backend_name, device, eager);
+  std::shared_ptr<MarkerRing> ring;
+  if (eager && options.ring_depth == 0 && options.marker_memory != 0) {
+    MarkerOptions sized = markers;
+    sized.memory_budget = options.marker_memory;  // only to compute the depth
+    sized.ring_depth = std::max<size_t>(1, sized.budget_depth(kEagerSlotBytes, 0, kMaxEagerDepth));
+    sized.memory_budget = 0;
+    try {
+      ring = MarkerRing::create(backend, backend_name, device, graph_id, sized, fenced, overhead);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::InvalidArgument) throw;  // above this backend's maximum depth
+    }
+  }
+  if (!ring)
+    ring = MarkerRing::create(backend, backend_name, device, graph_id, markers, fenced, overhead);
   collector.add(ring);
   return ring;
 }

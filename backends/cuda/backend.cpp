@@ -148,6 +148,9 @@ class CudaBackend final : public Backend, public ClockSampling {
     checked(device, "create_stream");
     DeviceGuard guard(device);
     cudaStream_t stream = nullptr;
+    // Note [Capture-mode rules]: a capture in Global mode on another thread refuses a stream's
+    // creation (and is invalidated by it); a new stream is no part of any capture.
+    RelaxedCaptureModeGuard relaxed;
     // Non-blocking: no implicit synchronisation with the legacy default stream, which other
     // libraries in the process may use.
     ACCGRAPH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
@@ -160,6 +163,9 @@ class CudaBackend final : public Backend, public ClockSampling {
     auto stream = static_cast<cudaStream_t>(native_handle);
     // The special handles (legacy, per-thread default) belong to whatever device is current.
     if (stream != nullptr && stream != cudaStreamLegacy && stream != cudaStreamPerThread) {
+      // Note [Capture-mode rules]: a query of the stream's device, from a thread that may not
+      // be the one capturing (accgraph.torch wraps PyTorch's streams where they are first used).
+      RelaxedCaptureModeGuard relaxed;
       int stream_device = -1;
       ACCGRAPH_CUDA_CHECK(cudaStreamGetDevice(stream, &stream_device),
                           "wrap_stream: reading the stream's device (is it a valid cudaStream_t?)");

@@ -19,10 +19,9 @@ namespace {
 class MappedHostMemory {
  public:
   explicit MappedHostMemory(size_t bytes) {
-    ACCGRAPH_CUDA_CHECK(cudaHostAlloc(&host_, bytes, cudaHostAllocMapped),
-                        fmt::format("sample_clock: allocating {} bytes of mapped host memory "
-                                    "(not possible during a Global-mode capture)",
-                                    bytes));
+    ACCGRAPH_CUDA_CHECK(
+        cudaHostAlloc(&host_, bytes, cudaHostAllocMapped),
+        fmt::format("sample_clock: allocating {} bytes of mapped host memory", bytes));
     ACCGRAPH_CUDA_CHECK(cudaHostGetDevicePointer(&device_, host_, 0),
                         "sample_clock: mapping host memory into the device");
   }
@@ -66,6 +65,10 @@ class PrivateSamplingStream {
 void sample_globaltimer(int device, timing::ClockSample* samples, size_t count) {
   constexpr uint64_t kTimeoutNs = 2000000000;  // per sample, on the device and on the host
   DeviceGuard guard(device);
+  // Note [Capture-mode rules]: the pinned memory, the private stream, its wait and their release
+  // are no part of any capture, and a capture in Global mode on another thread would refuse
+  // each of them and be invalidated by it.
+  RelaxedCaptureModeGuard relaxed;
   MappedHostMemory flag(sizeof(unsigned));
   MappedHostMemory out(sizeof(unsigned long long) * count);
   volatile auto* host_flag = static_cast<volatile unsigned*>(flag.host());

@@ -114,6 +114,10 @@ class ExternalEventMarkers final : public TimestampMarkers {
 
   bool is_complete(uint64_t sequence) override {
     if (ref_host_ == nullptr) return false;  // no sequence has begun
+    // Note [Capture-mode rules]: the collector asks while other threads may capture in Global
+    // mode, which refuses (and is invalidated by) a query in the default mode; our own event
+    // is no part of any capture.
+    RelaxedCaptureModeGuard relaxed;
     cudaError_t err = cudaEventQuery(end_[sequence % ring_]);
     if (err == cudaSuccess) return true;
     if (err == cudaErrorNotReady) {
@@ -145,6 +149,7 @@ class ExternalEventMarkers final : public TimestampMarkers {
           fmt::format("read: {} markers asked for but only {} were recorded", count, count_),
           kBackendName);
     if (count == 0) return;
+    RelaxedCaptureModeGuard relaxed;  // Note [Capture-mode rules]: the collector's read
     const std::vector<cudaEvent_t>& slot = events_[sequence % ring_];
     float since_ref_ms = 0;
     ACCGRAPH_CUDA_CHECK(cudaEventElapsedTime(&since_ref_ms, ref_before_, slot[0]),

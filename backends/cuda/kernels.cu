@@ -224,13 +224,21 @@ cudaError_t launch_set_counter(cudaStream_t stream, uint64_t* counter, uint64_t 
 }
 
 uint64_t measure_globaltimer_resolution_ns() {
+  // Note [Capture-mode rules]: the backend may be created while another thread captures in
+  // Global mode: the probe's memory, stream and wait are relaxed, and its kernel runs on a
+  // private non-blocking stream (the legacy stream would involve a blocking capturing stream).
+  RelaxedCaptureModeGuard relaxed;
   uint64_t* out = nullptr;
   ACCGRAPH_CUDA_CHECK(cudaMallocHost(&out, sizeof(uint64_t)), "timer resolution probe");
   *out = 0;
-  cudaError_t err = cudaSuccess;
-  resolution_kernel<<<1, 1>>>(out, 20000);
-  err = cudaGetLastError();
-  if (err == cudaSuccess) err = cudaDeviceSynchronize();
+  cudaStream_t stream = nullptr;
+  cudaError_t err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (err == cudaSuccess) {
+    resolution_kernel<<<1, 1, 0, stream>>>(out, 20000);
+    err = cudaGetLastError();
+    if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+    ACCGRAPH_CUDA_LOG(cudaStreamDestroy(stream), "timer resolution probe");
+  }
   uint64_t result = *out;
   ACCGRAPH_CUDA_LOG(cudaFreeHost(out), "timer resolution probe");
   if (err != cudaSuccess) throw_cuda_error(err, "resolution_kernel", "timer resolution probe");

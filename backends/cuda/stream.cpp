@@ -1,6 +1,7 @@
 // CUDA streams: non-blocking owned streams or wrapped (non-owning) cudaStream_t handles, with the
 // portable copy/fill, host calls, delays and fork/join through events.
 #include <exception>
+#include <optional>
 
 #include <cuda.h>  // cuStreamIsCapturing's types (Note [Driver capture query])
 #include <fmt/format.h>
@@ -184,7 +185,15 @@ void CudaStream::wait_for(StreamImpl& other_impl) {
 
 void CudaStream::synchronize() {
   DeviceGuard guard(device_);
-  ACCGRAPH_CUDA_CHECK(cudaStreamSynchronize(stream_), "synchronize");
+  {
+    // Note [Capture-mode rules]: an owned stream is non-blocking and accgraph's own (the marker
+    // overhead's capture waits on one): waiting for it is no part of a capture another thread
+    // runs in Global mode, which would refuse the wait and be invalidated by it. A wrapped
+    // stream keeps the thread's mode: it may be the legacy stream, which a capture does involve.
+    std::optional<RelaxedCaptureModeGuard> relaxed;
+    if (ownership_ == Ownership::Owned) relaxed.emplace();
+    ACCGRAPH_CUDA_CHECK(cudaStreamSynchronize(stream_), "synchronize");
+  }
   failures_->failures.throw_if_any(kBackendName, describe_queue(kBackendName, stream_));
 }
 

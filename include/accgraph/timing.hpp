@@ -80,7 +80,9 @@ struct ProfilerOptions {
   /// 1 MiB: 1,024 replays of a 100-region graph on cuda (its maximum), 2,048 of a graph of up
   /// to 64 markers on host. Backends that do not size their ring by it (the optional rule
   /// marker.budget: slot rings, cuda's external events, older plugins) keep their default
-  /// depth. Note [Marker budget] in spi/backend.hpp.
+  /// depth. Note [Marker budget] in spi/backend.hpp. Each stream's eager ring holds what it
+  /// holds at 2 KiB per eager tree (512 trees at 1 MiB; Note [Eager ring depth] in
+  /// timing/profiler_core.cpp); 0 gives eager rings the backend's default depth.
   size_t marker_memory = size_t{1} << 20;
   /// Start a background thread that delivers completed replays as they finish.
   bool background_collector = false;

@@ -526,6 +526,37 @@ def test_torch_compile_records_no_module_region_and_keeps_graph_region():
     assert [r.graph_id for r in prof.reports()].count(0) == 0
 
 
+def test_a_loop_of_30_compiled_calls_never_waits_for_a_ring():
+    """Issue 36: torch.compile(mode="reduce-overhead") of a 2-Linear module, 30 calls under
+    instrument(prof, graph_region="graph", modules=True), waited 15 times for a full ring: each
+    call of the compiled module is an eager module region around the CUDA-graph tree's replay,
+    and the stream's eager ring (16 deep) filled at call 16 (Note [Eager ring depth] in
+    timing/profiler_core.cpp)."""
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 64)).cuda()
+    x = torch.randn(32, 64, device="cuda")
+    prof = accgraph.Profiler()
+    with accgraph.torch.instrumented(prof, graph_region="graph", modules=True):
+        compiled = torch.compile(model, mode="reduce-overhead")
+        try:
+            with torch.no_grad():
+                compiled(x)
+        except accgraph.Error:
+            raise
+        except Exception as e:  # noqa: BLE001 - the reason is the test's skip message
+            first_line = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            pytest.skip(f"torch.compile(mode='reduce-overhead') cannot work here: "
+                        f"{type(e).__name__}: {first_line}")
+        with torch.no_grad():
+            for _ in range(29):
+                compiled(x).clone()
+        waits = prof.ring_waits
+        prof.flush()
+    eager = [r for r in prof.reports() if r.graph_id == 0]
+    timed = [r for r in prof.reports() if r.graph_id != 0]
+    assert len(eager) >= 29 and len(timed) >= 27, (len(eager), len(timed))
+    assert waits == 0, prof.stats_table()
+
+
 def test_python_m_accgraph_torch_runs_the_example(tmp_path):
     import subprocess
     import sys

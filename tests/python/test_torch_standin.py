@@ -1041,3 +1041,124 @@ def test_only_graphs_with_regions_get_a_timed_replay_of_their_own(torch):
     torch.cuda.default_stream.synchronize()
     prof.flush()
     assert prof.delivered == 1
+
+
+# --- issue 36: module timing changes nothing else PyTorch does ---------------------------------
+
+
+def test_the_cycle_collector_is_paused_while_an_instrumented_capture_is_in_progress(torch):
+    """Note [No collection inside captures]: a torch graph freed by the cycle collector during
+    another capture invalidates it (PyTorch 2.11), so no automatic collection runs inside a
+    capture begun under instrument(); it is back when the capture ends, however it ends."""
+    prof = accgraph.Profiler()
+    assert gc.isenabled()
+    with accgraph.torch.instrumented(prof, modules=True):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            assert not gc.isenabled()
+            inner = torch.cuda.CUDAGraph()  # a second capture at once: counted
+            with torch.cuda.graph(inner, stream=torch.cuda.Stream()):
+                assert not gc.isenabled()
+            assert not gc.isenabled()  # the outer capture still runs
+        assert gc.isenabled()
+        # A native capture_end that raises, a capture_begin that raises, a capture reset
+        # without its end, and uninstrument() while a capture is open: each gives it back.
+        broken = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(torch.cuda.side_stream):
+            broken.capture_begin()
+            assert not gc.isenabled()
+            broken.native.capture_end()  # the native capture is gone: its end raises
+            with pytest.raises(accgraph.Error):
+                broken.capture_end()
+        assert gc.isenabled()
+        with pytest.raises(RuntimeError, match="non-default stream"):
+            torch.cuda.CUDAGraph().capture_begin()
+        assert gc.isenabled()
+        abandoned = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(torch.cuda.side_stream):
+            abandoned.capture_begin()
+        assert not gc.isenabled()
+        abandoned.native.capture_end()
+        abandoned.reset()
+        assert gc.isenabled()
+    accgraph.torch.instrument(prof)
+    open_capture = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(torch.cuda.side_stream):
+        open_capture.capture_begin()
+    with pytest.raises(accgraph.InvalidStateError, match="in progress"):
+        accgraph.torch.uninstrument()
+    assert not gc.isenabled()
+    accgraph.torch._uninstrument(force=True)  # as at interpreter exit
+    assert gc.isenabled()
+    open_capture.native.capture_end()
+
+
+def test_a_collector_disabled_by_the_program_stays_disabled(torch):
+    gc.disable()
+    try:
+        with accgraph.torch.instrumented(accgraph.Profiler()):
+            with torch.cuda.graph(torch.cuda.CUDAGraph()):
+                pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_no_automatic_collection_runs_inside_an_instrumented_capture(torch):
+    """Garbage cycles made and dropped inside the capture, with allocations far past the
+    collector's threshold: no collection starts until the capture ended."""
+    collections = []
+
+    def note(phase, info):
+        if phase == "start":
+            collections.append(capturing[0])
+
+    capturing = [False]
+    gc.callbacks.append(note)
+    try:
+        with accgraph.torch.instrumented(accgraph.Profiler(), modules=True):
+            with torch.cuda.graph(torch.cuda.CUDAGraph()):
+                capturing[0] = True
+                for _ in range(20 * gc.get_threshold()[0]):
+                    cycle = []
+                    cycle.append(cycle)
+                capturing[0] = False
+            for _ in range(20 * gc.get_threshold()[0]):
+                cycle = []
+                cycle.append(cycle)
+    finally:
+        gc.callbacks.remove(note)
+    assert True not in collections and False in collections
+
+
+@pytest.mark.parametrize("options, waits", [
+    ({}, 0),
+    # The default depth (64 on host) for both rings: replays 65-100 and eager trees 64-100.
+    ({"marker_memory": 0}, (100 - 64) + (100 - 64 + 1)),
+    ({"ring_depth": 8}, (100 - 8) + (100 - 8 + 1))])
+def test_a_loop_of_compiled_module_calls_does_not_wait_for_the_eager_ring(torch, options, waits):
+    """Issue 36: under torch.compile(mode="reduce-overhead") each call of the compiled module is
+    an eager module region around a CUDA-graph replay; one eager tree per call filled the
+    stream's eager ring (the backend's default depth: 16 on cuda, 64 here) and every later call
+    counted a ring wait (15 of 30 calls on the H200). Eager rings hold what marker_memory holds
+    now (Note [Eager ring depth]); marker_memory=0 keeps the default depth, and an explicit
+    ring_depth wins."""
+    prof = accgraph.Profiler(**options)
+    with accgraph.torch.instrumented(prof, graph_region="graph", modules=True):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            torch.cuda.current_stream().work(0)
+
+        class Compiled(torch.nn.Module):
+            def forward(self, x):
+                g.replay()  # what cudagraph trees run in the compiled call
+                return x
+
+        compiled = Compiled()
+        for _ in range(100):
+            compiled(None)
+        assert prof.ring_waits == waits
+        prof.flush()
+    assert prof.delivered == 200
+    eager = [r for r in prof.reports() if r.graph_id == 0]
+    assert len(eager) == 100 and [t.path for t in eager[-1]] == ["Compiled"]

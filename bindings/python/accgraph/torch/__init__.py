@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import gc
 import os
 import threading
 import warnings
@@ -220,6 +221,9 @@ class _Installation:
         # id(torch graph) -> torch graph, while it captures (weak: a graph dropped in the middle
         # of its capture does not block uninstrument()).
         self.capturing: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
+        # id(torch graph) of the captures that paused the cycle collector (Note [No collection
+        # inside captures]), until their capture ends or is reset.
+        self.gc_paused: Dict[int, bool] = {}
         self.patches: Dict[str, Callable[..., Any]] = {}
         # graph -> its own timed replay (Note [Wrapping CUDAGraph]); set by _make_patches.
         self.timed_replay: Callable[[Any, _GraphTiming], Callable[..., Any]] = (
@@ -239,6 +243,60 @@ class _GraphTiming:
         # A finished capture with regions: replays are launched through the ForeignGraph.
         self.ready = False
         self.graph_region_open = False
+
+
+# Note [No collection inside captures]: PyTorch's CUDAGraph frees its executable in its C++
+# destructor, and PyTorch 2.11 does it in the thread's own capture mode: a torch graph freed
+# while another capture is in progress in Global mode (PyTorch's default) is refused ("CUDA
+# warning: operation not permitted when stream is capturing (function reset)") and invalidates
+# that capture, whose next kernel then fails (issue 36: CUBLAS_STATUS_INTERNAL_ERROR in
+# make_graphed_callables' backward capture in test_graph_make_graphed_callables_same_pool).
+# Torch graphs are freed at such moments by Python's cycle collector: every module that
+# make_graphed_callables returns references itself (its `forward` is a closure over the module),
+# so its two graphs go only when the collector runs, and the collector runs at whichever
+# allocation of a container crosses its threshold, on any thread. Plain PyTorch runs the same
+# risk, at points fixed by its own allocations; module timing allocates too (a frame per module
+# call) and so moves those points, here into a capture. So while a capture begun under
+# instrument() is in progress the automatic collector is off (gc.disable(), process-wide): the
+# collection that would have run inside the capture runs at the first allocation after it ends
+# (an explicit gc.collect() still runs). Paused at capture_begin before the native capture
+# begins; resumed after the native capture_end (also when it raises), at reset() of a graph
+# whose capture never ended, and at uninstrument(). Nested and concurrent captures count: the
+# collector comes back when the last ends, and only if it was on when the first began. Tests:
+# test_torch_standin.py (the pause and its ends), test_torch_graphs_threeway.py (on the GPU:
+# make_graphed_callables with cyclic garbage holding torch graphs, three ways).
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+def _pause_gc(installation: "_Installation", graph: Any) -> None:
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if id(graph) in installation.gc_paused:
+            return
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+        installation.gc_paused[id(graph)] = True
+
+
+def _resume_gc(installation: "_Installation", graph_id: Optional[int]) -> None:
+    """Ends the pause of graph `graph_id`'s capture (None: of every capture of
+    `installation`)."""
+    global _gc_pauses
+    with _gc_lock:
+        if graph_id is None:
+            ended = len(installation.gc_paused)
+            installation.gc_paused.clear()
+        else:
+            ended = 1 if installation.gc_paused.pop(graph_id, None) else 0
+        if ended == 0 or _gc_pauses == 0:
+            return
+        _gc_pauses = max(0, _gc_pauses - ended)
+        if _gc_pauses == 0 and _gc_was_enabled:
+            gc.enable()
 
 
 _lock = threading.RLock()
@@ -450,24 +508,33 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
             stream = _current(installation, device)  # before the capture: wrapping calls CUDA
         except Error as e:
             _warn_untimed(f"wrapping PyTorch's current stream: {e}")
-            return original_begin(self, *args, **kwargs)
-        result = original_begin(self, *args, **kwargs)
-        _begin(installation, self, stream, device)
+            stream = None
+        _pause_gc(installation, self)  # Note [No collection inside captures]
+        try:
+            result = original_begin(self, *args, **kwargs)
+        except BaseException:
+            _resume_gc(installation, id(self))
+            raise
+        if stream is not None:
+            _begin(installation, self, stream, device)
         return result
 
     def ending(original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
         def end(self: Any, *args: Any, **kwargs: Any) -> Any:
-            _end(installation, self, lambda graph: original(graph, *args, **kwargs),
-                 original_reset)
             try:
-                return original(self, *args, **kwargs)
-            except BaseException:
-                timing = _timing_of(self)
-                if timing is not None and timing.installation is installation:
-                    _set_ready(self, timing, False)
-                    timing.foreign.reset()  # the native capture failed: nothing will run
-                raise
+                _end(installation, self, lambda graph: original(graph, *args, **kwargs),
+                     original_reset)
+                try:
+                    return original(self, *args, **kwargs)
+                except BaseException:
+                    timing = _timing_of(self)
+                    if timing is not None and timing.installation is installation:
+                        _set_ready(self, timing, False)
+                        timing.foreign.reset()  # the native capture failed: nothing will run
+                    raise
+            finally:
+                _resume_gc(installation, id(self))  # Note [No collection inside captures]
 
         return end
 
@@ -504,6 +571,7 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
 
     @functools.wraps(original_reset)
     def reset(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _resume_gc(installation, id(self))  # a capture that never ended
         timing = _timing_of(self)
         if timing is not None:
             _set_ready(self, timing, False)
@@ -671,6 +739,7 @@ def _uninstrument(force: bool) -> None:
                     delattr(cls, name)
             for graph in list(_timed_graphs):  # their replays are PyTorch's own again
                 _drop_timed_replay(graph)
+            _resume_gc(installation, None)  # captures still open (force) end untimed
             _default_stream.set_default_stream_provider(installation.previous_provider)
             installation.modules = None
             _installed = None
