@@ -219,3 +219,105 @@ def test_exit_ends_the_calling_threads_entry_or_another_threads():
         assert [r[0].stream_id for r in prof.reports()] == [mine.id, theirs.id, mine.id]
     finally:
         accgraph.set_default_stream_provider(previous)
+
+
+def run_script(tmp_path, text, *args, timeout=60):
+    """Runs `text` as a Python script in a process of its own (a hang or a crash there fails the
+    test instead of stopping the run)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "script.py"
+    script.write_text(text)
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+# audit 2026-11-28 F06: a sink that replays the graph whose report it got (or times its own work
+# with an eager region) kept flush() collecting forever: every delivery made one more report to
+# deliver (400,000 in 10 s). flush() now delivers what was pending when it was called (Note
+# [Bounded collection] in timing/collector.cpp); what the sinks launched is the next flush's.
+SINK_LAUNCHES_SCRIPT = """
+import sys
+import accgraph
+prof = accgraph.Profiler()
+s = accgraph.Stream("host")
+buf = accgraph.Buffer(s, 64)
+g = accgraph.Graph("host")
+prof.attach(g)
+with g.capture(s):
+    with prof.region(s, "r"):
+        s.fill(buf, 1)
+launching = [True]
+def sink(report):
+    if not launching[0]:
+        return
+    if report.graph_id == g.id:
+        g.replay()  # the graph this report is of
+    else:
+        with prof.region(s, "in the sink"):  # the stream this report is of
+            s.fill(buf, 2)
+prof.add_sink(sink)
+g.replay()
+with prof.region(s, "eager"):
+    s.fill(buf, 3)
+for _ in range(3):
+    prof.flush()
+    print("flushed", prof.delivered, flush=True)
+launching[0] = False
+prof.flush()
+print("done", prof.delivered, flush=True)
+"""
+
+
+def test_a_sink_that_launches_more_work_does_not_keep_flush_running(tmp_path):
+    result = run_script(tmp_path, SINK_LAUNCHES_SCRIPT)
+    assert result.returncode == 0, result.stderr
+    # Each flush delivers the replay and the eager report pending when it began (2), whose
+    # sinks launch 2 more; the last flush delivers those without launching more.
+    assert result.stdout.splitlines() == ["flushed 2", "flushed 4", "flushed 6", "done 8"]
+
+
+# audit 2026-11-28 F04: the interpreter exiting while a daemon thread waited inside a timed
+# Graph.replay() for a full marker ring aborted the process (std::terminate, exit 134): CPython
+# ended the thread when it took the GIL back, by a forced unwind through a noexcept C++ frame.
+# The same for any call that gives the GIL up (synchronize, flush). Such a thread is now parked
+# (Note [Threads at exit] in bindings/python/src/common.hpp) and the process exits 0.
+EXIT_WHILE_WAITING_SCRIPT = """
+import sys, threading, time
+import accgraph
+what = sys.argv[1]
+s = accgraph.Stream("host")
+buf = accgraph.Buffer(s, 8 << 20)  # each fill takes a while: the replays wait for the ring
+prof = accgraph.Profiler(ring_depth=1)
+g = accgraph.Graph("host")
+prof.attach(g)
+with g.capture(s):
+    with prof.region(s, "r"):
+        s.fill(buf, 1)
+started = threading.Event()
+def loop():
+    started.set()
+    while True:
+        if what == "replay":
+            g.replay()
+        elif what == "synchronize":
+            s.fill(buf, 2)
+            s.synchronize()
+        else:
+            g.replay()
+            prof.flush()
+threading.Thread(target=loop, daemon=True).start()
+started.wait()
+time.sleep(0.05)
+print("exiting", flush=True)
+"""
+
+
+@pytest.mark.parametrize("what", ["replay", "synchronize", "flush"])
+def test_interpreter_exit_while_a_daemon_thread_waits_without_the_gil(tmp_path, what):
+    for _ in range(3):  # the crash came on every run; the timing varies
+        result = run_script(tmp_path, EXIT_WHILE_WAITING_SCRIPT, what)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == "exiting\n"
+        assert "terminate" not in result.stderr

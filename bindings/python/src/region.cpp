@@ -74,7 +74,7 @@ void region_enter(PyRegion& self) {
   Stream& stream = *stream_owner;
   const uint64_t stream_id = stream.id();
   std::shared_ptr<std::recursive_mutex> order = stream_lock(self, stream_id);
-  nb::gil_scoped_release release;
+  GilRelease release;
   std::lock_guard<std::recursive_mutex> ordered(*order);
   auto region = std::make_unique<Profiler::Region>(
       profiler.region(stream, self.name, self.metadata, self.lane));
@@ -103,7 +103,7 @@ void region_exit(PyRegion& self) {
       mine >= 0 ? self.open[static_cast<size_t>(mine)].stream_id : self.open.back().stream_id;
   std::shared_ptr<std::recursive_mutex> order = stream_lock(self, stream_id);
 
-  nb::gil_scoped_release release;
+  GilRelease release;
   // From here no other entry of this object on the stream begins or ends.
   std::lock_guard<std::recursive_mutex> ordered(*order);
   Profiler::Region* ending = nullptr;
@@ -147,7 +147,7 @@ PyRegion::~PyRegion() {
   // Regions left open end here, innermost first (the C++ destructor logs a failure); ending
   // one may wait for the stream's work, which may need the GIL. No other thread can reach
   // this object any more.
-  nb::gil_scoped_release release;
+  GilRelease release;
   while (!open.empty()) open.pop_back();
 }
 
