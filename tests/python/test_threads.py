@@ -177,6 +177,48 @@ def test_one_region_object_entered_by_four_threads_on_one_stream():
     assert sum(st.count + st.unmeasurable for st in prof.stats()) == 4 * entries
 
 
+# audit 2026-11-25 #19 (replayed 2026-11-28): one Region object, one stream, two threads, in the
+# order A enters, B enters, A exits, B exits. A's exit ended the region B had opened and B's exit
+# A's: B's region was reported from B's entry to A's exit. Now A's exit ends A's own entry, once
+# B's (nested in it on the stream) has ended (Note [Region entries]).
+def test_an_exit_out_of_order_on_a_shared_stream_ends_its_own_threads_region():
+    s = accgraph.Stream("host")
+    prof = accgraph.Profiler()
+    shared = prof.region(s, "shared")
+    a_entered, b_entered, a_exited = threading.Event(), threading.Event(), threading.Event()
+    errors = []
+
+    def thread_b():
+        try:
+            assert a_entered.wait(10)
+            shared.__enter__()
+            b_entered.set()
+            assert a_exited.wait(10)
+            s.delay(0.05)  # B's own work, after A's exit: inside B's region only
+            shared.__exit__(None, None, None)
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    b = threading.Thread(target=thread_b)
+    b.start()
+    shared.__enter__()
+    a_entered.set()
+    assert b_entered.wait(10)
+    shared.__exit__(None, None, None)  # A's: B's entry, later on the stream, is still open
+    assert repr(shared) == "<accgraph.Region 'shared' open=1 ending=1>"
+    a_exited.set()
+    b.join(10)
+    assert errors == []
+    assert repr(shared) == "<accgraph.Region 'shared' open=0>"
+    prof.flush()
+    [report] = prof.reports()
+    outer, inner = report.regions  # A's, then B's nested in it
+    assert (outer.depth, inner.depth) == (0, 1)
+    # B's region holds B's delay: it ended at B's exit, not at A's exit (before the delay).
+    assert inner.duration_ns > outer.duration_ns / 2
+    assert inner.end_ns <= outer.end_ns
+
+
 # audit 2026-11-25 #22 (with #18): __exit__ ends an entry of the calling thread, even when another
 # thread entered the same object more recently; a thread without entries ends another's.
 def test_exit_ends_the_calling_threads_entry_or_another_threads():
