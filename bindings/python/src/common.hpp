@@ -148,7 +148,10 @@ bool python_host_calls_alive() noexcept;
 /// (mark_interpreter_exiting), a thread other than the exiting one that would take it back is
 /// parked instead, forever and holding nothing (as CPython 3.14 parks such threads itself), and
 /// the process exits around it. The hook waits for the threads already asking for it
-/// (counted as ActivePythonCall), so none is caught between the check and the call.
+/// (counted as ActivePythonCall), so none is caught between the check and the call. The price
+/// is Note [Exit with callables running]'s: a thread still in accgraph when the hook ran does
+/// not return to Python, so an atexit handler registered before accgraph was imported (it runs
+/// after accgraph's) that joins such a thread would wait for ever.
 /// GilRelease parks in place; GilWaits, whose reacquire may run with a marker ring's lock held,
 /// lets the C++ launch finish without the GIL and the launch's binding parks (park_if_lost)
 /// once the C++ frames are gone.
