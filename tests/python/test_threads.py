@@ -362,4 +362,5 @@ def test_interpreter_exit_while_a_daemon_thread_waits_without_the_gil(tmp_path, 
         result = run_script(tmp_path, EXIT_WHILE_WAITING_SCRIPT, what)
         assert result.returncode == 0, result.stderr
         assert result.stdout == "exiting\n"
-        assert "terminate" not in result.stderr
+        # (nanobind may report leaked objects if the thread was ended in Python code instead)
+        assert "terminate" not in result.stderr and "Fatal" not in result.stderr
