@@ -53,9 +53,9 @@ std::vector<std::shared_ptr<MarkerRing>> Collector::rings_snapshot() const {
   return rings_;
 }
 
-bool Collector::collect_oldest(MarkerRing& ring) {
+bool Collector::collect_oldest(MarkerRing& ring, uint64_t before) {
   // A raised foreign launch is collected without a report (Note [Launch fences]).
-  MarkerRing::Collected next = ring.collect_next();
+  MarkerRing::Collected next = ring.collect_next(before);
   if (next.report) store_.deliver(std::move(*next.report));
   return next.collected;
 }
@@ -66,9 +66,16 @@ void Collector::make_room(MarkerRing& ring) {
   while (ring.full()) collect_oldest(ring);
 }
 
+// Note [Bounded collection]: a sink may launch what makes another report of the ring it is
+// being delivered from (it replays the graph whose report it got, or times its own work with an
+// eager region on the stream: audit 2026-11-28 F06). Collecting "until the ring is empty" then
+// never ends: flush() delivered 400,000 reports in 10 s and never returned. So a collection
+// (flush, collect_all, the background pass) takes only the sequences queued when it began;
+// what its sinks launch is pending for the next one (flush again, the collector, a full ring).
 void Collector::collect_all(MarkerRing& ring) {
   std::lock_guard<std::recursive_mutex> delivery(delivery_);
-  while (collect_oldest(ring)) {
+  const uint64_t before = ring.queued();
+  while (collect_oldest(ring, before)) {
   }
 }
 
@@ -87,8 +94,11 @@ void Collector::flush() {
 
 void Collector::collect_completed() {
   std::lock_guard<std::recursive_mutex> delivery(delivery_);
-  for (const auto& ring : rings_snapshot())
-    while (ring->oldest_complete()) collect_oldest(*ring);
+  for (const auto& ring : rings_snapshot()) {
+    const uint64_t before = ring->queued();  // Note [Bounded collection]
+    while (ring->oldest_complete() && collect_oldest(*ring, before)) {
+    }
+  }
 }
 
 void Collector::retire(const std::shared_ptr<MarkerRing>& ring) {

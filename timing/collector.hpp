@@ -36,9 +36,10 @@ class Collector {
   void add(std::shared_ptr<MarkerRing> ring);
   /// Waits until `ring` has a free slot for one more launch, collecting its oldest sequences.
   void make_room(MarkerRing& ring);
-  /// Collects every pending sequence of `ring`.
+  /// Collects every sequence pending in `ring` when it is called (Note [Bounded collection]).
   void collect_all(MarkerRing& ring);
-  /// Collects every pending sequence of every ring; rethrows the first failure after trying all.
+  /// Collects every sequence pending when it is called, in every ring; rethrows the first
+  /// failure after trying all.
   void flush();
   /// Delivers, per ring, the pending sequences that have finished (the background pass).
   void collect_completed();
@@ -48,9 +49,10 @@ class Collector {
   void retire_noexcept(const std::shared_ptr<MarkerRing>& ring, const char* what) noexcept;
 
  private:
-  // Collects the oldest pending sequence (delivering its report, if it has one); false when
-  // none was pending. Caller holds delivery_.
-  bool collect_oldest(MarkerRing& ring);
+  // Collects the oldest pending sequence (delivering its report, if it has one) if it is one of
+  // the first `before` queued (MarkerRing::collect_next); false when none was. Caller holds
+  // delivery_.
+  bool collect_oldest(MarkerRing& ring, uint64_t before = UINT64_MAX);
   std::vector<std::shared_ptr<MarkerRing>> rings_snapshot() const;
   void run(std::chrono::microseconds period);
 

@@ -265,9 +265,14 @@ bool MarkerRing::oldest_complete() {
   return markers_->is_complete(oldest.sequence);
 }
 
-MarkerRing::Collected MarkerRing::collect_next() {
+uint64_t MarkerRing::queued() const {
   std::lock_guard<RingLock> lock(mutex_);
-  if (pending_.empty()) return {};
+  return pending_.pushed();
+}
+
+MarkerRing::Collected MarkerRing::collect_next(uint64_t before) {
+  std::lock_guard<RingLock> lock(mutex_);
+  if (pending_.empty() || pending_.popped() >= before) return {};
   // Popped only once read (or failed): until then its slot must not be reused by a new launch,
   // which `full()` guarantees.
   Pending pending = std::move(pending_.front());

@@ -123,7 +123,13 @@ class MarkerRing {
     bool collected = false;
     std::optional<ReplayReport> report;
   };
-  Collected collect_next();
+  /// `before`: collects only a sequence that was among the first `before` ever queued
+  /// (queued()), so that a caller collecting "what is pending now" ends (Note [Bounded
+  /// collection] in collector.cpp); nothing collected past it.
+  Collected collect_next(uint64_t before = UINT64_MAX);
+  /// How many sequences were ever queued for collection (launches and eager sequences with a
+  /// report, raised foreign launches): collect_next(queued()) stops after those.
+  uint64_t queued() const;
   /// Waits for the last launched sequence (a capture without regions still writes the storage).
   /// On a fenced ring the wait is bounded (Note [Launch fences]).
   void wait_last_launch();
@@ -177,7 +183,11 @@ class MarkerRing {
       slots_[head_] = Pending{};  // drops its layout now, not when the slot is reused
       head_ = (head_ + 1) & (slots_.size() - 1);
       --size_;
+      ++popped_;
     }
+    // Entries ever removed, and ever added (popped() + size()).
+    uint64_t popped() const { return popped_; }
+    uint64_t pushed() const { return popped_ + size_; }
 
    private:
     void grow(size_t capacity) {  // a power of two, >= size_
@@ -189,6 +199,7 @@ class MarkerRing {
     }
     std::vector<Pending> slots_;
     size_t head_ = 0, size_ = 0;
+    uint64_t popped_ = 0;
   };
 
   std::unique_ptr<TimestampMarkers> markers_;

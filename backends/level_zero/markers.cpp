@@ -39,6 +39,20 @@ namespace {
 // launched without being read), so a signalled event always belongs to the slot's latest
 // sequence.
 //
+// Note [Counting executions]: a ForeignGraph's owner whose launch runs the graph twice (audit
+// 2026-11-25 #31) leaves, on this backend, one publication of the second execution's markers:
+// the ring's fence check (Note [Launch fences] in timing/marker_ring.cpp) finds them inside the
+// launch's window and the next sequence's slot unwritten, so the launch was reported measured,
+// where the host and cuda backends, whose executions pick their own slots, report it
+// unmeasurable. So a captured sequence first copies marker 0's staging place (what the last
+// execution wrote) into a device cell, `prior`, and each publication copies `prior` and the
+// `expected` cell into the slot, then marker 0's place into `expected`. One execution since the
+// last publication read exactly what that publication saw; a second one read what the first
+// wrote. read() gives kUnmeasurable for a sequence whose two cells differ (its first
+// publication, with nothing before it to compare, is not checked; a launch of nothing also
+// differs, and is unmeasurable anyway). Three copies of 8-16 bytes per launch, one per
+// execution.
+//
 // Note [Counter period]: the device counter keeps timestampValidBits bits and wraps every
 // period. Markers are converted by masked differences (TickConverter::to_ns), exact only when
 // no two markers of a sequence are a whole period or more apart, which a recorded timestamp
@@ -69,6 +83,8 @@ size_t chunk_of(size_t marker) {
 struct SlotMemory {
   uint64_t* stamps = nullptr;  // `capacity` markers
   size_t capacity = 0;
+  uint64_t* executions = nullptr;  // the two cells of Note [Counting executions], copied
+  bool checked = false;            // whether they say something for this slot's sequence
 };
 
 /// The ring's bookkeeping is SlotRingMarkers' (Note [Slot ring markers] in
@@ -93,7 +109,9 @@ class GlobalTimestampMarkers final : public SlotRingMarkers {
     size_t bytes = 0;
     for (size_t c = 0; c < kChunkCount; ++c)
       if (staging_[c] != nullptr) bytes += chunk_size(c) * sizeof(uint64_t);
-    for (const SlotMemory& slot : memory_) bytes += slot.capacity * sizeof(uint64_t);
+    for (const SlotMemory& slot : memory_)
+      bytes += (slot.capacity + (slot.executions != nullptr ? 2 : 0)) * sizeof(uint64_t);
+    if (execution_cells_ != nullptr) bytes += 2 * sizeof(uint64_t);
     events_->leak();
     log(LogLevel::Warning,
         fmt::format("level_zero: destroying timestamp markers of device {}: leaking {} bytes of "
@@ -120,6 +138,20 @@ class GlobalTimestampMarkers final : public SlotRingMarkers {
     // [Native captures of wrapped lists] in stream.cpp), whose markers run at each launch.
     const bool captured = core.capture_state() != StreamCapture::None;
     ze_command_list_handle_t list = core.target();
+    if (captured && marker == 0) {  // Note [Counting executions]
+      if (execution_cells_ == nullptr) {
+        ze_device_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC, nullptr, 0, 0};
+        ACCGRAPH_ZE_CHECK(
+            zeMemAllocDevice(runtime_->context, &desc, 2 * sizeof(uint64_t), 64, device_.handle,
+                             reinterpret_cast<void**>(&execution_cells_)),
+            "record: allocating the cells that count executions");
+      }
+      ACCGRAPH_ZE_CHECK(zeCommandListAppendMemoryCopy(list, execution_cells_, destination,
+                                                      sizeof(uint64_t), nullptr, 0, nullptr),
+                        "record: copying the previous execution's first marker");
+      core.order_after_append(list);
+      counts_executions_ = true;
+    }
     ACCGRAPH_ZE_CHECK(
         zeCommandListAppendWriteGlobalTimestamp(list, destination, nullptr, 0, nullptr),
         fmt::format("record: timestamp marker {}", marker));
@@ -148,7 +180,13 @@ class GlobalTimestampMarkers final : public SlotRingMarkers {
   }
 
   void read_slot(size_t index, uint64_t* times, size_t count) override {
-    device_.timer.to_ns(memory_[index].stamps, count, times);
+    const SlotMemory& memory = memory_[index];
+    if (memory.checked && memory.executions[0] != memory.executions[1]) {
+      // Note [Counting executions]: more than one execution (or none) since the last launch.
+      std::fill(times, times + count, kUnmeasurable);
+      return;
+    }
+    device_.timer.to_ns(memory.stamps, count, times);
   }
 
   /// The staging place of `marker`, allocating its chunk on first use.
@@ -191,12 +229,32 @@ class GlobalTimestampMarkers final : public SlotRingMarkers {
       slot.stamps = stamps;
       slot.capacity = capacity;
     }
+    const bool counting = counts_executions_ && used > 0;  // Note [Counting executions]
+    if (counting && slot.executions == nullptr) {
+      ze_host_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC, nullptr, 0};
+      ACCGRAPH_ZE_CHECK(zeMemAllocHost(runtime_->context, &desc, 2 * sizeof(uint64_t), 64,
+                                       reinterpret_cast<void**>(&slot.executions)),
+                        fmt::format("markers: allocating ring slot {}'s execution cells", index));
+    }
+    slot.checked = counting && published_counting_;
     ACCGRAPH_ZE_CHECK(zeEventHostReset(event), "markers: reusing a ring slot");
     std::shared_ptr<StreamCore> keep = core.keep_list_alive("after_launch");
     std::lock_guard<std::mutex> lock(core.mutex);
     ze_command_list_handle_t list = core.list;
     // Until the signalling command is appended, what was appended is drained at destruction.
     note_unpublished(shared);
+    if (counting) {
+      // prior and expected into the slot, then what this publication saw as the next expected.
+      ACCGRAPH_ZE_CHECK(zeCommandListAppendMemoryCopy(list, slot.executions, execution_cells_,
+                                                      2 * sizeof(uint64_t), nullptr, 0, nullptr),
+                        fmt::format("markers: copying sequence {}'s execution cells", sequence));
+      core.order_after_append(list);
+      ACCGRAPH_ZE_CHECK(zeCommandListAppendMemoryCopy(list, execution_cells_ + 1, staging_[0],
+                                                      sizeof(uint64_t), nullptr, 0, nullptr),
+                        fmt::format("markers: noting sequence {}'s first marker", sequence));
+      core.order_after_append(list);
+      published_counting_ = true;
+    }
     if (used == 0) {
       ACCGRAPH_ZE_CHECK(zeCommandListAppendBarrier(list, event, 0, nullptr),
                         fmt::format("markers: publishing sequence {}", sequence));
@@ -308,9 +366,14 @@ class GlobalTimestampMarkers final : public SlotRingMarkers {
     for (SlotMemory& slot : memory_) {
       if (slot.stamps != nullptr)
         ACCGRAPH_ZE_LOG(zeMemFree(runtime_->context, slot.stamps), "freeing markers");
-      slot.stamps = nullptr;
+      if (slot.executions != nullptr)
+        ACCGRAPH_ZE_LOG(zeMemFree(runtime_->context, slot.executions), "freeing markers");
+      slot.stamps = slot.executions = nullptr;
       slot.capacity = 0;
     }
+    if (execution_cells_ != nullptr)
+      ACCGRAPH_ZE_LOG(zeMemFree(runtime_->context, execution_cells_), "freeing markers");
+    execution_cells_ = nullptr;
   }
 
   std::shared_ptr<Runtime> runtime_;
@@ -318,6 +381,11 @@ class GlobalTimestampMarkers final : public SlotRingMarkers {
   std::vector<SlotMemory> memory_;       // [slot]
   std::unique_ptr<EventSet> events_;     // [slot] per ring slot, [ring] for drain()
   uint64_t* staging_[kChunkCount] = {};  // device memory, Note [Staging ring]
+  // Note [Counting executions]: device cells {prior, expected}; whether a captured sequence
+  // copies into them; whether a publication has set `expected`.
+  uint64_t* execution_cells_ = nullptr;
+  bool counts_executions_ = false;
+  bool published_counting_ = false;
   std::vector<std::weak_ptr<StreamCore>> unpublished_;
 };
 

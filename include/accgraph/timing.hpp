@@ -227,7 +227,9 @@ class ACCGRAPH_API Profiler {
   void end(Stream& stream);
 
   void add_sink(Sink sink);
-  /// Waits for every pending replay and eager region and delivers its report (all graphs).
+  /// Waits for every pending replay and eager region and delivers its report (all graphs):
+  /// those pending when it is called; what a sink launches meanwhile (a replay, an eager
+  /// region) is delivered by the next flush.
   void flush();
 
   /// Copies of the last ProfilerOptions::keep_reports reports delivered, oldest first.

@@ -429,6 +429,48 @@ TEST_CASE("native capture: a launch that appends nothing is unmeasurable, not th
   foreign.reset();
 }
 
+// audit 2026-11-25 #31 (replayed 2026-11-28): an owner's launch that appended the graph twice got
+// a measured report (the second execution's times), where the host backend reports it
+// unmeasurable. Now it is unmeasurable here too (Note [Counting executions] in
+// backends/level_zero/markers.cpp), and later launches are measured.
+TEST_CASE("native capture: a launch that appends the graph twice is unmeasurable") {
+  NativeApp app;
+  REQUIRE_MESSAGE(app.has_graphs(), "the driver must offer ZE_extension_record_replay_graph");
+  AppList list(app, /*own=*/true);
+  Stream& s = list.stream();
+  timing::Profiler profiler(ring_of(2));
+  std::vector<timing::ReplayReport> reports;
+  profiler.add_sink([&](const timing::ReplayReport& report) { reports.push_back(report); });
+  ForeignGraph foreign("level_zero");
+  profiler.attach(foreign);
+  AppGraph graph(app);
+  graph.capture(list.list(), /*into_created_graph=*/false, [&] {
+    foreign.capture_begin(s);
+    {
+      auto work = profiler.region(s, "work");
+      s.delay(200us);
+    }
+    foreign.capture_end();
+  });
+  auto launch = [&] { graph.launch(list.list()); };
+  foreign.launch(s, launch);
+  foreign.launch(s, [&] {  // breaks the rule: two executions
+    launch();
+    launch();
+  });
+  foreign.launch(s, launch);
+  foreign.launch(s, launch);
+  profiler.flush();
+  REQUIRE(reports.size() == 4);
+  CHECK_FALSE(reports[1].region(0).measurable());
+  for (size_t i : {size_t{0}, size_t{2}, size_t{3}}) {
+    INFO("report " << i);
+    CHECK(reports[i].region(0).measurable());
+    CHECK(reports[i].region(0).raw_duration_ns() >= 200'000);
+  }
+  foreign.reset();
+}
+
 TEST_CASE("native capture: capture_begin needs the application's capture, which the wrapper sees") {
   NativeApp app;
   REQUIRE_MESSAGE(app.has_graphs(), "the driver must offer ZE_extension_record_replay_graph");

@@ -67,3 +67,91 @@ def test_plugin_error_names_the_file(tmp_path):
 def test_a_missing_plugin_file_is_a_plugin_error(tmp_path):
     with pytest.raises(accgraph.PluginError, match="missing.so"):
         accgraph.load_plugin(str(tmp_path / "missing.so"))
+
+
+# Note [Integer arguments] (bindings/python/src/common.hpp); audit 2026-11-28 B09, D02, D04, D05:
+# an integer out of its C++ type's range was nanobind's "incompatible function arguments" dump of
+# the whole signature, naming no argument. Now InvalidArgumentError (also a ValueError) names the
+# argument and its range; something that is not an integer is a TypeError naming it.
+U64 = "from 0 to 18446744073709551615"
+I64 = "from -9223372036854775808 to 9223372036854775807"
+I32 = "from -2147483648 to 2147483647"
+
+
+def integer_calls():
+    s = accgraph.Stream("host")
+    buf = accgraph.Buffer(s, 16)
+    g = accgraph.Graph("host")
+    return [
+        # (the call, the message it must raise, as "<what> is <value>: give ... <range>")
+        (lambda v: accgraph.Profiler(ring_depth=v), "Profiler: ring_depth", U64),
+        (lambda v: accgraph.Profiler(marker_memory=v), "Profiler: marker_memory", U64),
+        (lambda v: accgraph.Profiler(keep_reports=v), "Profiler: keep_reports", I64),
+        (lambda v: accgraph.Stream("host", v), "Stream: device", I32),
+        (lambda v: accgraph.Stream.wrap("host", v, 0), "Stream.wrap: device", I32),
+        (lambda v: accgraph.Buffer(s, v), "Buffer: nbytes", I64),
+        (lambda v: accgraph.Buffer.allocate(s, v), "Buffer.allocate: nbytes", I64),
+        (lambda v: accgraph.Buffer.allocate("host", v, 16), "Buffer.allocate: device", I32),
+        (lambda v: s.copy(buf, buf, v), "Stream.copy: nbytes", I64),
+        (lambda v: s.fill(buf, 1, v), "Stream.fill: nbytes", I64),
+        (lambda v: s.fill(buf, v), "Stream.fill: value", I64),
+        (lambda v: accgraph.ClockOffset("host", v, 0), "ClockOffset: device", I32),
+        (lambda v: accgraph.ClockOffset("host", 0, v), "ClockOffset: offset_ns", I64),
+        (lambda v: accgraph.ClockOffset("host", 0, 0, v), "ClockOffset: uncertainty_ns", U64),
+        (lambda v: accgraph.calibrate_clock("host", samples=v), "calibrate_clock: samples", U64),
+        (lambda v: accgraph.calibrate_clock("host", v), "calibrate_clock: device", I32),
+        (lambda v: accgraph.estimate_clock_offset([(1, 2, 3)], v),
+         "estimate_clock_offset: device_resolution_ns", U64),
+        (lambda v: accgraph.Profiler().write_trace("t.pftrace", rank=v), "write_trace: rank", I32),
+        (lambda v: accgraph.write_trace("t.pftrace", [], world_size=v), "write_trace: world_size",
+         I32),
+        (lambda v: accgraph.write_trace("t.pftrace", [], host_clock_uncertainty_ns=v),
+         "write_trace: host_clock_uncertainty_ns", U64),
+        (lambda v: g._replay_loop_ns(v), "Graph._replay_loop_ns: count", U64),
+        (lambda v: accgraph.Profiler()._region_loop_ns(s, "r", v),
+         "Profiler._region_loop_ns: count", U64),
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(integer_calls())))
+def test_an_integer_out_of_range_names_the_argument_and_its_range(index):
+    call, what, allowed = integer_calls()[index]
+    low, high = (int(x) for x in allowed.split()[1::2])
+    for value in (low - 1, high + 1, 2**64, -(2**64)):
+        with pytest.raises(accgraph.InvalidArgumentError) as raised:
+            call(value)
+        message = str(raised.value)
+        assert isinstance(raised.value, ValueError)
+        assert message == f"[invalid argument] {what} is {value}: give a whole number {allowed}"
+        assert "\n" not in message and "incompatible function arguments" not in message
+    with pytest.raises(TypeError, match=f"^{what} must be an integer, not float$"):
+        call(1.5)
+
+
+def test_an_integer_argument_takes_what_has_index():
+    class Four:
+        def __index__(self):
+            return 4
+
+    assert accgraph.Profiler(ring_depth=Four(), keep_reports=Four()) is not None
+    report_less = accgraph.Profiler(marker_memory=True)  # bool is an int
+    assert report_less.delivered == 0
+    s = accgraph.Stream("host")
+    buf = accgraph.Buffer(s, Four())
+    assert buf.nbytes == 4
+
+
+# audit 2026-11-28 B09: `python -m accgraph.torch --ring -1` printed the multi-line signature dump.
+@pytest.mark.parametrize("ring", ["-1", str(2**64)])
+def test_the_torch_command_line_refuses_a_ring_out_of_range_in_one_line(tmp_path, ring):
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text("print('ran')\n")
+    result = subprocess.run([sys.executable, "-m", "accgraph.torch", "--ring", ring, str(script)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stdout == ""  # the script did not run
+    assert result.stderr == (f"python -m accgraph.torch: [invalid argument] Profiler: ring_depth "
+                             f"is {ring}: give a whole number {U64}\n")

@@ -177,6 +177,48 @@ def test_one_region_object_entered_by_four_threads_on_one_stream():
     assert sum(st.count + st.unmeasurable for st in prof.stats()) == 4 * entries
 
 
+# audit 2026-11-25 #19 (replayed 2026-11-28): one Region object, one stream, two threads, in the
+# order A enters, B enters, A exits, B exits. A's exit ended the region B had opened and B's exit
+# A's: B's region was reported from B's entry to A's exit. Now A's exit ends A's own entry, once
+# B's (nested in it on the stream) has ended (Note [Region entries]).
+def test_an_exit_out_of_order_on_a_shared_stream_ends_its_own_threads_region():
+    s = accgraph.Stream("host")
+    prof = accgraph.Profiler()
+    shared = prof.region(s, "shared")
+    a_entered, b_entered, a_exited = threading.Event(), threading.Event(), threading.Event()
+    errors = []
+
+    def thread_b():
+        try:
+            assert a_entered.wait(10)
+            shared.__enter__()
+            b_entered.set()
+            assert a_exited.wait(10)
+            s.delay(0.05)  # B's own work, after A's exit: inside B's region only
+            shared.__exit__(None, None, None)
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    b = threading.Thread(target=thread_b)
+    b.start()
+    shared.__enter__()
+    a_entered.set()
+    assert b_entered.wait(10)
+    shared.__exit__(None, None, None)  # A's: B's entry, later on the stream, is still open
+    assert repr(shared) == "<accgraph.Region 'shared' open=1 ending=1>"
+    a_exited.set()
+    b.join(10)
+    assert errors == []
+    assert repr(shared) == "<accgraph.Region 'shared' open=0>"
+    prof.flush()
+    [report] = prof.reports()
+    outer, inner = report.regions  # A's, then B's nested in it
+    assert (outer.depth, inner.depth) == (0, 1)
+    # B's region holds B's delay: it ended at B's exit, not at A's exit (before the delay).
+    assert inner.duration_ns > outer.duration_ns / 2
+    assert inner.end_ns <= outer.end_ns
+
+
 # audit 2026-11-25 #22 (with #18): __exit__ ends an entry of the calling thread, even when another
 # thread entered the same object more recently; a thread without entries ends another's.
 def test_exit_ends_the_calling_threads_entry_or_another_threads():
@@ -219,3 +261,106 @@ def test_exit_ends_the_calling_threads_entry_or_another_threads():
         assert [r[0].stream_id for r in prof.reports()] == [mine.id, theirs.id, mine.id]
     finally:
         accgraph.set_default_stream_provider(previous)
+
+
+def run_script(tmp_path, text, *args, timeout=60):
+    """Runs `text` as a Python script in a process of its own (a hang or a crash there fails the
+    test instead of stopping the run)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "script.py"
+    script.write_text(text)
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+# audit 2026-11-28 F06: a sink that replays the graph whose report it got (or times its own work
+# with an eager region) kept flush() collecting forever: every delivery made one more report to
+# deliver (400,000 in 10 s). flush() now delivers what was pending when it was called (Note
+# [Bounded collection] in timing/collector.cpp); what the sinks launched is the next flush's.
+SINK_LAUNCHES_SCRIPT = """
+import sys
+import accgraph
+prof = accgraph.Profiler()
+s = accgraph.Stream("host")
+buf = accgraph.Buffer(s, 64)
+g = accgraph.Graph("host")
+prof.attach(g)
+with g.capture(s):
+    with prof.region(s, "r"):
+        s.fill(buf, 1)
+launching = [True]
+def sink(report):
+    if not launching[0]:
+        return
+    if report.graph_id == g.id:
+        g.replay()  # the graph this report is of
+    else:
+        with prof.region(s, "in the sink"):  # the stream this report is of
+            s.fill(buf, 2)
+prof.add_sink(sink)
+g.replay()
+with prof.region(s, "eager"):
+    s.fill(buf, 3)
+for _ in range(3):
+    prof.flush()
+    print("flushed", prof.delivered, flush=True)
+launching[0] = False
+prof.flush()
+print("done", prof.delivered, flush=True)
+"""
+
+
+def test_a_sink_that_launches_more_work_does_not_keep_flush_running(tmp_path):
+    result = run_script(tmp_path, SINK_LAUNCHES_SCRIPT)
+    assert result.returncode == 0, result.stderr
+    # Each flush delivers the replay and the eager report pending when it began (2), whose
+    # sinks launch 2 more; the last flush delivers those without launching more.
+    assert result.stdout.splitlines() == ["flushed 2", "flushed 4", "flushed 6", "done 8"]
+
+
+# audit 2026-11-28 F04: the interpreter exiting while a daemon thread waited inside a timed
+# Graph.replay() for a full marker ring aborted the process (std::terminate, exit 134): CPython
+# ended the thread when it took the GIL back, by a forced unwind through a noexcept C++ frame.
+# The same for any call that gives the GIL up (synchronize, flush). Such a thread is now parked
+# (Note [Threads at exit] in bindings/python/src/common.hpp) and the process exits 0.
+EXIT_WHILE_WAITING_SCRIPT = """
+import sys, threading, time
+import accgraph
+what = sys.argv[1]
+s = accgraph.Stream("host")
+buf = accgraph.Buffer(s, 8 << 20)  # each fill takes a while: the replays wait for the ring
+prof = accgraph.Profiler(ring_depth=1)
+g = accgraph.Graph("host")
+prof.attach(g)
+with g.capture(s):
+    with prof.region(s, "r"):
+        s.fill(buf, 1)
+started = threading.Event()
+def loop():
+    started.set()
+    while True:
+        if what == "replay":
+            g.replay()
+        elif what == "synchronize":
+            s.fill(buf, 2)
+            s.synchronize()
+        else:
+            g.replay()
+            prof.flush()
+threading.Thread(target=loop, daemon=True).start()
+started.wait()
+time.sleep(0.05)
+print("exiting", flush=True)
+"""
+
+
+@pytest.mark.parametrize("what", ["replay", "synchronize", "flush"])
+def test_interpreter_exit_while_a_daemon_thread_waits_without_the_gil(tmp_path, what):
+    for _ in range(3):  # the crash came on every run; the timing varies
+        result = run_script(tmp_path, EXIT_WHILE_WAITING_SCRIPT, what)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == "exiting\n"
+        # (nanobind may report leaked objects if the thread was ended in Python code instead)
+        assert "terminate" not in result.stderr and "Fatal" not in result.stderr

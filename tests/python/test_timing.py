@@ -387,8 +387,8 @@ def test_ring_waits_count_launches_that_found_the_marker_ring_full(stream):
     assert ample.ring_wait_time == 0.0
     assert "ring waits:" not in ample.stats_table()
     assert accgraph.Profiler(marker_memory=0).ring_waits == 0
-    with pytest.raises(TypeError):
-        accgraph.Profiler(marker_memory=-1)
+    with pytest.raises(accgraph.InvalidArgumentError, match="Profiler: marker_memory is -1"):
+        accgraph.Profiler(marker_memory=-1)  # test_errors.py: every integer argument's range
 
 
 def test_bad_options():

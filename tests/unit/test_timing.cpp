@@ -542,6 +542,33 @@ TEST_CASE("a sink that flushes from inside its call sees its own report unchange
   CHECK(seen_after == std::vector<uint64_t>{1, 2, 0});
 }
 
+// audit 2026-11-28 F06: a sink that replays the graph it gets a report of (or opens an eager
+// region) made flush() collect forever (Note [Bounded collection] in timing/collector.cpp).
+TEST_CASE("flush() delivers what was pending when it began, not what its sinks launch") {
+  fresh_fake();
+  Profiler prof;
+  AcceleratorGraph graph(kFake);
+  Stream stream = Stream::create(kFake);
+  prof.attach(graph);
+  capture_one_region(graph, stream, prof, "work", 25ns);
+  int calls = 0;  // bounded, so that a flush that chases the sinks fails instead of hanging
+  prof.add_sink([&](const ReplayReport& r) {
+    if (++calls > 1000) return;
+    if (r.graph_id() == graph.id()) {
+      graph.replay();
+    } else {
+      Profiler::Region region = prof.region(stream, "in the sink");
+    }
+  });
+  graph.replay();
+  { Profiler::Region eager = prof.region(stream, "eager"); }
+  prof.flush();
+  CHECK(prof.delivered() == 2);  // the replay and the eager region
+  prof.flush();
+  CHECK(prof.delivered() == 4);  // what the sinks launched during the first flush
+  CHECK(calls == 4);
+}
+
 TEST_CASE("immediate delivery reports each replay before replay() returns") {
   fresh_fake();
   ProfilerOptions options;

@@ -2,8 +2,8 @@
 // by C++, and the parsing of enum-or-string arguments.
 //
 // Note [GIL rules]: every call into accgraph that can block or can run a Python callable (a sink,
-// a host call) on another thread is made with the GIL released (nb::call_guard or a
-// gil_scoped_release block), and so is every destructor of a C++ object that waits for queued
+// a host call) on another thread is made with the GIL released (nb::call_guard<GilRelease> or a
+// GilRelease block), and so is every destructor of a C++ object that waits for queued
 // work (Stream, Graph, Profiler, Buffer). Python callables kept by C++ take the GIL themselves
 // on whatever thread C++ calls them from (PythonCallable). So a thread holding the GIL never
 // waits for a C++ lock or a queue whose owner waits for the GIL, and a Python thread inside
@@ -21,9 +21,11 @@
 #include <exception>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -135,19 +137,81 @@ class PythonCallable {
 /// keeps the GIL] in graph.cpp).
 bool python_host_calls_alive() noexcept;
 
+/// Note [Threads at exit]: CPython before 3.14 ends a thread that takes the GIL back once
+/// finalisation has begun (PyEval_RestoreThread -> PyThread_exit_thread -> pthread_exit). Its
+/// forced unwind aborts the process (std::terminate, exit 134) when it meets a noexcept frame,
+/// and every C++ frame that gives the GIL up has one: a destructor taking it back (nanobind's
+/// gil_scoped_release), LaunchWaits::reacquire, and nanobind's dispatch, which catches (...).
+/// A daemon thread inside a replay that waits for a full marker ring, a synchronize() or a
+/// flush() when the interpreter exits did so (audit 2026-11-28 F04). So the binding never asks
+/// CPython for the GIL on a thread that finalisation would end: from the atexit hook on
+/// (mark_interpreter_exiting), a thread other than the exiting one that would take it back is
+/// parked instead, forever and holding nothing (as CPython 3.14 parks such threads itself), and
+/// the process exits around it. The hook waits for the threads already asking for it
+/// (counted as ActivePythonCall), so none is caught between the check and the call. The price
+/// is Note [Exit with callables running]'s: a thread still in accgraph when the hook ran does
+/// not return to Python, so an atexit handler registered before accgraph was imported (it runs
+/// after accgraph's) that joins such a thread would wait for ever.
+/// GilRelease parks in place; GilWaits, whose reacquire may run with a marker ring's lock held,
+/// lets the C++ launch finish without the GIL and the launch's binding parks (park_if_lost)
+/// once the C++ frames are gone.
+
+/// Takes the GIL back with `state` (PyEval_RestoreThread), or parks the thread for good when
+/// the interpreter is exiting and this is not the exiting thread (Note [Threads at exit]).
+void restore_thread(PyThreadState* state) noexcept;
+/// Whether this thread may take the GIL back; false once the interpreter exits, except on the
+/// exiting thread. Call it while counted (ActivePythonCall).
+bool may_take_gil() noexcept;
+/// Never returns: the thread sleeps until the process ends (Note [Threads at exit]).
+[[noreturn]] void park_thread_at_exit() noexcept;
+
+/// nanobind's gil_scoped_release, except that a thread the interpreter's exit would end is
+/// parked instead of aborting the process (Note [Threads at exit]). Also for nb::call_guard.
+class GilRelease {
+ public:
+  GilRelease() noexcept : state_(PyEval_SaveThread()) {}
+  ~GilRelease() { restore_thread(state_); }
+  GilRelease(const GilRelease&) = delete;
+  GilRelease& operator=(const GilRelease&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
+
 /// Note [Launch waits] (include/accgraph/foreign_graph.hpp) for a launch made with the GIL held:
 /// gives the GIL up around each wait the C++ launch makes and takes it back after, on the
-/// launching thread, with this thread's own state (PyEval_SaveThread/RestoreThread).
+/// launching thread, with this thread's own state (PyEval_SaveThread/RestoreThread). When the
+/// interpreter exits meanwhile, it does not take it back (the rest of the launch runs without
+/// it) and the launch's binding calls park_if_lost() before touching Python again (Note
+/// [Threads at exit]).
 class GilWaits final : public LaunchWaits {
  public:
-  void release() noexcept override { state_ = PyEval_SaveThread(); }
+  void release() noexcept override {
+    if (!lost_) state_ = PyEval_SaveThread();
+  }
   void reacquire() noexcept override {
-    PyEval_RestoreThread(state_);
-    state_ = nullptr;
+    if (lost_) return;
+    {
+      ActivePythonCall asking;
+      if (may_take_gil()) {
+        PyEval_RestoreThread(state_);
+        state_ = nullptr;
+        return;
+      }
+    }
+    lost_ = true;
+  }
+  /// Whether the GIL was not taken back (the interpreter exits): Python must not be used.
+  bool lost() const noexcept { return lost_; }
+  /// Parks the thread when lost() (Note [Threads at exit]); call it where the launch's C++
+  /// frames are done and before any Python call.
+  void park_if_lost() const noexcept {
+    if (lost_) park_thread_at_exit();
   }
 
  private:
   PyThreadState* state_ = nullptr;  // while given up
+  bool lost_ = false;
 };
 
 // Note [Python-only lifetime policy]: the one thing this binding adds to the C++ API is when
@@ -272,6 +336,50 @@ MemoryKind parse_memory_kind(const EnumOrName<MemoryKind>& value);
 timing::Delivery parse_delivery(const EnumOrName<timing::Delivery>& value);
 timing::StatsMode parse_stats_mode(const EnumOrName<timing::StatsMode>& value);
 
+/// Note [Integer arguments]: nanobind's int casters refuse a Python int outside the C++ type's
+/// range (-1 for a size_t, 2**64 for a uint64_t), and the call then fails with the "incompatible
+/// function arguments" TypeError listing every overload's signature, naming no argument (audit
+/// 2026-11-28 B09, D02, D04, D05). So an integer parameter is taken as IntArg (any object; "int"
+/// in the signature and the stubs) and converted with int_arg, which raises
+/// InvalidArgumentError (also a ValueError) naming the argument and its range, or a TypeError
+/// naming it for what is not an integer.
+struct IntArg {
+  nb::object value;
+};
+
+/// `arg` as a T within [min, max] (Note [Integer arguments]); `what` names it in the error
+/// ("Profiler: ring_depth").
+template <class T>
+T int_arg(const IntArg& arg, const char* what, T min = std::numeric_limits<T>::min(),
+          T max = std::numeric_limits<T>::max());
+/// The same for an optional one (None stays nullopt).
+template <class T>
+std::optional<T> int_arg(const std::optional<IntArg>& arg, const char* what,
+                         T min = std::numeric_limits<T>::min(),
+                         T max = std::numeric_limits<T>::max()) {
+  if (!arg) return std::nullopt;
+  return int_arg<T>(*arg, what, min, max);
+}
+
+namespace detail {
+/// `arg` as a Python int (TypeError naming `what` when it is not an integer).
+nb::int_ index_of(const IntArg& arg, const char* what);
+/// Whether min <= value <= max (Python ints).
+bool int_within(const nb::int_& value, const nb::int_& min, const nb::int_& max);
+/// The InvalidArgument error for `value` outside [min, max].
+[[noreturn]] void int_out_of_range(const char* what, const nb::int_& value, const nb::int_& min,
+                                   const nb::int_& max);
+}  // namespace detail
+
+template <class T>
+T int_arg(const IntArg& arg, const char* what, T min, T max) {
+  static_assert(std::is_integral_v<T>);
+  nb::int_ value = detail::index_of(arg, what);
+  nb::int_ low(min), high(max);
+  if (!detail::int_within(value, low, high)) detail::int_out_of_range(what, value, low, high);
+  return nb::cast<T>(value);
+}
+
 /// A pool id from None (a new private pool) or a (first, second) pair such as Graph.pool().
 PoolId parse_pool(const std::optional<std::pair<uint64_t, uint64_t>>& pool);
 
@@ -318,8 +426,28 @@ void write_output(const std::string& file, const char* what,
 /// Writes `reports` to `path` in the format its name asks for (timing::is_perfetto_trace_path):
 /// a Perfetto trace with the given rank, host and clock options, or Chrome JSON (which refuses
 /// those options). Defined in perfetto.cpp; called with the GIL held (released while writing).
-void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& reports, int rank,
-                      int world_size, const std::string& host, uint64_t host_clock_uncertainty_ns,
+/// rank, world_size and host_clock_uncertainty_ns are checked there (Note [Integer arguments]).
+void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& reports,
+                      const IntArg& rank, const IntArg& world_size, const std::string& host,
+                      const IntArg& host_clock_uncertainty_ns,
                       const std::vector<timing::DeviceClockOffset>& clocks);
 
 }  // namespace accgraph::python
+
+namespace nanobind::detail {
+
+/// Note [Integer arguments]: any object, kept as it is for int_arg (which raises a TypeError
+/// naming the argument for one without __index__).
+template <>
+struct type_caster<accgraph::python::IntArg> {
+  NB_TYPE_CASTER(accgraph::python::IntArg, const_name("int"))
+  bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
+    value.value = borrow(src);  // int_arg says what is wrong with it
+    return true;
+  }
+  static handle from_cpp(const accgraph::python::IntArg& arg, rv_policy, cleanup_list*) noexcept {
+    return arg.value.inc_ref();
+  }
+};
+
+}  // namespace nanobind::detail

@@ -107,7 +107,7 @@ void mark_interpreter_exiting() noexcept {
   exiting_thread.store(std::this_thread::get_id());
   exiting.store(true, std::memory_order_seq_cst);
   if (active_calls.load(std::memory_order_seq_cst) == 0) return;
-  nb::gil_scoped_release release;
+  GilRelease release;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (active_calls.load(std::memory_order_seq_cst) != 0) {
     if (std::chrono::steady_clock::now() > deadline) {
@@ -118,6 +118,59 @@ void mark_interpreter_exiting() noexcept {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+}
+
+namespace detail {
+
+nb::int_ index_of(const IntArg& arg, const char* what) {
+  PyObject* index = PyNumber_Index(arg.value.ptr());
+  if (index == nullptr) {
+    PyErr_Clear();
+    throw nb::type_error(
+        (std::string(what) + " must be an integer, not " + Py_TYPE(arg.value.ptr())->tp_name)
+            .c_str());
+  }
+  return nb::steal<nb::int_>(index);
+}
+
+bool int_within(const nb::int_& value, const nb::int_& min, const nb::int_& max) {
+  const int above_min = PyObject_RichCompareBool(value.ptr(), min.ptr(), Py_GE);
+  const int below_max = PyObject_RichCompareBool(value.ptr(), max.ptr(), Py_LE);
+  if (above_min < 0 || below_max < 0) throw nb::python_error();
+  return above_min == 1 && below_max == 1;
+}
+
+void int_out_of_range(const char* what, const nb::int_& value, const nb::int_& min,
+                      const nb::int_& max) {
+  throw Error(ErrorCode::InvalidArgument, std::string(what) + " is " + nb::str(value).c_str() +
+                                              ": give a whole number from " + nb::str(min).c_str() +
+                                              " to " + nb::str(max).c_str());
+}
+
+}  // namespace detail
+
+bool may_take_gil() noexcept {
+  if (!exiting.load(std::memory_order_seq_cst)) return true;
+  return exiting_thread.load() == std::this_thread::get_id();
+}
+
+void park_thread_at_exit() noexcept {
+  // The parked thread's frames keep their objects alive past nanobind's shutdown, which would
+  // report each as leaked: they are not lost, they are in use. (A flag nanobind reads at the
+  // end of finalisation, long after the atexit hook this thread waited on.)
+  nb::set_leak_warnings(false);
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+void restore_thread(PyThreadState* state) noexcept {
+  {
+    ActivePythonCall asking;  // counted before the check: the atexit hook waits for it
+    if (may_take_gil()) {
+      PyEval_RestoreThread(state);
+      return;
+    }
+  }
+  park_thread_at_exit();
 }
 
 ActivePythonCall::ActivePythonCall() noexcept {

@@ -48,6 +48,10 @@ void launch(PyForeignGraph& self, PyStream& py_stream, PyObject* fn, PyObject* o
     self.graph->launch(
         stream,
         [&] {
+          // The interpreter exits (Note [Threads at exit]): `fn` is not called.
+          if (waits.lost())
+            throw Error(ErrorCode::InvalidState,
+                        "ForeignGraph.launch: the interpreter is exiting: not launched");
           PyObject* result =
               owner != nullptr ? PyObject_CallOneArg(fn, owner) : PyObject_CallNoArgs(fn);
           if (result == nullptr) {
@@ -58,10 +62,15 @@ void launch(PyForeignGraph& self, PyStream& py_stream, PyObject* fn, PyObject* o
         },
         trusted ? LaunchCheck::Trusted : LaunchCheck::Fenced, &waits);
   } catch (const LaunchCallableRaised&) {
+    waits.park_if_lost();
     nb::python_error error = std::move(*raised);
     raised.reset();
     throw error;  // nanobind restores it: the caller sees fn's own exception
+  } catch (...) {
+    waits.park_if_lost();  // Note [Threads at exit]: no Python without the GIL
+    throw;
   }
+  waits.park_if_lost();
 }
 
 // Note [Launch method]: ForeignGraph.launch is the call accgraph.torch makes on every replay of
@@ -367,7 +376,7 @@ std::string foreign_repr(const PyForeignGraph& self) {
 auto unlocked_call(void (ForeignGraph::*method)(), const char* what) {
   return [method, what](PyForeignGraph& self) {
     GraphUse use(self.busy, "ForeignGraph", what);
-    nb::gil_scoped_release release;
+    GilRelease release;
     (self.graph.get()->*method)();
   };
 }
@@ -375,7 +384,7 @@ auto unlocked_call(void (ForeignGraph::*method)(), const char* what) {
 }  // namespace
 
 PyForeignGraph::~PyForeignGraph() {
-  nb::gil_scoped_release release;
+  GilRelease release;
   graph.reset();
 }
 
@@ -401,7 +410,7 @@ void bind_foreign_graph(nb::module_& m) {
          "__init__",
          [](PyForeignGraph* self, std::optional<std::string> backend) {
            auto graph = [&] {
-             nb::gil_scoped_release release;
+             GilRelease release;
              return std::make_unique<ForeignGraph>(backend.value_or(""));
            }();
            new (self) PyForeignGraph(std::move(graph));
@@ -415,7 +424,7 @@ void bind_foreign_graph(nb::module_& m) {
             std::shared_ptr<Stream> stream_owner = stream.share();
             Stream& s = *stream_owner;
             GraphUse use(self.busy, "ForeignGraph", "capture_begin");
-            nb::gil_scoped_release release;
+            GilRelease release;
             self.graph->capture_begin(s);
           },
           nb::arg("stream"),

@@ -35,7 +35,7 @@ void capture_begin(PyGraph& self, PyStream& py_stream, PoolId pool, CaptureMode 
   Stream& stream = *stream_owner;
   GraphUse use(self.busy, "Graph", "capture_begin");
   {
-    nb::gil_scoped_release release;
+    GilRelease release;
     graph.capture_begin(stream, pool, mode);
   }
   self.release_captured_buffers();         // the previous capture's, dropped with it
@@ -44,14 +44,14 @@ void capture_begin(PyGraph& self, PyStream& py_stream, PoolId pool, CaptureMode 
 
 void capture_end(PyGraph& self) {
   GraphUse use(self.busy, "Graph", "capture_end");
-  nb::gil_scoped_release release;
+  GilRelease release;
   self.graph->capture_end();
 }
 
 void reset(PyGraph& self) {
   GraphUse use(self.busy, "Graph", "reset");
   {
-    nb::gil_scoped_release release;
+    GilRelease release;
     self.graph->reset();
   }
   self.release_captured_buffers();
@@ -75,7 +75,7 @@ PyGraph::~PyGraph() {
   owners().erase(graph.get());
   {
     // Destroying a graph collects its pending reports, calling sinks.
-    nb::gil_scoped_release release;
+    GilRelease release;
     graph.reset();
   }
   release_captured_buffers();
@@ -114,7 +114,7 @@ int graph_traverse(PyObject* self, visitproc visit, void* arg) {
 int graph_clear(PyObject* self) {
   PyGraph* g = nb::inst_ptr<PyGraph>(self);
   if (g->graph && !g->captured_calls.empty()) {
-    nb::gil_scoped_release release;
+    GilRelease release;
     try {
       g->graph->reset();
     } catch (const std::exception& e) {
@@ -197,12 +197,18 @@ void replay(PyGraph& self, PyStream* stream) {
     if (!self.captured_buffers.empty()) self.replayed_on.add(stream->stream);
   }
   if (python_host_calls_alive()) {
-    nb::gil_scoped_release release;
+    GilRelease release;
     s_owner ? graph.replay(*s_owner) : graph.replay();
     return;
   }
   GilWaits waits;
-  s_owner ? graph.replay(*s_owner, waits) : graph.replay(waits);
+  try {
+    s_owner ? graph.replay(*s_owner, waits) : graph.replay(waits);
+  } catch (...) {
+    waits.park_if_lost();  // Note [Threads at exit]: no Python without the GIL
+    throw;
+  }
+  waits.park_if_lost();
 }
 
 // Note [Replay method]: Graph.replay is a plain CPython method (METH_FASTCALL), not a nanobind
@@ -267,7 +273,7 @@ void def_graph_capture_and_replay(GraphClass& cls) {
            GraphArgs args;
            args.keep_graph = keep_graph;
            auto graph = [&] {
-             nb::gil_scoped_release release;
+             GilRelease release;
              return backend ? std::make_unique<AcceleratorGraph>(*backend, args)
                             : std::make_unique<AcceleratorGraph>(args);
            }();
@@ -295,7 +301,7 @@ void def_graph_capture_and_replay(GraphClass& cls) {
           "instantiate",
           [](PyGraph& self) {
             GraphUse use(self.busy, "Graph", "instantiate");
-            nb::gil_scoped_release release;
+            GilRelease release;
             self.graph->instantiate();
           },
           "Instantiates a graph captured with keep_graph=True.")
@@ -324,7 +330,7 @@ void def_graph_extras(GraphClass& cls) {
           [](PyGraph& self, nb::handle path) {
             std::string file = fs_path(path);
             GraphUse use(self.busy, "Graph", "debug_dump");
-            nb::gil_scoped_release release;
+            GilRelease release;
             self.graph->debug_dump(file);
           },
           nb::arg("path"), nb::sig("def debug_dump(self, path: str | os.PathLike[str]) -> None"),
@@ -377,15 +383,16 @@ void def_graph_properties(GraphClass& cls) {
       .def_prop_ro(
           "stats",
           [](PyGraph& self) {
-            nb::gil_scoped_release release;
+            GilRelease release;
             return self.graph->stats();
           },
           "The backend's counters for this graph (GraphStats).")
       .def(
           "_replay_loop_ns",
-          [](PyGraph& self, uint64_t count) {
+          [](PyGraph& self, IntArg count_arg) {
+            const auto count = int_arg<uint64_t>(count_arg, "Graph._replay_loop_ns: count");
             GraphUse use(self.busy, "Graph", "_replay_loop_ns");
-            nb::gil_scoped_release release;
+            GilRelease release;
             auto start = std::chrono::steady_clock::now();
             for (uint64_t i = 0; i < count; ++i) self.graph->replay();
             return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(

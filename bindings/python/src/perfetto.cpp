@@ -74,7 +74,7 @@ nb::dict summary_dict(const MergeSummary& s) {
 void with_file_errors(const std::function<void()>& call) {
   std::optional<timing::FileError> failure;
   {
-    nb::gil_scoped_release release;
+    GilRelease release;
     try {
       call();
     } catch (const timing::FileError& e) {
@@ -91,9 +91,14 @@ void write_output(const std::string& file, const char* what,
   with_file_errors([&] { timing::write_output_file(file, what, write); });
 }
 
-void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& reports, int rank,
-                      int world_size, const std::string& host, uint64_t host_clock_uncertainty_ns,
+void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& reports,
+                      const IntArg& rank_arg, const IntArg& world_size_arg, const std::string& host,
+                      const IntArg& uncertainty_arg,
                       const std::vector<timing::DeviceClockOffset>& clocks) {
+  const int rank = int_arg<int>(rank_arg, "write_trace: rank");
+  const int world_size = int_arg<int>(world_size_arg, "write_trace: world_size");
+  const auto host_clock_uncertainty_ns =
+      int_arg<uint64_t>(uncertainty_arg, "write_trace: host_clock_uncertainty_ns");
   const std::string file = fs_path(path);
   if (!timing::is_perfetto_trace_path(file)) {
     // Chrome JSON has nowhere to put what a merge needs: refuse rather than drop it.
@@ -172,9 +177,12 @@ void bind_clock_offsets(nb::module_& m) {
       "offset_ns, true to within +-uncertainty_ns (accgraph::timing::DeviceClockOffset).")
       .def(
           "__init__",
-          [](DeviceClockOffset* self, std::string backend, int device, int64_t offset_ns,
-             uint64_t uncertainty_ns) {
-            new (self) DeviceClockOffset{std::move(backend), device, offset_ns, uncertainty_ns};
+          [](DeviceClockOffset* self, std::string backend, IntArg device, IntArg offset_ns,
+             IntArg uncertainty_ns) {
+            new (self)
+                DeviceClockOffset{std::move(backend), int_arg<int>(device, "ClockOffset: device"),
+                                  int_arg<int64_t>(offset_ns, "ClockOffset: offset_ns"),
+                                  int_arg<uint64_t>(uncertainty_ns, "ClockOffset: uncertainty_ns")};
           },
           nb::arg("backend"), nb::arg("device"), nb::arg("offset_ns"),
           nb::arg("uncertainty_ns") = 0,
@@ -196,7 +204,10 @@ void bind_clock_offsets(nb::module_& m) {
   m.def(
       "estimate_clock_offset",
       [](const std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>& samples,
-         uint64_t device_resolution_ns, std::string backend, int device) {
+         IntArg device_resolution_ns_arg, std::string backend, IntArg device_arg) {
+        const auto device_resolution_ns = int_arg<uint64_t>(
+            device_resolution_ns_arg, "estimate_clock_offset: device_resolution_ns");
+        const int device = int_arg<int>(device_arg, "estimate_clock_offset: device");
         std::vector<timing::ClockSample> converted;
         converted.reserve(samples.size());
         for (const auto& [before, device_ns, after] : samples)
@@ -219,14 +230,16 @@ void bind_clock_offsets(nb::module_& m) {
 void bind_trace_writing(nb::module_& m) {
   m.def(
       "calibrate_clock",
-      [](std::variant<PyStream*, std::string> where, int device, size_t samples) {
+      [](std::variant<PyStream*, std::string> where, IntArg device_arg, IntArg samples_arg) {
+        const int device = int_arg<int>(device_arg, "calibrate_clock: device");
+        const auto samples = int_arg<size_t>(samples_arg, "calibrate_clock: samples");
         if (auto* stream = std::get_if<PyStream*>(&where)) {
           std::shared_ptr<Stream> s = (*stream)->share();
-          nb::gil_scoped_release release;
+          GilRelease release;
           return timing::calibrate_clock(*s, samples);
         }
         const std::string backend = std::get<std::string>(where);
-        nb::gil_scoped_release release;
+        GilRelease release;
         return timing::calibrate_clock(backend, device, samples);
       },
       nb::arg("stream"), nb::arg("device") = 0, nb::arg("samples") = 100,
@@ -242,8 +255,8 @@ void bind_trace_writing(nb::module_& m) {
 
   m.def(
       "write_trace",
-      [](nb::handle path, const std::vector<timing::ReplayReport>& reports, int rank,
-         int world_size, std::string host, uint64_t host_clock_uncertainty_ns,
+      [](nb::handle path, const std::vector<timing::ReplayReport>& reports, IntArg rank,
+         IntArg world_size, std::string host, IntArg host_clock_uncertainty_ns,
          std::vector<DeviceClockOffset> clocks) {
         write_trace_file(path, reports, rank, world_size, host, host_clock_uncertainty_ns, clocks);
       },

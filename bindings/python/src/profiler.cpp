@@ -80,7 +80,7 @@ Profiler& PyProfiler::get() {
 void PyProfiler::flush_quietly() noexcept {
   if (!profiler) return;
   // Waits for replays and calls sinks, which take the GIL.
-  nb::gil_scoped_release release;
+  GilRelease release;
   try {
     profiler->flush();
   } catch (const std::exception& e) {
@@ -93,7 +93,7 @@ void PyProfiler::destroy() noexcept {
   flush_quietly();  // the sinks may still use this profiler: flush before it goes
   {
     // ~Profiler flushes again and stops its collector thread, which may be calling a sink.
-    nb::gil_scoped_release release;
+    GilRelease release;
     profiler.reset();
   }
   sinks.clear();  // their references went with the profiler
@@ -114,21 +114,22 @@ using ProfilerClass = nb::class_<PyProfiler>;
 void def_profiler_setup(ProfilerClass& cls) {
   cls.def(
          "__init__",
-         [](PyProfiler* self, EnumOrName<Delivery> delivery, size_t ring_depth,
+         [](PyProfiler* self, EnumOrName<Delivery> delivery, IntArg ring_depth,
             std::optional<std::string> marker_strategy, bool background_collector,
-            std::optional<int64_t> keep_reports, EnumOrName<StatsMode> stats_mode,
-            std::optional<double> collector_period, bool collect_stats, size_t marker_memory,
+            std::optional<IntArg> keep_reports, EnumOrName<StatsMode> stats_mode,
+            std::optional<double> collector_period, bool collect_stats, IntArg marker_memory,
             bool subtract_marker_overhead, bool stats_thread, const std::string& first_eager_call) {
            ProfilerOptions options;
            options.delivery = parse_delivery(delivery);
-           options.ring_depth = ring_depth;
+           options.ring_depth = int_arg<size_t>(ring_depth, "Profiler: ring_depth");
            options.marker_strategy = marker_strategy.value_or("");
            options.background_collector = background_collector;
-           options.keep_reports =
-               keep_reports ? timing::KeepReports(*keep_reports) : timing::KeepReports::all();
+           const std::optional<int64_t> keep =
+               int_arg<int64_t>(keep_reports, "Profiler: keep_reports");
+           options.keep_reports = keep ? timing::KeepReports(*keep) : timing::KeepReports::all();
            options.stats_mode = parse_stats_mode(stats_mode);
            options.collect_stats = collect_stats;
-           options.marker_memory = marker_memory;
+           options.marker_memory = int_arg<size_t>(marker_memory, "Profiler: marker_memory");
            options.subtract_marker_overhead = subtract_marker_overhead;
            options.stats_thread = stats_thread;
            if (first_eager_call == "apart")
@@ -146,7 +147,7 @@ void def_profiler_setup(ProfilerClass& cls) {
                  std::chrono::microseconds(static_cast<int64_t>(*collector_period * 1e6));
            }
            auto profiler = [&] {
-             nb::gil_scoped_release release;
+             GilRelease release;
              return std::make_unique<Profiler>(options);
            }();
            new (self) PyProfiler(std::move(profiler));
@@ -189,7 +190,7 @@ void def_profiler_setup(ProfilerClass& cls) {
               throw Error(ErrorCode::InvalidState,
                           "Profiler.attach: the graph is in use by another call");
             Profiler& profiler = self.get();
-            nb::gil_scoped_release release;
+            GilRelease release;
             if (nb::isinstance<PyGraph>(graph))
               profiler.attach(*nb::inst_ptr<PyGraph>(graph)->graph);
             else
@@ -200,11 +201,9 @@ void def_profiler_setup(ProfilerClass& cls) {
           "(InvalidStateError while it captures).")
       .def(
           "attach_all", [](PyProfiler& self) { self.get().attach_all(); },
-          nb::call_guard<nb::gil_scoped_release>(),
-          "Times every graph whose capture begins from now on.")
+          nb::call_guard<GilRelease>(), "Times every graph whose capture begins from now on.")
       .def(
-          "detach", [](PyProfiler& self) { self.get().detach(); },
-          nb::call_guard<nb::gil_scoped_release>(),
+          "detach", [](PyProfiler& self) { self.get().detach(); }, nb::call_guard<GilRelease>(),
           "Stops timing new captures; pending reports are still delivered by flush().");
 }
 
@@ -248,7 +247,7 @@ void def_profiler_regions(ProfilerClass& cls) {
             std::shared_ptr<Stream> s_owner = stream.share();
             Stream& s = *s_owner;
             Metadata md = metadata_of(metadata);
-            nb::gil_scoped_release release;
+            GilRelease release;
             self.get().begin(s, std::move(name), std::move(md), std::move(lane));
           },
           nb::arg("stream"), nb::arg("name"), nb::kw_only(), nb::arg("lane") = "",
@@ -261,7 +260,7 @@ void def_profiler_regions(ProfilerClass& cls) {
           [](PyProfiler& self, PyStream& stream) {
             std::shared_ptr<Stream> s_owner = stream.share();
             Stream& s = *s_owner;
-            nb::gil_scoped_release release;
+            GilRelease release;
             self.get().end(s);
           },
           nb::arg("stream"), "Ends the innermost open region on `stream`.")
@@ -271,7 +270,7 @@ void def_profiler_regions(ProfilerClass& cls) {
             Profiler& profiler = self.get();
             auto callable = std::make_shared<PythonCallable>(sink, "a report sink");
             {
-              nb::gil_scoped_release release;
+              GilRelease release;
               profiler.add_sink(
                   [callable](const ReplayReport& report) { (*callable)(ReplayReport(report)); });
             }
@@ -284,20 +283,19 @@ void def_profiler_regions(ProfilerClass& cls) {
           "on the collecting thread. The report is the sink's to keep. An exception it raises "
           "is logged (with its traceback) and delivery goes on.")
       .def(
-          "flush", [](PyProfiler& self) { self.get().flush(); },
-          nb::call_guard<nb::gil_scoped_release>(),
+          "flush", [](PyProfiler& self) { self.get().flush(); }, nb::call_guard<GilRelease>(),
           "Waits (without the GIL) for every pending replay and eager region and delivers its "
-          "report.")
+          "report: those pending when it is called (what a sink launches meanwhile, a replay "
+          "or an eager region, is delivered by the next flush).")
       .def(
           "reports", [](PyProfiler& self) { return self.get().reports(); },
-          nb::call_guard<nb::gil_scoped_release>(), "The kept reports (keep_reports).");
+          nb::call_guard<GilRelease>(), "The kept reports (keep_reports).");
 }
 
 // What it measured: reports, statistics and the exporters.
 void def_profiler_results(ProfilerClass& cls) {
   cls.def(
-         "stats", [](PyProfiler& self) { return self.get().stats(); },
-         nb::call_guard<nb::gil_scoped_release>(),
+         "stats", [](PyProfiler& self) { return self.get().stats(); }, nb::call_guard<GilRelease>(),
          "Per-region statistics over every report delivered so far.")
       .def_prop_ro(
           "delivered", [](PyProfiler& self) { return self.get().delivered(); },
@@ -320,11 +318,11 @@ void def_profiler_results(ProfilerClass& cls) {
            "Writes the kept reports as Chrome trace JSON (Perfetto, chrome://tracing).")
       .def(
           "write_trace",
-          [](PyProfiler& self, nb::handle path, int rank, int world_size, std::string host,
-             uint64_t host_clock_uncertainty_ns, std::vector<timing::DeviceClockOffset> clocks) {
+          [](PyProfiler& self, nb::handle path, IntArg rank, IntArg world_size, std::string host,
+             IntArg host_clock_uncertainty_ns, std::vector<timing::DeviceClockOffset> clocks) {
             std::vector<ReplayReport> reports;
             {
-              nb::gil_scoped_release release;
+              GilRelease release;
               reports = self.get().reports();
             }
             write_trace_file(path, reports, rank, world_size, host, host_clock_uncertainty_ns,
@@ -352,7 +350,7 @@ void def_profiler_results(ProfilerClass& cls) {
            "Writes the statistics as CSV, one row per region path.")
       .def(
           "stats_table", [](PyProfiler& self) { return self.get().stats_table(); },
-          nb::call_guard<nb::gil_scoped_release>(),
+          nb::call_guard<GilRelease>(),
           "The statistics as a fixed-width text table (microseconds), as `accgraph demo` "
           "prints it, then one line per reason of note_untimed(): \"untimed: <count> call(s) "
           "not timed: <reason> (first: <name>)\".")
@@ -366,14 +364,15 @@ void def_profiler_results(ProfilerClass& cls) {
           "first call of each reason. stats_table() ends with one line per reason.")
       .def(
           "untimed", [](PyProfiler& self) { return self.get().untimed(); },
-          nb::call_guard<nb::gil_scoped_release>(),
+          nb::call_guard<GilRelease>(),
           "The calls noted by note_untimed(), one UntimedCalls per reason in first-seen order.")
       .def(
           "_region_loop_ns",
-          [](PyProfiler& self, PyStream& stream, std::string name, uint64_t count) {
+          [](PyProfiler& self, PyStream& stream, std::string name, IntArg count_arg) {
+            const auto count = int_arg<uint64_t>(count_arg, "Profiler._region_loop_ns: count");
             std::shared_ptr<Stream> s_owner = stream.share();
             Stream& s = *s_owner;
-            nb::gil_scoped_release release;
+            GilRelease release;
             auto start = std::chrono::steady_clock::now();
             for (uint64_t i = 0; i < count; ++i) {
               Profiler::Region region = self.get().region(s, name);

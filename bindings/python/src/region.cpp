@@ -48,19 +48,21 @@ nb::object default_stream(const PyRegion& region) {
 // Note [Region entries]: one Region object may be entered by several threads at once (a
 // decorated function called from a thread pool, a shared `with` object), each entry opening its
 // own C++ region (audit 2026-11-25 #18, #19). Creating and ending a C++ region may wait for the
-// stream, so it runs without the GIL; the entries are pushed and removed with the GIL held, and
-// an entry being ended stays in `open` until its end() succeeded (a refused end, e.g. an outer
-// region ended first, leaves it open and listed, as the C++ region is).
+// stream, so it runs without the GIL; the entries are pushed, marked and removed with the GIL
+// held, and an entry being ended stays in `open` until its end() succeeded.
 //
-// __exit__ ends one entry on the stream of the calling thread's innermost entry (a thread
-// without one, since enter and exit may be on different threads, takes the most recent entry
-// of any thread). Threads sharing a stream nest their regions on it in the order the C++
-// regions began, which need not be the order in which they got the GIL back: so a lock per
-// stream, taken without the GIL, orders this object's regions on that stream (recursive, for a
-// sink that enters the region from inside an end that delivers), and __exit__ ends the most
-// recent of them, the only one C++ can end. When that one is another thread's, the calling
-// thread's entry passes to that thread, to end in its turn: every exit ends one region, and
-// each thread's count of open entries stays what its enters and exits make it.
+// __exit__ ends an entry of the calling thread, its innermost one (a thread without one, since
+// enter and exit may be on different threads, takes the most recent entry of any thread). On one
+// stream the C++ regions nest in the order they began, which need not be the order in which the
+// threads got the GIL back: so a lock per stream, taken without the GIL, orders this object's
+// regions on that stream (recursive, for a sink that enters the region from inside an end that
+// delivers). C++ ends only the innermost region of a stream. When a later entry of another
+// thread is still open on the stream (A enters, B enters, A exits), A's exit marks its entry
+// `exited` and returns; the entry ends as soon as every entry that began after it on the stream
+// has ended (B's exit ends B's, then A's). So every exit ends its own thread's entry, never
+// another's: until 2026-11-28 A's exit ended B's region and B's exit A's, silently swapping
+// their ends (audit 2026-11-25 #19). A's region then ends where B's does, which is what nesting
+// on one stream can record: it enclosed B's from its start.
 std::shared_ptr<std::recursive_mutex> stream_lock(PyRegion& self, uint64_t stream_id) {
   std::shared_ptr<std::recursive_mutex>& lock = self.stream_locks[stream_id];
   if (!lock) lock = std::make_shared<std::recursive_mutex>();
@@ -74,7 +76,7 @@ void region_enter(PyRegion& self) {
   Stream& stream = *stream_owner;
   const uint64_t stream_id = stream.id();
   std::shared_ptr<std::recursive_mutex> order = stream_lock(self, stream_id);
-  nb::gil_scoped_release release;
+  GilRelease release;
   std::lock_guard<std::recursive_mutex> ordered(*order);
   auto region = std::make_unique<Profiler::Region>(
       profiler.region(stream, self.name, self.metadata, self.lane));
@@ -82,61 +84,76 @@ void region_enter(PyRegion& self) {
   self.open.push_back({std::this_thread::get_id(), stream_id, std::move(region)});
 }
 
-// The index in `open` of the most recent entry of `thread` (on `stream_id` unless 0), or -1.
-ptrdiff_t innermost(const PyRegion& self, std::thread::id thread, uint64_t stream_id = 0) {
+// The index in `open` of the most recent entry not yet exited of `thread` (of any thread when
+// `thread` is null), or -1.
+ptrdiff_t innermost_unexited(const PyRegion& self, const std::thread::id* thread) {
   for (size_t i = self.open.size(); i-- > 0;)
-    if (self.open[i].thread == thread && (stream_id == 0 || self.open[i].stream_id == stream_id))
+    if (!self.open[i].exited && (thread == nullptr || self.open[i].thread == *thread))
       return static_cast<ptrdiff_t>(i);
   return -1;
 }
 
+// The most recent entry on `stream_id`, if it has exited (it is the next to end), or null.
+// With the GIL held.
+Profiler::Region* next_to_end(const PyRegion& self, uint64_t stream_id) {
+  for (size_t i = self.open.size(); i-- > 0;)
+    if (self.open[i].stream_id == stream_id)
+      return self.open[i].exited ? self.open[i].region.get() : nullptr;
+  return nullptr;
+}
+
 void region_exit(PyRegion& self) {
   const std::thread::id me = std::this_thread::get_id();
-  const auto never_entered = [&] {
-    return Error(ErrorCode::InvalidState,
-                 "Profiler.region '" + self.name +
-                     "': __exit__ without __enter__: use the region in a with statement");
-  };
-  if (self.open.empty()) throw never_entered();
-  const ptrdiff_t mine = innermost(self, me);
-  const uint64_t stream_id =
-      mine >= 0 ? self.open[static_cast<size_t>(mine)].stream_id : self.open.back().stream_id;
+  ptrdiff_t mine = innermost_unexited(self, &me);
+  if (mine < 0) mine = innermost_unexited(self, nullptr);
+  if (mine < 0)
+    throw Error(ErrorCode::InvalidState,
+                "Profiler.region '" + self.name +
+                    "': __exit__ without __enter__: use the region in a with statement");
+  // Marked with the GIL held: no other exit takes this entry.
+  RegionEntry& entry = self.open[static_cast<size_t>(mine)];
+  entry.exited = true;
+  const uint64_t stream_id = entry.stream_id;
+  const Profiler::Region* const target = entry.region.get();
   std::shared_ptr<std::recursive_mutex> order = stream_lock(self, stream_id);
 
-  nb::gil_scoped_release release;
+  GilRelease release;
   // From here no other entry of this object on the stream begins or ends.
   std::lock_guard<std::recursive_mutex> ordered(*order);
-  Profiler::Region* ending = nullptr;
-  {
-    nb::gil_scoped_acquire gil;
-    for (size_t i = self.open.size(); i-- > 0 && !ending;)
-      if (self.open[i].stream_id == stream_id) ending = self.open[i].region.get();
-  }
-  if (!ending) throw never_entered();  // a thread without entries ended them meanwhile
   std::exception_ptr failure;
-  try {
-    ending->end();
-  } catch (...) {
-    failure = std::current_exception();
-  }
-  nb::gil_scoped_acquire gil;
-  auto it = std::find_if(self.open.begin(), self.open.end(),
-                         [&](const RegionEntry& e) { return e.region.get() == ending; });
-  // Ended, or can never end: the entry goes (unless a sink that end() called removed it).
-  if (it != self.open.end() && !ending->is_open()) {
-    const std::thread::id owner = it->thread;
+  for (;;) {
+    Profiler::Region* ending = nullptr;
+    {
+      nb::gil_scoped_acquire gil;
+      ending = next_to_end(self, stream_id);
+    }
+    if (!ending) break;  // none, or a later entry is open: ours ends with it
+    try {
+      ending->end();
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+    nb::gil_scoped_acquire gil;
+    auto it = std::find_if(self.open.begin(), self.open.end(),
+                           [&](const RegionEntry& e) { return e.region.get() == ending; });
+    // Ended, or can never end: the entry goes (unless a sink that end() called removed it). A
+    // refused end (a region of other code began on the stream after it) leaves it open and
+    // listed, as the C++ region is, and stops here; this thread's own entry is then not
+    // exited (its exit raises: exit it again once the other region ended).
+    if (it == self.open.end()) continue;
+    if (ending->is_open()) {
+      if (ending == target) it->exited = false;
+      break;
+    }
     std::unique_ptr<Profiler::Region> ended = std::move(it->region);
     self.open.erase(it);
-    if (owner != me) {
-      ptrdiff_t passed = innermost(self, me, stream_id);
-      if (passed >= 0) self.open[static_cast<size_t>(passed)].thread = owner;
-    }
-    // The stream's lock goes with its last entry, unless another thread holds it already.
-    if (order.use_count() == 2 &&
-        std::none_of(self.open.begin(), self.open.end(),
-                     [&](const RegionEntry& e) { return e.stream_id == stream_id; }))
-      self.stream_locks.erase(stream_id);
   }
+  nb::gil_scoped_acquire gil;
+  // The stream's lock goes with its last entry, unless another thread holds it already.
+  if (order.use_count() == 2 &&
+      std::none_of(self.open.begin(), self.open.end(),
+                   [&](const RegionEntry& e) { return e.stream_id == stream_id; }))
+    self.stream_locks.erase(stream_id);
   if (failure) std::rethrow_exception(failure);
 }
 
@@ -147,7 +164,7 @@ PyRegion::~PyRegion() {
   // Regions left open end here, innermost first (the C++ destructor logs a failure); ending
   // one may wait for the stream's work, which may need the GIL. No other thread can reach
   // this object any more.
-  nb::gil_scoped_release release;
+  GilRelease release;
   while (!open.empty()) open.pop_back();
 }
 
@@ -187,7 +204,9 @@ void bind_region(nb::module_& m) {
           nb::sig("def __exit__(self, exc_type: type[BaseException] | None, exc_value: "
                   "BaseException | None, traceback: types.TracebackType | None) -> bool"),
           "Ends the innermost region the calling thread opened with this object (on a "
-          "thread that opened none: the most recent one of another thread).")
+          "thread that opened none: the most recent one of another thread). While a region "
+          "another thread opened later on the same stream is open, this one ends when that one "
+          "ends (regions on one stream nest).")
       .def(
           "__call__",
           [](nb::handle self, nb::callable fn) {
@@ -201,7 +220,10 @@ void bind_region(nb::module_& m) {
       .def_ro("name", &PyRegion::name, "The region's name.")
       .def_ro("lane", &PyRegion::lane, "The region's lane ('' for the stream's own track).")
       .def("__repr__", [](const PyRegion& r) {
-        return "<accgraph.Region '" + r.name + "' open=" + std::to_string(r.open.size()) + ">";
+        const auto exited = static_cast<size_t>(std::count_if(
+            r.open.begin(), r.open.end(), [](const RegionEntry& e) { return e.exited; }));
+        return "<accgraph.Region '" + r.name + "' open=" + std::to_string(r.open.size() - exited) +
+               (exited != 0 ? " ending=" + std::to_string(exited) : std::string()) + ">";
       });
 }
 

@@ -113,20 +113,18 @@ void bind_backend_info(nb::module_& m) {
 // backends(), default_backend(), load_plugin() and plugin_failures().
 void bind_registry_functions(nb::module_& m) {
   m.def(
-      "backends", [] { return Registry::instance().status(); },
-      nb::call_guard<nb::gil_scoped_release>(),
+      "backends", [] { return Registry::instance().status(); }, nb::call_guard<GilRelease>(),
       "Every registered backend, highest priority first: name, priority, available, reason, "
       "devices, capabilities (creates each backend to learn whether it is available).");
   m.def(
-      "default_backend", [] { return default_backend_name(); },
-      nb::call_guard<nb::gil_scoped_release>(),
+      "default_backend", [] { return default_backend_name(); }, nb::call_guard<GilRelease>(),
       "The default backend's name: ACCGRAPH_BACKEND if set, else the available backend of "
       "highest priority that has a device.");
   m.def(
       "load_plugin",
       [](nb::handle path) {
         std::string file = fs_path(path);
-        nb::gil_scoped_release release;
+        GilRelease release;
         load_plugin(file);
       },
       nb::arg("path"), nb::sig("def load_plugin(path: str | os.PathLike[str]) -> None"),
@@ -134,7 +132,7 @@ void bind_registry_functions(nb::module_& m) {
       "naming the file and the reason; the registry is then unchanged.");
   m.def(
       "plugin_failures", [] { return Registry::instance().plugin_failures(); },
-      nb::call_guard<nb::gil_scoped_release>(),
+      nb::call_guard<GilRelease>(),
       "Plugin libraries rejected so far (ACCGRAPH_PLUGIN_PATH and load_plugin).");
   m.def(
       "library_version",

@@ -173,10 +173,14 @@ void bind_replay_report(nb::module_& m) {
       .def("__len__", &ReplayReport::size, "The number of regions.")
       .def(
           "__getitem__",
-          [](const ReplayReport& r, int64_t i) {
+          [](const ReplayReport& r, IntArg index) {
             const int64_t n = static_cast<int64_t>(r.size());
+            // Out of int64's range is out of the report's too (as a list says it).
+            nb::int_ i_big = detail::index_of(index, "ReplayReport index");
+            if (!detail::int_within(i_big, nb::int_(-n), nb::int_(n - 1)))
+              throw nb::index_error("ReplayReport index out of range");
+            int64_t i = nb::cast<int64_t>(i_big);
             if (i < 0) i += n;
-            if (i < 0 || i >= n) throw nb::index_error("ReplayReport index out of range");
             return region_at(r, static_cast<size_t>(i));
           },
           nb::arg("index"), "The region at `index` (negative counts from the end).")

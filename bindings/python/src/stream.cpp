@@ -138,15 +138,17 @@ void* address_of(nb::handle value, const char* what) {
                            .c_str());
 }
 
-size_t byte_count(const std::optional<int64_t>& nbytes, const char* what) {
-  if (*nbytes < 0)
+size_t byte_count(const IntArg& nbytes_arg, const char* what) {
+  const auto nbytes = int_arg<int64_t>(nbytes_arg, (std::string(what) + ": nbytes").c_str());
+  if (nbytes < 0)
     throw Error(ErrorCode::InvalidArgument, std::string(what) + ": nbytes is " +
-                                                std::to_string(*nbytes) +
+                                                std::to_string(nbytes) +
                                                 ": give a byte count of 0 or more");
-  return static_cast<size_t>(*nbytes);
+  return static_cast<size_t>(nbytes);
 }
 
-uint8_t fill_byte(int value) {
+uint8_t fill_byte(const IntArg& value_arg) {
+  const auto value = int_arg<int64_t>(value_arg, "Stream.fill: value");
   if (value < 0 || value > 255)
     throw Error(ErrorCode::InvalidArgument, "Stream.fill: the value " + std::to_string(value) +
                                                 " is not a byte: give a value from 0 to 255");
@@ -170,7 +172,7 @@ void note_use(PyStream& py_stream, Stream& stream, nb::handle buffer) {
 
 // Buffer(stream, nbytes, kind) and Buffer.allocate(stream, nbytes, kind): the allocation and
 // where it lives.
-std::tuple<Buffer, std::string, int> allocate_on(PyStream& stream, int64_t nbytes,
+std::tuple<Buffer, std::string, int> allocate_on(PyStream& stream, const IntArg& nbytes,
                                                  const EnumOrName<MemoryKind>& kind,
                                                  const char* what) {
   std::shared_ptr<Stream> s_owner = stream.share();
@@ -178,7 +180,7 @@ std::tuple<Buffer, std::string, int> allocate_on(PyStream& stream, int64_t nbyte
   size_t bytes = byte_count(nbytes, what);
   MemoryKind memory = parse_memory_kind(kind);
   Buffer buffer = [&] {
-    nb::gil_scoped_release release;
+    GilRelease release;
     return Buffer::allocate(s, bytes, memory);
   }();
   return {std::move(buffer), s.backend_name(), s.device()};
@@ -191,7 +193,7 @@ Buffer* buffer_of(nb::handle value) {
 
 // Stream.copy. A Buffer given with nbytes goes to the overload that checks nbytes against its
 // size (audit 2026-11-25 #3); an int address is the caller's to answer for.
-void stream_copy(PyStream& self, nb::handle dst, nb::handle src, std::optional<int64_t> nbytes) {
+void stream_copy(PyStream& self, nb::handle dst, nb::handle src, std::optional<IntArg> nbytes) {
   std::shared_ptr<Stream> stream_owner = self.share();
   Stream& stream = *stream_owner;
   void* to = address_of(dst, "Stream.copy");
@@ -203,8 +205,8 @@ void stream_copy(PyStream& self, nb::handle dst, nb::handle src, std::optional<i
   if (!nbytes && !(dst_buffer && src_buffer))
     throw Error(ErrorCode::InvalidArgument,
                 "Stream.copy: nbytes is required when dst or src is an address");
-  const size_t bytes = nbytes ? byte_count(nbytes, "Stream.copy") : 0;
-  nb::gil_scoped_release release;
+  const size_t bytes = nbytes ? byte_count(*nbytes, "Stream.copy") : 0;
+  GilRelease release;
   if (!nbytes)
     stream.copy(*dst_buffer, *src_buffer);
   else if (dst_buffer && src_buffer)
@@ -218,7 +220,7 @@ void stream_copy(PyStream& self, nb::handle dst, nb::handle src, std::optional<i
 }
 
 // Stream.fill, as Stream.copy checks a Buffer's range.
-void stream_fill(PyStream& self, nb::handle dst, int value, std::optional<int64_t> nbytes) {
+void stream_fill(PyStream& self, nb::handle dst, IntArg value, std::optional<IntArg> nbytes) {
   std::shared_ptr<Stream> stream_owner = self.share();
   Stream& stream = *stream_owner;
   void* to = address_of(dst, "Stream.fill");
@@ -228,8 +230,8 @@ void stream_fill(PyStream& self, nb::handle dst, int value, std::optional<int64_
   if (!nbytes && !dst_buffer)
     throw Error(ErrorCode::InvalidArgument,
                 "Stream.fill: nbytes is required when dst is an address");
-  const size_t bytes = nbytes ? byte_count(nbytes, "Stream.fill") : 0;
-  nb::gil_scoped_release release;
+  const size_t bytes = nbytes ? byte_count(*nbytes, "Stream.fill") : 0;
+  GilRelease release;
   if (!nbytes)
     stream.fill(*dst_buffer, byte);
   else if (dst_buffer)
@@ -284,7 +286,7 @@ void StreamUses::wait_all() const noexcept {
 PyStream::PyStream(Stream s)
     : stream(new Stream(std::move(s)), [](Stream* dying) {
         if (Py_IsInitialized() && PyGILState_Check()) {
-          nb::gil_scoped_release release;
+          GilRelease release;
           delete dying;
         } else {
           delete dying;
@@ -302,7 +304,7 @@ std::shared_ptr<Stream> PyStream::share() {
 }
 
 PyBuffer::~PyBuffer() {
-  nb::gil_scoped_release release;
+  GilRelease release;
   used_on.wait_all();
   buffer.reset();
 }
@@ -320,9 +322,10 @@ using StreamClass = nb::class_<PyStream>;
 void def_stream_creation(StreamClass& cls) {
   cls.def(
          "__init__",
-         [](PyStream* self, std::optional<std::string> backend, int device) {
+         [](PyStream* self, std::optional<std::string> backend, IntArg device_arg) {
+           const int device = int_arg<int>(device_arg, "Stream: device");
            Stream stream = [&] {
-             nb::gil_scoped_release release;
+             GilRelease release;
              return Stream::create(backend.value_or(""), device);
            }();
            new (self) PyStream(std::move(stream));
@@ -331,10 +334,11 @@ void def_stream_creation(StreamClass& cls) {
          "A new stream on `backend` (None: the default backend) and `device`.")
       .def_static(
           "wrap",
-          [](std::string backend, int device, nb::handle handle) {
+          [](std::string backend, IntArg device_arg, nb::handle handle) {
+            const int device = int_arg<int>(device_arg, "Stream.wrap: device");
             void* native = native_handle_of(handle);
             Stream stream = [&] {
-              nb::gil_scoped_release release;
+              GilRelease release;
               return Stream::wrap(backend, device, native);
             }();
             auto* py = new PyStream(std::move(stream));
@@ -374,7 +378,7 @@ void def_stream_work(StreamClass& cls) {
                                                              PythonCallable::Runs::OnBackendThread);
             PyGraph* capturing = PyGraph::capturing_on(stream);
             {
-              nb::gil_scoped_release release;
+              GilRelease release;
               stream.host_call([callable] { (*callable)(); });
             }
             if (capturing) capturing->captured_calls.push_back(fn.ptr());
@@ -390,7 +394,7 @@ void def_stream_work(StreamClass& cls) {
             std::shared_ptr<Stream> stream_owner = self.share();
             Stream& stream = *stream_owner;
             std::chrono::nanoseconds ns = duration_of(duration);
-            nb::gil_scoped_release release;
+            GilRelease release;
             stream.delay(ns);
           },
           nb::arg("duration"),
@@ -404,7 +408,7 @@ void def_stream_work(StreamClass& cls) {
             Stream& stream = *stream_owner;
             std::shared_ptr<Stream> origin_owner = other.share();
             Stream& origin = *origin_owner;
-            nb::gil_scoped_release release;
+            GilRelease release;
             stream.wait(origin);
           },
           nb::arg("other"),
@@ -415,7 +419,7 @@ void def_stream_work(StreamClass& cls) {
           [](PyStream& self) {
             std::shared_ptr<Stream> stream_owner = self.share();
             Stream& stream = *stream_owner;
-            nb::gil_scoped_release release;
+            GilRelease release;
             stream.synchronize();
           },
           "Blocks (without the GIL) until the enqueued work is done; raises the first failure "
@@ -424,7 +428,7 @@ void def_stream_work(StreamClass& cls) {
           "close",
           [](PyStream& self) {
             std::shared_ptr<Stream> closing = std::move(self.stream);  // GIL held: no race
-            nb::gil_scoped_release release;
+            GilRelease release;
             closing.reset();  // other calls still running keep it until they return
           },
           "Destroys the queue now (after its enqueued work ran), as dropping the last reference "
@@ -484,7 +488,7 @@ using BufferClass = nb::class_<PyBuffer>;
 void def_buffer_allocation(BufferClass& cls) {
   cls.def(
          "__init__",
-         [](PyBuffer* self, PyStream& stream, int64_t nbytes, EnumOrName<MemoryKind> kind) {
+         [](PyBuffer* self, PyStream& stream, IntArg nbytes, EnumOrName<MemoryKind> kind) {
            auto [buffer, backend, device] = allocate_on(stream, nbytes, kind, "Buffer");
            new (self) PyBuffer(std::move(buffer), std::move(backend), device);
          },
@@ -494,7 +498,7 @@ void def_buffer_allocation(BufferClass& cls) {
       // The shapes of the C++ Buffer::allocate overloads (one API, one shape).
       .def_static(
           "allocate",
-          [](PyStream& stream, int64_t nbytes, EnumOrName<MemoryKind> kind) {
+          [](PyStream& stream, IntArg nbytes, EnumOrName<MemoryKind> kind) {
             auto [buffer, backend, device] = allocate_on(stream, nbytes, kind, "Buffer.allocate");
             return new PyBuffer(std::move(buffer), std::move(backend), device);
           },
@@ -504,13 +508,14 @@ void def_buffer_allocation(BufferClass& cls) {
           "kind) does.")
       .def_static(
           "allocate",
-          [](std::optional<std::string> backend, int device, int64_t nbytes,
+          [](std::optional<std::string> backend, IntArg device_arg, IntArg nbytes,
              EnumOrName<MemoryKind> kind) {
+            const int device = int_arg<int>(device_arg, "Buffer.allocate: device");
             size_t bytes = byte_count(nbytes, "Buffer.allocate");
             MemoryKind memory = parse_memory_kind(kind);
             std::string name = backend.value_or("");
             auto [buffer, resolved] = [&] {
-              nb::gil_scoped_release release;
+              GilRelease release;
               std::string chosen = name.empty() ? default_backend_name() : name;
               return std::pair{Buffer::allocate(chosen, device, bytes, memory), chosen};
             }();

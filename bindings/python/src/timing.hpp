@@ -33,9 +33,12 @@ struct PyProfiler {
 /// One entry of a Profiler.region() object: the C++ region it opened, on whose behalf
 /// (Note [Region entries] in region.cpp).
 struct RegionEntry {
-  std::thread::id thread;  // the thread whose __exit__ ends it
+  std::thread::id thread;  // the thread that entered it
   uint64_t stream_id;
   std::unique_ptr<timing::Profiler::Region> region;  // on the heap: ended while `open` may grow
+  // Its thread's __exit__ came while a later entry on the stream was open: it ends once
+  // every later entry on the stream has ended (Note [Region entries]).
+  bool exited = false;
 };
 
 /// Profiler.region(): opens a C++ region on each entry (so one object serves as a decorator and
