@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "accgraph/perfetto.hpp"
 #include "check_error.hpp"
 #include "file_text.hpp"
+#include "merge_workload.hpp"  // bench/perfetto: the bench's rank traces
 #include "perfetto_trace.pb.h"
 
 using namespace accgraph::timing;
@@ -860,4 +862,92 @@ TEST_CASE("interpolate_host_clock_offset: on the line through the two, extrapola
   CHECK(interpolate_host_clock_offset(a, b, 30'000) == 3000);
   CHECK(interpolate_host_clock_offset(a, b, 5'000) == 500);
   CHECK(interpolate_host_clock_offset(a, a, 99'000) == 1000);
+}
+
+namespace {
+
+// The peak RSS (KiB) of a child process that merges `paths` into /dev/null; -1 when it failed.
+long merge_peak_rss_kib(const std::vector<std::string>& paths) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    try {
+      std::ofstream out("/dev/null", std::ios::binary);
+      merge_perfetto_traces(out, paths);
+      ::_exit(0);
+    } catch (...) {
+      ::_exit(1);
+    }
+  }
+  int status = 0;
+  rusage usage{};
+  ::wait4(pid, &status, 0, &usage);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? usage.ru_maxrss : -1;
+}
+
+// Writes `ranks` traces of `replays` replays in a child (this process keeps none of the
+// generator's memory, which the merging children would inherit); their total size.
+uint64_t write_workload(const TempDir& dir, const std::string& tag, int ranks, size_t replays,
+                        std::vector<std::string>& paths) {
+  for (int rank = 0; rank < ranks; ++rank)
+    paths.push_back((dir.path / (tag + std::to_string(rank) + ".pftrace")).string());
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    for (int rank = 0; rank < ranks; ++rank)
+      accgraph::bench::write_rank_trace(paths[static_cast<size_t>(rank)], rank, ranks, replays);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  uint64_t bytes = 0;
+  for (const std::string& p : paths) bytes += std::filesystem::file_size(p);
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("merge_perfetto_traces: peak memory does not grow with the replays (streamed)") {
+  // 8 ranks of 1,000 and of 10,000 replays (about 3 and 30 MB of input): Note [Merge
+  // streaming] keeps a window per input, so the larger merge's peak RSS stays within a quarter
+  // of the input growth of the smaller one's (measured here: the same to within a few pages).
+  // A merge holding its inputs, decoded or not, would exceed it.
+  TempDir dir;
+  std::vector<std::string> small_paths, large_paths;
+  const uint64_t small_bytes = write_workload(dir, "s", 8, 1000, small_paths);
+  const uint64_t large_bytes = write_workload(dir, "l", 8, 10000, large_paths);
+  const long small_kib = merge_peak_rss_kib(small_paths);
+  const long large_kib = merge_peak_rss_kib(large_paths);
+  REQUIRE(small_kib > 0);
+  REQUIRE(large_kib > 0);
+  const auto growth_kib = static_cast<double>(large_kib - small_kib);
+  const double input_growth_kib = static_cast<double>(large_bytes - small_bytes) / 1024;
+  CHECK_MESSAGE(growth_kib < input_growth_kib / 4,
+                "peak RSS " << small_kib << " KiB for " << small_bytes << " input bytes, "
+                            << large_kib << " KiB for " << large_bytes);
+}
+
+TEST_CASE("merge_perfetto_traces: 1,024 ranks under a limit of 64 descriptors (audit #51)") {
+  TempDir dir;
+  std::vector<std::string> paths;
+  write_workload(dir, "r", 1024, 3, paths);
+  rlimit old_limit{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &old_limit) == 0);
+  rlimit low = old_limit;
+  low.rlim_cur = 64;
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+  std::string message;
+  std::ostringstream out;
+  MergeSummary summary;
+  try {
+    summary = merge_perfetto_traces(out, paths);
+  } catch (const accgraph::Error& e) {
+    message = e.what();
+  }
+  ::setrlimit(RLIMIT_NOFILE, &old_limit);
+  CHECK_MESSAGE(message.empty(), message);
+  CHECK(summary.ranks.size() == 1024);
+  size_t begins = 0;
+  const pb::Trace merged = decode(out.str());
+  for (const pb::TracePacket& p : merged.packet())
+    if (p.has_track_event() && p.track_event().type() == pb::TrackEvent::TYPE_SLICE_BEGIN) ++begins;
+  CHECK(begins == 1024 * 3 * 2);
 }

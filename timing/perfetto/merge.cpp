@@ -450,23 +450,30 @@ struct Cursor {
 };
 
 // Note [Merge streaming]: the merge holds, per input, its track tree (from the scan) and a
-// window of at most kWindowPackets decoded packets, never the input itself: memory grows with
-// the number of inputs and tracks, not with the replays (bench/perfetto/bench_merge prints the
+// window of at most kWindowPackets decoded packets (fewer with many inputs: kWindowBudget in
+// all, at least kMinWindowPackets each), never the input itself: memory grows with the number
+// of inputs and tracks, not with the replays (bench/perfetto/bench_merge prints the
 // figures; perfetto_unit checks peak RSS against a run of a tenth of the replays). Packets are
 // interleaved by merged time through a heap of one entry per input (time linear in the events,
 // times log of the inputs). At most kMaxOpenInputs inputs are open at once, and fewer when the
 // process runs out of descriptors (EMFILE/ENFILE: the least recently used input is closed and
 // the open tried again), so a merge of 1,024 ranks works under the usual limit of 1,024
 // descriptors (audit #51); a closed input is reopened at the byte where its window ended, once
-// per kWindowPackets packets at worst.
+// per window at worst.
 constexpr size_t kWindowPackets = 64;
+constexpr size_t kMinWindowPackets = 8;
+constexpr size_t kWindowBudget = 8192;
 constexpr size_t kMaxOpenInputs = 128;
 
 // Interleaves the inputs' packets by merged time, then input (rank) order; each input's own
 // packet order is kept.
 class Interleaver {
  public:
-  explicit Interleaver(std::vector<Input>& inputs) : inputs_(inputs), cursors_(inputs.size()) {}
+  explicit Interleaver(std::vector<Input>& inputs)
+      : inputs_(inputs),
+        cursors_(inputs.size()),
+        window_(std::clamp(kWindowBudget / std::max<size_t>(inputs.size(), 1), kMinWindowPackets,
+                           kWindowPackets)) {}
 
   void write(detail::PacketWriter& writer) {
     for (size_t i = 0; i < inputs_.size(); ++i) advance(i);
@@ -507,7 +514,7 @@ class Interleaver {
     Cursor& c = cursors_[i];
     if (!c.reader) open(i);
     c.last_used = ++clock_;
-    while (c.window.size() < kWindowPackets) {
+    while (c.window.size() < window_) {
       c.window.emplace_back();
       const auto status = c.reader->next(c.window.back());
       if (status == detail::PacketReader::Status::Packet) continue;
@@ -622,8 +629,9 @@ class Interleaver {
   using Key = std::pair<uint64_t, size_t>;
   std::vector<Input>& inputs_;
   std::vector<Cursor> cursors_;
-  size_t open_ = 0;     // cursors with an open reader
-  uint64_t clock_ = 0;  // refills so far, for last_used
+  const size_t window_;  // packets per refill
+  size_t open_ = 0;      // cursors with an open reader
+  uint64_t clock_ = 0;   // refills so far, for last_used
   std::priority_queue<Key, std::vector<Key>, std::greater<>> queue_;
   uint64_t next_uuid_ = 1;
   uint32_t next_sequence_ = 1;
