@@ -28,6 +28,7 @@
 #include <variant>
 #include <vector>
 
+#include <accgraph/host_clock.hpp>
 #include <accgraph/accgraph.hpp>
 #include <accgraph/perfetto.hpp>
 
@@ -320,6 +321,7 @@ void write_output(const std::string& file, const char* what,
 /// those options). Defined in perfetto.cpp; called with the GIL held (released while writing).
 void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& reports, int rank,
                       int world_size, const std::string& host, uint64_t host_clock_uncertainty_ns,
-                      const std::vector<timing::DeviceClockOffset>& clocks);
+                      const std::vector<timing::DeviceClockOffset>& clocks,
+                      const std::vector<timing::HostClockOffset>& host_clock_offsets);
 
 }  // namespace accgraph::python
