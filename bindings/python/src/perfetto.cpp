@@ -226,7 +226,6 @@ void bind_clock_offsets(nb::module_& m) {
       "times go backwards. calibrate_clock() takes the samples itself.");
 }
 
-
 // HostClockOffset, measure_host_clock_offset and host_clock_ns (accgraph/host_clock.hpp).
 void bind_host_clock_offsets(nb::module_& m) {
   nb::class_<HostClockOffset>(
@@ -330,7 +329,8 @@ void bind_trace_writing(nb::module_& m) {
       "clock's synchronisation error bound and each device's ClockOffset, and for ranks on "
       "several hosts the HostClockOffset(s) measured at start and at flush "
       "(measure_host_clock_offset, accgraph.torch_distributed.measure_host_clock_offset), "
-      "then merge the ranks' files with merge_traces(). Those options are refused for Chrome JSON, which "
+      "then merge the ranks' files with merge_traces(). Those options are refused for Chrome JSON, "
+      "which "
       "cannot hold them.");
 }
 
