@@ -1,5 +1,6 @@
 // `accgraph merge-traces`: the Perfetto traces of a job's ranks merged into one timeline on the
 // host clock (accgraph::timing::merge_perfetto_traces).
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -90,12 +91,17 @@ int run_merge(const MergeOptions& options) {
              "offset_ns", "uncertainty_ns", "packets", "file");
   for (const timing::MergedRank& rank : summary.ranks) {
     const std::string host = rank.host.empty() ? "-" : rank.host;
+    // The host clock's part: its measured offsets' larger uncertainty, else its declared bound.
+    uint64_t host_uncertainty = rank.host_clock_uncertainty_ns;
+    if (!rank.host_clock_offsets.empty()) host_uncertainty = 0;
+    for (const timing::HostClockOffset& h : rank.host_clock_offsets)
+      host_uncertainty = std::max(host_uncertainty, h.uncertainty_ns);
     for (const timing::DeviceClockOffset& clock : rank.clocks)
-      fmt::print("{:>5}  {:<16}  {:<20}  {:>14}  {:>16}  {:>10}  {}\n", rank.rank, host,
-                 fmt::format("{} device {}", clock.backend, clock.device), clock.offset_ns,
-                 uncertainty_text(timing::add_uncertainties(clock.uncertainty_ns,
-                                                            rank.host_clock_uncertainty_ns)),
-                 rank.packets, rank.path);
+      fmt::print(
+          "{:>5}  {:<16}  {:<20}  {:>14}  {:>16}  {:>10}  {}\n", rank.rank, host,
+          fmt::format("{} device {}", clock.backend, clock.device), clock.offset_ns,
+          uncertainty_text(timing::add_uncertainties(clock.uncertainty_ns, host_uncertainty)),
+          rank.packets, rank.path);
     for (const std::string& device : rank.uncalibrated)
       fmt::print("{:>5}  {:<16}  {:<20}  {:>14}  {:>16}  {:>10}  {}\n", rank.rank, host, device,
                  "none", "unknown", rank.packets, rank.path);

@@ -25,6 +25,7 @@ namespace {
 
 struct Figures {
   double seconds = 0;
+  double cpu_seconds = 0;  // user + system: what a shared machine's load does not inflate
   long peak_rss_kib = 0;
   bool ok = false;
 };
@@ -50,6 +51,8 @@ Figures merge_in_child(const std::vector<std::string>& paths) {
   ::wait4(pid, &status, 0, &usage);
   f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   f.peak_rss_kib = usage.ru_maxrss;
+  f.cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                  1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
   f.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   return f;
 }
@@ -79,13 +82,14 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line as it is measured
   std::filesystem::create_directories(dir);
   rlimit files{};
   ::getrlimit(RLIMIT_NOFILE, &files);
   std::printf("merge of %d ranks; descriptor limit %llu; process RSS before %ld KiB\n", ranks,
               static_cast<unsigned long long>(files.rlim_cur), self_rss_kib());
-  std::printf("%10s  %14s  %12s  %9s  %12s  %14s\n", "replays", "input bytes", "packets ~",
-              "seconds", "ns/inputbyte", "peak RSS KiB");
+  std::printf("%10s  %14s  %12s  %9s  %9s  %12s  %14s\n", "replays", "input bytes", "packets ~",
+              "seconds", "cpu s", "cpu ns/byte", "peak RSS KiB");
   for (const size_t r : {replays / 10 > 0 ? replays / 10 : 1, replays}) {
     std::vector<std::string> paths;
     for (int rank = 0; rank < ranks; ++rank)
@@ -103,14 +107,16 @@ int main(int argc, char** argv) {
     uint64_t bytes = 0;
     for (const std::string& p : paths) bytes += std::filesystem::file_size(p);
     const Figures f = merge_in_child(paths);
-    std::printf("%10zu  %14llu  %12llu  %9.3f  %12.2f  %14ld%s\n", r,
+    std::printf("%10zu  %14llu  %12llu  %9.3f  %9.3f  %12.2f  %14ld%s\n", r,
                 static_cast<unsigned long long>(bytes),
                 static_cast<unsigned long long>(r * 4 * static_cast<size_t>(ranks)), f.seconds,
-                1e9 * f.seconds / static_cast<double>(bytes), f.peak_rss_kib,
+                f.cpu_seconds, 1e9 * f.cpu_seconds / static_cast<double>(bytes), f.peak_rss_kib,
                 f.ok ? "" : "  (the merge FAILED)");
     for (const std::string& p : paths) std::filesystem::remove(p);
   }
-  std::printf("(peak RSS is the merging child's, which inherits this process's %ld KiB)\n",
-              self_rss_kib());
+  std::printf(
+      "(peak RSS is the merging child's, which inherits this process's %ld KiB; cpu s "
+      "is its user + system time, seconds the wall time)\n",
+      self_rss_kib());
   return 0;
 }
