@@ -189,6 +189,9 @@ def cannot_run_reason(args):
     import accgraph
     if not accgraph.perfetto_supported():
         return "this accgraph was built without Perfetto support"
+    cuda = {b.name: b for b in accgraph.backends()}.get("cuda")
+    if args.device == "cuda" and (cuda is None or not cuda.available):
+        return f"--device cuda: accgraph's cuda backend is unavailable ({cuda and cuda.reason})"
     return None
 
 
