@@ -3,6 +3,7 @@
 // errors, decoded with accgraph's own proto subset (check_trace.py decodes with Perfetto's).
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -950,4 +951,31 @@ TEST_CASE("merge_perfetto_traces: 1,024 ranks under a limit of 64 descriptors (a
   for (const pb::TracePacket& p : merged.packet())
     if (p.has_track_event() && p.track_event().type() == pb::TrackEvent::TYPE_SLICE_BEGIN) ++begins;
   CHECK(begins == 1024 * 3 * 2);
+}
+
+TEST_CASE("merge_perfetto_traces: no descriptor to spare at all says so and what to do") {
+  TempDir dir;
+  const std::vector<std::string> paths = {dir.file("r0.pftrace", rank_trace(0, 2, 0, 5000)),
+                                          dir.file("r1.pftrace", rank_trace(1, 2, 0, 5000))};
+  rlimit old_limit{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &old_limit) == 0);
+  rlimit low = old_limit;
+  low.rlim_cur = 256;
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+  std::vector<int> taken;  // every descriptor left, so the merge has none
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY)) >= 0;) taken.push_back(fd);
+  std::string message;
+  try {
+    std::ostringstream out;
+    merge_perfetto_traces(out, paths);
+  } catch (const accgraph::Error& e) {
+    message = e.what();
+  }
+  for (int fd : taken) ::close(fd);
+  ::setrlimit(RLIMIT_NOFILE, &old_limit);
+  CHECK_MESSAGE(message.find("cannot open the file to read it: Too many open files, even with "
+                             "none of the other 1 inputs open (the merge closes inputs to make "
+                             "room): the process has no descriptor to spare; raise the limit "
+                             "(ulimit -n)") != std::string::npos,
+                message);
 }

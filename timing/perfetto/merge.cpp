@@ -48,10 +48,10 @@ constexpr uint64_t kSaturated = std::numeric_limits<uint64_t>::max();
                             size_t inputs) {
   const std::string reason = error_number != 0 ? std::strerror(error_number) : "unknown reason";
   if (error_number == EMFILE || error_number == ENFILE)
-    fail(path, fmt::format("cannot open the file {}: {}: the merge keeps every input open while "
-                           "it interleaves them ({} inputs); raise the limit (ulimit -n) or "
-                           "merge fewer files at once",
-                           when, reason, inputs));
+    fail(path, fmt::format("cannot open the file {}: {}, even with none of the other {} "
+                           "inputs open (the merge closes inputs to make room): the process "
+                           "has no descriptor to spare; raise the limit (ulimit -n)",
+                           when, reason, inputs - 1));
   fail(path, fmt::format("cannot open the file {}: {}: check that it exists and that you may "
                          "read it",
                          when, reason));
