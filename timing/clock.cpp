@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "accgraph/error.hpp"
+#include "accgraph/host_clock.hpp"
 #include "accgraph/registry.hpp"
 #include "accgraph/spi/backend.hpp"
 #include "accgraph/spi/clock_sampling.hpp"
@@ -99,7 +100,9 @@ void check_samples(const std::vector<ClockSample>& samples, const std::string& b
 // (a couple of microseconds over PCIe, tens of nanoseconds for the host backend's own clock).
 // The offset is written into each rank's trace ("accgraph trace info", write_perfetto_trace)
 // and applied by merge_perfetto_traces; drift over a run (ppm-level between quartz
-// oscillators) is not modelled, so calibrate again (and write a new trace) on long runs.
+// oscillators) is not modelled, so calibrate again (and write a new trace) on long runs. The
+// same method compares the hosts of a job with each other (Note [Host clock offsets] in
+// timing/host_clock.cpp), where the drift is modelled.
 DeviceClockOffset estimate_clock_offset(const std::vector<ClockSample>& samples,
                                         uint64_t device_resolution_ns) {
   if (samples.empty())
@@ -158,6 +161,10 @@ DeviceClockOffset calibrate_clock(std::string_view backend_name, int device, siz
   std::vector<ClockSample> taken(samples);
   sample_device_clock(*sampling, name, device, taken);
   check_samples(taken, name, device);
+  for (ClockSample& s : taken) {  // Note [Host clock skew hook]: a no-op outside tests
+    s.host_before_ns = skew_host_time(s.host_before_ns);
+    s.host_after_ns = skew_host_time(s.host_after_ns);
+  }
   DeviceClockOffset offset =
       estimate_clock_offset(taken, backend.capabilities(device).timer_resolution_ns);
   offset.backend = name;

@@ -1,5 +1,6 @@
 // `accgraph merge-traces`: the Perfetto traces of a job's ranks merged into one timeline on the
 // host clock (accgraph::timing::merge_perfetto_traces).
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -24,7 +25,8 @@ const char* const kMergeUsage =
     "Merges the Perfetto traces (.pftrace) that the ranks of one job wrote, each with its rank,\n"
     "world size and device clock offsets (accgraph::timing::PerfettoOptions), into one trace\n"
     "on the host clock: one process per rank and device, every event moved by its device's\n"
-    "recorded clock offset. Prints each rank's offsets and the alignment uncertainty.\n"
+    "recorded clock offset and, where measured, its host's clock offset against rank 0's\n"
+    "host (drift interpolated). Prints each rank's offsets and the alignment uncertainty.\n"
     "\n"
     "  -o, --output FILE  the merged trace; replaced only once the merge succeeded (an\n"
     "                     existing file is left as it was otherwise); it must not be one of the\n"
@@ -89,15 +91,33 @@ int run_merge(const MergeOptions& options) {
              "offset_ns", "uncertainty_ns", "packets", "file");
   for (const timing::MergedRank& rank : summary.ranks) {
     const std::string host = rank.host.empty() ? "-" : rank.host;
+    // The host clock's part: its measured offsets' larger uncertainty, else its declared bound.
+    uint64_t host_uncertainty = rank.host_clock_uncertainty_ns;
+    if (!rank.host_clock_offsets.empty()) host_uncertainty = 0;
+    for (const timing::HostClockOffset& h : rank.host_clock_offsets)
+      host_uncertainty = std::max(host_uncertainty, h.uncertainty_ns);
     for (const timing::DeviceClockOffset& clock : rank.clocks)
-      fmt::print("{:>5}  {:<16}  {:<20}  {:>14}  {:>16}  {:>10}  {}\n", rank.rank, host,
-                 fmt::format("{} device {}", clock.backend, clock.device), clock.offset_ns,
-                 uncertainty_text(timing::add_uncertainties(clock.uncertainty_ns,
-                                                            rank.host_clock_uncertainty_ns)),
-                 rank.packets, rank.path);
+      fmt::print(
+          "{:>5}  {:<16}  {:<20}  {:>14}  {:>16}  {:>10}  {}\n", rank.rank, host,
+          fmt::format("{} device {}", clock.backend, clock.device), clock.offset_ns,
+          uncertainty_text(timing::add_uncertainties(clock.uncertainty_ns, host_uncertainty)),
+          rank.packets, rank.path);
     for (const std::string& device : rank.uncalibrated)
       fmt::print("{:>5}  {:<16}  {:<20}  {:>14}  {:>16}  {:>10}  {}\n", rank.rank, host, device,
                  "none", "unknown", rank.packets, rank.path);
+  }
+  bool header = false;
+  for (const timing::MergedRank& rank : summary.ranks) {
+    if (rank.host_clock_offsets.empty()) continue;
+    if (!header) fmt::print("\nhost clocks against rank 0's host (measured over the job):\n");
+    header = true;
+    std::string measured;
+    for (size_t i = 0; i < rank.host_clock_offsets.size(); ++i) {
+      const timing::HostClockOffset& h = rank.host_clock_offsets[i];
+      measured += fmt::format("{}{:+} ns +-{} ns {}", i == 0 ? "" : ", ", h.offset_ns,
+                              h.uncertainty_ns, i == 0 ? "at start" : "at flush");
+    }
+    fmt::print("{:>5}  {:<16}  {}\n", rank.rank, rank.host.empty() ? "-" : rank.host, measured);
   }
   fmt::print(
       "\nalignment uncertainty between ranks: {} (device offsets and host clocks; "

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "accgraph/clock.hpp"
+#include "accgraph/host_clock.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/exporters.hpp"
 #include "accgraph/foreign_graph.hpp"

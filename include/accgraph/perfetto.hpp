@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "accgraph/clock.hpp"  // DeviceClockOffset, ClockSample, calibrate_clock
+#include "accgraph/clock.hpp"       // DeviceClockOffset, ClockSample, calibrate_clock
+#include "accgraph/host_clock.hpp"  // HostClockOffset, measure_host_clock_offset
 #include "accgraph/report.hpp"
 
 #if defined(_WIN32)
@@ -34,6 +35,12 @@ struct PerfettoOptions {
   /// error bound, e.g. chronyc tracking's "Root dispersion" + |"System time"|); 0 when every
   /// rank runs on one host.
   uint64_t host_clock_uncertainty_ns = 0;
+  /// This host's clock against the job's reference host (rank 0's), measured over the job's
+  /// transport (measure_host_clock_offset): none, one (at profiling start) or two (at start and
+  /// at flush, measured_at_ns increasing: the merge interpolates the drift between them). With
+  /// none, the merge falls back to host_clock_uncertainty_ns, and warns when the ranks run on
+  /// several hosts. More than two, or two out of order, is InvalidArgument.
+  std::vector<HostClockOffset> host_clock_offsets;
   /// Per device (backend, device): its clock offset. A device without one is written as
   /// uncalibrated; a merge leaves its times as they are and says so.
   std::vector<DeviceClockOffset> clocks;
@@ -53,7 +60,10 @@ struct PerfettoOptions {
 /// graph_id, replay_index, stream and self_ns (RegionTiming::self_ns, when self_measurable()).
 /// Each process track also carries one instant event "accgraph trace info" (category
 /// "accgraph") with rank, world_size, host, host_clock, host_clock_uncertainty_ns, backend, device,
-/// clock_calibrated, clock_offset_ns and clock_uncertainty_ns. Unmeasurable regions are left out.
+/// clock_calibrated, clock_offset_ns and clock_uncertainty_ns, and for each host clock offset
+/// (PerfettoOptions::host_clock_offsets) host_clock_offset_ns, host_clock_offset_uncertainty_ns
+/// and host_clock_offset_measured_at_ns (the second one's names end in _end: host_clock_offset_
+/// end_ns, ...). Unmeasurable regions are left out.
 /// Text is written as valid UTF-8.
 ///
 /// Written packet by packet through a 64 KiB buffer; besides the reports it holds a sorted index
@@ -115,7 +125,11 @@ struct MergedRank {
   std::string path;
   int rank = 0;
   std::string host;
-  uint64_t host_clock_uncertainty_ns = 0;
+  uint64_t host_clock_uncertainty_ns = 0;  ///< the host's declared bound, as written
+  /// The host clock offsets measured against rank 0's host (PerfettoOptions::host_clock_offsets),
+  /// as applied: each event moved by the offset interpolated at its time; empty where none was
+  /// measured (then host_clock_uncertainty_ns stands for it).
+  std::vector<HostClockOffset> host_clock_offsets;
   /// Per process (device) of the input: its offset as applied; uncertainty_ns 0 and
   /// offset_ns 0 for an uncalibrated device (see `uncalibrated`).
   std::vector<DeviceClockOffset> clocks;
@@ -127,8 +141,9 @@ struct MergeSummary {
   int world_size = 0;
   std::vector<MergedRank> ranks;  ///< by rank
   /// The largest alignment error of any two events in the merged timeline: the two largest
-  /// per-rank uncertainties (device offset + host clock) added, saturating: UINT64_MAX means
-  /// unknown (the sum did not fit; a warning says so).
+  /// per-rank uncertainties (device offset + host clock: the larger of the measured host
+  /// offsets' uncertainties, else the declared host_clock_uncertainty_ns) added, saturating:
+  /// UINT64_MAX means unknown (the sum did not fit; a warning says so).
   uint64_t alignment_uncertainty_ns = 0;
   /// E.g. ranks missing from the inputs (at most five ranges of them and their count, however
   /// large the world size).
@@ -143,18 +158,24 @@ constexpr uint64_t add_uncertainties(uint64_t a, uint64_t b) noexcept {
 
 /// Merges the traces of several ranks (each written by write_perfetto_trace with
 /// PerfettoOptions::rank) into one trace on the host clock: every event's time becomes
-/// device_time - offset of its device, one process per (rank, device) named "rank <r>: ...",
-/// track ids and sequence ids renumbered so the inputs cannot collide, packets interleaved by
-/// time. Each rank's "accgraph trace info" event is kept, with "merged_offset_ns" and
-/// "alignment_uncertainty_ns" added. Packets accgraph does not know pass through unchanged.
+/// device_time - offset of its device, then, where the rank's host clock offset was measured
+/// (PerfettoOptions::host_clock_offsets), minus that offset interpolated at the event's host
+/// time (rank 0's host clock is the reference); one process per (rank, device) named
+/// "rank <r>: ...", track ids and sequence ids renumbered so the inputs cannot collide, packets
+/// interleaved by time. Each rank's "accgraph trace info" event is kept, with
+/// "merged_offset_ns", "alignment_uncertainty_ns" and, with a measured host offset,
+/// "merged_host_clock_offset_ns" added. Packets accgraph does not know pass through unchanged.
+/// Ranks on several hosts without a measured host offset fall back to their declared
+/// host_clock_uncertainty_ns, with a warning.
 ///
 /// InvalidArgument (naming the file and what to do) when an input cannot be read or parsed, has
 /// no "accgraph trace info" (not written by write_perfetto_trace with a rank), has a rank or
 /// world size that is not an integer, lies outside int or does not fit (rank >= world_size),
 /// two inputs have the same rank, or they disagree on world_size or host_clock. Each input is
-/// read twice (scanned, then interleaved); while interleaving, every input not yet finished is
-/// open, so more inputs than the descriptor limit fail with EMFILE's text and the advice to
-/// raise the limit (ulimit -n) or merge fewer files at once.
+/// read twice (scanned, then interleaved). Streamed (Note [Merge streaming] in
+/// timing/perfetto/merge.cpp): memory holds each input's tracks and a window of its packets,
+/// not its events, and at most 128 inputs are open at once (fewer when descriptors run out), so
+/// any number of inputs can be merged under the descriptor limit.
 ACCGRAPH_PERFETTO_API MergeSummary merge_perfetto_traces(std::ostream& out,
                                                          const std::vector<std::string>& paths);
 

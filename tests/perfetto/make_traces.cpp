@@ -11,6 +11,8 @@
 //     DIR/huge_world0.pftrace, DIR/huge_world1.pftrace: ranks 0 and 1 of 100,000,000;
 //     DIR/saturated0.pftrace: rank 0 of 2 whose clock uncertainty is 2^64-1 ns (odd cases for
 //       the CLI's merge-traces)
+//     DIR/hosts0.pftrace, DIR/hosts1.pftrace: ranks on two hosts, rank 1's host clock measured
+//       350 us behind rank 0's at start and 300 us at flush (+-4,200 and +-4,800 ns)
 #include <cstdint>
 #include <fstream>
 #include <iostream>
@@ -334,6 +336,18 @@ void odd_cases(const std::string& dir) {
   saturated.host = "node-a";
   saturated.clocks = {{"cuda", 0, 0, UINT64_MAX}};
   write_file(dir + "/saturated0.pftrace", perfetto(reports, saturated));
+  for (int rank = 0; rank < 2; ++rank) {
+    PerfettoOptions hosts;
+    hosts.rank = rank;
+    hosts.world_size = 2;
+    hosts.host = rank == 0 ? "node-a" : "node-b";
+    hosts.clocks = {{"cuda", 0, 0, 32}};
+    if (rank == 0)
+      hosts.host_clock_offsets = {{0, 0, 1'000}, {0, 0, 1'000'001'000}};
+    else
+      hosts.host_clock_offsets = {{-350'000, 4'200, 1'000}, {-300'000, 4'800, 1'000'001'000}};
+    write_file(dir + "/hosts" + std::to_string(rank) + ".pftrace", perfetto(reports, hosts));
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -47,10 +48,10 @@ constexpr uint64_t kSaturated = std::numeric_limits<uint64_t>::max();
                             size_t inputs) {
   const std::string reason = error_number != 0 ? std::strerror(error_number) : "unknown reason";
   if (error_number == EMFILE || error_number == ENFILE)
-    fail(path, fmt::format("cannot open the file {}: {}: the merge keeps every input open while "
-                           "it interleaves them ({} inputs); raise the limit (ulimit -n) or "
-                           "merge fewer files at once",
-                           when, reason, inputs));
+    fail(path, fmt::format("cannot open the file {}: {}, even with none of the other {} "
+                           "inputs open (the merge closes inputs to make room): the process "
+                           "has no descriptor to spare; raise the limit (ulimit -n)",
+                           when, reason, inputs - 1));
   fail(path, fmt::format("cannot open the file {}: {}: check that it exists and that you may "
                          "read it",
                          when, reason));
@@ -81,6 +82,9 @@ struct Input {
   int world_size = 0;
   std::string host, host_clock;
   uint64_t host_clock_uncertainty_ns = 0;
+  // Measured against rank 0's host (Note [Host clock offsets]): none, at start, or at start and
+  // at flush.
+  std::vector<HostClockOffset> host_offsets;
   bool has_info = false;
   std::vector<InputProcess> processes;
   std::unordered_map<uint64_t, size_t> process_of_uuid;  // process track uuid -> processes[i]
@@ -151,6 +155,57 @@ std::pair<int, int> rank_and_world(const Input& input, const pb::DebugAnnotation
   return {r, w};
 }
 
+// The host clock offsets of an info event (host_clock_offset_ns, ..._end_ns, with their
+// uncertainty and time), into `input`; every process of the input must carry the same ones.
+void read_host_offsets(Input& input, const pb::TrackEvent& e) {
+  std::vector<HostClockOffset> offsets;
+  for (const std::string suffix : {"", "_end"}) {
+    const std::string offset_name = "host_clock_offset" + suffix + "_ns";
+    const std::string uncertainty_name = "host_clock_offset" + suffix + "_uncertainty_ns";
+    const std::string at_name = "host_clock_offset" + suffix + "_measured_at_ns";
+    const auto* offset = find_annotation(e, offset_name.c_str());
+    const auto* uncertainty = find_annotation(e, uncertainty_name.c_str());
+    const auto* at = find_annotation(e, at_name.c_str());
+    if (!offset && !uncertainty && !at) break;
+    if (!offset || !uncertainty || !at)
+      fail(input.path, fmt::format("its \"accgraph trace info\" has only some of {}, {} and {}: "
+                                   "write the trace with write_perfetto_trace",
+                                   offset_name, uncertainty_name, at_name));
+    HostClockOffset h;
+    h.offset_ns = integer_field(input, *offset, offset_name.c_str(), -INT64_MAX, INT64_MAX);
+    h.uncertainty_ns = static_cast<uint64_t>(
+        integer_field(input, *uncertainty, uncertainty_name.c_str(), 0, INT64_MAX));
+    h.measured_at_ns =
+        static_cast<uint64_t>(integer_field(input, *at, at_name.c_str(), 0, INT64_MAX));
+    offsets.push_back(h);
+  }
+  if (offsets.size() == 2 && offsets[1].measured_at_ns < offsets[0].measured_at_ns)
+    fail(input.path,
+         "its host clock offset at flush was measured before the one at start: "
+         "write the trace with write_perfetto_trace");
+  const auto same = [](const HostClockOffset& a, const HostClockOffset& b) {
+    return a.offset_ns == b.offset_ns && a.uncertainty_ns == b.uncertainty_ns &&
+           a.measured_at_ns == b.measured_at_ns;
+  };
+  if (input.has_info &&
+      (offsets.size() != input.host_offsets.size() ||
+       !std::equal(offsets.begin(), offsets.end(), input.host_offsets.begin(), same)))
+    fail(input.path,
+         "its processes disagree on the host clock offsets: write one trace per rank "
+         "with write_perfetto_trace");
+  input.host_offsets = std::move(offsets);
+}
+
+// The uncertainty of an input's host clock against the reference: the larger of its measured
+// offsets' (the interpolation between them is no worse than either end), else the host's
+// declared bound.
+uint64_t host_uncertainty(const Input& input) {
+  if (input.host_offsets.empty()) return input.host_clock_uncertainty_ns;
+  uint64_t u = 0;
+  for (const HostClockOffset& h : input.host_offsets) u = std::max(u, h.uncertainty_ns);
+  return u;
+}
+
 // Takes one "accgraph trace info" event of `input` into it.
 void read_info(Input& input, const pb::TrackEvent& e) {
   const auto process = input.process_of_track(e.track_uuid());
@@ -169,6 +224,7 @@ void read_info(Input& input, const pb::TrackEvent& e) {
     fail(input.path, fmt::format("its processes disagree on the rank ({} and {}) or the world "
                                  "size ({} and {}): write one trace per rank",
                                  input.rank, this_rank, input.world_size, this_world));
+  read_host_offsets(input, e);
   input.has_info = true;
   input.rank = this_rank;
   input.world_size = this_world;
@@ -310,13 +366,24 @@ void add_job_warnings(MergeSummary& summary, const std::vector<Input>& inputs) {
   std::set<std::string> hosts;
   for (const Input& input : inputs) hosts.insert(input.host);
   if (hosts.size() > 1)
-    for (const Input& input : inputs)
+    for (const Input& input : inputs) {
+      if (!input.host_offsets.empty()) continue;
       if (input.host_clock_uncertainty_ns == 0)
         summary.warnings.push_back(fmt::format(
-            "the ranks run on {} hosts but rank {} ({}) records no host clock uncertainty: "
-            "the alignment across hosts is only as good as their clock synchronisation; "
-            "give PerfettoOptions::host_clock_uncertainty_ns (the NTP/PTP error bound)",
+            "the ranks run on {} hosts but rank {} ({}) has no measured host clock offset "
+            "(host_clock_offset_ns) and records no host clock uncertainty: the alignment "
+            "across hosts is only as good as their clock synchronisation; measure the offset "
+            "(measure_host_clock_offset, accgraph.torch_distributed.measure_host_clock_offset) "
+            "or give PerfettoOptions::host_clock_uncertainty_ns (the NTP/PTP error bound)",
             hosts.size(), input.rank, input.host));
+      else
+        summary.warnings.push_back(fmt::format(
+            "the ranks run on {} hosts but rank {} ({}) has no measured host clock offset "
+            "(host_clock_offset_ns): its times are taken as on the reference clock, within "
+            "its declared bound of +-{} ns (host_clock_uncertainty_ns); measure the offset "
+            "(measure_host_clock_offset) for a tighter one",
+            hosts.size(), input.rank, input.host, input.host_clock_uncertainty_ns));
+    }
 }
 
 // New pids and the summary, in rank order.
@@ -332,6 +399,7 @@ MergeSummary summarise(std::vector<Input>& inputs) {
     merged.rank = input.rank;
     merged.host = input.host;
     merged.host_clock_uncertainty_ns = input.host_clock_uncertainty_ns;
+    merged.host_clock_offsets = input.host_offsets;
     merged.packets = input.packets;
     for (InputProcess& p : input.processes) {
       p.new_pid = next_pid++;
@@ -339,8 +407,7 @@ MergeSummary summarise(std::vector<Input>& inputs) {
       if (p.calibrated) {
         merged.clocks.push_back(
             DeviceClockOffset{p.backend, p.device, p.offset_ns, p.uncertainty_ns});
-        uncertainties.push_back(
-            add_uncertainties(p.uncertainty_ns, input.host_clock_uncertainty_ns));
+        uncertainties.push_back(add_uncertainties(p.uncertainty_ns, host_uncertainty(input)));
       } else {
         merged.uncalibrated.push_back(fmt::format("{} device {}", p.backend, p.device));
         summary.warnings.push_back(fmt::format(
@@ -369,28 +436,47 @@ void add_int(pb::TrackEvent& event, const char* name, int64_t value) {
   a->set_int_value(value);
 }
 
-// The next packet of one input, waiting to be written.
+// One input being interleaved: the packet waiting to be written and a window of the ones after
+// it; the file is open only while it is in the pool of open inputs (Note [Merge streaming]).
 struct Cursor {
-  std::unique_ptr<detail::PacketReader> reader;
+  std::unique_ptr<detail::PacketReader> reader;  // null while closed
+  uint64_t position = 0;                         // where the window's last packet ended
+  uint64_t packets_read = 0;
+  uint64_t last_used = 0;  // for closing the least recently used
+  bool end_of_file = false;
+  std::deque<pb::TracePacket> window;
   pb::TracePacket packet;
   uint64_t time_ns = 0;  // the merged time of this packet, or of the input's last timed packet
-  bool done = false;
 };
 
+// Note [Merge streaming]: the merge holds, per input, its track tree (from the scan) and a
+// window of at most kWindowPackets decoded packets (fewer with many inputs: kWindowBudget in
+// all, at least kMinWindowPackets each), never the input itself: memory grows with the number
+// of inputs and tracks, not with the replays (bench/perfetto/bench_merge prints the
+// figures; perfetto_unit checks peak RSS against a run of a tenth of the replays). Packets are
+// interleaved by merged time through a heap of one entry per input (time linear in the events,
+// times log of the inputs). At most kMaxOpenInputs inputs are open at once, and fewer when the
+// process runs out of descriptors (EMFILE/ENFILE: the least recently used input is closed and
+// the open tried again), so a merge of 1,024 ranks works under the usual limit of 1,024
+// descriptors (audit #51); a closed input is reopened at the byte where its window ended, once
+// per window at worst.
+constexpr size_t kWindowPackets = 64;
+constexpr size_t kMinWindowPackets = 8;
+constexpr size_t kWindowBudget = 8192;
+constexpr size_t kMaxOpenInputs = 128;
+
 // Interleaves the inputs' packets by merged time, then input (rank) order; each input's own
-// packet order is kept. Every input stays open until its last packet is written.
+// packet order is kept.
 class Interleaver {
  public:
-  explicit Interleaver(std::vector<Input>& inputs) : inputs_(inputs), cursors_(inputs.size()) {}
+  explicit Interleaver(std::vector<Input>& inputs)
+      : inputs_(inputs),
+        cursors_(inputs.size()),
+        window_(std::clamp(kWindowBudget / std::max<size_t>(inputs.size(), 1), kMinWindowPackets,
+                           kWindowPackets)) {}
 
   void write(detail::PacketWriter& writer) {
-    for (size_t i = 0; i < inputs_.size(); ++i) {
-      cursors_[i].reader = std::make_unique<detail::PacketReader>(inputs_[i].path);
-      if (!cursors_[i].reader->opened())
-        fail_open(inputs_[i].path, cursors_[i].reader->open_errno(), "again for the merge",
-                  inputs_.size());
-      advance(i);
-    }
+    for (size_t i = 0; i < inputs_.size(); ++i) advance(i);
     while (!queue_.empty()) {
       const size_t i = queue_.top().second;
       queue_.pop();
@@ -401,18 +487,14 @@ class Interleaver {
   }
 
  private:
-  // Reads input i's next packet and puts it on the common clock (renumbered, renamed).
+  // Input i's next packet, on the common clock (renumbered, renamed), onto the heap.
   void advance(size_t i) {
     Cursor& c = cursors_[i];
     Input& input = inputs_[i];
-    const auto status = c.reader->next(c.packet);
-    if (status == detail::PacketReader::Status::End) {
-      c.done = true;
-      c.reader.reset();  // its descriptor is not needed any more
-      return;
-    }
-    if (status == detail::PacketReader::Status::Error)
-      fail(input.path, fmt::format("changed while it was merged: {}", c.reader->error()));
+    if (c.window.empty() && !c.end_of_file) refill(i);
+    if (c.window.empty()) return;  // done
+    c.packet.Swap(&c.window.front());
+    c.window.pop_front();
     pb::TracePacket& packet = c.packet;
     if (packet.has_trusted_packet_sequence_id()) {
       const auto [it, added] =
@@ -425,6 +507,57 @@ class Interleaver {
     if (packet.has_track_event()) rewrite_event(input, packet);
     if (packet.has_timestamp()) c.time_ns = packet.timestamp();
     queue_.emplace(c.time_ns, i);
+  }
+
+  // Reads up to kWindowPackets packets of input i into its window, opening it if closed.
+  void refill(size_t i) {
+    Cursor& c = cursors_[i];
+    if (!c.reader) open(i);
+    c.last_used = ++clock_;
+    while (c.window.size() < window_) {
+      c.window.emplace_back();
+      const auto status = c.reader->next(c.window.back());
+      if (status == detail::PacketReader::Status::Packet) continue;
+      c.window.pop_back();
+      if (status == detail::PacketReader::Status::Error)
+        fail(inputs_[i].path, fmt::format("changed while it was merged: {}", c.reader->error()));
+      c.end_of_file = true;
+      break;
+    }
+    c.position = c.reader->position();
+    c.packets_read = c.reader->packets();
+    if (c.end_of_file) close(i);  // its descriptor is not needed any more
+  }
+
+  void open(size_t i) {
+    Cursor& c = cursors_[i];
+    if (open_ >= kMaxOpenInputs) close_least_recently_used(i);
+    for (;;) {
+      c.reader =
+          std::make_unique<detail::PacketReader>(inputs_[i].path, c.position, c.packets_read);
+      if (c.reader->opened()) break;
+      const int error = c.reader->open_errno();
+      c.reader.reset();
+      if ((error != EMFILE && error != ENFILE) || open_ == 0)
+        fail_open(inputs_[i].path, error, "again for the merge", inputs_.size());
+      close_least_recently_used(i);
+    }
+    ++open_;
+  }
+
+  void close(size_t i) {
+    if (!cursors_[i].reader) return;
+    cursors_[i].reader.reset();
+    --open_;
+  }
+
+  void close_least_recently_used(size_t except) {
+    size_t oldest = cursors_.size();
+    for (size_t k = 0; k < cursors_.size(); ++k)
+      if (k != except && cursors_[k].reader &&
+          (oldest == cursors_.size() || cursors_[k].last_used < cursors_[oldest].last_used))
+        oldest = k;
+    if (oldest != cursors_.size()) close(oldest);
   }
 
   uint64_t renumber(Input& input, uint64_t uuid) {
@@ -451,9 +584,10 @@ class Interleaver {
     const auto process = input.process_of_track(e.track_uuid());
     e.set_track_uuid(renumber(input, e.track_uuid()));
     const InputProcess* p = process ? &input.processes[*process] : nullptr;
+    uint64_t host_time = packet.timestamp();  // on this input's host clock
     if (packet.has_timestamp() && p != nullptr && p->calibrated) {
       const uint64_t device_time = packet.timestamp();
-      const uint64_t host_time = device_time - static_cast<uint64_t>(p->offset_ns);
+      host_time = device_time - static_cast<uint64_t>(p->offset_ns);
       // Wrapped: the device time and the offset put the event before the clock's epoch.
       if ((p->offset_ns > 0 && host_time > device_time) ||
           (p->offset_ns < 0 && host_time < device_time))
@@ -461,21 +595,43 @@ class Interleaver {
                                      "clock's epoch once its offset of {} ns is applied: "
                                      "the recorded offset is wrong; calibrate again",
                                      device_time, p->backend, p->device, p->offset_ns));
-      packet.set_timestamp(host_time);
+      packet.set_timestamp(on_reference_clock(input, host_time));
     }
     if (e.name() == kInfoEventName && p != nullptr) {
       add_int(e, "merged_offset_ns", p->calibrated ? p->offset_ns : 0);
       // -1: unknown (uncalibrated, or too large for int64: saturated).
-      const uint64_t u = add_uncertainties(p->uncertainty_ns, input.host_clock_uncertainty_ns);
+      const uint64_t u = add_uncertainties(p->uncertainty_ns, host_uncertainty(input));
+      if (!input.host_offsets.empty())
+        add_int(e, "merged_host_clock_offset_ns",
+                interpolate_host_clock_offset(input.host_offsets.front(), input.host_offsets.back(),
+                                              host_time));
       add_int(
           e, "alignment_uncertainty_ns",
           p->calibrated && u <= static_cast<uint64_t>(INT64_MAX) ? static_cast<int64_t>(u) : -1);
     }
   }
 
+  // A time of this input's host clock on the reference host's: minus the host offset
+  // interpolated at that time (Note [Host clock offsets]); unchanged without one.
+  uint64_t on_reference_clock(const Input& input, uint64_t host_time) const {
+    if (input.host_offsets.empty()) return host_time;
+    const int64_t offset = interpolate_host_clock_offset(input.host_offsets.front(),
+                                                         input.host_offsets.back(), host_time);
+    const uint64_t reference = host_time - static_cast<uint64_t>(offset);
+    if ((offset > 0 && reference > host_time) || (offset < 0 && reference < host_time))
+      fail(input.path, fmt::format("an event at {} ns of host {} lies outside the reference "
+                                   "clock's range once its host clock offset of {} ns is "
+                                   "applied: the recorded host offset is wrong; measure again",
+                                   host_time, input.host, offset));
+    return reference;
+  }
+
   using Key = std::pair<uint64_t, size_t>;
   std::vector<Input>& inputs_;
   std::vector<Cursor> cursors_;
+  const size_t window_;  // packets per refill
+  size_t open_ = 0;      // cursors with an open reader
+  uint64_t clock_ = 0;   // refills so far, for last_used
   std::priority_queue<Key, std::vector<Key>, std::greater<>> queue_;
   uint64_t next_uuid_ = 1;
   uint32_t next_sequence_ = 1;

@@ -59,10 +59,15 @@ class PacketReader {
  public:
   enum class Status { Packet, End, Error };
 
-  explicit PacketReader(const std::string& path) {
+  explicit PacketReader(const std::string& path) : PacketReader(path, 0, 0) {}
+  /// Reads `path` from byte `position`, where packet number `index` starts (a position() and
+  /// packets() of an earlier reader: how a merge closes an input and goes on with it later).
+  PacketReader(const std::string& path, uint64_t position, uint64_t index)
+      : index_(index), position_(position) {
     errno = 0;
     file_.open(path, std::ios::binary);
     open_errno_ = errno;
+    if (file_ && position != 0) file_.seekg(static_cast<std::streamoff>(position));
     if (file_) raw_ = std::make_unique<google::protobuf::io::IstreamInputStream>(&file_);
   }
   bool opened() const { return static_cast<bool>(raw_); }
@@ -99,6 +104,9 @@ class PacketReader {
     }
   }
   const std::string& error() const { return error_; }
+  /// Bytes of the file consumed by whole packets, and the packets read, so far.
+  uint64_t position() const { return position_; }
+  uint64_t packets() const { return index_; }
 
  private:
   static constexpr uint32_t kPacketTag = PacketWriter::kPacketTag;

@@ -52,6 +52,13 @@ void validate(const PerfettoOptions& options) {
                             "world_size 0 for a single process, or a rank from 0 to "
                             "world_size - 1",
                             options.rank, options.world_size));
+  const std::vector<HostClockOffset>& host = options.host_clock_offsets;
+  if (host.size() > 2 || (host.size() == 2 && host[1].measured_at_ns < host[0].measured_at_ns))
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("write_perfetto_trace: {} host clock offsets{}: give none, the one "
+                            "measured at profiling start, or it and the one measured at flush, "
+                            "in that order",
+                            host.size(), host.size() == 2 ? " measured out of order" : ""));
 }
 
 // What the Perfetto trace adds to the layout: ids and clock offsets. Only processes with slices
@@ -216,6 +223,15 @@ class PerfettoTraceWriter {
     if (clock != nullptr) {
       add_annotation(*event, "clock_offset_ns", clock->offset_ns);
       add_annotation(*event, "clock_uncertainty_ns", static_cast<int64_t>(clock->uncertainty_ns));
+    }
+    for (size_t i = 0; i < options_.host_clock_offsets.size(); ++i) {
+      const HostClockOffset& host = options_.host_clock_offsets[i];
+      const std::string suffix = i == 0 ? "" : "_end";
+      add_annotation(*event, ("host_clock_offset" + suffix + "_ns").c_str(), host.offset_ns);
+      add_annotation(*event, ("host_clock_offset" + suffix + "_uncertainty_ns").c_str(),
+                     static_cast<int64_t>(host.uncertainty_ns));
+      add_annotation(*event, ("host_clock_offset" + suffix + "_measured_at_ns").c_str(),
+                     static_cast<int64_t>(host.measured_at_ns));
     }
     return writer_.write(packet_);
   }

@@ -7,9 +7,20 @@ profiler sees only a kernel)::
         with prof.region("all_reduce", lane="comm", **md):
             dist.all_reduce(tensor)
 
-``accgraph.torch.collective_metadata`` is the same function. Importing this module imports
-neither torch nor torch.distributed: :func:`collective_metadata` does, through the torch loader
-of :mod:`accgraph.torch`.
+``accgraph.torch.collective_metadata`` is the same function.
+
+And host clock offsets for ranks on several hosts, measured over the job's own process group
+(:func:`measure_host_clock_offset`, at profiling start and again at flush)::
+
+    start = accgraph.torch_distributed.measure_host_clock_offset()
+    ...  # the timed work
+    prof.flush()
+    end = accgraph.torch_distributed.measure_host_clock_offset()
+    prof.write_trace(f"rank{rank}.pftrace", rank=rank, world_size=world, host=socket.gethostname(),
+                     clocks=[clock], host_clock_offsets=[start, end])
+
+Importing this module imports neither torch nor torch.distributed: the functions do, through
+the torch loader of :mod:`accgraph.torch`.
 """
 
 from __future__ import annotations
@@ -20,15 +31,17 @@ from . import torch as _accgraph_torch
 from ._errors import InvalidArgumentError, InvalidStateError, make_error
 from .torch import TorchUnavailableError
 
-__all__ = ["collective_metadata"]
+__all__ = ["collective_metadata", "measure_host_clock_offset"]
 
 _WHAT = "accgraph.torch.collective_metadata"
 
 
-def _distributed() -> Any:
+def _distributed(what: str = _WHAT, torch: Any = None) -> Any:
     """torch.distributed, initialised: TorchUnavailableError (PyTorch, a GPU or distributed
-    support missing) or InvalidStateError (no process group yet) otherwise."""
-    torch = _accgraph_torch._load_torch()
+    support missing) or InvalidStateError (no process group yet) otherwise. With `torch` given,
+    that module is used (no GPU needed)."""
+    if torch is None:
+        torch = _accgraph_torch._load_torch()
     dist = getattr(torch, "distributed", None)
     if dist is None:
         try:
@@ -36,19 +49,19 @@ def _distributed() -> Any:
         except ImportError as e:
             raise make_error(
                 TorchUnavailableError,
-                f"{_WHAT}: torch.distributed cannot be imported ({e}): install a PyTorch built "
+                f"{what}: torch.distributed cannot be imported ({e}): install a PyTorch built "
                 "with distributed support",
             ) from e
     if not dist.is_available():
         raise make_error(
             TorchUnavailableError,
-            f"{_WHAT}: PyTorch {torch.__version__} was built without torch.distributed: "
+            f"{what}: PyTorch {torch.__version__} was built without torch.distributed: "
             "install a PyTorch built with distributed support",
         )
     if not dist.is_initialized():
         raise make_error(
             InvalidStateError,
-            f"{_WHAT}: torch.distributed is not initialised: call "
+            f"{what}: torch.distributed is not initialised: call "
             "torch.distributed.init_process_group() first",
         )
     return dist
@@ -124,3 +137,53 @@ def collective_metadata(collective: str, input: Any, output: Any = None, *, grou
         "Process Group Name": str(group_name),
         "Process Group Ranks": "[" + ", ".join(str(r) for r in ranks) + "]",
     }
+
+
+_MEASURE = "accgraph.torch_distributed.measure_host_clock_offset"
+_TWO_64 = 1 << 64
+
+
+def measure_host_clock_offset(*, group: Any = None, rounds: int = 64,
+                              device: Any = None) -> Any:
+    """This host's clock offset against the host of the group's first rank (rank 0 of the
+    default group), measured over the job's own process group (Gloo or NCCL): a ping-pong of
+    host timestamps with ``torch.distributed.send``/``recv`` of one int64 tensor, through
+    :func:`accgraph.measure_host_clock_offset` (Note [Host clock offsets]; the shortest round
+    trip wins, uncertainty = half of it plus the clock's resolution). Collective: every rank of
+    `group` calls it. Returns an :class:`accgraph.HostClockOffset`; the first rank's is 0 +- 0.
+
+    Call it when profiling starts and again at flush, and give both to
+    ``write_trace(..., host_clock_offsets=[start, end])``; the merge interpolates the drift
+    between them. `device`: where the tensors live, default ``"cuda"`` (the current device) for
+    an NCCL group, else ``"cpu"``. Costs `rounds` round trips per rank, each tens of
+    microseconds over Gloo; rank 0 serves the ranks one after another.
+
+    InvalidStateError when torch.distributed is not initialised; InvalidArgumentError when this
+    rank is not a member of `group`; TorchUnavailableError without PyTorch or torch.distributed.
+    """
+    import accgraph
+
+    try:  # no GPU needed: a CPU job on Gloo measures its hosts too
+        import torch
+    except ImportError as e:
+        raise make_error(
+            TorchUnavailableError,
+            f"{_MEASURE}: PyTorch cannot be imported ({e}): install PyTorch (pip install torch)",
+        ) from e
+    dist = _distributed(_MEASURE, torch)
+    size, ranks = _group_size_and_ranks(dist, group)
+    me = int(dist.get_rank(group))
+    if device is None:
+        backend = str(dist.get_backend(group)).lower()
+        device = "cuda" if "nccl" in backend else "cpu"
+    buffer = torch.zeros(1, dtype=torch.int64, device=device)
+
+    def send(peer: int, value: int) -> None:
+        buffer.fill_(value - _TWO_64 if value >= 1 << 63 else value)
+        dist.send(buffer, dst=ranks[peer], group=group)
+
+    def receive(peer: int) -> int:
+        dist.recv(buffer, src=ranks[peer], group=group)
+        return int(buffer.item()) % _TWO_64
+
+    return accgraph.measure_host_clock_offset(me, size, send, receive, rounds)

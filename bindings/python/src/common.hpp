@@ -31,6 +31,7 @@
 #include <vector>
 
 #include <accgraph/accgraph.hpp>
+#include <accgraph/host_clock.hpp>
 #include <accgraph/perfetto.hpp>
 
 namespace accgraph::python {
@@ -430,7 +431,8 @@ void write_output(const std::string& file, const char* what,
 void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& reports,
                       const IntArg& rank, const IntArg& world_size, const std::string& host,
                       const IntArg& host_clock_uncertainty_ns,
-                      const std::vector<timing::DeviceClockOffset>& clocks);
+                      const std::vector<timing::DeviceClockOffset>& clocks,
+                      const std::vector<timing::HostClockOffset>& host_clock_offsets);
 
 }  // namespace accgraph::python
 

@@ -3,6 +3,7 @@
 // traces (accgraph/perfetto.hpp), and device clock offsets
 // (accgraph/clock.hpp). The Perfetto half needs accgraph::perfetto (libprotobuf); a package
 // built without it raises UnsupportedError from those calls and says how to get them.
+#include <nanobind/stl/function.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -24,6 +25,7 @@ namespace accgraph::python {
 namespace {
 
 using timing::DeviceClockOffset;
+using timing::HostClockOffset;
 using timing::MergedRank;
 using timing::MergeSummary;
 
@@ -44,9 +46,15 @@ nb::dict clock_dict(const DeviceClockOffset& c) {
                  field("offset_ns", c.offset_ns), field("uncertainty_ns", c.uncertainty_ns));
 }
 
+nb::dict host_offset_dict(const HostClockOffset& h) {
+  return dict_of(field("offset_ns", h.offset_ns), field("uncertainty_ns", h.uncertainty_ns),
+                 field("measured_at_ns", h.measured_at_ns));
+}
+
 nb::dict rank_dict(const MergedRank& r) {
   return dict_of(field("path", r.path), field("rank", r.rank), field("host", r.host),
                  field("host_clock_uncertainty_ns", r.host_clock_uncertainty_ns),
+                 field("host_clock_offsets", list_of(r.host_clock_offsets, host_offset_dict)),
                  field("clocks", list_of(r.clocks, clock_dict)),
                  field("uncalibrated", r.uncalibrated), field("packets", r.packets));
 }
@@ -94,7 +102,8 @@ void write_output(const std::string& file, const char* what,
 void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& reports,
                       const IntArg& rank_arg, const IntArg& world_size_arg, const std::string& host,
                       const IntArg& uncertainty_arg,
-                      const std::vector<timing::DeviceClockOffset>& clocks) {
+                      const std::vector<timing::DeviceClockOffset>& clocks,
+                      const std::vector<timing::HostClockOffset>& host_clock_offsets) {
   const int rank = int_arg<int>(rank_arg, "write_trace: rank");
   const int world_size = int_arg<int>(world_size_arg, "write_trace: world_size");
   const auto host_clock_uncertainty_ns =
@@ -103,10 +112,11 @@ void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& 
   if (!timing::is_perfetto_trace_path(file)) {
     // Chrome JSON has nowhere to put what a merge needs: refuse rather than drop it.
     if (rank != -1 || world_size != 0 || !host.empty() || host_clock_uncertainty_ns != 0 ||
-        !clocks.empty())
+        !clocks.empty() || !host_clock_offsets.empty())
       throw Error(ErrorCode::InvalidArgument,
                   "write_trace('" + file +
-                      "'): rank, world_size, host, host_clock_uncertainty_ns and clocks are "
+                      "'): rank, world_size, host, host_clock_uncertainty_ns, clocks and "
+                      "host_clock_offsets are "
                       "recorded in native Perfetto traces only: name the file *.pftrace, or "
                       "leave them out for a Chrome trace");
     write_output(file, "the Chrome trace",
@@ -121,6 +131,7 @@ void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& 
   options.host = host;
   options.host_clock_uncertainty_ns = host_clock_uncertainty_ns;
   options.clocks = clocks;
+  options.host_clock_offsets = host_clock_offsets;
   write_output(file, "the Perfetto trace",
                [&](std::ostream& out) { timing::write_perfetto_trace(out, reports, options); });
 #endif
@@ -226,6 +237,60 @@ void bind_clock_offsets(nb::module_& m) {
       "times go backwards. calibrate_clock() takes the samples itself.");
 }
 
+// HostClockOffset, measure_host_clock_offset and host_clock_ns (accgraph/host_clock.hpp).
+void bind_host_clock_offsets(nb::module_& m) {
+  nb::class_<HostClockOffset>(
+      m, "HostClockOffset",
+      "This host's clock against the job's reference host (rank 0's): reference_time = "
+      "local_time - offset_ns, true to within +-uncertainty_ns at local time measured_at_ns "
+      "(accgraph::timing::HostClockOffset).")
+      .def(
+          "__init__",
+          [](HostClockOffset* self, int64_t offset_ns, uint64_t uncertainty_ns,
+             uint64_t measured_at_ns) {
+            new (self) HostClockOffset{offset_ns, uncertainty_ns, measured_at_ns};
+          },
+          nb::arg("offset_ns"), nb::arg("uncertainty_ns") = 0, nb::arg("measured_at_ns") = 0)
+      .def_ro("offset_ns", &HostClockOffset::offset_ns,
+              "This host's clock minus the reference host's, in nanoseconds.")
+      .def_ro("uncertainty_ns", &HostClockOffset::uncertainty_ns,
+              "How far offset_ns may be from the truth, in nanoseconds.")
+      .def_ro("measured_at_ns", &HostClockOffset::measured_at_ns,
+              "This host's clock (host_clock_ns()) when it was measured.")
+      .def("to_dict", &host_offset_dict, "The attributes as a dict.")
+      .def("__repr__", [](const HostClockOffset& h) {
+        return "<accgraph.HostClockOffset " + std::to_string(h.offset_ns) + " ns +- " +
+               std::to_string(h.uncertainty_ns) + " ns at " + std::to_string(h.measured_at_ns) +
+               ">";
+      });
+
+  m.def("host_clock_ns", &timing::host_clock_ns,
+        "This host's reference clock (CLOCK_REALTIME, ns) as accgraph reads it for clock "
+        "offsets; skewed only by the test hook ACCGRAPH_TEST_HOST_CLOCK_SKEW.");
+
+  m.def(
+      "measure_host_clock_offset",
+      [](int rank, int world_size, std::function<void(int, uint64_t)> send,
+         std::function<uint64_t(int)> receive, size_t rounds) {
+        return timing::measure_host_clock_offset(
+            rank, world_size, timing::HostClockTransport{std::move(send), std::move(receive)},
+            rounds);
+      },
+      nb::arg("rank"), nb::arg("world_size"), nb::arg("send"), nb::arg("receive"),
+      nb::arg("rounds") = 64,
+      nb::sig("def measure_host_clock_offset(rank: int, world_size: int, send: "
+              "collections.abc.Callable[[int, int], None], receive: "
+              "collections.abc.Callable[[int], int], rounds: int = 64) -> HostClockOffset"),
+      "Measures this host's clock offset against rank 0's over the job's own transport, "
+      "collectively (every rank calls it): `send(peer, value)` delivers one int (0 to 2**64-1) "
+      "to rank `peer`, `receive(peer)` returns the next one that rank sent here. Rank 0 answers "
+      "`rounds` pings of each rank in turn with its clock; each rank keeps the shortest round "
+      "trip: offset = its midpoint - rank 0's time, uncertainty = half of it + the clock's "
+      "resolution. Call it at profiling start and again at flush and pass both to "
+      "write_trace(host_clock_offsets=[...]); the merge interpolates the drift between them. "
+      "accgraph.torch_distributed.measure_host_clock_offset() does it over torch.distributed.");
+}
+
 // calibrate_clock and write_trace: what one rank writes.
 void bind_trace_writing(nb::module_& m) {
   m.def(
@@ -257,22 +322,28 @@ void bind_trace_writing(nb::module_& m) {
       "write_trace",
       [](nb::handle path, const std::vector<timing::ReplayReport>& reports, IntArg rank,
          IntArg world_size, std::string host, IntArg host_clock_uncertainty_ns,
-         std::vector<DeviceClockOffset> clocks) {
-        write_trace_file(path, reports, rank, world_size, host, host_clock_uncertainty_ns, clocks);
+         std::vector<DeviceClockOffset> clocks, std::vector<HostClockOffset> host_clock_offsets) {
+        write_trace_file(path, reports, rank, world_size, host, host_clock_uncertainty_ns, clocks,
+                         host_clock_offsets);
       },
       nb::arg("path"), nb::arg("reports"), nb::kw_only(), nb::arg("rank") = -1,
       nb::arg("world_size") = 0, nb::arg("host") = "", nb::arg("host_clock_uncertainty_ns") = 0,
       nb::arg("clocks") = std::vector<DeviceClockOffset>{},
+      nb::arg("host_clock_offsets") = std::vector<HostClockOffset>{},
       nb::sig("def write_trace(path: str | os.PathLike[str], reports: "
               "collections.abc.Sequence[ReplayReport], *, rank: int = -1, world_size: int = 0, "
               "host: str = '', host_clock_uncertainty_ns: int = 0, clocks: "
-              "collections.abc.Sequence[ClockOffset] = []) -> None"),
+              "collections.abc.Sequence[ClockOffset] = [], host_clock_offsets: "
+              "collections.abc.Sequence[HostClockOffset] = []) -> None"),
       "Writes `reports` as a trace whose format the name chooses: *.pftrace a native Perfetto "
       "trace (one track per stream and per lane, overlapping regions on backing tracks merged "
       "into one row, metadata as typed annotations), anything else Chrome trace JSON. For a "
       "job of several ranks give each rank's `rank` and `world_size`, this `host`, the host "
-      "clock's synchronisation error bound and each device's ClockOffset, then merge the "
-      "ranks' files with merge_traces(). Those options are refused for Chrome JSON, which "
+      "clock's synchronisation error bound and each device's ClockOffset, and for ranks on "
+      "several hosts the HostClockOffset(s) measured at start and at flush "
+      "(measure_host_clock_offset, accgraph.torch_distributed.measure_host_clock_offset), "
+      "then merge the ranks' files with merge_traces(). Those options are refused for Chrome JSON, "
+      "which "
       "cannot hold them.");
 }
 
@@ -314,6 +385,9 @@ void bind_trace_merging(nb::module_& m) {
       .def_ro("host", &MergedRank::host, "The host it was written on ('' if not given).")
       .def_ro("host_clock_uncertainty_ns", &MergedRank::host_clock_uncertainty_ns,
               "Its host clock's synchronisation error bound.")
+      .def_ro("host_clock_offsets", &MergedRank::host_clock_offsets,
+              "The host clock offsets measured against rank 0's host, as applied (drift "
+              "interpolated between the two); [] where none was measured.")
       .def_ro("clocks", &MergedRank::clocks,
               "Per device: the offset applied (0 +- 0 for an uncalibrated device).")
       .def_ro("uncalibrated", &MergedRank::uncalibrated,
@@ -367,6 +441,7 @@ void bind_trace_merging(nb::module_& m) {
 
 void bind_perfetto(nb::module_& m) {
   bind_clock_offsets(m);
+  bind_host_clock_offsets(m);
   bind_trace_writing(m);
   bind_event_writing(m);
   bind_trace_merging(m);

@@ -319,21 +319,24 @@ void def_profiler_results(ProfilerClass& cls) {
       .def(
           "write_trace",
           [](PyProfiler& self, nb::handle path, IntArg rank, IntArg world_size, std::string host,
-             IntArg host_clock_uncertainty_ns, std::vector<timing::DeviceClockOffset> clocks) {
+             IntArg host_clock_uncertainty_ns, std::vector<timing::DeviceClockOffset> clocks,
+             std::vector<timing::HostClockOffset> host_clock_offsets) {
             std::vector<ReplayReport> reports;
             {
               GilRelease release;
               reports = self.get().reports();
             }
             write_trace_file(path, reports, rank, world_size, host, host_clock_uncertainty_ns,
-                             clocks);
+                             clocks, host_clock_offsets);
           },
           nb::arg("path"), nb::kw_only(), nb::arg("rank") = -1, nb::arg("world_size") = 0,
           nb::arg("host") = "", nb::arg("host_clock_uncertainty_ns") = 0,
           nb::arg("clocks") = std::vector<timing::DeviceClockOffset>{},
+          nb::arg("host_clock_offsets") = std::vector<timing::HostClockOffset>{},
           nb::sig("def write_trace(self, path: str | os.PathLike[str], *, rank: int = -1, "
                   "world_size: int = 0, host: str = '', host_clock_uncertainty_ns: int = 0, "
-                  "clocks: collections.abc.Sequence[ClockOffset] = []) -> None"),
+                  "clocks: collections.abc.Sequence[ClockOffset] = [], host_clock_offsets: "
+                  "collections.abc.Sequence[HostClockOffset] = []) -> None"),
           "Writes the kept reports as accgraph.write_trace() does: *.pftrace a native "
           "Perfetto trace (with the rank and clock options a merge_traces() needs), any other "
           "name Chrome trace JSON.")
