@@ -354,7 +354,7 @@ else
   grep -E "^===|^  (graph|untimed|all modules|depth|blocks) " "$out/bench-modules-chained.log" \
     | tee -a "$summary"
   [ "$rc" -eq 0 ] || torch_rc=1
-  (cd "$root" && "$py" bench/python/bench_accuracy.py) > "$out/bench-accuracy.log" 2>&1
+  (cd "$root" && "$py" bench/python/bench_accuracy.py --replays 10) > "$out/bench-accuracy.log" 2>&1
   rc=$?; say "torch: bench/python/bench_accuracy.py: rc $rc"
   tee -a "$summary" < "$out/bench-accuracy.log"
   [ "$rc" -eq 0 ] || torch_rc=1
