@@ -8,22 +8,30 @@ namespace accgraph::timing::detail {
 
 /// The sum, over the marker transitions from position `first` to `last` of a stream's markers
 /// in record order (`ordered`: marker indices; `back_to_back[k]`: the transition into position k
-/// is back to back), of what each transition read beyond its cost, never below 0. `times` are a
-/// report's marker times by index; an unmeasurable time (UINT64_MAX) is skipped, its transition's
-/// cost carried to the next measured marker. With both costs 0 it is what the markers read.
+/// is back to back), of what each transition read beyond its cost, never below 0. A back-to-back
+/// transition holds no work (nothing was enqueued between its markers: that is what makes it
+/// back to back), so it adds 0. `times` are a report's marker times by index; an unmeasurable
+/// time (UINT64_MAX) is skipped, its transition carried to the next measured marker (a back-to-
+/// back one then costs `back_to_back_ns`). With both costs 0 (nothing subtracted) it is what the
+/// markers read, back-to-back transitions included.
 inline uint64_t work_ns(const uint64_t* times, const uint32_t* ordered, const uint8_t* back_to_back,
                         uint32_t first, uint32_t last, uint64_t transition_ns,
                         uint64_t back_to_back_ns) {
   constexpr uint64_t kUnmeasurable = UINT64_MAX;
   uint64_t previous = times[ordered[first]];
   uint64_t work = 0, cost = 0;
+  const bool subtract = transition_ns != 0 || back_to_back_ns != 0;
+  bool only_back_to_back = subtract;  // the interval since `previous` holds no work
   for (uint32_t k = first + 1; k <= last; ++k) {
-    cost += back_to_back[k] != 0 ? back_to_back_ns : transition_ns;
+    const bool empty = back_to_back[k] != 0;
+    cost += empty ? back_to_back_ns : transition_ns;
+    only_back_to_back = only_back_to_back && empty;
     const uint64_t t = times[ordered[k]];
     if (t == kUnmeasurable) continue;
-    if (t > previous && t - previous > cost) work += t - previous - cost;
+    if (!only_back_to_back && t > previous && t - previous > cost) work += t - previous - cost;
     previous = t;
     cost = 0;
+    only_back_to_back = subtract;
   }
   return work;
 }

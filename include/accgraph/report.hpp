@@ -33,9 +33,10 @@ struct ReportSource {
   /// between the markers, raw_duration_ns() what the markers read. 0: nothing is subtracted
   /// (ProfilerOptions::subtract_marker_overhead false, or not measurable here).
   uint64_t marker_overhead_ns = 0;
-  /// What a transition between two markers with nothing enqueued between them costs (an empty
-  /// region's two markers), measured with marker_overhead_ns and taken off instead of it for
-  /// such a transition (Note [Marker transitions] in timing/report.cpp). 0: nothing subtracted.
+  /// What two markers with nothing enqueued between them read (an empty region's two markers),
+  /// measured with marker_overhead_ns. Such a transition holds no work and adds 0 to a duration;
+  /// this figure is taken off only where an unmeasurable marker joins it to an ordinary one
+  /// (Note [Marker transitions] in timing/report.cpp).
   uint64_t marker_back_to_back_ns = 0;
 };
 
