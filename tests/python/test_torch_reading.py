@@ -203,10 +203,28 @@ def test_compare_flags_a_change_above_the_noise_only_and_lists_one_run_modules(t
     assert lines["GPT/attn"].split()[-1] == "305.0" and lines["GPT/mlp"].split()[-1] == "420.0"
     assert lines["GPT/old"].split()[-2:] == ["only", "A"] and lines["GPT/new"].split()[-1] == "B"
     assert lines["GPT/old"].split()[2] == "-"
-    assert text.splitlines()[-1] == ("1 change(s) beyond the noise (p50 outside the other run's "
-                                     "p05-p95), 2 module(s) in one run only")
+    assert text.splitlines()[-2:] == [
+        "1 change(s) beyond the noise (p50 outside the other run's p05-p95), 2 module(s) in one "
+        "run only", "0 module(s) with fewer than 20 calls in a run: not judged (few)"]
     assert [line.split()[0] for line in result.text(changed_only=True).splitlines()
             if line.startswith("GPT")] == ["GPT", "GPT/new", "GPT/old"]
+
+
+def test_compare_does_not_judge_modules_with_few_calls(tmp_path):
+    # Three eager calls: p05 and p95 are the extremes of three values, no spread to judge by
+    # (two runs of one script flagged 223 such rows on the H200 before this rule).
+    a = write_csv(tmp_path / "a.csv", [("GPT", 0, 900, 1000, 1100, 10)])
+    b = write_csv(tmp_path / "b.csv", [("GPT", 0, 1900, 2000, 2100, 10)])
+    for path in (a, b):
+        text = open(path).read().replace(",100,", ",3,", 1)
+        open(path, "w").write(text)
+    result = accgraph.torch.compare(a, b)
+    (only,) = result.rows
+    assert not only["changed"] and only["delta_ns"] == 1_000_000
+    line = next(x for x in result.text().splitlines() if x.startswith("GPT"))
+    assert line.split()[-1] == "few"
+    assert result.text().splitlines()[-1] == ("1 module(s) with fewer than 20 calls in a run: "
+                                              "not judged (few)")
 
 
 def test_compare_on_the_command_line_fails_above_the_given_slowdown(tmp_path, capsys):

@@ -12,9 +12,14 @@ from ._table import Context, Row, WIDTH, by_context, context_name, elide, rows_o
 # they were captured in the same order. A module's p50 changed, beyond the noise, when each run's
 # p50 lies outside the other run's own spread, its [p05, p95] from the statistics (a CSV written
 # before p05_ns existed: [min, p95]): the spread is what replays of one run already differ by,
-# so a difference within it is not reported. Only such changes are flagged, and --fail-above
+# so a difference within it is not reported. With fewer than MIN_SAMPLES calls in either run the
+# spread itself is not known (3 eager calls have p05 = min and p95 = max of three values, and
+# two runs of the same script flagged 223 such rows "faster" on the H200): such a module is
+# marked "few" and never flagged. Only such changes are flagged, and --fail-above
 # PCT fails (exit 1) on a flagged slowdown of more than PCT percent of A's p50. Modules timed
 # in one run only are listed apart; they neither flag nor fail.
+
+MIN_SAMPLES = 20  # calls in each run before a change is judged (Note [Comparing runs])
 
 COLUMNS = (("A p50", 8), ("B p50", 8), ("delta", 8), ("ratio", 6), ("A self", 8), ("B self", 8),
            ("change", 7))
@@ -27,7 +32,13 @@ def _spread(row: Row) -> Tuple[float, float]:
     return float(low), float(row["p95_ns"])
 
 
+def _few(a: Row, b: Row) -> bool:
+    return min(int(float(a.get("count", 0))), int(float(b.get("count", 0)))) < MIN_SAMPLES
+
+
 def _changed(a: Row, b: Row) -> bool:
+    if _few(a, b):
+        return False
     a_low, a_high = _spread(a)
     b_low, b_high = _spread(b)
     a50, b50 = float(a["p50_ns"]), float(b["p50_ns"])
@@ -84,7 +95,7 @@ class Comparison:
                 else:
                     delta = r["delta_ns"] / 1000.0
                     ratio = r["ratio"]
-                    change = ""
+                    change = "few" if _few(a, b) else ""
                     if r["changed"]:
                         change = "slower" if delta > 0 else "faster"
                     cells = (us(a["p50_ns"]), us(b["p50_ns"]), f"{delta:+.2f}"[:8],
@@ -94,8 +105,12 @@ class Comparison:
                            "".join(f"  {c:>{w}}" for c, (_, w) in zip(cells, COLUMNS)))
             out.append("")
         changes, only = self.changes, self.one_run_only
+        few = sum(1 for r in self.rows if r["a"] is not None and r["b"] is not None and
+                  _few(r["a"], r["b"]))
         out.append(f"{len(changes)} change(s) beyond the noise (p50 outside the other run's "
                    f"p05-p95), {len(only)} module(s) in one run only")
+        out.append(f"{few} module(s) with fewer than {MIN_SAMPLES} calls in a run: not judged "
+                   "(few)")
         return "\n".join(out) + "\n"
 
 
