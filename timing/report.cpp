@@ -250,7 +250,8 @@ void ReplayReport::set_self_time(RegionTiming& timing, size_t index) const {
   const uint32_t* first = layout_->children_.data() + layout_->child_begin_[index];
   const uint32_t* last = layout_->children_.data() + layout_->child_begin_[index + 1];
   const uint64_t overhead = layout_->source().marker_overhead_ns;  // as timing_of took it off
-  if (layout_->sequential_children_[index]) {
+  const bool subtracted = overhead != 0 || layout_->source().marker_back_to_back_ns != 0;
+  if (subtracted && layout_->sequential_children_[index]) {
     uint64_t children = 0;
     for (const uint32_t* c = first; c != last; ++c) {
       const RegionInfo& child = regions[*c];
