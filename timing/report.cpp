@@ -210,7 +210,8 @@ RegionTiming ReplayReport::timing_of(size_t index) const {
 // transitions (Note [Marker transitions]) and the parent's include its children's, so the self
 // time is what the transitions between and around the children read beyond their cost: parent =
 // sum(children) + self exactly, and a container with no work of its own reads about 0. Otherwise (a
-// child on another stream, children that overlap) the children's intervals are clipped to the
+// child on another stream, children that overlap, or no marker cost subtracted, where durations
+// are what the markers read, in any order) the children's intervals are clipped to the
 // region's [start, end] and their union is subtracted: a child on another stream may start before
 // the region or end after it (only its part inside counts) and children on parallel streams may
 // overlap each other (time covered by two of them is taken once), where a plain difference of sums
