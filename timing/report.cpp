@@ -128,6 +128,13 @@ uint32_t ReportLayout::back_to_back_transitions(size_t index) const {
 }
 
 uint64_t ReportLayout::work_ns(const uint64_t* times, size_t index) const {
+  if (source_.marker_overhead_ns == 0 && source_.marker_back_to_back_ns == 0) {
+    // Nothing subtracted: what the region's two markers read, whatever their indices' order
+    // (a layout made by hand may number an end before its begin).
+    const uint64_t begin = times[regions_[index].begin_marker];
+    const uint64_t end = times[regions_[index].end_marker];
+    return end > begin ? end - begin : 0;
+  }
   return detail::work_ns(times, ordered_.data(), back_to_back_at_.data(), first_[index],
                          last_[index], source_.marker_overhead_ns, source_.marker_back_to_back_ns);
 }

@@ -416,7 +416,7 @@ struct StatsAccumulator::State {
     uint64_t back_to_back = 0;             // its source's marker_back_to_back_ns
     std::vector<uint32_t> ordered;         // the layout's ordered_markers()
     std::vector<uint8_t> back_to_back_at;  // and back_to_back_at()
-    bool first_eager = false;  // a slot went to a first eager call's series: not reused
+    bool first_eager = false;              // a slot went to a first eager call's series: not reused
   };
   // Staged replays. times[k * markers + m] is marker m's time in the k-th staged replay;
   // self_times[r * capacity + k] the self time there of the region whose parent_rank is r
@@ -620,12 +620,14 @@ struct StatsAccumulator::State {
       }
       for (size_t k = 0; k < n; ++k) {
         const uint64_t b = begin[k * stride], e = end[k * stride];
-        durations[k] =
-            b == kNotMeasured || e == kNotMeasured
-                ? kNotMeasured
-                : timing::detail::work_ns(stage.times.data() + k * stride, shape.ordered.data(),
-                                          shape.back_to_back_at.data(), slot.first, slot.last,
-                                          shape.overhead, shape.back_to_back);
+        if (b == kNotMeasured || e == kNotMeasured)
+          durations[k] = kNotMeasured;
+        else if (shape.overhead == 0 && shape.back_to_back == 0)  // as RegionTiming: as read
+          durations[k] = span_duration(b, e, 0);
+        else
+          durations[k] = timing::detail::work_ns(
+              stage.times.data() + k * stride, shape.ordered.data(), shape.back_to_back_at.data(),
+              slot.first, slot.last, shape.overhead, shape.back_to_back);
       }
       if (slot.parent_rank < 0)
         target.add_leaf(durations, n, mode);

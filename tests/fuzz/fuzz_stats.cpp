@@ -113,6 +113,7 @@ bool model_self(const ReplayReport& report, size_t i, uint64_t& self) {
 struct Model {
   std::vector<ModelSeries> series;
   std::unordered_map<std::string, size_t> index;
+  std::unordered_map<const ReportLayout*, uint64_t> layout_graph;
   // Durations from the layout's markers and the report's times; RegionTiming must agree.
   void add(const ReplayReport& report) {
     const std::vector<uint64_t>& times = report.marker_times();
@@ -142,7 +143,12 @@ struct Model {
                      i);
         std::abort();
       }
-      auto [it, fresh] = index.emplace(info.path, series.size());
+      // One series per context and path: each graph's apart from the others and from eager
+      // regions (graph id 0), as the accumulator keeps them (Note [Stats contexts]); a layout
+      // belongs to the graph of its first report (the accumulator plans by layout).
+      const uint64_t graph =
+          layout_graph.emplace(&report.layout(), report.graph_id()).first->second;
+      auto [it, fresh] = index.emplace(std::to_string(graph) + '\n' + info.path, series.size());
       if (fresh) series.push_back({info.path, info.depth, {}, 0, {}});
       if (measurable)
         series[it->second].samples.push_back(duration);
@@ -154,6 +160,7 @@ struct Model {
   void clear() {
     series.clear();
     index.clear();
+    layout_graph.clear();
   }
 };
 
