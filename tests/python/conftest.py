@@ -59,6 +59,25 @@ def _unavailable() -> Dict[str, str]:
 UNAVAILABLE = _unavailable()
 
 
+def require_torch_cuda():
+    """torch, for a test module that needs it and a GPU: called at module level, it skips the
+    module without them (fails it where cuda is required and torch sees a GPU)."""
+    try:
+        import torch
+    except ImportError as e:  # pragma: no cover - depends on the machine
+        pytest.skip(f"torch is not importable: {e}", allow_module_level=True)
+    if not torch.cuda.is_available():  # pragma: no cover
+        pytest.skip(f"torch {torch.__version__} sees no CUDA device (torch.version.cuda="
+                    f"{torch.version.cuda})", allow_module_level=True)
+    if UNAVAILABLE.get("cuda"):  # pragma: no cover
+        reason = f"backend cuda unavailable: {UNAVAILABLE['cuda']}"
+        if "cuda" in os.environ.get("ACCGRAPH_TEST_REQUIRE_BACKENDS", "").split(","):
+            pytest.fail(f"{reason}, but it is required (ACCGRAPH_TEST_REQUIRE_BACKENDS) and torch "
+                        "sees a GPU", pytrace=False)
+        pytest.skip(reason, allow_module_level=True)
+    return torch
+
+
 def require_backend(name: str) -> None:
     reason = UNAVAILABLE.get(name, "")
     if reason:

@@ -16,21 +16,9 @@ import sys
 
 import pytest
 
-from conftest import UNAVAILABLE
+from conftest import require_torch_cuda
 
-try:
-    import torch
-except ImportError as e:  # pragma: no cover - depends on the machine
-    pytest.skip(f"torch is not importable: {e}", allow_module_level=True)
-if not torch.cuda.is_available():  # pragma: no cover
-    pytest.skip(f"torch {torch.__version__} sees no CUDA device (torch.version.cuda="
-                f"{torch.version.cuda})", allow_module_level=True)
-if UNAVAILABLE.get("cuda"):  # pragma: no cover
-    reason = f"backend cuda unavailable: {UNAVAILABLE['cuda']}"
-    if "cuda" in os.environ.get("ACCGRAPH_TEST_REQUIRE_BACKENDS", "").split(","):
-        pytest.fail(f"{reason}, but it is required (ACCGRAPH_TEST_REQUIRE_BACKENDS) and torch "
-                    "sees a GPU", pytrace=False)
-    pytest.skip(reason, allow_module_level=True)
+torch = require_torch_cuda()
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
