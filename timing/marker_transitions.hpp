@@ -12,20 +12,15 @@ namespace accgraph::timing::detail {
 /// transition holds no work (nothing was enqueued between its markers: that is what makes it
 /// back to back), so it adds 0. `times` are a report's marker times by index; an unmeasurable
 /// time (UINT64_MAX) is skipped, its transition carried to the next measured marker (a back-to-
-/// back one then costs `back_to_back_ns`). With both costs 0 (nothing subtracted) it is what the
-/// region's two markers read (0 when the end reads before the begin).
+/// back one then costs `back_to_back_ns`). Only for a source that subtracts marker costs: with
+/// none, a duration is what the region's two markers read (the callers' case).
 inline uint64_t work_ns(const uint64_t* times, const uint32_t* ordered, const uint8_t* back_to_back,
                         uint32_t first, uint32_t last, uint64_t transition_ns,
                         uint64_t back_to_back_ns) {
   constexpr uint64_t kUnmeasurable = UINT64_MAX;
   uint64_t previous = times[ordered[first]];
-  const bool subtract = transition_ns != 0 || back_to_back_ns != 0;
-  if (!subtract) {  // what the markers read (the caller checked that both are measured)
-    const uint64_t end = times[ordered[last]];
-    return end > previous ? end - previous : 0;
-  }
   uint64_t work = 0, cost = 0;
-  bool only_back_to_back = subtract;  // the interval since `previous` holds no work
+  bool only_back_to_back = true;  // the interval since `previous` holds no work
   for (uint32_t k = first + 1; k <= last; ++k) {
     const bool empty = back_to_back[k] != 0;
     cost += empty ? back_to_back_ns : transition_ns;
@@ -35,7 +30,7 @@ inline uint64_t work_ns(const uint64_t* times, const uint32_t* ordered, const ui
     if (!only_back_to_back && t > previous && t - previous > cost) work += t - previous - cost;
     previous = t;
     cost = 0;
-    only_back_to_back = subtract;
+    only_back_to_back = true;
   }
   return work;
 }
