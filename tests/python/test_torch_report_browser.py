@@ -159,7 +159,7 @@ def run_report(tmp_path_factory):
     sys.modules["torch"] = standin
     script = tmp / "train.py"
     script.write_text("import torch\nfrom torch_standin import make_gpt\n"
-                      "model = make_gpt(torch, blocks=3)\n"
+                      "model = make_gpt(torch, blocks=3, seconds=0.00002)\n"
                       "for _ in range(3):\n    model(None)\n"
                       "g = torch.cuda.CUDAGraph()\nwith torch.cuda.graph(g):\n    model(None)\n"
                       "for _ in range(8):\n    g.replay()\n")
