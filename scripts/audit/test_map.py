@@ -58,12 +58,14 @@ def cmake_tests(path: pathlib.Path, found: Dict[str, List[str]]) -> None:
         if stripped.startswith("#"):
             pending |= set(ID.findall(stripped))
             continue
-        m = re.match(r"(?:accgraph_cli_test|add_test)\s*\(\s*(?:NAME\s+)?([\w$.{}-]+)", stripped)
+        m = re.match(r"(\w*test)\s*\(\s*(?:NAME\s+)?([\w$.{}-]+)", stripped)
         if m:
-            name = m.group(1)
-            name = f"cli_{name}" if stripped.startswith("accgraph_cli_test") else name
+            prefix = {"accgraph_cli_test": "cli_", "vulkan_cli_test": "vulkan_cli_",
+                      "plugin_path_backends_test": "plugins_cli_",
+                      "accgraph_plugin_cli_test": "plugins_cli_"}.get(m.group(1), "")
             for i in pending:
-                found.setdefault(i, []).append(f"{path.relative_to(ROOT)}: ctest {name}")
+                found.setdefault(i, []).append(
+                    f"{path.relative_to(ROOT)}: ctest {prefix}{m.group(2)}")
             pending = set()
         elif not stripped:
             pending = set()
