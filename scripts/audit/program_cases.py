@@ -17,7 +17,8 @@ Choices where a row is vague:
 - E21-E24, E33-E35: the bad input is merge-traces' only input; exit 1 with a message naming it;
 - E25: 40 copies of a good trace with 8 random bit flips each (seeded), each merged alone: exit
   0 or 1 only (no signal, no sanitizer, no hang);
-- E26: exit 1 within 30 s and the child's peak RSS under 200 MiB ("no huge allocation")."""
+- E26: exit 1 within 30 s, a message naming the packet length, and the child's peak RSS under
+  200 MiB ("no huge allocation")."""
 
 from __future__ import annotations
 
@@ -289,7 +290,10 @@ def E26(d):
     done = merge(p, "-o", d / "out.pftrace", timeout=60)
     seconds = time.monotonic() - start
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    check(done.returncode == 1 and str(p) in done.stderr and seconds < 30 and rss < 200,
+    # The message must say what is wrong: the packet's length (it once read the length's low
+    # 32 bits, an empty packet, and blamed the bytes after it).
+    check(done.returncode == 1 and str(p) in done.stderr and "packet length of "
+          f"{2**62}" in done.stderr and seconds < 30 and rss < 200,
           f"{summary(done)}; {seconds:.1f} s, child max RSS {rss:.0f} MiB")
 
 
