@@ -947,6 +947,7 @@ TEST_CASE("merge_perfetto_traces: peak memory does not grow with the replays (st
 }
 
 TEST_CASE("merge_perfetto_traces: 1,024 ranks under a limit of 64 descriptors (audit #51)") {
+  // audit 2026-11-28 E29 (200 input files merged) too, with more inputs than descriptors.
   TempDir dir;
   std::vector<std::string> paths;
   write_workload(dir, "r", 1024, 3, paths);
