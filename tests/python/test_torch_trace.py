@@ -475,7 +475,8 @@ def test_outputs_it_does_not_write(tmp_path, reports, monkeypatch):
     text = dumps(kineto_trace(reports))
     (tmp_path / "half.json").write_text(text[: len(text) // 2])
     with pytest.raises(accgraph.InvalidArgumentError,
-                       match=r"'.*half.json' is not Chrome trace JSON \(Expecting"):
+                       match=r"'.*half.json' is not Chrome trace JSON \(.+\): pass the file "
+                             r"torch.profiler's export_chrome_trace wrote"):
         annotate_trace(tmp_path / "half.json", tmp_path / "out.json", reports)
     with pytest.raises(accgraph.InvalidArgumentError, match="not Chrome trace JSON"):
         (tmp_path / "bad.json").write_text("{")
