@@ -955,14 +955,15 @@ def test_cli_a_module_that_does_not_exist(standin_as_torch, tmp_path, capsys, mo
 
 
 def test_cli_a_directory_as_the_script_is_refused(standin_as_torch, tmp_path, capsys):
-    # audit 2026-11-28 B19: a directory with a __main__.py: refused on one line, exit 2.
+    # audit 2026-11-28 B19: a directory with a __main__.py: refused on one line, exit 2, saying
+    # it is a directory (it said "no such file").
     target = tmp_path / "pkgdir"
     target.mkdir()
     (target / "__main__.py").write_text("print('main ran')\n")
     assert cli.main([str(target)]) == 2
     out, err = capsys.readouterr()
     assert "main ran" not in out and len(err.strip().splitlines()) == 1
-    assert f"can't open file {str(target)!r}" in err
+    assert f"can't open file {str(target)!r}: it is a directory: give the script" in err
 
 
 def test_cli_a_script_leaving_a_thread_replaying_exits_cleanly(tmp_path):
