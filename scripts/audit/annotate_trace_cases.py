@@ -1,7 +1,7 @@
 """Re-runs the annotate_trace cases (A01-A45) of the 2026-11-28 reliability audit
 (shared/reviews/reliability-2026-11-28.md) against the installed accgraph package, each in its
 own process (a crash or a hang is caught: 150 s limit), printing `ID | handled/NOT | evidence`
-as the audit did, then a count. No GPU and no torch needed: reports come from the host backend,
+as the audit did, then a count (scripts/audit/_harness.py). No GPU and no torch needed: reports come from the host backend,
 traces are Kineto-shaped (tests/python/test_torch_trace.py's kineto_trace) or the recorded
 fixture (tests/python/data).
 
@@ -9,8 +9,7 @@ fixture (tests/python/data).
     build/venv/bin/python scripts/audit/annotate_trace_cases.py A24 A45  # some
     build/venv/bin/python scripts/audit/annotate_trace_cases.py --skip-heavy  # without A42
 
-Verdicts as the audit's: handled = a clear error naming what is wrong and what to do, or the
-right behaviour; NOT = a crash, a hang, data loss, a silent wrong result or an unclear error."""
+Verdicts as the audit's (_harness.py)."""
 
 from __future__ import annotations
 
@@ -22,30 +21,15 @@ import resource
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from _harness import ROOT, bad, cases, expect_error, main, ok, short, temporaries
+
 DATA = ROOT / "tests" / "python" / "data"
 FIXTURE = DATA / "torch_trace.json.gz"
 CSV = DATA / "torch_trace_reports.csv"
-LIMIT_S = 150
 HEAVY = {"A42"}
-
-
-class Verdict(BaseException):  # passes through the cases' `except Exception`
-    def __init__(self, handled: bool, evidence: str) -> None:
-        super().__init__(evidence)
-        self.handled, self.evidence = handled, evidence
-
-
-def ok(evidence: str) -> None:
-    raise Verdict(True, evidence)
-
-
-def bad(evidence: str) -> None:
-    raise Verdict(False, evidence)
 
 
 def helpers():
@@ -60,29 +44,6 @@ def annotate(*args, **kwargs):
     from accgraph.torch_trace import annotate_trace
 
     return annotate_trace(*args, **kwargs)
-
-
-def short(e: BaseException, n: int = 160) -> str:
-    text = f"{type(e).__name__}: {e}"
-    return text if len(text) <= n else text[:n] + "..."
-
-
-def expect_error(call, names=(), cls_name="InvalidArgumentError"):
-    """handled when `call` raises accgraph's InvalidArgumentError whose message names every
-    string of `names` (the file, the line)."""
-    import accgraph
-
-    cls = getattr(accgraph, cls_name)
-    try:
-        result = call()
-    except cls as e:
-        missing = [n for n in names if str(n) not in str(e)]
-        if missing:
-            bad(f"{cls_name} not naming {missing}: {short(e)}")
-        return str(e)
-    except Exception as e:  # noqa: BLE001
-        bad(f"raw {short(e)}")
-    bad(f"no error: {result}")
 
 
 def fixture_text() -> str:
@@ -141,10 +102,6 @@ def size_limited(d, trace, output, limit):
     script.write_text(SIZE_LIMITED)
     return subprocess.run([sys.executable, str(script), str(trace), str(output), str(CSV),
                            str(limit)], capture_output=True, text=True, timeout=120)
-
-
-def temporaries(d):
-    return [p.name for p in d.iterdir() if ".tmp." in p.name]
 
 
 # --- the cases ---------------------------------------------------------------------------------
@@ -518,22 +475,16 @@ def A37(d):
 
 
 def A38(d):
-    import accgraph
-
-    got = []
+    # The row: errors for 0, -1 and nan (InvalidArgumentError naming tolerance_us), inf
+    # accepted; "1" a TypeError, which must name tolerance_us too (a bare "'>' not supported"
+    # names nothing).
     for value in (0, -1, math.nan):
         expect_error(lambda: annotate(FIXTURE, d / "out.json", CSV, tolerance_us=value),
                      ["tolerance_us"])
-        got.append("IAE")
     annotate(FIXTURE, d / "out.json", CSV, tolerance_us=math.inf)
-    try:
-        annotate(FIXTURE, d / "out.json", CSV, tolerance_us="1")
-        bad("'1' accepted")
-    except TypeError:
-        pass
-    except accgraph.InvalidArgumentError:
-        pass
-    ok("InvalidArgumentError x3, inf accepted, '1' TypeError")
+    message = expect_error(lambda: annotate(FIXTURE, d / "out.json", CSV, tolerance_us="1"),
+                           ["tolerance_us"], "TypeError")
+    ok(f"InvalidArgumentError x3, inf accepted, '1': TypeError {message[:80]}")
 
 
 def A39(d):
@@ -621,50 +572,5 @@ def A45(d):
     bad(f"{s['replays']} of {kept} annotated in {seconds:.1f} s")
 
 
-CASES = {name: f for name, f in sorted(globals().items())
-         if len(name) == 3 and name[0] == "A" and name[1:].isdigit()}
-
-
-def run_one(name: str) -> None:
-    d = pathlib.Path(tempfile.mkdtemp(prefix=f"annotate-{name}-"))
-    try:
-        CASES[name](d)
-        print(f"{name} | NOT | the case ended without a verdict")
-    except Verdict as v:
-        print(f"{name} | {'handled' if v.handled else 'NOT'} | {v.evidence}")
-    except BaseException as e:  # noqa: BLE001
-        print(f"{name} | NOT | raw {short(e, 300)}")
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-
-
-def main() -> int:
-    if len(sys.argv) == 3 and sys.argv[1] == "--case":
-        run_one(sys.argv[2])
-        return 0
-    args = [a for a in sys.argv[1:] if a != "--skip-heavy"]
-    names = args or [n for n in CASES if not ("--skip-heavy" in sys.argv and n in HEAVY)]
-    unknown = [n for n in names if n not in CASES]
-    if unknown:
-        print(f"unknown case(s) {unknown}: the cases are {', '.join(CASES)}", file=sys.stderr)
-        return 2
-    handled = 0
-    for name in names:
-        try:
-            done = subprocess.run([sys.executable, __file__, "--case", name],
-                                  capture_output=True, text=True, timeout=LIMIT_S)
-            line = next((x for x in done.stdout.splitlines() if x.startswith(name + " |")),
-                        None)
-            if line is None:
-                line = (f"{name} | NOT | exit {done.returncode} without a verdict: "
-                        f"{(done.stderr or done.stdout).strip()[-200:]}")
-        except subprocess.TimeoutExpired:
-            line = f"{name} | NOT | hang: no verdict within {LIMIT_S} s"
-        handled += " | handled | " in line
-        print(line, flush=True)
-    print(f"annotate_trace: {handled} / {len(names)} handled")
-    return 0 if handled == len(names) else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main("annotate_trace", cases(globals()), __file__, heavy=HEAVY))

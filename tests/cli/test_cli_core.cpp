@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli.hpp"
@@ -68,6 +69,25 @@ TEST_CASE("demo: every count has a documented range and the error names it") {
   check_usage_error(demo({"--ring", "65537"}),
                     "--ring expects a whole number from 1 to 65536, got '65537'");
   check_usage_error(demo({"--layers"}), "--layers needs a value");
+  // The 2026-11-28 audit's rows, each value as tried: --layers 0 (E01), 65 (E02), -1 (E03),
+  // 10^23 (E04), 1e3 (E05); --replays 0 (E06), 100001 (E07); --delay-us -5 (E08); --ring 0 (E09).
+  const std::pair<std::vector<std::string>, std::string> rows[] = {
+      {{"--layers", "0"}, "--layers expects a whole number from 1 to 64, got '0'"},
+      {{"--layers", "65"}, "--layers expects a whole number from 1 to 64, got '65'"},
+      {{"--layers", "-1"}, "--layers expects a whole number from 1 to 64, got '-1'"},
+      {{"--layers", "100000000000000000000000"},
+       "--layers expects a whole number from 1 to 64, got '100000000000000000000000'"},
+      {{"--layers", "1e3"}, "--layers expects a whole number from 1 to 64, got '1e3'"},
+      {{"--replays", "0"}, "--replays expects a whole number from 1 to 100000, got '0'"},
+      {{"--replays", "100001"}, "--replays expects a whole number from 1 to 100000, got '100001'"},
+      {{"--delay-us", "-5"}, "--delay-us expects a whole number from 0 to 1000000, got '-5'"},
+      {{"--ring", "0"}, "--ring expects a whole number from 1 to 65536, got '0'"},
+  };
+  for (const auto& [args, message] : rows) {
+    CAPTURE(args[0]);
+    CAPTURE(args[1]);
+    check_usage_error(demo(args), message);
+  }
 
   const DemoOptions at_bounds = parse_demo_options(
       {"--layers", "64", "--replays", "100000", "--delay-us", "1000000", "--ring", "65536"});
@@ -82,6 +102,10 @@ TEST_CASE("demo: --trace bounds layers times replays") {
   check_usage_error(demo({"--replays", "100000", "--trace", "t.json"}),
                     "--layers times --replays must be at most 50000 with --trace, got 4 * 100000 "
                     "= 400000");
+  // audit 2026-11-28 E11
+  check_usage_error(demo({"--layers", "64", "--replays", "1000", "--trace", "t.json"}),
+                    "--layers times --replays must be at most 50000 with --trace, got 64 * 1000 "
+                    "= 64000");
   CHECK(parse_demo_options({"--layers", "5", "--replays", "10000", "--trace", "t.json"}).replays ==
         10000);
   CHECK(parse_demo_options({"--replays", "100000", "--csv", "t.csv"}).replays == 100000);

@@ -288,9 +288,29 @@ TEST_CASE("merge_perfetto_traces: inputs it cannot merge are errors that name th
       dir.file("truncated.pftrace", rank_trace(0, 1, 0, 5000).substr(0, 40));
   CHECK_ACCGRAPH_ERROR(merge_perfetto_traces(out, {truncated}), ErrorCode::InvalidArgument,
                        "truncated.pftrace': not a Perfetto trace: a packet that is truncated");
+  // audit 2026-11-28 E21 (an empty trace), E24 (a trace cut short), E33 (a missing input).
   const std::string empty = dir.file("empty.pftrace", write({}));
   CHECK_ACCGRAPH_ERROR(merge_perfetto_traces(out, {empty}), ErrorCode::InvalidArgument,
                        "it has no \"accgraph trace info\" event");
+  // audit 2026-11-28 E26: a packet claiming 2^62 bytes is refused at once, as such (it was read
+  // as an empty packet: its length's low 32 bits), and so is one of 2^32 + 6 bytes, which was
+  // read as 6 bytes.
+  const auto claiming = [](uint64_t length, const std::string& rest) {
+    std::string bytes(1, '\x0a');
+    for (; length >= 0x80; length >>= 7) bytes += static_cast<char>((length & 0x7f) | 0x80);
+    return bytes + static_cast<char>(length) + rest;
+  };
+  const std::string huge = dir.file("huge.pftrace", claiming(uint64_t{1} << 62,
+                                                             std::string(64, '\0')));
+  CHECK_ACCGRAPH_ERROR(merge_perfetto_traces(out, {huge}), ErrorCode::InvalidArgument,
+                       "huge.pftrace': not a Perfetto trace: a packet length of "
+                       "4611686018427387904 bytes, more than a packet can hold (2 GiB) after 0 "
+                       "packets (at byte 0)");
+  const std::string wrapped = dir.file(
+      "wrapped.pftrace", claiming((uint64_t{1} << 32) + 6, write({}) + std::string(6, '\0')));
+  CHECK_ACCGRAPH_ERROR(merge_perfetto_traces(out, {wrapped}), ErrorCode::InvalidArgument,
+                       "wrapped.pftrace': not a Perfetto trace: a packet length of 4294967302 "
+                       "bytes");
   const std::string r0 = dir.file("r0.pftrace", rank_trace(0, 2, 0, 5000));
   const std::string r0_again = dir.file("r0b.pftrace", rank_trace(0, 2, 0, 5000));
   CHECK_ACCGRAPH_ERROR(merge_perfetto_traces(out, {r0, r0_again}), ErrorCode::InvalidArgument,
@@ -945,6 +965,7 @@ TEST_CASE("merge_perfetto_traces: peak memory does not grow with the replays (st
 }
 
 TEST_CASE("merge_perfetto_traces: 1,024 ranks under a limit of 64 descriptors (audit #51)") {
+  // audit 2026-11-28 E29 (200 input files merged) too, with more inputs than descriptors.
   TempDir dir;
   std::vector<std::string> paths;
   write_workload(dir, "r", 1024, 3, paths);

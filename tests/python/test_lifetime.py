@@ -122,6 +122,7 @@ print("exiting", flush=True)
 
 
 def test_interpreter_exit_with_work_in_flight_and_a_sink_cycle(backend, tmp_path):
+    # audit 2026-11-28 F03: replays pending at exit, lazy delivery, no flush: delivered at exit.
     import subprocess
     import sys
 

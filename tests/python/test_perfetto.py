@@ -371,3 +371,97 @@ def test_calibrate_clock_is_unsupported_where_the_backend_cannot_sample(name):
     require_backend(name)
     with pytest.raises(accgraph.UnsupportedError, match="does not implement accgraph::ClockSampling"):
         accgraph.calibrate_clock(name)
+
+
+# --- merge_traces on hostile inputs: the 2026-11-28 audit's merge-traces rows (the program's
+# `accgraph merge-traces` is this merge; scripts/audit/program_cases.py reruns them on it) ------
+
+
+def one_rank(tmp_path, rank=0, world_size=1, name=None):
+    _, reports = traced_reports(replays=2)
+    path = tmp_path / (name or f"rank{rank}.pftrace")
+    accgraph.write_trace(path, reports, rank=rank, world_size=world_size)
+    return path
+
+
+@pytest.mark.parametrize("what", ["random bytes", "a directory", "/dev/zero"])
+def test_merge_refuses_an_input_that_is_no_trace_at_once(tmp_path, what):
+    # audit 2026-11-28 E22 (100 KB of random bytes), E34 (a directory), E35 (/dev/zero: no
+    # hang): each an InvalidArgumentError naming the input; nothing written.
+    import random
+
+    needs_perfetto()
+    if what == "random bytes":
+        bad = tmp_path / "random.pftrace"
+        bad.write_bytes(random.Random(22).randbytes(100_000))
+    elif what == "a directory":
+        bad = tmp_path / "adir.pftrace"
+        bad.mkdir()
+    else:
+        bad = pathlib.Path("/dev/zero")
+        if not bad.exists():
+            pytest.skip("no /dev/zero here")
+    out = tmp_path / "out.pftrace"
+    start = time.monotonic()
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=f"'{bad}': not a Perfetto trace: "):
+        accgraph.merge_traces([bad], out)
+    assert time.monotonic() - start < 30 and not out.exists()
+
+
+def test_merge_of_bit_flipped_traces_merges_or_refuses(tmp_path):
+    # audit 2026-11-28 E25: 40 copies of a trace with 8 random bit flips each: merged or an
+    # InvalidArgumentError, never another error (or a crash, which would end this test run).
+    import random
+
+    needs_perfetto()
+    raw = one_rank(tmp_path).read_bytes()
+    rng = random.Random(25)
+    outcomes = {"merged": 0, "refused": 0}
+    for i in range(40):
+        flipped = bytearray(raw)
+        for _ in range(8):
+            bit = rng.randrange(len(raw) * 8)
+            flipped[bit // 8] ^= 1 << (bit % 8)
+        path = tmp_path / f"flip{i}.pftrace"
+        path.write_bytes(bytes(flipped))
+        try:
+            accgraph.merge_traces([path], tmp_path / f"out{i}.pftrace")
+            outcomes["merged"] += 1
+        except accgraph.InvalidArgumentError as e:
+            assert f"flip{i}.pftrace" in str(e)
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 0, outcomes
+
+
+def test_merge_refuses_one_file_given_twice_by_two_spellings(tmp_path):
+    # audit 2026-11-28 E28: dir/./file and dir/file.
+    needs_perfetto()
+    path = one_rank(tmp_path, world_size=2)
+    with pytest.raises(accgraph.InvalidArgumentError, match="give each rank's trace once"):
+        accgraph.merge_traces([path, f"{tmp_path}/./{path.name}"], tmp_path / "out.pftrace")
+
+
+def test_merge_keeps_an_existing_output_when_an_input_is_bad(tmp_path):
+    # audit 2026-11-28 E31: the old output kept whole, no temporary left.
+    needs_perfetto()
+    good = one_rank(tmp_path, world_size=2)
+    bad = tmp_path / "bad.pftrace"
+    bad.write_bytes(b"\x0a\x05abc")
+    out = tmp_path / "out.pftrace"
+    out.write_bytes(b"an earlier merge\n" * 100)
+    with pytest.raises(accgraph.InvalidArgumentError, match="bad.pftrace"):
+        accgraph.merge_traces([good, bad], out)
+    assert out.read_bytes() == b"an earlier merge\n" * 100
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.pftrace", "out.pftrace",
+                                                           "rank0.pftrace"]
+
+
+def test_merge_into_a_missing_directory(tmp_path):
+    # audit 2026-11-28 E32: an OSError naming the output, before any input is read.
+    needs_perfetto()
+    out = tmp_path / "missing" / "out.pftrace"
+    with pytest.raises(OSError, match=rf"cannot open '{out}'.* for writing: No such file or "
+                                      r"directory") as raised:
+        accgraph.merge_traces([one_rank(tmp_path)], out)
+    assert raised.value.errno == 2

@@ -151,6 +151,7 @@ def test_a_decorated_function_called_from_two_threads_with_a_stream_each():
 # corruption, 200+ InvalidStateErrors per run and, once in three runs, `double free`. The
 # threads' regions nest on the stream in the order they began (Note [Region entries]).
 def test_one_region_object_entered_by_four_threads_on_one_stream():
+    # audit 2026-11-28 F09 too (800 entries there): every entry timed.
     s = accgraph.Stream("host")
     prof = accgraph.Profiler(keep_reports=None)
     shared = prof.region(s, "shared")
@@ -364,3 +365,204 @@ def test_interpreter_exit_while_a_daemon_thread_waits_without_the_gil(tmp_path, 
         assert result.stdout == "exiting\n"
         # (nanobind may report leaked objects if the thread was ended in Python code instead)
         assert "terminate" not in result.stderr and "Fatal" not in result.stderr
+
+
+# --- the 2026-11-28 audit's thread and exporter rows (scripts/audit/threads_cases.py reruns them
+# as the auditor ran them) ------------------------------------------------------------------------
+
+
+def test_four_replaying_threads_and_one_reading_the_profiler():
+    # audit 2026-11-28 F01: one Profiler; 4 threads replay a graph each while a fifth loops
+    # flush, stats and reports: every replay delivered, per graph in replay order.
+    prof = accgraph.Profiler(keep_reports=None)
+    order = {}
+    prof.add_sink(lambda r: order.setdefault(r.graph_id, []).append(r.replay_index))
+    pairs = []
+    for _ in range(4):
+        s = accgraph.Stream("host")
+        buf = accgraph.Buffer(s, 64)
+        g = accgraph.Graph("host")
+        prof.attach(g)
+        with g.capture(s):
+            with prof.region(s, "r"):
+                s.fill(buf, 1)
+        pairs.append((s, g))
+    done, errors = threading.Event(), []
+
+    def guarded(f):
+        def run():
+            try:
+                f()
+            except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+                errors.append(e)
+        return run
+
+    def replayer(s, g):
+        def run():
+            for _ in range(500):
+                g.replay()
+            s.synchronize()
+        return run
+
+    def reader():
+        while not done.is_set():
+            prof.flush()
+            prof.stats()
+            prof.reports()
+
+    replayers = [threading.Thread(target=guarded(replayer(*p))) for p in pairs]
+    reading = threading.Thread(target=guarded(reader))
+    for t in replayers + [reading]:
+        t.start()
+    for t in replayers:
+        t.join()
+    done.set()
+    reading.join()
+    prof.flush()
+    assert errors == [] and prof.delivered == 2000
+    assert sorted(order.values()) == [list(range(500))] * 4
+
+
+def test_two_threads_replaying_one_timed_graph():
+    # audit 2026-11-28 F02: the replays wait for the device (a ring of 1, an 8 MiB fill), so the
+    # threads overlap: one is refused with InvalidStateError, and what is delivered is exactly
+    # the replays that succeeded.
+    prof = accgraph.Profiler(ring_depth=1, keep_reports=None)
+    s = accgraph.Stream("host")
+    buf = accgraph.Buffer(s, 8 << 20)
+    g = accgraph.Graph("host")
+    prof.attach(g)
+    with g.capture(s):
+        with prof.region(s, "r"):
+            s.fill(buf, 1)
+    succeeded, refused = [], []
+    start = threading.Barrier(2)
+
+    def replay():
+        start.wait()
+        for _ in range(50):
+            try:
+                g.replay()
+                succeeded.append(1)
+            except accgraph.InvalidStateError as e:
+                assert "in use by another call" in str(e)
+                refused.append(e)
+
+    run_in_threads(replay, 2)
+    s.synchronize()
+    prof.flush()
+    assert refused and len(succeeded) + len(refused) == 100
+    assert prof.delivered == len(succeeded) == g.replay_count
+
+
+def test_a_sink_that_flushes():
+    # audit 2026-11-28 F05: no deadlock; every replay delivered once.
+    prof = accgraph.Profiler()
+    outcomes = []
+
+    def sink(report):
+        try:
+            prof.flush()
+            outcomes.append("flushed")
+        except accgraph.InvalidStateError as e:  # refusing is as good as working
+            outcomes.append(str(e))
+
+    prof.add_sink(sink)
+    s = accgraph.Stream("host")
+    buf = accgraph.Buffer(s, 64)
+    g = accgraph.Graph("host")
+    prof.attach(g)
+    with g.capture(s):
+        with prof.region(s, "r"):
+            s.fill(buf, 1)
+    for _ in range(50):
+        g.replay()
+    s.synchronize()
+    prof.flush()
+    assert prof.delivered == 50 and len(outcomes) == 50
+
+
+def profiler_with_reports(replays=1, regions=1):
+    prof = accgraph.Profiler(keep_reports=None)
+    s = accgraph.Stream("host")
+    buf = accgraph.Buffer(s, 64)
+    g = accgraph.Graph("host")
+    prof.attach(g)
+    with g.capture(s):
+        for i in range(regions):
+            with prof.region(s, f"r{i}"):
+                s.fill(buf, 1)
+    for _ in range(replays):
+        g.replay()
+    s.synchronize()
+    prof.flush()
+    return prof
+
+
+@pytest.mark.parametrize("where, error, reason", [
+    ("missing directory", FileNotFoundError, "No such file or directory"),
+    ("a directory", IsADirectoryError, "Is a directory"),
+    ("empty", FileNotFoundError, "No such file or directory"),
+    ("/dev/full", OSError, "No space left on device")])
+def test_write_csv_where_it_cannot(tmp_path, where, error, reason):
+    # audit 2026-11-28 F07: each a clear OSError naming the path and what to do.
+    import errno
+    import os
+
+    path = {"missing directory": str(tmp_path / "missing" / "r.csv"), "a directory":
+            str(tmp_path), "empty": "", "/dev/full": "/dev/full"}[where]
+    if where == "/dev/full" and not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    prof = profiler_with_reports()
+    with pytest.raises(error) as raised:
+        prof.write_csv(path)
+    assert raised.value.errno == {"No space left on device": errno.ENOSPC,
+                                  "Is a directory": errno.EISDIR}.get(reason, errno.ENOENT)
+    message = str(raised.value)
+    assert f"'{path}'" in message and reason in message, message
+    assert any(advice in message for advice in ("check the path", "free space", "choose")), \
+        message
+
+
+WRITE_OVER_LIMIT = """
+import os, resource, signal, sys
+sys.path.insert(0, sys.argv[2])
+from test_threads import profiler_with_reports
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+prof = profiler_with_reports(replays=500, regions=10)
+old = b"old content\\n" * 100
+for name in ("r.csv", "t.json"):
+    with open(os.path.join(sys.argv[1], name), "wb") as f:
+        f.write(old)
+resource.setrlimit(resource.RLIMIT_FSIZE, (16384, 16384))
+for name, write in (("r.csv", prof.write_csv), ("t.json", prof.write_chrome_trace)):
+    path = os.path.join(sys.argv[1], name)
+    try:
+        write(path)
+        print(name, "written")
+    except OSError as e:
+        with open(path, "rb") as f:
+            print(name, "kept" if f.read() == old else "LOST", e)
+"""
+
+
+def test_a_failed_export_over_an_existing_file_keeps_it(tmp_path):
+    # audit 2026-11-28 F08: write_csv and write_chrome_trace over an existing file; the disk
+    # fills part-way (RLIMIT_FSIZE, in a subprocess): the old file is kept, no temporary left.
+    import pathlib
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    out.mkdir()
+    script = tmp_path / "limited.py"
+    script.write_text(WRITE_OVER_LIMIT)
+    done = subprocess.run([sys.executable, str(script), str(out),
+                           str(pathlib.Path(__file__).parent)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split()[:2] for line in lines] == [["r.csv", "kept"], ["t.json", "kept"]], lines
+    assert all("File too large" in line and "the file was left as it was" in line
+               for line in lines), lines
+    assert sorted(p.name for p in out.iterdir()) == ["r.csv", "t.json"]

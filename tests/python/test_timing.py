@@ -6,6 +6,7 @@ import functools
 import gc
 import json
 import math
+import pathlib
 import threading
 import time
 
@@ -287,6 +288,7 @@ def test_sink_gets_every_report_with_the_gil(stream):
 
 
 def test_a_sink_exception_is_logged_and_delivery_goes_on(stream, capfd):
+    # audit 2026-11-28 F10 (a sink that raises every time: logged, delivery goes on).
     prof = accgraph.Profiler()
     seen = []
 
@@ -739,3 +741,147 @@ def test_marker_overhead_taken_off_and_raw_kept(stream):
     for r in raw.reports():
         assert r.marker_overhead_ns == 0
         assert all(t.duration_ns == t.raw_duration_ns for t in r)
+
+
+# --- the marker budget and the ring: the 2026-11-28 audit's rows (scripts/audit/budget_cases.py
+# reruns them as the auditor ran them) --------------------------------------------------------
+
+
+def budget_run(backend, replays, regions=1, **options):
+    """`replays` replays of a graph of `regions` regions under Profiler(**options), flushed: the
+    profiler and, per report, (replay_index, regions, all measured) as a sink saw them."""
+    prof = accgraph.Profiler(**{"keep_reports": None, **options})
+    seen = []
+    prof.add_sink(lambda r: seen.append((r.replay_index, len(r), all(t.measurable for t in r))))
+    s = accgraph.Stream(backend)
+    buf = accgraph.Buffer(s, 64)
+    g = accgraph.Graph(backend)
+    prof.attach(g)
+    with g.capture(s):
+        for i in range(regions):
+            with prof.region(s, f"r{i}"):
+                s.fill(buf, i % 256)
+    for _ in range(replays):
+        g.replay()
+    s.synchronize()
+    prof.flush()
+    assert seen == [(i, regions, True) for i in range(replays)]
+    assert prof.delivered == replays
+    return prof
+
+
+def test_a_marker_budget_of_0_uses_the_default_depth_and_delivers_every_replay():
+    # audit 2026-11-28 D01
+    prof = budget_run("host", 300, marker_memory=0)
+    assert prof.ring_waits > 0  # 300 replays ahead of collection, the default depth of 16
+
+
+def test_the_largest_marker_budget_is_capped(tmp_path):
+    # audit 2026-11-28 D03: marker_memory=2^64-1 is capped at the backend's maximum depth (a
+    # fresh process: its peak RSS stays far from what the budget would allocate).
+    import subprocess
+    import sys
+
+    script = tmp_path / "budget.py"
+    script.write_text(
+        "import resource, sys\n"
+        f"sys.path.insert(0, {str(pathlib.Path(__file__).parent)!r})\n"
+        "from test_timing import budget_run\n"
+        "budget_run('host', 100, marker_memory=2**64 - 1)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.split()[-1]) < 512, done.stdout  # MiB (52 in the audit)
+
+
+def test_a_ring_depth_beyond_the_backends_maximum_is_refused_at_the_first_region():
+    # audit 2026-11-28 D06: the error names the depth and the maximum; the capture is closed.
+    prof = accgraph.Profiler(ring_depth=10**9)
+    s = accgraph.Stream("host")
+    buf = accgraph.Buffer(s, 64)
+    g = accgraph.Graph("host")
+    prof.attach(g)
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=r"ring depth 1000000000 is larger than the host backend's maximum "
+                             r"of 65536"):
+        with g.capture(s):
+            with prof.region(s, "r"):
+                s.fill(buf, 1)
+    assert not s.is_capturing
+
+
+def test_a_one_byte_budget_with_500_regions_keeps_the_last_reports():
+    # audit 2026-11-28 D07: marker_memory=1, 500 regions, 3,000 replays, keep_reports=10.
+    prof = budget_run("host", 3000, regions=500, marker_memory=1, keep_reports=10)
+    assert [r.replay_index for r in prof.reports()] == list(range(2990, 3000))
+    assert prof.ring_waits == 2999
+
+
+def test_replays_far_ahead_of_collection_are_all_kept_in_order():
+    # audit 2026-11-28 D08: 20,000 replays, a budget of 64 bytes, every report kept.
+    prof = budget_run("host", 20_000, marker_memory=64)
+    assert [r.replay_index for r in prof.reports()] == list(range(20_000))
+
+
+def test_a_small_budget_on_level_zero():
+    # audit 2026-11-28 D09: level_zero (the CPU driver), marker_memory=8, 400 replays.
+    from conftest import require_backend
+
+    require_backend("level_zero")
+    budget_run("level_zero", 400, marker_memory=8)
+
+
+def test_a_ring_of_1_with_the_background_collector_and_three_replaying_threads():
+    # audit 2026-11-28 D10: 3 threads x 1,000 replays, each of its own graph.
+    prof = accgraph.Profiler(ring_depth=1, background_collector=True, keep_reports=None)
+    graphs = []
+    for _ in range(3):
+        s = accgraph.Stream("host")
+        buf = accgraph.Buffer(s, 64)
+        g = accgraph.Graph("host")
+        prof.attach(g)
+        with g.capture(s):
+            with prof.region(s, "r"):
+                s.fill(buf, 1)
+        graphs.append((s, g))
+    errors = []
+
+    def replay(s, g):
+        try:
+            for _ in range(1000):
+                g.replay()
+            s.synchronize()
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=replay, args=pair) for pair in graphs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    prof.flush()
+    assert errors == [] and prof.delivered == 3000
+    per_graph = {}
+    for r in prof.reports():
+        per_graph.setdefault(r.graph_id, []).append(r.replay_index)
+    assert sorted(per_graph.values()) == [list(range(1000))] * 3
+
+
+def test_immediate_delivery_with_a_small_budget_needs_no_flush():
+    # audit 2026-11-28 D11: delivery='immediate', marker_memory=8, 500 replays.
+    prof = accgraph.Profiler(delivery="immediate", marker_memory=8, keep_reports=None)
+    s = accgraph.Stream("host")
+    buf = accgraph.Buffer(s, 64)
+    g = accgraph.Graph("host")
+    prof.attach(g)
+    with g.capture(s):
+        with prof.region(s, "r"):
+            s.fill(buf, 1)
+    for _ in range(500):
+        g.replay()
+    s.synchronize()
+    deadline = time.monotonic() + 30
+    while prof.delivered < 500 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert prof.delivered == 500

@@ -303,6 +303,7 @@ def test_cli_help_shows_examples(capsys):
 def test_cli_refuses_an_output_it_cannot_write_before_running_the_script(torch, tmp_path, capsys,
                                                                          option, where):
     # audit 2026-11-28 B15: the script ran to the end, then the file could not be written.
+    # B16 (--csv is a directory) too: refused before the run as well.
     path = tmp_path / "no_such_dir" / "out" if where == "missing directory" else tmp_path
     assert run(tmp_path, [option, str(path), "SCRIPT"]) == 2
     out, err = capsys.readouterr()

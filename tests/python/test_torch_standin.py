@@ -789,6 +789,7 @@ def test_cli_runs_the_script_and_prints_the_module_table(standin_as_torch, tmp_p
 
 def test_cli_passes_the_scripts_exit_code_and_exception_through(standin_as_torch, tmp_path,
                                                                  capsys):
+    # audit 2026-11-28 B12 (the script raises: traceback, table, 1) and B13 (its exit codes).
     assert run_cli(tmp_path, ["SCRIPT"], tail="sys.exit(3)") == 3
     assert "accgraph.torch: 3 report(s)" in capsys.readouterr().out
     assert run_cli(tmp_path, ["SCRIPT"], tail="raise ValueError('boom')") == 1
@@ -807,6 +808,7 @@ def test_cli_runs_a_module(standin_as_torch, tmp_path, capsys, monkeypatch):
 
 
 def test_cli_usage_errors(standin_as_torch, tmp_path, capsys):
+    # audit 2026-11-28 B01 (no arguments), B02 (--help), B03 (a missing script), B08 (--depth x).
     assert cli.main(["--help"]) == 0
     assert "(script.py | -m module) [args...]" in capsys.readouterr().out
     assert cli.main([]) == 2
@@ -822,6 +824,7 @@ def test_cli_usage_errors(standin_as_torch, tmp_path, capsys):
 
 
 def test_cli_without_torch_says_so_on_one_line_and_exits_2(monkeypatch, tmp_path, capsys):
+    # audit 2026-11-28 B04 (no torch installed: one line, exit 2)
     monkeypatch.setitem(sys.modules, "torch", None)
     script = tmp_path / "s.py"
     script.write_text("print('never')\n")
@@ -844,9 +847,11 @@ sys.exit(main(sys.argv[1:]))
 
 
 @pytest.mark.parametrize("tail, code", [("", 0), ("sys.exit(4)", 4), ("sys.exit('bye')", 1),
+                                        ("sys.exit(None)", 0), ("sys.exit(300)", 44),
                                         ("raise KeyError('boom')", 1)])
 def test_cli_in_a_fresh_interpreter(tmp_path, tail, code):
-    """The exit code as Python would give it, the table, and nothing else at exit."""
+    """The exit code as Python would give it, the table, and nothing else at exit (audit
+    2026-11-28 B13: sys.exit(7), ('bye'), (None) and (300) give 7, 1, 0 and 44, as python)."""
     script = tmp_path / "train.py"
     script.write_text(SCRIPT.format(tail=tail))
     launcher = CLI_LAUNCHER.format(tests=str(pathlib.Path(__file__).parent))
@@ -856,7 +861,8 @@ def test_cli_in_a_fresh_interpreter(tmp_path, tail, code):
     assert done.returncode == code, done.stderr
     assert "accgraph.torch: 3 report(s)" in done.stdout and "\n  h.1 " in done.stdout
     assert "leaked" not in done.stderr
-    expected_err = {"": "", "sys.exit(4)": "", "sys.exit('bye')": "bye\n"}
+    expected_err = {"": "", "sys.exit(4)": "", "sys.exit('bye')": "bye\n", "sys.exit(None)": "",
+                    "sys.exit(300)": ""}
     if tail in expected_err:
         assert done.stderr == expected_err[tail]
     else:
@@ -876,6 +882,111 @@ def test_cli_in_a_fresh_interpreter_without_torch(tmp_path):
     assert done.returncode == 2 and done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "PyTorch cannot be imported" in done.stderr
+
+
+# --- the 2026-11-28 audit's other command-line rows (scripts/audit/torch_cli_cases.py reruns
+# them in fresh processes) ------------------------------------------------------------------------
+
+
+def test_cli_refuses_wrong_options_before_running_the_script(standin_as_torch, tmp_path, capsys):
+    # audit 2026-11-28 B06 (--depth -1), B07 (--include '(' and --exclude '['), B09b (--keep -5),
+    # B10 (-m without a module), B11 (an unknown option): exit 2 with a message saying which,
+    # and the script never runs.
+    script = tmp_path / "s.py"
+    script.write_text("print('script ran')\n")
+    for args, message in (
+            (["--depth", "-1", str(script)], "depth must be an int >= 0"),
+            (["--include", "(", str(script)],
+             "include='(' is not a valid regular expression"),
+            (["--exclude", "[", str(script)],
+             "exclude='[' is not a valid regular expression"),
+            (["--keep", "-5", str(script)], "Profiler: keep_reports is negative"),
+            (["-m"], "argument -m: expected one argument"),
+            (["--frobnicate", str(script)], "unrecognized arguments: --frobnicate")):
+        assert cli.main(args) == 2, args
+        out, err = capsys.readouterr()
+        assert "script ran" not in out and message in err, (args, err)
+        assert "Traceback" not in err and "incompatible function arguments" not in err
+        assert not accgraph.torch.is_instrumented()
+
+
+def test_cli_without_torch_still_checks_the_options_first(monkeypatch, tmp_path, capsys):
+    # audit 2026-11-28 B05: --depth -1 without torch is the option's error, exit 2.
+    monkeypatch.setitem(sys.modules, "torch", None)
+    script = tmp_path / "s.py"
+    script.write_text("print('script ran')\n")
+    assert cli.main(["--depth", "-1", str(script)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "depth must be an int >= 0" in err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_cli_a_ring_beyond_the_backends_maximum_is_stated(standin_as_torch, tmp_path, capsys):
+    # audit 2026-11-28 B09c: --ring 100000000 runs the script untimed and says why in the table.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert run_cli(tmp_path, ["--ring", "100000000", "SCRIPT"]) == 0
+    out = capsys.readouterr().out
+    assert "script __main__" in out
+    untimed = [line for line in out.splitlines() if line.startswith("untimed: ")]
+    assert untimed and "ring depth 100000000 is larger than the host backend's maximum" in \
+        untimed[0], out
+
+
+def test_cli_keep_0_still_writes_the_trace(standin_as_torch, tmp_path, capsys):
+    # audit 2026-11-28 B17: --keep 0 --trace t.pftrace exits 0 and writes the (empty) trace.
+    if not accgraph.perfetto_supported():
+        if os.environ.get("ACCGRAPH_TEST_REQUIRE_PERFETTO") == "1":
+            pytest.fail("ACCGRAPH_TEST_REQUIRE_PERFETTO=1 but the package has no Perfetto support")
+        pytest.skip("this accgraph package was built without Perfetto support")
+    trace = tmp_path / "t.pftrace"
+    assert run_cli(tmp_path, ["--keep", "0", "--trace", str(trace), "SCRIPT"]) == 0
+    assert f"accgraph.torch: wrote {trace}" in capsys.readouterr().out
+    assert trace.is_file()
+
+
+def test_cli_a_module_that_does_not_exist(standin_as_torch, tmp_path, capsys, monkeypatch):
+    # audit 2026-11-28 B18: -m no_such_module: its ImportError, exit 1.
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["-m", "no_such_module_xyz"]) == 1
+    err = capsys.readouterr().err
+    assert "No module named no_such_module_xyz" in err
+    assert not accgraph.torch.is_instrumented()
+
+
+def test_cli_a_directory_as_the_script_is_refused(standin_as_torch, tmp_path, capsys):
+    # audit 2026-11-28 B19: a directory with a __main__.py: refused on one line, exit 2, saying
+    # it is a directory (it said "no such file").
+    target = tmp_path / "pkgdir"
+    target.mkdir()
+    (target / "__main__.py").write_text("print('main ran')\n")
+    assert cli.main([str(target)]) == 2
+    out, err = capsys.readouterr()
+    assert "main ran" not in out and len(err.strip().splitlines()) == 1
+    assert f"can't open file {str(target)!r}: it is a directory: give the script" in err
+
+
+def test_cli_a_script_leaving_a_thread_replaying_exits_cleanly(tmp_path):
+    # audit 2026-11-28 B20: the script uninstruments itself and leaves a (non-daemon) thread
+    # replaying its graph: the table, then exit 0 once the thread ends, nothing on stderr.
+    tail = textwrap.dedent("""
+        import threading
+        import accgraph.torch
+        accgraph.torch.uninstrument()
+        def loop():
+            for _ in range(2000):
+                g.replay()
+            print("thread done", flush=True)
+        threading.Thread(target=loop).start()
+        """)
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.format(tail=tail))
+    launcher = CLI_LAUNCHER.format(tests=str(pathlib.Path(__file__).parent))
+    done = subprocess.run([sys.executable, "-c", launcher, str(script)], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert done.returncode == 0, done.stderr
+    assert "accgraph.torch: 3 report(s)" in done.stdout and "thread done" in done.stdout
+    assert done.stderr == ""
 
 
 # --- a clean exit (Note [Clean exit]) -------------------------------------------------------------

@@ -430,6 +430,7 @@ def test_the_reports_csv_gives_the_same_slices(tmp_path, host):
 
 
 def test_a_trace_without_marker_kernels(tmp_path, reports):
+    # audit 2026-11-28 A17: a trace of another program (no marker kernels).
     trace = kineto_trace(reports)
     trace["traceEvents"] = [e for e in trace["traceEvents"] if "accgraph" not in e.get("name", "")]
     with pytest.raises(accgraph.InvalidArgumentError, match="no accgraph marker kernels"):
@@ -455,6 +456,7 @@ def test_gaps_that_disagree(tmp_path, reports):
 
 
 def test_no_reports(tmp_path, host, reports):
+    # audit 2026-11-28 A44: Profiler(keep_reports=0) says it keeps none.
     prof = accgraph.Profiler(keep_reports=0)
     timed_model(prof, host, replays=2)
     prof.flush()
@@ -467,8 +469,15 @@ def test_no_reports(tmp_path, host, reports):
 
 
 def test_outputs_it_does_not_write(tmp_path, reports, monkeypatch):
+    # audit 2026-11-28 A23 (output out.txt) and A02 (a JSON trace cut in half).
     with pytest.raises(accgraph.InvalidArgumentError, match=r"\.json or \.json\.gz"):
         annotate_trace(kineto_trace(reports), tmp_path / "out.txt", reports)
+    text = dumps(kineto_trace(reports))
+    (tmp_path / "half.json").write_text(text[: len(text) // 2])
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=r"'.*half.json' is not Chrome trace JSON \(.+\): pass the file "
+                             r"torch.profiler's export_chrome_trace wrote"):
+        annotate_trace(tmp_path / "half.json", tmp_path / "out.json", reports)
     with pytest.raises(accgraph.InvalidArgumentError, match="not Chrome trace JSON"):
         (tmp_path / "bad.json").write_text("{")
         annotate_trace(tmp_path / "bad.json", tmp_path / "out.json", reports)
@@ -593,6 +602,7 @@ def test_pftrace_holds_the_json_outputs_slices_to_the_ns(tmp_path, reports):
                     reason="the recorded fixture is not there yet: run "
                            "tests/python/data/record_torch_trace.py on a GPU")
 def test_pftrace_of_the_recorded_torch_profiler_trace(tmp_path):
+    # audit 2026-11-28 A26: .pftrace output written.
     needs_pftrace()
     json_summary = annotate_trace(FIXTURE_TRACE, tmp_path / "annotated.json", FIXTURE_REPORTS)
     summary = annotate_trace(FIXTURE_TRACE, tmp_path / "annotated.pftrace", FIXTURE_REPORTS)
@@ -671,6 +681,7 @@ def check_annotated(trace, summary, tolerance_ns=100):
                     reason="the recorded fixture is not there yet: run "
                            "tests/python/data/record_torch_trace.py on a GPU")
 def test_the_recorded_torch_profiler_trace(tmp_path):
+    # audit 2026-11-28 A01: the recorded fixture and its reports CSV, annotated.
     out = tmp_path / "annotated.json.gz"
     summary = annotate_trace(FIXTURE_TRACE, out, FIXTURE_REPORTS)
     meta = json.loads((DATA / "torch_trace_meta.json").read_text())
@@ -763,9 +774,13 @@ def run_size_limited(tmp_path, trace, output, limit):
 
 
 @needs_fixture
-@pytest.mark.parametrize("suffix, limit", [(".json", 8192), (".json.gz", 1024)])
+@pytest.mark.parametrize("suffix, limit", [(".json", 8192), (".json.gz", 1024),
+                                           (".pftrace", 8192)])
 def test_a_failed_write_leaves_the_old_output(tmp_path, suffix, limit):
     # A24: the disk fills part-way (RLIMIT_FSIZE, in a subprocess): the old file is kept whole.
+    # A27: the same for .pftrace (written by accgraph::perfetto's atomic writer).
+    if suffix == ".pftrace" and not accgraph.perfetto_supported():
+        needs_pftrace()
     out = tmp_path / ("out" + suffix)
     old = b"the old output, which must survive\n" * 100
     out.write_bytes(old)
@@ -773,8 +788,9 @@ def test_a_failed_write_leaves_the_old_output(tmp_path, suffix, limit):
     assert done.returncode == 3, done.stdout + done.stderr
     assert out.read_bytes() == old
     assert no_temporaries(tmp_path) == []
-    assert f"cannot write '{out}': File too large: the file was left as it was; free space or " \
-        "choose another path" in done.stdout, done.stdout
+    assert f"'{out}': File too large: the file was left as it was; free space or choose another" \
+        in done.stdout, done.stdout
+    assert done.stdout.count("cannot write") == 1, done.stdout  # .pftrace: once, not twice
 
 
 @needs_fixture
@@ -835,13 +851,24 @@ def test_output_is_the_input_only_when_asked(tmp_path, reports):
 
 
 def test_the_output_is_checked_before_the_work(tmp_path, reports, monkeypatch):
-    # A missing directory is named before the trace is read (check_output_file in C++).
+    # A missing directory is named before the trace is read (check_output_file in C++): audit
+    # 2026-11-28 A21 (.json), A26 (.pftrace); A22: the output is a directory.
     from accgraph import torch_trace
 
     monkeypatch.setattr(torch_trace, "_load_trace", lambda trace: pytest.fail("read first"))
     with pytest.raises(accgraph.InvalidArgumentError,
                        match=r"cannot write '.*missing/out.json': No such file or directory"):
         annotate_trace(tmp_path / "trace.json", tmp_path / "missing" / "out.json", reports)
+    if accgraph.perfetto_supported():
+        with pytest.raises(accgraph.InvalidArgumentError,
+                           match=r"cannot write '.*missing/out.pftrace': No such file or "
+                                 r"directory"):
+            annotate_trace(tmp_path / "trace.json", tmp_path / "missing" / "out.pftrace",
+                           reports)
+    (tmp_path / "dir.json").mkdir()
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=r"cannot write '.*dir.json': Is a directory"):
+        annotate_trace(tmp_path / "trace.json", tmp_path / "dir.json", reports)
     assert no_temporaries(tmp_path) == []
 
 
@@ -1052,6 +1079,14 @@ def test_extra_csv_columns_are_ignored(tmp_path, host):
 @needs_fixture
 def test_a_damaged_or_cut_short_gzip_trace(tmp_path):
     raw = FIXTURE_TRACE.read_bytes()
+    crc = bytearray(raw)  # A05: a wrong CRC trailer
+    for i in range(len(raw) - 8, len(raw) - 4):
+        crc[i] ^= 0xFF
+    wrong = tmp_path / "crc.json.gz"
+    wrong.write_bytes(bytes(crc))
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=rf"'{re.escape(str(wrong))}'.*CRC check failed"):
+        annotate_trace(wrong, tmp_path / "out.json", FIXTURE_REPORTS)
     cut = tmp_path / "cut.json.gz"  # A03
     cut.write_bytes(raw[: len(raw) // 2])
     with pytest.raises(accgraph.InvalidArgumentError,
@@ -1205,6 +1240,7 @@ def annotate_synthetic(tmp_path, replays, kept, **kwargs):
 
 
 def test_many_replays_against_the_last_reports(tmp_path):
+    # audit 2026-11-28 A40: a load of 3,000 traced replays (the last 512 reports kept).
     # Each traced replay is annotated with its own report: the work kernels name their replay.
     summary, _ = annotate_synthetic(tmp_path, 3000, 512)
     assert (summary["replays"], summary["unmatched_replays"]) == (512, 2488)
@@ -1261,3 +1297,165 @@ def test_a_replay_that_lost_a_marker_keeps_its_place(tmp_path, reports, which):
     assert (summary["replays"], summary["unmatched_replays"]) == (5, 1)
     assert {s["args"]["replay_index"] for s in slices(load(tmp_path / "out.json"))} == \
         {0, 1, 3, 4, 5}
+
+
+# --- the 2026-11-28 audit's other rows (scripts/audit/annotate_trace_cases.py reruns them all on
+# the recorded fixture) ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("top", [42, "x", None, {"traceEvents": {}}, {"traceEvents": None},
+                                 [1, "x", None]])
+def test_a_trace_that_is_no_trace_events_list(tmp_path, reports, top):
+    # audit 2026-11-28 A07: the top level 42, "x", null, traceEvents a dict or null, a bare list
+    # of junk.
+    path = tmp_path / "top.json"
+    path.write_text(json.dumps(top))
+    message = "no accgraph marker kernels" if isinstance(top, list) else "has no traceEvents list"
+    with pytest.raises(accgraph.InvalidArgumentError, match=message):
+        annotate_trace(path, tmp_path / "out.json", reports)
+    assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+def test_marker_kernels_whose_times_are_not_finite(tmp_path, reports, value):
+    # audit 2026-11-28 A08: every marker kernel's ts NaN, Infinity or -Infinity.
+    trace = kineto_trace(reports)
+    for e in trace["traceEvents"]:
+        if "accgraph" in e.get("name", ""):
+            e["ts"] = "@V@"
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(trace).replace('"@V@"', value))
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=rf"the trace '{re.escape(str(path))}' holds \d+ accgraph marker "
+                             r"kernel\(s\), none usable: their ts or dur is not a number"):
+        annotate_trace(path, tmp_path / "out.json", reports)
+
+
+def test_other_events_are_kept_as_given(tmp_path, reports):
+    # audit 2026-11-28 A10: odd times on events that are not markers stay as they were.
+    trace = kineto_trace(reports)
+    extra = [{"ph": "X", "cat": "cpu_op", "name": "neg", "pid": 1, "tid": 1, "ts": -5.5,
+              "dur": 1.0},
+             {"ph": "X", "cat": "cpu_op", "name": "huge", "pid": 1, "tid": 1, "ts": 1e300,
+              "dur": 1e300},
+             {"ph": "X", "cat": "kernel", "name": "abc", "pid": 1, "tid": 1, "ts": "abc",
+              "dur": 1.0},
+             {"ph": "X", "cat": "kernel", "name": "negdur", "pid": 1, "tid": 1, "ts": 5.0,
+              "dur": -3}]
+    trace["traceEvents"] += extra
+    annotate_trace(trace, tmp_path / "out.json", reports)
+    got = {e["name"]: e for e in load(tmp_path / "out.json")["traceEvents"]
+           if e.get("pid") == 1}
+    for e in extra:
+        assert (got[e["name"]]["ts"], got[e["name"]]["dur"]) == (e["ts"], e["dur"])
+
+
+def test_duplicate_correlation_ids_fall_back_to_the_stream_rows(tmp_path, reports):
+    # audit 2026-11-28 A15: every correlation id 1.
+    trace = kineto_trace(reports)
+    for e in trace["traceEvents"]:
+        if isinstance(e.get("args"), dict) and "correlation" in e["args"]:
+            e["args"]["correlation"] = 1
+    assert annotate_trace(trace, tmp_path / "out.json", reports)["replays"] == len(reports)
+
+
+def test_marker_kernels_missing_fields_are_skipped(tmp_path, reports):
+    # audit 2026-11-28 A16: marker kernels without ts, ph, args or dur; events {} and {"ph":"X"}.
+    trace = kineto_trace(reports)
+    marks = [e for e in trace["traceEvents"] if RECORD in e.get("name", "")]
+    for e, key in zip(marks[:4], ("ts", "ph", "args", "dur")):
+        del e[key]
+    trace["traceEvents"] += [{}, {"ph": "X"}]
+    summary = annotate_trace(trace, tmp_path / "out.json", reports)
+    assert 1 <= summary["replays"] < len(reports)
+    assert summary["replays"] + summary["unmatched_replays"] == len(reports)
+
+
+@needs_fixture
+def test_reports_csv_without_rows_or_unreadable(tmp_path):
+    # audit 2026-11-28 A32 (the header only), A37 (a directory, a missing file).
+    header = tmp_path / "header.csv"
+    header.write_text(csv_lines(FIXTURE_REPORTS)[0])
+    with pytest.raises(accgraph.InvalidArgumentError, match="no reports with regions in the "
+                       "reports CSV"):
+        annotate_trace(FIXTURE_TRACE, tmp_path / "out.json", header)
+    (tmp_path / "dir.csv").mkdir()
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=r"cannot read the reports CSV '.*dir.csv': Is a directory"):
+        annotate_trace(FIXTURE_TRACE, tmp_path / "out.json", tmp_path / "dir.csv")
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=r"cannot read the reports CSV '.*none.csv': No such file"):
+        annotate_trace(FIXTURE_TRACE, tmp_path / "out.json", tmp_path / "none.csv")
+
+
+def test_tolerance_us_is_checked(tmp_path, reports):
+    # audit 2026-11-28 A38: 0, -1 and nan refused naming the argument; inf accepted; "1" a
+    # TypeError.
+    import math
+
+    trace = kineto_trace(reports)
+    for value in (0, -1, math.nan):
+        with pytest.raises(accgraph.InvalidArgumentError, match="tolerance_us"):
+            annotate_trace(trace, tmp_path / "out.json", reports, tolerance_us=value)
+    assert annotate_trace(trace, tmp_path / "out.json", reports,
+                          tolerance_us=math.inf)["replays"] == len(reports)
+    for value in ("1", None, True):  # was "'>' not supported between 'str' and 'int'"
+        with pytest.raises(TypeError, match=r"^annotate_trace: tolerance_us must be a number of "
+                           "microseconds, not (str|NoneType|bool)$"):
+            annotate_trace(trace, tmp_path / "out.json", reports, tolerance_us=value)
+
+
+@needs_fixture
+def test_annotate_trace_does_not_import_torch(tmp_path):
+    # audit 2026-11-28 A39: accgraph.torch.annotate_trace works without torch, importing none.
+    import subprocess
+    import sys
+
+    code = ("import sys, accgraph.torch\n"
+            f"accgraph.torch.annotate_trace({str(FIXTURE_TRACE)!r}, {str(tmp_path / 'o.json')!r}, "
+            f"{str(FIXTURE_REPORTS)!r})\nprint('torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+def test_a_csv_keeping_every_tenth_report(tmp_path):
+    # audit 2026-11-28 A41: the kept reports are annotated, the others counted unmatched.
+    trace, text = synthetic(500, 500)
+    lines = text.splitlines(keepends=True)
+    kept = [lines[0]] + [x for x in lines[1:] if int(x.split(",")[1]) % 10 == 0]
+    (tmp_path / "t.json").write_text(dumps(trace))
+    (tmp_path / "kept.csv").write_text("".join(kept))
+    summary = annotate_trace(tmp_path / "t.json", tmp_path / "out.json", tmp_path / "kept.csv")
+    assert (summary["replays"], summary["unmatched_replays"]) == (50, 450)
+    replays = {s["args"]["replay_index"] for s in slices(load(tmp_path / "out.json"))}
+    assert replays == set(range(0, 500, 10))
+
+
+@needs_fixture
+def test_many_extra_events_in_and_out_of_gzip(tmp_path):
+    # audit 2026-11-28 A42 (1,000,000 extra events, 12-14 s there), scaled to 100,000: every
+    # event is written back.
+    trace = json.loads(gzip.decompress(FIXTURE_TRACE.read_bytes()))
+    trace["traceEvents"] += [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1,
+                              "tid": 1, "ts": 4882595085667.751 + i, "dur": 1.5,
+                              "args": {"i": i}} for i in range(100_000)]
+    src = tmp_path / "big.json.gz"
+    with gzip.open(src, "wt", compresslevel=1) as f:
+        json.dump(trace, f)
+    summary = annotate_trace(src, tmp_path / "out.json.gz", FIXTURE_REPORTS)
+    assert summary["replays"] == 4
+    ops = [e for e in load(tmp_path / "out.json.gz")["traceEvents"] if e.get("pid") == 1 and
+           e.get("name", "").startswith("op")]
+    assert len(ops) == 100_000 and ops[-1]["args"] == {"i": 99_999}
+
+
+def test_a_dict_trace_holding_bytes_is_a_type_error(tmp_path, reports):
+    # audit 2026-11-28 A43: what JSON cannot hold is json's TypeError, and nothing is written.
+    trace = kineto_trace(reports)
+    trace["traceEvents"].append({"ph": "i", "name": "b", "pid": 1, "tid": 1, "ts": 1.0,
+                                 "args": {"b": b"bytes"}})
+    with pytest.raises(TypeError, match="bytes is not JSON serializable"):
+        annotate_trace(trace, tmp_path / "out.json", reports)
+    assert not (tmp_path / "out.json").exists()

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -90,8 +91,14 @@ class PacketReader {
         position_ += static_cast<uint64_t>(coded.CurrentPosition());
         continue;
       }
-      uint32_t length = 0;
-      if (!coded.ReadVarint32(&length)) return fail("a truncated packet length");
+      // Read as 64 bits: ReadVarint32 keeps the low 32 bits of a longer varint, so a packet
+      // claiming 2^62 bytes read as an empty one and the next bytes as packets (audit
+      // 2026-11-28 E26); and a length of 2^31 or more must not become a negative limit.
+      uint64_t length = 0;
+      if (!coded.ReadVarint64(&length)) return fail("a truncated packet length");
+      if (length > static_cast<uint64_t>(std::numeric_limits<int>::max()))
+        return fail("a packet length of " + std::to_string(length) +
+                    " bytes, more than a packet can hold (2 GiB)");
       const auto limit = coded.PushLimit(static_cast<int>(length));
       packet.Clear();
       const bool parsed = packet.MergeFromCodedStream(&coded) && coded.ConsumedEntireMessage() &&
@@ -110,8 +117,8 @@ class PacketReader {
 
  private:
   static constexpr uint32_t kPacketTag = PacketWriter::kPacketTag;
-  Status fail(const char* what) {
-    error_ = std::string(what) + " after " + std::to_string(index_) + " packets (at byte " +
+  Status fail(const std::string& what) {
+    error_ = what + " after " + std::to_string(index_) + " packets (at byte " +
              std::to_string(position_) + ")";
     return Status::Error;
   }

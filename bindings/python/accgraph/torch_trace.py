@@ -29,6 +29,7 @@ import gc
 import gzip
 import json
 import math
+import numbers
 import os
 import secrets
 import sys
@@ -1189,7 +1190,10 @@ def _write_perfetto(data: Dict[str, Any], output: str) -> None:
     try:
         _accgraph._write_perfetto_events(output, events)
     except OSError as e:
-        raise _cannot_write(output, e) from e
+        # The C++ writer's message names the file, the reason and what became of it (Note
+        # [Atomic output]): "cannot write the Perfetto trace to '...': File too large: the file
+        # was left as it was; ...". Wrapped by _cannot_write it said "cannot write" twice.
+        raise _error(InvalidArgumentError, e.strerror or str(e)) from e
 
 
 def _same_file(trace: Any, output: str) -> bool:
@@ -1267,6 +1271,9 @@ def _annotate_trace(trace: Any, output: str, profiler_or_reports: Any, tolerance
         raise _error(InvalidArgumentError,
                      f"output {output!r} must end in .json or .json.gz (Chrome JSON) or "
                      ".pftrace (Perfetto)")
+    if isinstance(tolerance_us, bool) or not isinstance(tolerance_us, numbers.Real):
+        raise TypeError(f"{_WHAT}: tolerance_us must be a number of microseconds, not "
+                        f"{type(tolerance_us).__name__}")
     if not tolerance_us > 0:
         raise _error(InvalidArgumentError, f"tolerance_us must be positive (got {tolerance_us})")
     if not isinstance(trace, dict) and _same_file(trace, output) and not overwrite_input:

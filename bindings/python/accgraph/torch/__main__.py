@@ -265,6 +265,10 @@ def main(argv: Optional[List[str]] = None) -> Any:
         parser.print_usage(sys.stderr)
         print(f"{PROG}: error: give a script (or -m module) to run", file=sys.stderr)
         return 2
+    if not options.module and os.path.isdir(target[0]):
+        print(f"{PROG}: can't open file {target[0]!r}: it is a directory: give the script "
+              "(a .py file) to run, or -m and a module", file=sys.stderr)
+        return 2
     if not options.module and not os.path.isfile(target[0]):
         print(f"{PROG}: can't open file {target[0]!r}: no such file", file=sys.stderr)
         return 2
