@@ -1,6 +1,7 @@
 """The extension's internal entry points that the rest of the package calls, under names of
-their own. Only the package's top-level modules reach the extension's private names (Note [One
-torch package] in torch/_runtime.py); accgraph.torch imports these instead."""
+their own. Only the modules that wrap the extension (accgraph/__init__.py, _default_stream.py
+and this one) use its private names (Note [One torch package] in torch/_runtime.py);
+accgraph.torch imports these instead."""
 
 from __future__ import annotations
 

@@ -120,7 +120,8 @@ void bind_region_timing(nb::module_& m) {
       .def_prop_ro(
           "begin_marker", [](const PyRegionTiming& r) { return r.timing.info().begin_marker; },
           "Index of the marker whose time is raw_start_ns (regions whose edges coincide share "
-          "markers; accgraph.torch_trace matches markers to the marker kernels of a trace).")
+          "markers; accgraph.torch.annotate_trace matches markers to the marker kernels of a "
+          "trace).")
       .def_prop_ro(
           "end_marker", [](const PyRegionTiming& r) { return r.timing.info().end_marker; },
           "Index of the marker whose time is raw_end_ns.")

@@ -19,9 +19,10 @@ __all__ = ["BACKEND", "TorchUnavailableError", "clear_streams", "load_torch", "r
 # _html), trace annotation (_trace), torch.distributed helpers (_distributed) and the command
 # line (__main__). What several of them need lives here, in a module that imports none of
 # them. A module uses another's public names only: a name with a leading underscore is private
-# to its module, and only the package's top-level modules (accgraph/*.py, the layer that wraps
-# the extension) reach the extension's private entry points; accgraph/_native.py gives the rest
-# of the package the ones it needs. tests/python/test_package_rules.py checks both rules.
+# to its module (a private module itself may be imported). Only the modules that wrap the
+# extension (accgraph/__init__.py, _default_stream.py, _native.py) use its private entry points;
+# _native.py gives the rest of the package the ones it needs under names of its own.
+# tests/python/test_package_rules.py checks both rules with an AST walk.
 # accgraph.torch_trace and accgraph.torch_distributed, the old homes of _trace and
 # _distributed, re-export their names with a DeprecationWarning for one release.
 
