@@ -626,6 +626,32 @@ def test_a_module_that_cannot_be_timed_is_skipped_counted_and_warned_once(torch)
     assert "untimed: 2 call(s) not timed" in prof.stats_table()
 
 
+def test_untimed_calls_are_counted_by_the_errors_reason_code_not_its_wording(torch):
+    # Note [Error reasons]: two messages of one reason are one reason; an error without a reason
+    # is counted under its error code, described by the first such message.
+    from accgraph.torch._modules import UNTIMED_REASONS, ModuleTiming
+
+    assert set(UNTIMED_REASONS) == set(accgraph.ErrorReason) - {accgraph.ErrorReason.UNSPECIFIED}
+    timing = ModuleTiming(torch, accgraph.Profiler(), lambda: None, True, None, None, None, True)
+
+    def error(cls, code, reason, message):
+        return cls(f"[x] {message}", code=code, reason=reason, message=message)
+
+    state = accgraph.ErrorCode.INVALID_STATE
+    ended = [error(accgraph.InvalidStateError, state, accgraph.ErrorReason.CAPTURE_ENDED, m)
+             for m in ("the capture on stream 3 ended", "Region::end: no longer open on 9")]
+    assert {timing._reason_of(e) for e in ended} == {
+        UNTIMED_REASONS[accgraph.ErrorReason.CAPTURE_ENDED]}
+    native = error(accgraph.InvalidStateError, state, accgraph.ErrorReason.NATIVE_CAPTURE,
+                   "worded differently from today's message")
+    assert timing._reason_of(native) == UNTIMED_FORK
+    unavailable = accgraph.ErrorCode.UNAVAILABLE
+    first, second = (error(accgraph.UnavailableError, unavailable,
+                           accgraph.ErrorReason.UNSPECIFIED, m)
+                     for m in ("wrapping stream 4 failed", "wrapping stream 5 failed"))
+    assert timing._reason_of(first) == timing._reason_of(second) == "wrapping stream 4 failed"
+
+
 def test_a_module_on_another_stream_is_named_from_the_root(torch):
     """A child working on another stream (eagerly) opens a top-level region there, named by its
     full qualified name; the regions on the first stream are not disturbed."""
