@@ -541,9 +541,11 @@ def A38(d):
 
 
 def A39(d):
-    code = ("import sys, accgraph.torch\n"
+    kernels = helpers().MARKER_KERNELS  # the CSV holds no report source
+    code = ("import sys, accgraph, accgraph.torch\n"
             f"accgraph.torch.annotate_trace({str(FIXTURE)!r}, {str(d / 'o.json')!r}, "
-            f"{str(CSV)!r})\nprint('torch' in sys.modules)")
+            f"{str(CSV)!r}, marker_kernels=accgraph.MarkerKernels(**{kernels!r}))\n"
+            "print('torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     if done.returncode == 0 and done.stdout.strip() == "False":
