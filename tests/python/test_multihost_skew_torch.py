@@ -1,14 +1,15 @@
 """Host clock offsets over torch.distributed: ranks with skewed host clocks
 (ACCGRAPH_TEST_HOST_CLOCK_SKEW), offsets measured by accgraph.torch.measure_host_clock_offset over
-the process group, traces merged, every skew recovered within the reported uncertainty and the aligned
-regions inside rank 0's brackets (multihost_skew_torch.py).
+the process group, traces merged, every skew recovered within the reported uncertainty and the
+aligned regions inside rank 0's brackets (multihost_skew_torch.py).
 
 - test_..._over_gloo: a real PyTorch, Gloo on CPU, the host backend. Skips without torch (CI has
   none); runs where torch is installed (the GPU machine; gpu-check's nccl stage runs the script
   on the GPUs too).
 - test_..._standin: the same script and accgraph.torch.measure_host_clock_offset, but under a
-  stand-in torch whose torch.distributed is send/recv over loopback sockets (torch_distributed_standin/): it
-  checks the script and the Python measurement path in CI, not Gloo."""
+  stand-in torch whose torch.distributed is send/recv over loopback sockets
+  (torch_distributed_standin/): it checks the script and the Python measurement path in CI, not
+  Gloo."""
 
 import os
 import subprocess

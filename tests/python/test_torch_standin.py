@@ -177,7 +177,8 @@ def test_replays_on_another_stream_are_reported(torch):
         prof.flush()
     assert [r.replay_index for r in prof.reports()] == [0, 1, 2]
     assert all(len(r) == 3 * LAYERS for r in prof.reports())
-    assert (0, other.cuda_stream) in accgraph.torch._runtime.streams  # the replay stream was wrapped
+    # The replay stream was wrapped.
+    assert (0, other.cuda_stream) in accgraph.torch._runtime.streams
 
 
 def test_many_replays_through_a_small_ring_are_all_delivered(torch):

@@ -28,8 +28,8 @@ lazy, reads them when a graph's marker ring (sized by ``marker_memory``) is full
 from the background collector. :func:`uninstrument` (or the :func:`instrumented` block) puts
 PyTorch back. :func:`collective_metadata` names the collective a region times, and
 :func:`measure_host_clock_offset` measures this host's clock against rank 0's over the job's
-process group (both in _distributed.py). What it costs per replay and what cannot be timed: the README's
-PyTorch section; how the methods are wrapped: Note [Wrapping CUDAGraph] below.
+process group (both in _distributed.py). What it costs per replay and what cannot be timed:
+the README's PyTorch section; how the methods are wrapped: Note [Wrapping CUDAGraph] below.
 
 Every ``nn.Module`` call can be a region without changing the model:
 ``instrument(prof, modules=True)`` (every module of the process) or ``modules=model`` (one

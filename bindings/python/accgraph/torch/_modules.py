@@ -38,9 +38,10 @@ from .._errors import Error, UnavailableError, make_error
 #   PyTorch forked inside the capture, a capture accgraph was not told about) runs untimed,
 #   counted with Profiler.note_untimed (the stats table's "untimed" lines) and warned about
 #   once per reason: the error's reason code (Error.reason, Note [Error reasons] in
-#   core/error.cpp), never its wording; an error without one is counted under its error code. Each thread keeps a stack of what each pre-hook did, so a forward hook
-#   ends only the region its own pre-hook opened (and frames left by a forward that raised on
-#   a PyTorch without always_call are closed by the next forward hook below them).
+#   core/error.cpp), never its wording; an error without one is counted under its error
+#   code. Each thread keeps a stack of what each pre-hook did, so a forward hook ends only the
+#   region its own pre-hook opened (and frames left by a forward that raised on a PyTorch
+#   without always_call are closed by the next forward hook below them).
 # - torch.compile. While Dynamo traces, the hooks return at once: nothing is recorded and no
 #   graph break is caused (compiled graphs are timed as a whole by graph_region).
 

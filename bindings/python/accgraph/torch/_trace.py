@@ -1264,9 +1264,10 @@ def annotate_trace(trace: Union[str, os.PathLike, Dict[str, Any]],
     module). Which kernels those are, each report says (ReplayReport.marker_kernels, from the
     backend); `marker_kernels` names them for reports that do not: a reports CSV, which holds
     no report source (pass the marker_kernels of a report timed on that backend), or reports
-    whose markers are not kernels, taken as stand-ins (tests). Returns a summary: replays annotated, regions, kernels labelled, replays of the
-    trace left unmatched, and how closely they matched (the largest disagreement of a marker's
-    offset within a replay, and of the gaps between replays, in ns).
+    whose markers are not kernels, taken as stand-ins (tests). Returns a summary: replays
+    annotated, regions, kernels labelled, replays of the trace left unmatched, and how closely
+    they matched (the largest disagreement of a marker's offset within a replay, and of the
+    gaps between replays, in ns).
 
     `output` is checked before any work and written atomically (Note [Atomic output]: a
     failed write leaves an existing file as it was). It may not be the trace file itself (also
