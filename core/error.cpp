@@ -27,7 +27,40 @@ const char* to_string(ErrorCode code) noexcept {
   return "unknown error";
 }
 
+// Note [Error reasons]: a caller that must tell one failure from another (Python's module
+// timing: a call on a stream that captures natively is skipped and counted under its reason)
+// reads Error::reason(), a stable value, and never parses the message: messages are for people
+// and get reworded. A reason names a situation, not a throw site, so several sites share one;
+// an error no caller needs to tell apart stays Unspecified. The reason lives in the padding
+// after code_, so Error keeps the size and member offsets it had: a plugin built against the
+// headers before it (plugin ABI 2.3, which allocates and copies Errors with its own inline
+// code) still throws and catches the same object. A copy made by such code may carry a value
+// it never set; reason() reads anything it does not know as Unspecified.
+const char* to_string(ErrorReason reason) noexcept {
+  switch (reason) {
+    case ErrorReason::Unspecified:
+      return "unspecified";
+    case ErrorReason::NativeCapture:
+      return "native capture";
+    case ErrorReason::UnattachedCapture:
+      return "unattached capture";
+    case ErrorReason::CaptureEnded:
+      return "capture ended";
+    case ErrorReason::RegionOrder:
+      return "region order";
+  }
+  return "unspecified";
+}
+
 namespace {
+
+// What Error looked like before it carried a reason (Note [Error reasons]).
+struct ErrorLayoutBeforeReasons : std::runtime_error {
+  ErrorCode code;
+  std::string message, backend, native_call, native_code;
+};
+static_assert(sizeof(Error) == sizeof(ErrorLayoutBeforeReasons),
+              "Error::reason_ must fit in the padding after code_ (Note [Error reasons])");
 
 std::string full_message(ErrorCode code, const std::string& message, const std::string& backend,
                          const std::string& native_call, const std::string& native_code) {
@@ -52,6 +85,24 @@ Error::Error(ErrorCode code, std::string message, std::string backend, std::stri
       backend_(std::move(backend)),
       native_call_(std::move(native_call)),
       native_code_(std::move(native_code)) {}
+
+Error::Error(ErrorCode code, ErrorReason reason, std::string message, std::string backend)
+    : Error(code, std::move(message), std::move(backend)) {
+  reason_ = reason;
+}
+
+ErrorReason Error::reason() const noexcept {
+  switch (reason_) {
+    case ErrorReason::NativeCapture:
+    case ErrorReason::UnattachedCapture:
+    case ErrorReason::CaptureEnded:
+    case ErrorReason::RegionOrder:
+      return reason_;
+    case ErrorReason::Unspecified:
+      break;
+  }
+  return ErrorReason::Unspecified;
+}
 
 namespace {
 

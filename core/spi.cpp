@@ -3,6 +3,7 @@
 #include "accgraph/spi/backend.hpp"
 #include "accgraph/spi/capture_tail.hpp"
 #include "accgraph/spi/clock_sampling.hpp"
+#include "accgraph/spi/marker_kernels.hpp"
 
 namespace accgraph {
 
@@ -13,9 +14,14 @@ TimestampMarkers::~TimestampMarkers() = default;
 Backend::~Backend() = default;
 ClockSampling::~ClockSampling() = default;
 CaptureTail::~CaptureTail() = default;
+MarkerKernelNames::~MarkerKernelNames() = default;
 
 CaptureTail* capture_tail_of(StreamImpl& stream) noexcept {
   return dynamic_cast<CaptureTail*>(&stream);
+}
+
+const MarkerKernelNames* marker_kernel_names_of(const TimestampMarkers& markers) noexcept {
+  return dynamic_cast<const MarkerKernelNames*>(&markers);
 }
 
 void StreamImpl::host_call(std::function<void()>) {

@@ -97,7 +97,7 @@ done
 # is in its output.
 venv_python="${ACCGRAPH_VENV:-$root/build/venv}/bin/python"
 if [ "$python_fuzz" -eq 1 ]; then
-  if [ -x "$venv_python" ] && "$venv_python" -c "import accgraph.torch_trace" 2>/dev/null; then
+  if [ -x "$venv_python" ] && "$venv_python" -c "import accgraph.torch" 2>/dev/null; then
     seed=$(( (RANDOM << 15 | RANDOM) ))
     echo "== fuzz: fuzz_annotate_trace (Python) for $seconds s from seed $seed"
     log="$build/logs/fuzz_annotate_trace.log"

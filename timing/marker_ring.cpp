@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "accgraph/error.hpp"
+#include "accgraph/spi/marker_kernels.hpp"
 #include "core/internal/timing_seam.hpp"
 
 namespace accgraph::timing {
@@ -67,6 +68,9 @@ std::shared_ptr<MarkerRing> MarkerRing::create(Backend& backend, const std::stri
   for (const DeviceInfo& info : backend.devices())
     if (info.index == device) source.device_name = info.name;
   source.marker_strategy = markers->strategy();
+  // Note [Marker kernel names] in spi/marker_kernels.hpp.
+  if (const MarkerKernelNames* names = marker_kernel_names_of(*markers))
+    source.marker_kernels = names->marker_kernels();
   source.resolution_ns = markers->resolution_ns();
   source.marker_overhead_ns = costs.transition_ns;
   source.marker_back_to_back_ns = costs.back_to_back_ns;

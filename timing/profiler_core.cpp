@@ -212,7 +212,7 @@ GraphTiming* ProfilerCore::capture_of(Stream& stream, const char* operation,
     // Eager markers recorded into a capture accgraph was not told about would run only when
     // that graph runs, if ever: flush would wait for them forever.
     if (detail::StreamAccess::capturing(stream))
-      throw Error(ErrorCode::InvalidState,
+      throw Error(ErrorCode::InvalidState, ErrorReason::NativeCapture,
                   fmt::format("{}: stream {} is capturing into a graph accgraph was not told "
                               "about (a native capture): time it through a ForeignGraph "
                               "(capture_begin after the native capture began), or open the "
@@ -223,12 +223,12 @@ GraphTiming* ProfilerCore::capture_of(Stream& stream, const char* operation,
   }
   if (GraphTiming* timing = timing_of(*graph); timing && timing->capture()) return timing;
   if (times(*graph))
-    throw Error(ErrorCode::InvalidState,
+    throw Error(ErrorCode::InvalidState, ErrorReason::UnattachedCapture,
                 fmt::format("{}: graph {} began capturing before the profiler was attached to "
                             "it: call attach(graph) or attach_all() before capture_begin",
                             describe(operation, name), graph->id()),
                 graph->backend_name());
-  throw Error(ErrorCode::InvalidState,
+  throw Error(ErrorCode::InvalidState, ErrorReason::UnattachedCapture,
               fmt::format("{}: stream {} is capturing into graph {}, which this profiler is not "
                           "attached to: call attach(graph) or attach_all() before capture_begin",
                           describe(operation, name), stream.id(), graph->id()),

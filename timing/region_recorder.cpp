@@ -33,7 +33,7 @@ std::shared_ptr<Recording> RegionRecorder::begin_capture(Stream& stream, uint64_
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = streams_.find(stream.id());
   if (it != streams_.end() && !it->second.stack.empty())
-    throw Error(ErrorCode::InvalidState,
+    throw Error(ErrorCode::InvalidState, ErrorReason::RegionOrder,
                 fmt::format("capture_begin: region '{}' is open eagerly on stream {}: end it "
                             "before graph {} begins capturing on that stream",
                             path_of(it->second.stack.back()), stream.id(), graph_id),
@@ -45,7 +45,7 @@ bool RegionRecorder::begin_sequence(const std::shared_ptr<Recording>& capture,
                                     const std::shared_ptr<MarkerRing>& ring, Stream& stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (capture->closed)
-    throw Error(ErrorCode::InvalidState,
+    throw Error(ErrorCode::InvalidState, ErrorReason::CaptureEnded,
                 fmt::format("the capture on stream {} ended while a region began or a stream "
                             "forked from it: begin regions and fork streams between capture_begin "
                             "and capture_end",
@@ -69,7 +69,7 @@ std::shared_ptr<const ReportLayout> RegionRecorder::end_capture(
         if (r.recording == capture)
           open +=
               fmt::format("{}'{}' on stream {}", open.empty() ? "" : ", ", path_of(r), stream_id);
-    throw Error(ErrorCode::InvalidState,
+    throw Error(ErrorCode::InvalidState, ErrorReason::RegionOrder,
                 fmt::format("capture_end: region {} of graph {} is still open: end every region "
                             "before capture_end (the capture was aborted and the graph reset)",
                             open, graph_id),
@@ -189,7 +189,7 @@ uint64_t RegionRecorder::begin(Stream& stream, const std::shared_ptr<Recording>&
                                std::string name, Metadata metadata, std::string lane) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (capture && capture->closed)
-    throw Error(ErrorCode::InvalidState,
+    throw Error(ErrorCode::InvalidState, ErrorReason::CaptureEnded,
                 fmt::format("{}: the capture on stream {} ended while the region began: begin "
                             "regions of a capture between its capture_begin and capture_end",
                             describe("begin", name), stream.id()),
@@ -199,7 +199,7 @@ uint64_t RegionRecorder::begin(Stream& stream, const std::shared_ptr<Recording>&
   if (!entry->stack.empty() &&
       (capture ? capture : entry->eager_tree) != entry->stack.back().recording) {
     const OpenRegion& open = entry->stack.back();
-    throw Error(ErrorCode::InvalidState,
+    throw Error(ErrorCode::InvalidState, ErrorReason::RegionOrder,
                 fmt::format("{}: region '{}' on stream {} was opened {} and is still open: end "
                             "it before regions {} begin on this stream",
                             describe("begin", name), path_of(open), stream.id(),
@@ -261,14 +261,14 @@ std::shared_ptr<MarkerRing> RegionRecorder::end(Stream& stream,
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = streams_.find(stream.id());
   if (serial != 0 && (it == streams_.end() || !open_region_path(it->second, serial)))
-    throw Error(ErrorCode::InvalidState,
+    throw Error(ErrorCode::InvalidState, ErrorReason::CaptureEnded,
                 fmt::format("Region::end: the region is no longer open on stream {}: the capture "
                             "it was recorded in was aborted or reset (or its stream closed it); "
                             "nothing to end",
                             stream.id()),
                 stream.backend_name());
   if (it == streams_.end() || it->second.stack.empty())
-    throw Error(ErrorCode::InvalidState,
+    throw Error(ErrorCode::InvalidState, ErrorReason::RegionOrder,
                 fmt::format("end: no region is open on stream {}: call begin(stream, name) first "
                             "(every end() closes the innermost begin() on its stream)",
                             stream.id()),
@@ -277,7 +277,7 @@ std::shared_ptr<MarkerRing> RegionRecorder::end(Stream& stream,
   OpenRegion open = entry.stack.back();
   if (serial != 0 && open.serial != serial)
     throw Error(
-        ErrorCode::InvalidState,
+        ErrorCode::InvalidState, ErrorReason::RegionOrder,
         fmt::format("Region::end: region '{}' on stream {} is not the innermost open "
                     "region: '{}' began after it and is still open; end '{}' first "
                     "(regions end in the reverse order they began)",
@@ -285,7 +285,7 @@ std::shared_ptr<MarkerRing> RegionRecorder::end(Stream& stream,
         stream.backend_name());
   if ((capture ? capture : entry.eager_tree) != open.recording)
     throw Error(
-        ErrorCode::InvalidState,
+        ErrorCode::InvalidState, ErrorReason::RegionOrder,
         fmt::format("end: region '{}' on stream {} was opened {} but the stream is {} "
                     "now: end a region where it began (before capture_begin or before "
                     "capture_end)",

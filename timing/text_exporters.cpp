@@ -114,12 +114,36 @@ void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats)
   });
 }
 
+const std::vector<std::string>& stats_csv_columns() {
+  // The context columns (Note [Stats contexts] in timing/stats.cpp) come last, so that a reader
+  // of the first fourteen columns reads them as before.
+  static const std::vector<std::string> columns{
+      "path",        "depth",       "count",      "min_ns",      "mean_ns",      "p50_ns",
+      "p95_ns",      "max_ns",      "self_count", "self_min_ns", "self_mean_ns", "self_p50_ns",
+      "self_p95_ns", "self_max_ns", "graph_id",   "first_call",  "p05_ns"};
+  return columns;
+}
+
+const std::vector<std::string>& reports_csv_columns() {
+  static const std::vector<std::string> columns{
+      "graph_id",    "replay_index", "backend",      "device",     "path",
+      "depth",       "stream_id",    "lane",         "start_ns",   "end_ns",
+      "duration_ns", "self_ns",      "raw_start_ns", "raw_end_ns", "metadata"};
+  return columns;
+}
+
+namespace {
+
+void write_header(std::ostream& out, const std::vector<std::string>& columns) {
+  for (size_t i = 0; i < columns.size(); ++i) out << (i ? "," : "") << columns[i];
+  out << '\n';
+}
+
+}  // namespace
+
 void write_stats_csv(std::ostream& out, const std::vector<RegionStats>& stats) {
   export_to(out, "the statistics CSV", [&] {
-    // The context columns (Note [Stats contexts] in timing/stats.cpp) come last, so that a
-    // reader of the first fourteen columns reads them as before.
-    out << "path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns,self_count,self_min_ns,"
-           "self_mean_ns,self_p50_ns,self_p95_ns,self_max_ns,graph_id,first_call,p05_ns\n";
+    write_header(out, stats_csv_columns());
     for (const RegionStats& s : stats)
       out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(s.path),
                          s.depth, s.count, s.min_ns, s.mean_ns, s.p50_ns, s.p95_ns, s.max_ns,
@@ -130,8 +154,7 @@ void write_stats_csv(std::ostream& out, const std::vector<RegionStats>& stats) {
 
 void write_reports_csv(std::ostream& out, const std::vector<ReplayReport>& reports) {
   export_to(out, "the reports CSV", [&] {
-    out << "graph_id,replay_index,backend,device,path,depth,stream_id,lane,start_ns,end_ns,"
-           "duration_ns,self_ns,raw_start_ns,raw_end_ns,metadata\n";
+    write_header(out, reports_csv_columns());
     for (const ReplayReport& r : reports)
       for (const RegionTiming& t : r.regions()) {
         // An unmeasurable region (RegionTiming::measurable) has no times: empty fields; so has

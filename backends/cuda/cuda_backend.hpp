@@ -21,6 +21,7 @@
 #include "accgraph/spi/clock_sampling.hpp"
 #include "accgraph/spi/device_index.hpp"
 #include "accgraph/spi/first_failure.hpp"
+#include "accgraph/spi/marker_kernels.hpp"
 #include "accgraph/spi/ownership.hpp"
 #include "accgraph/spi/pool_table.hpp"
 #include "accgraph/spi/stream_cast.hpp"
@@ -53,6 +54,9 @@ enum class MarkerLaunch {
 };
 /// Note [Device timestamp ring]: *stamp = %globaltimer (one store, nothing read first).
 cudaError_t launch_marker_record(cudaStream_t stream, uint64_t* stamp, MarkerLaunch how);
+/// The names of the device-timestamp marker kernels (Note [Marker kernel names] in
+/// spi/marker_kernels.hpp): what the device_timestamps set reports for trace readers.
+timing::MarkerKernels device_timestamp_marker_kernels();
 /// Stamps per staging chunk (Note [Device timestamp ring]): a sequence's marker i is written to
 /// chunk[i / kStagingChunk][i % kStagingChunk].
 inline constexpr size_t kStagingChunk = 128;

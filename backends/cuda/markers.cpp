@@ -58,7 +58,7 @@ struct PinnedWords {
 
 // See Note [Device timestamp ring] in kernels.cu: nothing is allocated here; the storage grows
 // with the markers the sequences record.
-class DeviceTimestampMarkers final : public TimestampMarkers {
+class DeviceTimestampMarkers final : public TimestampMarkers, public MarkerKernelNames {
  public:
   // `sizing`: create_markers' options; with a memory budget (and no explicit depth) the first
   // captured sequence sizes the ring (ensure_ring).
@@ -75,6 +75,9 @@ class DeviceTimestampMarkers final : public TimestampMarkers {
   ~DeviceTimestampMarkers() override { release(); }
 
   std::string strategy() const override { return kStrategyDeviceTimestamps; }
+  timing::MarkerKernels marker_kernels() const override {
+    return device_timestamp_marker_kernels();
+  }
   size_t ring_depth() const override { return ring_; }
   uint64_t resolution_ns() const override { return resolution_ns_; }
 

@@ -32,8 +32,8 @@ if mode.startswith("torch"):
     from torch_standin import make_torch
 
     torch = make_torch()
-    accgraph.torch._load_torch = lambda: torch
-    accgraph.torch._BACKEND = "host"
+    accgraph.torch._runtime.load_torch = lambda: torch
+    accgraph.torch._runtime.BACKEND = "host"
     prof = accgraph.Profiler(keep_reports=0)
     accgraph.torch.instrument(prof)
     g = torch.cuda.CUDAGraph()

@@ -421,7 +421,7 @@ def enclosed_span_diffs(report: Any, events: List[Tuple[str, float, float]]
                         ) -> Dict[str, Tuple[float, float]]:
     """Per region path: (duration - span, raw duration - span) in ns, where span runs from the
     first start to the last end of the kernels whose end lies between the region's marker
-    kernels' timestamps (Note [Trace replay matching], 2 and 5, in accgraph/torch_trace.py)."""
+    kernels' timestamps (Note [Trace replay matching], 2 and 5, in accgraph/torch/_trace.py)."""
     records = [(name, start, end) for name, start, end in events if "marker_record" in name]
     anchors = [end if "programmatic" in name else start for name, start, end in records]
     times: Dict[int, int] = {}
@@ -538,7 +538,7 @@ def load_torch(bench: str) -> Any:
     """torch, with accgraph's CUDA backend, after a line naming the versions and the GPU; None,
     after a line saying why `bench` is skipped, without them (also used by bench_modules.py)."""
     try:
-        torch = accgraph.torch._load_torch()
+        torch = accgraph.torch._runtime.load_torch()
         accgraph.torch._require_backend()
     except accgraph.torch.TorchUnavailableError as e:
         print(f"{bench}: skipped: {e.message}")

@@ -1,6 +1,7 @@
 // The one exception family of accgraph: a canonical code plus the backend, native call and code.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -20,6 +21,34 @@ enum class ErrorCode {
 
 ACCGRAPH_API const char* to_string(ErrorCode code) noexcept;
 
+/// Why a call failed, for the failures a caller handles apart from the rest, as data (Note
+/// [Error reasons] in core/error.cpp): module timing in Python skips a module call that cannot be
+/// timed and counts it by this reason, never by the message's wording. The values are stable and
+/// never reused; a message may be reworded, a reason keeps its meaning. Every other error is
+/// Unspecified.
+///
+///   try { prof.begin(stream, "step"); }
+///   catch (const accgraph::Error& e) { if (e.reason() == accgraph::ErrorReason::NativeCapture) ...
+///   }
+enum class ErrorReason : uint8_t {
+  Unspecified = 0,
+  /// The stream captures into a graph accgraph was not told about (a native capture): time it
+  /// through a ForeignGraph.
+  NativeCapture = 1,
+  /// The stream captures into an accgraph graph this profiler does not time: not attached, or
+  /// attached after its capture began.
+  UnattachedCapture = 2,
+  /// The capture a region belongs to ended, or was aborted or reset, while the region began or
+  /// was open.
+  CaptureEnded = 3,
+  /// Regions would not nest: a region is open across capture_begin or capture_end, the region
+  /// ended is not the innermost open one, or none is open on the stream.
+  RegionOrder = 4,
+};
+
+/// "native capture", "unattached capture", ... ("unspecified" for Unspecified).
+ACCGRAPH_API const char* to_string(ErrorReason reason) noexcept;
+
 /// Every error accgraph throws. what() is the full message: "[code] backend: message".
 ///
 ///   try { graph.replay(); }
@@ -28,8 +57,12 @@ class ACCGRAPH_API Error : public std::runtime_error {
  public:
   Error(ErrorCode code, std::string message, std::string backend = {}, std::string native_call = {},
         std::string native_code = {});
+  /// An error with a reason a caller tells apart (ErrorReason); what() as above.
+  Error(ErrorCode code, ErrorReason reason, std::string message, std::string backend = {});
 
   ErrorCode code() const noexcept { return code_; }
+  /// Why it failed, where callers tell the case apart (ErrorReason); Unspecified otherwise.
+  ErrorReason reason() const noexcept;
   /// The message without the code and backend prefix.
   const std::string& message() const noexcept { return message_; }
   /// The backend that raised it ("host", "cuda", ...), empty for core errors.
@@ -41,6 +74,8 @@ class ACCGRAPH_API Error : public std::runtime_error {
 
  private:
   ErrorCode code_;
+  // In the padding after code_: Error keeps its size and member offsets (Note [Error reasons]).
+  ErrorReason reason_ = ErrorReason::Unspecified;
   std::string message_;
   std::string backend_;
   std::string native_call_;

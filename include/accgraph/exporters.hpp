@@ -23,15 +23,23 @@ namespace accgraph::timing {
 /// (RegionStats::self_p50_ns), in microseconds. Control characters in a path are shown as \xNN
 /// (C1 controls as \u00NN), so each region is one line.
 ACCGRAPH_API void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats);
-/// CSV with a header row: path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns,self_count,
-/// self_min_ns,self_mean_ns,self_p50_ns,self_p95_ns,self_max_ns. A field holding a comma, a
-/// double quote, CR or LF is quoted, with its quotes doubled (RFC 4180).
+/// CSV with a header row of stats_csv_columns(): path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,
+/// max_ns,self_count,self_min_ns,self_mean_ns,self_p50_ns,self_p95_ns,self_max_ns,graph_id,
+/// first_call,p05_ns. A field holding a comma, a double quote, CR or LF is quoted, with its quotes
+/// doubled (RFC 4180).
 ACCGRAPH_API void write_stats_csv(std::ostream& out, const std::vector<RegionStats>& stats);
-/// CSV, one row per region per report: graph_id,replay_index,backend,device,path,depth,
-/// stream_id,lane,start_ns,end_ns,duration_ns,self_ns,metadata (self_ns: RegionTiming::self_ns;
-/// metadata: key=value pairs joined by ';'; the times are empty for an unmeasurable region, and
-/// self_ns when !self_measurable()). Quoted as in write_stats_csv.
+/// CSV, one row per region per report, with a header row of reports_csv_columns():
+/// graph_id,replay_index,backend,device,path,depth,stream_id,lane,start_ns,end_ns,duration_ns,
+/// self_ns,raw_start_ns,raw_end_ns,metadata (self_ns: RegionTiming::self_ns; raw_*: the markers'
+/// own times; metadata: key=value pairs joined by ';'; the times are empty for an unmeasurable
+/// region, and self_ns when !self_measurable()). Quoted as in write_stats_csv.
 ACCGRAPH_API void write_reports_csv(std::ostream& out, const std::vector<ReplayReport>& reports);
+/// The header fields of write_stats_csv and write_reports_csv, in column order: the one
+/// declaration of each CSV's columns, which readers (Python's accgraph.torch) find columns by
+/// instead of spelling the header again. Columns are only ever appended or inserted, never
+/// renamed, so a reader finds by name the columns it knows and ignores the others.
+ACCGRAPH_API const std::vector<std::string>& stats_csv_columns();
+ACCGRAPH_API const std::vector<std::string>& reports_csv_columns();
 /// Chrome trace JSON ({"traceEvents":[...], "displayTimeUnit":"ns"}, ph "X", ts/dur in
 /// microseconds relative to the earliest start in `reports`, cat "graph <id>" or "eager");
 /// loads in Perfetto and chrome://tracing. One process per (backend, device); in it one thread

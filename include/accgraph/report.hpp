@@ -19,6 +19,23 @@ namespace accgraph::timing {
 /// Key/value annotations of a region (shown in trace `args` and reports).
 using Metadata = std::vector<std::pair<std::string, std::string>>;
 
+/// The kernels a marker set launches, by the names a kernel trace shows for them (CUPTI, and
+/// torch.profiler's Chrome traces): each name is part of the trace's name of its kernel (which
+/// may be demangled, with namespace and parameters). What a trace reader aligns markers by
+/// (Python's accgraph.torch.annotate_trace, Note [Trace replay matching] in
+/// bindings/python/accgraph/torch/_trace.py). Filled by the backend (the optional
+/// MarkerKernelNames of spi/marker_kernels.hpp); empty where markers are not kernels.
+struct MarkerKernels {
+  /// Write a marker's time as they start (the store is their first instruction).
+  std::vector<std::string> record_at_start;
+  /// Write it as they end: they start early, wait for the kernel before them, then store.
+  std::vector<std::string> record_at_end;
+  /// End a marker sequence: one per replay, after its record kernels.
+  std::vector<std::string> end;
+
+  bool empty() const { return record_at_start.empty() && record_at_end.empty() && end.empty(); }
+};
+
 /// Where a report's times come from: the same for every replay of one capture.
 struct ReportSource {
   std::string backend;
@@ -38,6 +55,9 @@ struct ReportSource {
   /// this figure is taken off only where an unmeasurable marker joins it to an ordinary one
   /// (Note [Marker transitions] in timing/report.cpp).
   uint64_t marker_back_to_back_ns = 0;
+  /// The kernels the markers launch, from the backend; empty when they are not kernels (the
+  /// host backend's steady_clock markers, cuda's external_events).
+  MarkerKernels marker_kernels;
 };
 
 /// One region as it was recorded: the same for every replay of its capture.
@@ -249,6 +269,7 @@ class ACCGRAPH_API ReplayReport {
   const std::string& marker_strategy() const { return layout_->source().marker_strategy; }
   uint64_t resolution_ns() const { return layout_->source().resolution_ns; }
   uint64_t marker_overhead_ns() const { return layout_->source().marker_overhead_ns; }
+  const MarkerKernels& marker_kernels() const { return layout_->source().marker_kernels; }
   const ReportLayout& layout() const { return *layout_; }
   const std::shared_ptr<const ReportLayout>& shared_layout() const { return layout_; }
   const std::vector<uint64_t>& marker_times() const { return times_; }

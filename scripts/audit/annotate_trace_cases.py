@@ -41,9 +41,8 @@ def helpers():
 
 
 def annotate(*args, **kwargs):
-    from accgraph.torch_trace import annotate_trace
-
-    return annotate_trace(*args, **kwargs)
+    """annotate_trace with the cuda backend's marker kernels for reports that name none."""
+    return helpers().annotate_trace(*args, **kwargs)
 
 
 def fixture_text() -> str:
@@ -82,14 +81,19 @@ def host_reports(replays: int, keep: int):
 SIZE_LIMITED = r"""
 import os, resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-from accgraph.torch_trace import annotate_trace
+import accgraph
+from accgraph.torch import annotate_trace
 trace, output, reports, limit = sys.argv[1:5]
 resource.setrlimit(resource.RLIMIT_FSIZE, (int(limit), int(limit)))
+kernels = accgraph.MarkerKernels(record_at_start=["marker_record_kernel"],
+                                 record_at_end=["marker_record_programmatic_kernel",
+                                                "marker_record_placed_kernel"],
+                                 end=["marker_end_kernel"])
 try:
     if os.path.exists(output) and os.path.samefile(trace, output):
-        annotate_trace(trace, output, reports, overwrite_input=True)
+        annotate_trace(trace, output, reports, overwrite_input=True, marker_kernels=kernels)
     else:
-        annotate_trace(trace, output, reports)
+        annotate_trace(trace, output, reports, marker_kernels=kernels)
 except Exception as e:
     print(type(e).__name__, e)
     sys.exit(3)
@@ -488,9 +492,11 @@ def A38(d):
 
 
 def A39(d):
-    code = ("import sys, accgraph.torch\n"
+    kernels = helpers().MARKER_KERNELS  # the CSV holds no report source
+    code = ("import sys, accgraph, accgraph.torch\n"
             f"accgraph.torch.annotate_trace({str(FIXTURE)!r}, {str(d / 'o.json')!r}, "
-            f"{str(CSV)!r})\nprint('torch' in sys.modules)")
+            f"{str(CSV)!r}, marker_kernels=accgraph.MarkerKernels(**{kernels!r}))\n"
+            "print('torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     if done.returncode == 0 and done.stdout.strip() == "False":

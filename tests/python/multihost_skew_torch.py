@@ -1,7 +1,7 @@
 """Ranks "on several hosts" over torch.distributed: N processes (torchrun's variables, started
 here), each reading a host clock skewed by its own offset and drift (ACCGRAPH_TEST_HOST_CLOCK_SKEW,
 Note [Host clock skew hook]), measure their host offsets with
-accgraph.torch_distributed.measure_host_clock_offset over the job's process group, time a
+accgraph.torch.measure_host_clock_offset over the job's process group, time a
 barrier-aligned region, and write their traces; the parent merges them and checks that every
 skew is recovered within the reported uncertainty and that each rank's region lands, on the
 merged timeline, inside the bracket [go sent, ack received] that rank 0 recorded, within it.
@@ -42,7 +42,7 @@ def run_rank(args):
     import torch.distributed as dist
 
     import accgraph
-    import accgraph.torch_distributed as atd
+    import accgraph.torch as atd
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     out = Path(args.out)

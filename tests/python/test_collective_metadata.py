@@ -76,7 +76,7 @@ def dist(monkeypatch):
     """The stand-in torch.distributed, reached through accgraph.torch's torch loader."""
     d = make_distributed()
     torch = types.SimpleNamespace(__version__="0.0+standin", distributed=d)
-    monkeypatch.setattr(accgraph.torch, "_load_torch", lambda: torch)
+    monkeypatch.setattr(accgraph.torch._runtime, "load_torch", lambda: torch)
     return d
 
 
@@ -102,7 +102,7 @@ def test_default_group_in_place(dist):
 
 def test_default_group_where_torch_cannot_list_it(monkeypatch):
     d = make_distributed(world_size=3, default_ranks_listed=False)
-    monkeypatch.setattr(accgraph.torch, "_load_torch",
+    monkeypatch.setattr(accgraph.torch._runtime, "load_torch",
                         lambda: types.SimpleNamespace(__version__="0", distributed=d))
     md = accgraph.torch.collective_metadata("all_reduce", Tensor(5))
     assert (md["Group size"], md["Process Group Ranks"]) == (3, "[0, 1, 2]")
@@ -171,7 +171,7 @@ def test_uninitialised_distributed_is_an_error(dist):
 def test_torch_without_distributed(monkeypatch):
     d = make_distributed()
     d.is_available = lambda: False
-    monkeypatch.setattr(accgraph.torch, "_load_torch",
+    monkeypatch.setattr(accgraph.torch._runtime, "load_torch",
                         lambda: types.SimpleNamespace(__version__="9.9", distributed=d))
     with pytest.raises(accgraph.torch.TorchUnavailableError,
                        match=r"PyTorch 9.9 was built without torch.distributed"):
@@ -191,25 +191,25 @@ def test_bad_collective_name(dist):
         accgraph.torch.collective_metadata(None, Tensor(1))
 
 
-def test_it_lives_in_torch_distributed_and_torch_re_exports_it():
-    import accgraph.torch_distributed
-    from accgraph.torch import collective_metadata
+def test_it_lives_in_the_torch_package_and_torch_re_exports_it():
+    from accgraph.torch import _distributed, collective_metadata
 
-    assert collective_metadata is accgraph.torch_distributed.collective_metadata
+    assert collective_metadata is _distributed.collective_metadata
     assert accgraph.torch.collective_metadata is collective_metadata
-    assert "collective_metadata" in accgraph.torch.__all__
+    assert accgraph.torch.measure_host_clock_offset is _distributed.measure_host_clock_offset
+    assert {"collective_metadata", "measure_host_clock_offset"} <= set(accgraph.torch.__all__)
     with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
         accgraph.torch.no_such_name
 
 
-@pytest.mark.parametrize("first", ["accgraph.torch_distributed", "accgraph.torch"])
+@pytest.mark.parametrize("first", ["accgraph.torch._distributed", "accgraph.torch"])
 def test_either_module_imports_first_without_importing_torch(first):
-    # A fresh interpreter: importing accgraph.torch_distributed imports accgraph.torch (its torch
-    # loader), which re-exports collective_metadata from it; neither imports torch.
+    # A fresh interpreter: either import order works (no cycle: Note [One torch package]), and
+    # neither imports torch.
     import subprocess
 
-    code = (f"import sys, {first}, accgraph.torch, accgraph.torch_distributed\n"
+    code = (f"import sys, {first}, accgraph.torch, accgraph.torch._distributed\n"
             "assert accgraph.torch.collective_metadata is "
-            "accgraph.torch_distributed.collective_metadata\n"
+            "accgraph.torch._distributed.collective_metadata\n"
             "assert 'torch' not in sys.modules and 'torch.distributed' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -24,6 +24,25 @@ def test_each_class_derives_from_error_and_its_builtin(cls, builtin, code):
     assert (str(e), e.code, e.message, e.backend) == ("[x] y: z", code, "z", "y")
 
 
+def test_an_error_carries_a_reason_unspecified_unless_callers_tell_it_apart():
+    with pytest.raises(accgraph.InvalidArgumentError) as info:
+        accgraph.Buffer(accgraph.Stream("host"), 0)
+    assert info.value.reason == accgraph.ErrorReason.UNSPECIFIED
+    prof = accgraph.Profiler()
+    stream = accgraph.Stream("host")
+    with pytest.raises(accgraph.InvalidStateError, match="no region is open") as info:
+        prof.end(stream)
+    assert info.value.reason == accgraph.ErrorReason.REGION_ORDER
+    graph = accgraph.Graph("host")
+    graph.capture_begin(stream)
+    with pytest.raises(accgraph.InvalidStateError, match="not attached") as info:
+        prof.begin(stream, "late")
+    assert info.value.reason == accgraph.ErrorReason.UNATTACHED_CAPTURE
+    graph.capture_end()
+    assert [r.name for r in accgraph.ErrorReason] == [
+        "UNSPECIFIED", "NATIVE_CAPTURE", "UNATTACHED_CAPTURE", "CAPTURE_ENDED", "REGION_ORDER"]
+
+
 def test_invalid_argument_carries_code_message_and_backend():
     with pytest.raises(accgraph.InvalidArgumentError) as info:
         accgraph.Buffer(accgraph.Stream("host"), 0)

@@ -162,9 +162,11 @@ def test_a_region_in_a_native_capture_accgraph_was_not_told_about():
     owner.begin_capture()
     with pytest.raises(accgraph.InvalidStateError,
                        match=r"begin\('lost'\): stream \d+ is capturing into a graph accgraph was "
-                             "not told about.*time it through a ForeignGraph"):
+                             "not told about.*time it through a ForeignGraph") as info:
         with prof.region(owner.wrapped, "lost"):
             pass
+    # The case as data (Note [Error reasons]): what module timing decides by.
+    assert info.value.reason == accgraph.ErrorReason.NATIVE_CAPTURE
     owner.end_capture()
 
 

@@ -1,14 +1,15 @@
 """Host clock offsets over torch.distributed: ranks with skewed host clocks
-(ACCGRAPH_TEST_HOST_CLOCK_SKEW), offsets measured by accgraph.torch_distributed over the process
-group, traces merged, every skew recovered within the reported uncertainty and the aligned
-regions inside rank 0's brackets (multihost_skew_torch.py).
+(ACCGRAPH_TEST_HOST_CLOCK_SKEW), offsets measured by accgraph.torch.measure_host_clock_offset over
+the process group, traces merged, every skew recovered within the reported uncertainty and the
+aligned regions inside rank 0's brackets (multihost_skew_torch.py).
 
 - test_..._over_gloo: a real PyTorch, Gloo on CPU, the host backend. Skips without torch (CI has
   none); runs where torch is installed (the GPU machine; gpu-check's nccl stage runs the script
   on the GPUs too).
-- test_..._standin: the same script and accgraph.torch_distributed, but under a stand-in torch
-  whose torch.distributed is send/recv over loopback sockets (torch_distributed_standin/): it
-  checks the script and the Python measurement path in CI, not Gloo."""
+- test_..._standin: the same script and accgraph.torch.measure_host_clock_offset, but under a
+  stand-in torch whose torch.distributed is send/recv over loopback sockets
+  (torch_distributed_standin/): it checks the script and the Python measurement path in CI, not
+  Gloo."""
 
 import os
 import subprocess
@@ -60,7 +61,7 @@ def test_host_offsets_over_a_standin_process_group_recover_injected_skews(tmp_pa
 def test_measure_host_clock_offset_without_a_process_group_is_an_error():
     pytest.importorskip("torch.distributed")
     import torch.distributed as dist
-    import accgraph.torch_distributed as atd
+    import accgraph.torch as atd
     if dist.is_initialized():
         pytest.skip("a process group is already initialised in this process")
     with pytest.raises(accgraph.InvalidStateError,

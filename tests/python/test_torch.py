@@ -134,7 +134,7 @@ def test_replays_on_another_stream_are_reported():
                 g.replay()
         torch.cuda.current_stream().wait_stream(s2)
         prof.flush()
-        assert (torch.cuda.current_device(), s2.cuda_stream) in accgraph.torch._streams
+        assert (torch.cuda.current_device(), s2.cuda_stream) in accgraph.torch._runtime.streams
     reports = graph_reports(prof, g)
     assert [r.replay_index for r in reports] == [0, 1, 2]
     for report in reports:

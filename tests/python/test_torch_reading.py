@@ -14,16 +14,16 @@ from accgraph.torch import __main__ as cli
 from accgraph.torch._table import elide, module_table, read_stats_csv, us
 from torch_standin import gpt_paths, make_gpt, make_torch
 
-CSV_HEADER = ("path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns,self_count,self_min_ns,"
-              "self_mean_ns,self_p50_ns,self_p95_ns,self_max_ns,graph_id,first_call,p05_ns")
+# The statistics CSV's header, as C++ declares it (accgraph::timing::stats_csv_columns).
+CSV_HEADER = ",".join(accgraph.stats_csv_columns())
 
 
 @pytest.fixture
 def torch(monkeypatch):
     standin = make_torch()
-    monkeypatch.setattr(accgraph.torch, "_load_torch", lambda: standin)
-    monkeypatch.setattr(accgraph.torch, "_BACKEND", "host")
-    monkeypatch.setattr(accgraph.torch, "_streams", {})
+    monkeypatch.setattr(accgraph.torch._runtime, "load_torch", lambda: standin)
+    monkeypatch.setattr(accgraph.torch._runtime, "BACKEND", "host")
+    monkeypatch.setattr(accgraph.torch._runtime, "streams", {})
     monkeypatch.setitem(sys.modules, "torch", standin)  # for scripts run by the command line
     yield standin
     accgraph.torch.uninstrument()
@@ -112,6 +112,20 @@ def body(table):
 def names(table):
     return [line.split("  ")[0].strip() if not line.startswith(" ") else
             line.strip().split(" ")[0] for line in body(table)]
+
+
+def test_the_stats_csv_is_written_and_read_by_the_schema_cpp_declares(tmp_path):
+    prof = accgraph.Profiler()
+    stream = accgraph.Stream("host")
+    with prof.region(stream, "GPT"):
+        with prof.region(stream, "h.0"):
+            stream.delay(1e-5)
+    prof.flush()
+    prof.write_stats_csv(tmp_path / "stats.csv")
+    header = (tmp_path / "stats.csv").read_text().splitlines()[0]
+    assert header.split(",") == accgraph.stats_csv_columns()
+    assert {"path", "p50_ns", "graph_id", "first_call"} <= set(accgraph.stats_csv_columns())
+    assert [row["path"] for row in read_stats_csv(tmp_path / "stats.csv")] == ["GPT", "GPT/h.0"]
 
 
 def test_the_tree_indents_by_depth_and_sorts_siblings():

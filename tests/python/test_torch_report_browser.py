@@ -152,10 +152,10 @@ def run_report(tmp_path_factory):
     """A stand-in run's CSV and HTML report (python -m accgraph.torch --csv --html)."""
     tmp = tmp_path_factory.mktemp("report")
     standin = make_torch()
-    saved = (accgraph.torch._load_torch, accgraph.torch._BACKEND, accgraph.torch._streams,
-             sys.modules.get("torch"))
-    accgraph.torch._load_torch, accgraph.torch._BACKEND = (lambda: standin), "host"
-    accgraph.torch._streams = {}
+    runtime = accgraph.torch._runtime
+    saved = (runtime.load_torch, runtime.BACKEND, runtime.streams, sys.modules.get("torch"))
+    runtime.load_torch, runtime.BACKEND = (lambda: standin), "host"
+    runtime.streams = {}
     sys.modules["torch"] = standin
     script = tmp / "train.py"
     script.write_text("import torch\nfrom torch_standin import make_gpt\n"
@@ -168,7 +168,7 @@ def run_report(tmp_path_factory):
                          str(script)])
     finally:
         accgraph.torch.uninstrument()
-        accgraph.torch._load_torch, accgraph.torch._BACKEND, accgraph.torch._streams = saved[:3]
+        runtime.load_torch, runtime.BACKEND, runtime.streams = saved[:3]
         if saved[3] is None:
             sys.modules.pop("torch", None)
         else:

@@ -26,9 +26,9 @@ ADD_S, RELU_S = 0.0002, 0.0001
 @pytest.fixture
 def torch(monkeypatch):
     standin = make_torch()
-    monkeypatch.setattr(accgraph.torch, "_load_torch", lambda: standin)
-    monkeypatch.setattr(accgraph.torch, "_BACKEND", "host")
-    monkeypatch.setattr(accgraph.torch, "_streams", {})
+    monkeypatch.setattr(accgraph.torch._runtime, "load_torch", lambda: standin)
+    monkeypatch.setattr(accgraph.torch._runtime, "BACKEND", "host")
+    monkeypatch.setattr(accgraph.torch._runtime, "streams", {})
     yield standin
     accgraph.torch.uninstrument()
 
@@ -88,7 +88,7 @@ def test_one_report_per_replay_with_the_model_regions(torch):
         for r in report:
             assert r.metadata == ({"layer": r.path[5]} if r.depth == 0 else {})
             assert r.raw_duration_ns >= {"add": ADD_S, "relu": RELU_S}.get(r.name, ADD_S + RELU_S) * 1e9
-        capture_stream = accgraph.torch._streams[(0, torch.cuda.side_stream.cuda_stream)]
+        capture_stream = accgraph.torch._runtime.streams[(0, torch.cuda.side_stream.cuda_stream)]
         assert {r.stream_id for r in report} == {capture_stream.id}
 
 
@@ -119,9 +119,9 @@ def test_a_capture_without_regions_replays_natively(torch):
 def test_a_capture_ended_in_two_steps(monkeypatch):
     """Recent PyTorch ends a capture in capture_end_pre (called by capture_end, or directly)."""
     torch = make_torch(end_in_two_steps=True)
-    monkeypatch.setattr(accgraph.torch, "_load_torch", lambda: torch)
-    monkeypatch.setattr(accgraph.torch, "_BACKEND", "host")
-    monkeypatch.setattr(accgraph.torch, "_streams", {})
+    monkeypatch.setattr(accgraph.torch._runtime, "load_torch", lambda: torch)
+    monkeypatch.setattr(accgraph.torch._runtime, "BACKEND", "host")
+    monkeypatch.setattr(accgraph.torch._runtime, "streams", {})
     prof = accgraph.Profiler()
     original_pre = torch.cuda.CUDAGraph.capture_end_pre
     with accgraph.torch.instrumented(prof):
@@ -151,7 +151,7 @@ def test_the_same_region_code_is_timed_eagerly_outside_a_capture(torch):
     reports = prof.reports()
     assert [r.graph_id for r in reports] == [0] * LAYERS  # one eager report per top-level region
     assert [r.path for report in reports for r in report] == EXPECTED_PATHS
-    wrapped = accgraph.torch._streams[(0, torch.cuda.side_stream.cuda_stream)]
+    wrapped = accgraph.torch._runtime.streams[(0, torch.cuda.side_stream.cuda_stream)]
     assert {r.stream_id for report in reports for r in report} == {wrapped.id}
 
 
@@ -177,7 +177,8 @@ def test_replays_on_another_stream_are_reported(torch):
         prof.flush()
     assert [r.replay_index for r in prof.reports()] == [0, 1, 2]
     assert all(len(r) == 3 * LAYERS for r in prof.reports())
-    assert (0, other.cuda_stream) in accgraph.torch._streams  # the replay stream was wrapped
+    # The replay stream was wrapped.
+    assert (0, other.cuda_stream) in accgraph.torch._runtime.streams
 
 
 def test_many_replays_through_a_small_ring_are_all_delivered(torch):
@@ -626,6 +627,32 @@ def test_a_module_that_cannot_be_timed_is_skipped_counted_and_warned_once(torch)
     assert "untimed: 2 call(s) not timed" in prof.stats_table()
 
 
+def test_untimed_calls_are_counted_by_the_errors_reason_code_not_its_wording(torch):
+    # Note [Error reasons]: two messages of one reason are one reason; an error without a reason
+    # is counted under its error code, described by the first such message.
+    from accgraph.torch._modules import UNTIMED_REASONS, ModuleTiming
+
+    assert set(UNTIMED_REASONS) == set(accgraph.ErrorReason) - {accgraph.ErrorReason.UNSPECIFIED}
+    timing = ModuleTiming(torch, accgraph.Profiler(), lambda: None, True, None, None, None, True)
+
+    def error(cls, code, reason, message):
+        return cls(f"[x] {message}", code=code, reason=reason, message=message)
+
+    state = accgraph.ErrorCode.INVALID_STATE
+    ended = [error(accgraph.InvalidStateError, state, accgraph.ErrorReason.CAPTURE_ENDED, m)
+             for m in ("the capture on stream 3 ended", "Region::end: no longer open on 9")]
+    assert {timing._reason_of(e) for e in ended} == {
+        UNTIMED_REASONS[accgraph.ErrorReason.CAPTURE_ENDED]}
+    native = error(accgraph.InvalidStateError, state, accgraph.ErrorReason.NATIVE_CAPTURE,
+                   "worded differently from today's message")
+    assert timing._reason_of(native) == UNTIMED_FORK
+    unavailable = accgraph.ErrorCode.UNAVAILABLE
+    first, second = (error(accgraph.UnavailableError, unavailable,
+                           accgraph.ErrorReason.UNSPECIFIED, m)
+                     for m in ("wrapping stream 4 failed", "wrapping stream 5 failed"))
+    assert timing._reason_of(first) == timing._reason_of(second) == "wrapping stream 4 failed"
+
+
 def test_a_module_on_another_stream_is_named_from_the_root(torch):
     """A child working on another stream (eagerly) opens a top-level region there, named by its
     full qualified name; the regions on the first stream are not disturbed."""
@@ -650,8 +677,9 @@ def test_a_module_on_another_stream_is_named_from_the_root(torch):
 
 
 def test_annotate_trace_is_reexported():
-    torch_trace = pytest.importorskip("accgraph.torch_trace")
-    assert accgraph.torch.annotate_trace is torch_trace.annotate_trace
+    from accgraph.torch import _trace
+
+    assert accgraph.torch.annotate_trace is _trace.annotate_trace
     assert "annotate_trace" in accgraph.torch.__all__
 
 
@@ -840,7 +868,7 @@ sys.path.insert(0, {tests!r})
 import accgraph.torch
 from torch_standin import make_torch
 sys.modules["torch"] = make_torch()
-accgraph.torch._BACKEND = "host"
+accgraph.torch._runtime.BACKEND = "host"
 from accgraph.torch.__main__ import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -997,8 +1025,8 @@ sys.path.insert(0, {tests!r})
 import accgraph, accgraph.torch
 from torch_standin import make_gpt, make_torch
 torch = make_torch()
-accgraph.torch._load_torch = lambda: torch
-accgraph.torch._BACKEND = "host"
+accgraph.torch._runtime.load_torch = lambda: torch
+accgraph.torch._runtime.BACKEND = "host"
 prof = accgraph.Profiler()
 prof.add_sink(lambda report: print("report", len(report)))
 accgraph.torch.instrument(prof, modules=True)
@@ -1022,7 +1050,7 @@ def test_the_exit_handler_delivers_uninstruments_and_releases_everything(torch):
     accgraph.torch._at_exit()
     assert prof.delivered == 2 and not accgraph.torch.is_instrumented()
     assert accgraph.torch.foreign_graph(g) is None  # its ForeignGraph (and the profiler) went
-    assert not accgraph.torch._streams and not torch.nn.modules.module.hooks.pre
+    assert not accgraph.torch._runtime.streams and not torch.nn.modules.module.hooks.pre
     g.replay()  # untimed from now on
 
 
@@ -1199,7 +1227,7 @@ def test_the_cycle_collector_is_paused_while_an_instrumented_capture_is_in_progr
     with pytest.raises(accgraph.InvalidStateError, match="in progress"):
         accgraph.torch.uninstrument()
     assert not gc.isenabled()
-    accgraph.torch._uninstrument(force=True)  # as at interpreter exit
+    accgraph.torch.uninstrument(force=True)  # as at interpreter exit
     assert gc.isenabled()
     open_capture.native.capture_end()
 

@@ -1,4 +1,4 @@
-"""accgraph.torch_trace.annotate_trace: accgraph's regions laid over a torch.profiler (Kineto)
+"""accgraph.torch.annotate_trace: accgraph's regions laid over a torch.profiler (Kineto)
 trace, aligned on accgraph's own marker kernels (Note [Trace replay matching]).
 
 Everywhere: traces shaped like Kineto's, built here from real reports of the host backend (its
@@ -22,7 +22,7 @@ from decimal import Decimal
 import pytest
 
 import accgraph
-from accgraph.torch_trace import annotate_trace
+import accgraph.torch
 
 DATA = pathlib.Path(__file__).parent / "data"
 FIXTURE_TRACE = DATA / "torch_trace.json.gz"
@@ -34,7 +34,22 @@ PROGRAMMATIC = ("void accgraph::detail::cuda::(anonymous namespace)::"
 END = ("void accgraph::detail::cuda::(anonymous namespace)::marker_end_kernel(unsigned long*, "
        "unsigned long, unsigned long const*, unsigned long*, unsigned long*, unsigned int, "
        "unsigned int, unsigned int)")
+# The cuda backend's marker kernels, as its reports name them (ReplayReport.marker_kernels, from
+# backends/cuda/kernels.cu: test_the_stand_in_marker_kernels_are_the_cuda_backends): the kernels
+# the traces built here hold, and what the host backend's reports (whose markers are not
+# kernels) and the CSVs (which hold no report source) stand in for.
+MARKER_KERNELS = dict(record_at_start=["marker_record_kernel"],
+                      record_at_end=["marker_record_programmatic_kernel",
+                                     "marker_record_placed_kernel"],
+                      end=["marker_end_kernel"])
 PID, TID = 0, 7
+
+
+def annotate_trace(*args, **kwargs):
+    """accgraph.torch.annotate_trace, with the cuda backend's marker kernels for the reports that
+    name none (the host backend's, a reports CSV)."""
+    kwargs.setdefault("marker_kernels", accgraph.MarkerKernels(**MARKER_KERNELS))
+    return accgraph.torch.annotate_trace(*args, **kwargs)
 TRACE_START_NS = 3_000_000_017  # where the first marker lies on the trace's clock
 
 
@@ -88,17 +103,69 @@ def leaf_slices(got):
     return [s for s in got
             if not any(p.startswith(s["args"]["accgraph_path"] + "/") for p in paths)]
 
-def test_the_marker_kernels_it_looks_for_are_the_cuda_backends():
-    from accgraph import torch_trace
-
+def test_the_stand_in_marker_kernels_are_the_cuda_backends():
+    # The cuda backend names them itself (device_timestamp_marker_kernels in kernels.cu, from
+    # the kernels' own symbols); the stand-ins of these tests must be those kernels.
     source = pathlib.Path(__file__).resolve().parents[2] / "backends" / "cuda" / "kernels.cu"
     if not source.exists():
         pytest.skip(f"{source} is not here (tests run outside the source tree)")
     kernels_cu = source.read_text()
-    for name in (torch_trace.RECORD_KERNEL, torch_trace.PROGRAMMATIC_RECORD_KERNEL,
-                 torch_trace.END_KERNEL):
-        assert re.search(r"__global__ void " + name + r"\(", kernels_cu), name
-    assert re.search(r"^namespace accgraph", kernels_cu, re.M)  # "accgraph" in their names
+    for kind, names in MARKER_KERNELS.items():
+        for name in names:
+            assert re.search(r"__global__ void " + name + r"\(", kernels_cu), name
+            assert f"ACCGRAPH_KERNEL_NAME({name})" in kernels_cu, (kind, name)
+
+
+def test_the_csv_reader_reads_columns_of_the_writers_schema(tmp_path, host):
+    # The reports CSV's header is declared once, in C++ (reports_csv_columns()); the reader
+    # finds by name the columns it reads, each one of those.
+    from accgraph.torch import _trace
+
+    prof = accgraph.Profiler()
+    timed_model(prof, host, replays=1)
+    prof.flush()
+    prof.write_csv(tmp_path / "reports.csv")
+    header = (tmp_path / "reports.csv").read_text().splitlines()[0].split(",")
+    assert header == accgraph.reports_csv_columns()
+    assert set(_trace.CSV_NEEDED + _trace.CSV_OPTIONAL) <= set(header)
+    edited = tmp_path / "edited.csv"
+    edited.write_text((tmp_path / "reports.csv").read_text().replace("start_ns", "begin_ns", 1))
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=r"is not accgraph's reports CSV \(it lacks the columns \['start_ns'\] "
+                             r"of graph_id,replay_index,backend,"):
+        annotate_trace(tmp_path / "trace.json", tmp_path / "out.json", edited)
+
+
+def test_reports_whose_markers_are_not_kernels_are_refused(tmp_path, reports):
+    # The host backend's markers read steady_clock: its reports name no marker kernels.
+    assert not reports[0].marker_kernels
+    assert reports[0].marker_kernels.record_at_start == []
+    src = tmp_path / "trace.json"
+    src.write_text(json.dumps(kineto_trace(reports)))
+    with pytest.raises(accgraph.UnsupportedError,
+                       match=r"annotate_trace: graph \d+ was timed with the 'steady_clock' markers "
+                             r"of the host backend, which are not kernels \(its reports name no "
+                             r"marker kernels: ReplayReport.marker_kernels\)"):
+        accgraph.torch.annotate_trace(src, tmp_path / "out.json", reports)
+
+
+def test_a_reports_csv_needs_the_marker_kernels(tmp_path, host):
+    prof = accgraph.Profiler()
+    timed_model(prof, host)
+    prof.flush()
+    prof.write_csv(tmp_path / "reports.csv")
+    src = tmp_path / "trace.json"
+    src.write_text(json.dumps(kineto_trace(prof.reports())))
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=r"the reports CSV '.*reports.csv' does not say which kernels its "
+                             r"markers are \(a CSV holds no report source\): pass "
+                             r"marker_kernels="):
+        accgraph.torch.annotate_trace(src, tmp_path / "out.json", tmp_path / "reports.csv")
+    kernels = accgraph.MarkerKernels(**MARKER_KERNELS)
+    assert kernels.end == ["marker_end_kernel"] and bool(kernels)
+    summary = accgraph.torch.annotate_trace(src, tmp_path / "out.json", tmp_path / "reports.csv",
+                                            marker_kernels=kernels)
+    assert summary["replays"] == len(prof.reports())
 
 
 def test_regions_name_their_markers(host):
@@ -709,14 +776,21 @@ def test_a_trace_recorded_here_on_the_gpu(tmp_path):
     record = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(record)
     meta = record.record(tmp_path, traced_replays=4)
+    # The backend names its marker kernels in every report (Note [Marker kernel names]).
+    kernels = meta["profiler"].reports()[0].marker_kernels
+    assert (kernels.record_at_start, kernels.record_at_end, kernels.end) == (
+        MARKER_KERNELS["record_at_start"], MARKER_KERNELS["record_at_end"],
+        MARKER_KERNELS["end"])
     out = tmp_path / "annotated.json"
-    summary = annotate_trace(tmp_path / "torch_trace.json.gz", out,
-                             tmp_path / "torch_trace_reports.csv")
+    summary = accgraph.torch.annotate_trace(tmp_path / "torch_trace.json.gz", out,
+                                            tmp_path / "torch_trace_reports.csv",
+                                            marker_kernels=kernels)
     assert meta["traced_replays"] == meta["launched_while_tracing"] == 4  # CUPTI saw them all
     assert summary["replays"] == 4 and summary["unmatched_replays"] == 0
     check_annotated(load(out), summary)
     # From the profiler's reports too (markers by index, not recovered from times).
-    summary = annotate_trace(tmp_path / "torch_trace.json.gz", out, meta["profiler"])
+    summary = accgraph.torch.annotate_trace(tmp_path / "torch_trace.json.gz", out,
+                                            meta["profiler"])
     assert summary["replays"] == 4
     check_annotated(load(out), summary)
 
@@ -747,14 +821,18 @@ SIZE_LIMITED_WRITE = r"""
 import os, resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
 import accgraph
-from accgraph.torch_trace import annotate_trace
+from accgraph.torch import annotate_trace
 trace, output, reports, limit = sys.argv[1:5]
 resource.setrlimit(resource.RLIMIT_FSIZE, (int(limit), int(limit)))
+kernels = accgraph.MarkerKernels(record_at_start=["marker_record_kernel"],
+                                 record_at_end=["marker_record_programmatic_kernel",
+                                                "marker_record_placed_kernel"],
+                                 end=["marker_end_kernel"])
 try:
     if os.path.samefile(trace, output):
-        annotate_trace(trace, output, reports, overwrite_input=True)
+        annotate_trace(trace, output, reports, overwrite_input=True, marker_kernels=kernels)
     else:
-        annotate_trace(trace, output, reports)
+        annotate_trace(trace, output, reports, marker_kernels=kernels)
 except accgraph.InvalidArgumentError as e:
     print("ERROR", e)
     sys.exit(3)
@@ -814,7 +892,7 @@ def test_a_write_that_raises_part_way_leaves_the_old_output(tmp_path, reports, m
     src.write_text(dumps(kineto_trace(reports)))
     out = tmp_path / "out.json"
     out.write_text("old")
-    from accgraph import torch_trace
+    from accgraph.torch import _trace as torch_trace
 
     real = torch_trace._write_atomically
 
@@ -853,7 +931,7 @@ def test_output_is_the_input_only_when_asked(tmp_path, reports):
 def test_the_output_is_checked_before_the_work(tmp_path, reports, monkeypatch):
     # A missing directory is named before the trace is read (check_output_file in C++): audit
     # 2026-11-28 A21 (.json), A26 (.pftrace); A22: the output is a directory.
-    from accgraph import torch_trace
+    from accgraph.torch import _trace as torch_trace
 
     monkeypatch.setattr(torch_trace, "_load_trace", lambda trace: pytest.fail("read first"))
     with pytest.raises(accgraph.InvalidArgumentError,
@@ -903,7 +981,7 @@ def test_strings_that_look_like_the_old_placeholder_stay_strings(tmp_path, repor
 
 def test_a_string_holding_the_token_is_never_replaced(tmp_path, reports, monkeypatch):
     # Note [Exact numbers]: should a string hold the very token drawn, another is drawn.
-    from accgraph import torch_trace
+    from accgraph.torch import _trace as torch_trace
 
     tokens = iter(["0" * 32, "1" * 32])
     monkeypatch.setattr(torch_trace.secrets, "token_hex",
@@ -1273,7 +1351,7 @@ def test_a_doubles_nanoseconds_are_its_texts():
     # _ns reads a double below 2^43 us without Decimal: the same ns as the three-decimal text.
     import random
 
-    from accgraph import torch_trace
+    from accgraph.torch import _trace as torch_trace
 
     rng = random.Random(7)
     for _ in range(20_000):

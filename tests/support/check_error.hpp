@@ -41,4 +41,22 @@ void require_error(Fn&& fn, ErrorCode code, std::initializer_list<std::string> f
   }
 }
 
+/// The same, and the error's reason (ErrorReason, Note [Error reasons] in core/error.cpp).
+template <class Fn>
+void require_error(Fn&& fn, ErrorCode code, ErrorReason reason,
+                   std::initializer_list<std::string> fragments) {
+  try {
+    fn();
+    FAIL("expected an accgraph::Error");
+  } catch (const Error& e) {
+    CHECK_MESSAGE(e.code() == code, std::string(e.what()));
+    CHECK_MESSAGE(e.reason() == reason, "reason '" << to_string(e.reason()) << "', expected '"
+                                                   << to_string(reason)
+                                                   << "': " << std::string(e.what()));
+    for (const std::string& fragment : fragments)
+      CHECK_MESSAGE(std::string(e.what()).find(fragment) != std::string::npos,
+                    "missing '" << fragment << "' in: " << std::string(e.what()));
+  }
+}
+
 }  // namespace accgraph::testing

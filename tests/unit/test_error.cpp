@@ -29,6 +29,24 @@ TEST_CASE("a core Error has no backend prefix or native part") {
   CHECK(e.native_call().empty());
 }
 
+TEST_CASE("an Error carries a reason a caller tells apart, Unspecified by default") {
+  using accgraph::ErrorReason;
+  CHECK(Error(ErrorCode::InvalidState, "replay before capture").reason() ==
+        ErrorReason::Unspecified);
+  Error e(ErrorCode::InvalidState, ErrorReason::NativeCapture, "stream 3 captures natively",
+          "cuda");
+  CHECK(e.reason() == ErrorReason::NativeCapture);
+  CHECK(e.code() == ErrorCode::InvalidState);
+  CHECK(std::string(e.what()) == "[invalid state] cuda: stream 3 captures natively");
+  Error copy = e;  // a copy keeps it (Python's exception is built from a caught reference)
+  CHECK(copy.reason() == ErrorReason::NativeCapture);
+  CHECK(std::string(to_string(ErrorReason::Unspecified)) == "unspecified");
+  CHECK(std::string(to_string(ErrorReason::NativeCapture)) == "native capture");
+  CHECK(std::string(to_string(ErrorReason::UnattachedCapture)) == "unattached capture");
+  CHECK(std::string(to_string(ErrorReason::CaptureEnded)) == "capture ended");
+  CHECK(std::string(to_string(ErrorReason::RegionOrder)) == "region order");
+}
+
 TEST_CASE("every code has a name") {
   CHECK(std::string(to_string(ErrorCode::InvalidArgument)) == "invalid argument");
   CHECK(std::string(to_string(ErrorCode::InvalidState)) == "invalid state");

@@ -298,6 +298,11 @@ TEST_CASE("stats csv: header and exact values") {
         "path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns,self_count,self_min_ns,self_mean_ns,"
         "self_p50_ns,self_p95_ns,self_max_ns,graph_id,first_call,p05_ns");
   CHECK(lines[1] == "\"a,b\",0,2,100,200,100,300,300,2,100,200,100,300,300,1,0,100");
+  // The header is stats_csv_columns(), the schema readers find columns by.
+  std::string header;
+  for (const std::string& column : stats_csv_columns())
+    header += (header.empty() ? "" : ",") + column;
+  CHECK(lines[0] == header);
 }
 
 TEST_CASE("reports csv: one row per region, metadata as k=v;k=v, fields escaped") {
@@ -313,6 +318,10 @@ TEST_CASE("reports csv: one row per region, metadata as k=v;k=v, fields escaped"
       lines[0] ==
       "graph_id,replay_index,backend,device,path,depth,stream_id,lane,start_ns,end_ns,duration_ns,"
       "self_ns,raw_start_ns,raw_end_ns,metadata");
+  std::string header;
+  for (const std::string& column : reports_csv_columns())
+    header += (header.empty() ? "" : ",") + column;
+  CHECK(lines[0] == header);
   CHECK(lines[1] == "7,3,host,0,outer,0,5,,1000,2000,1000,1000,1000,2000,\"bytes=4096;note=a,b\"");
   CHECK(lines[2] ==
         "7,3,host,0,\"outer/in\"\"ner\",1,5,,1100,1200,100,100,1100,1200,\"q=say \"\"hi\"\"\"");

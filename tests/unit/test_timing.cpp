@@ -23,11 +23,13 @@
 
 #include "accgraph/accgraph.hpp"
 #include "accgraph/spi/capture_tail.hpp"
+#include "accgraph/spi/marker_kernels.hpp"
 #include "check_error.hpp"
 
 using accgraph::AcceleratorGraph;
 using accgraph::Error;
 using accgraph::ErrorCode;
+using accgraph::ErrorReason;
 using accgraph::GraphState;
 using accgraph::Stream;
 using namespace accgraph::timing;
@@ -204,8 +206,9 @@ void FakeStream::wait_for(accgraph::StreamImpl& other) {
   // One in-order device: ordering between streams holds already.
 }
 
-// Markers with a device-side sequence counter picking the ring slot (Note [Marker ring]).
-class FakeMarkers final : public accgraph::TimestampMarkers {
+// Markers with a device-side sequence counter picking the ring slot (Note [Marker ring]), named
+// as kernels would be (Note [Marker kernel names]).
+class FakeMarkers final : public accgraph::TimestampMarkers, public accgraph::MarkerKernelNames {
  public:
   explicit FakeMarkers(size_t depth) : depth_(depth), slots_(depth), owner_(depth, ~0ull) {
     ++counters.markers_created;
@@ -213,6 +216,9 @@ class FakeMarkers final : public accgraph::TimestampMarkers {
   }
   ~FakeMarkers() override { --counters.markers_alive; }
   std::string strategy() const override { return "fake-ts"; }
+  MarkerKernels marker_kernels() const override {
+    return MarkerKernels{{"fake_record_kernel"}, {"fake_wait_record_kernel"}, {"fake_end_kernel"}};
+  }
   size_t ring_depth() const override { return depth_; }
   uint64_t resolution_ns() const override { return 1; }
 
@@ -362,6 +368,32 @@ RegionTiming find_region(const ReplayReport& report, const std::string& path) {
 }  // namespace
 
 // --- captured graphs ---------------------------------------------------------------------------
+
+TEST_CASE(
+    "a report names its marker kernels as the backend does; markers that are not kernels none") {
+  fresh_fake();
+  Profiler prof;
+  AcceleratorGraph graph(kFake);
+  prof.attach(graph);
+  Stream stream = Stream::create(kFake);
+  graph.capture_begin(stream);
+  prof.region(stream, "a").end();
+  graph.capture_end();
+  graph.replay();
+  Stream host = Stream::create("host");
+  prof.region(host, "eager").end();
+  prof.flush();
+  std::vector<ReplayReport> reports = prof.reports();
+  REQUIRE(reports.size() == 2);
+  const ReplayReport& fake = reports[0].backend() == kFake ? reports[0] : reports[1];
+  const ReplayReport& steady = reports[0].backend() == kFake ? reports[1] : reports[0];
+  CHECK(fake.marker_kernels().record_at_start == std::vector<std::string>{"fake_record_kernel"});
+  CHECK(fake.marker_kernels().record_at_end == std::vector<std::string>{"fake_wait_record_kernel"});
+  CHECK(fake.marker_kernels().end == std::vector<std::string>{"fake_end_kernel"});
+  CHECK(fake.source().marker_kernels.end == fake.marker_kernels().end);
+  CHECK(steady.backend() == "host");
+  CHECK(steady.marker_kernels().empty());  // steady_clock markers are not kernels
+}
 
 TEST_CASE("regions in a captured graph: one report per replay with nesting and metadata") {
   fresh_fake();
@@ -640,6 +672,7 @@ TEST_CASE("attach_all times graphs it was not told about; detach stops new captu
   AcceleratorGraph other(kFake);
   other.capture_begin(stream);
   require_error([&] { prof.begin(stream, "late"); }, ErrorCode::InvalidState,
+                ErrorReason::UnattachedCapture,
                 {"not attached", "call attach(graph) or attach_all() before capture_begin"});
   other.capture_end();
 }
@@ -1024,6 +1057,7 @@ TEST_CASE("a region in the capture of a graph the profiler is not attached to is
   Stream stream = Stream::create(kFake);
   graph.capture_begin(stream);
   require_error([&] { prof.begin(stream, "layer"); }, ErrorCode::InvalidState,
+                ErrorReason::UnattachedCapture,
                 {"begin('layer')", "graph " + std::to_string(graph.id()), "not attached",
                  "call attach(graph) or attach_all() before capture_begin"});
   graph.capture_end();
@@ -1053,7 +1087,8 @@ TEST_CASE("an open region at capture_end is an error; the graph is reset and reu
   CHECK(graph.state() == GraphState::Empty);
   CHECK_FALSE(stream.is_capturing());
   // The aborted capture's regions are gone: the stream has none open.
-  require_error([&] { prof.end(stream); }, ErrorCode::InvalidState, {"no region is open"});
+  require_error([&] { prof.end(stream); }, ErrorCode::InvalidState, ErrorReason::RegionOrder,
+                {"no region is open"});
 
   capture_one_region(graph, stream, prof, "ok", 11ns);
   graph.replay();
@@ -1228,10 +1263,10 @@ TEST_CASE("a Region ends its own region: out of order is an error naming both, n
     std::optional<Profiler::Region> a(prof.region(stream, "a"));
     std::optional<Profiler::Region> b(prof.region(stream, "b"));
     stream.delay(std::chrono::nanoseconds(2000));
-    CHECK_ACCGRAPH_ERROR(a->end(), ErrorCode::InvalidState,
-                         fmt::format("region 'a' on stream {} is not the innermost open region: "
-                                     "'a/b' began after it and is still open; end 'a/b' first",
-                                     stream.id()));
+    require_error([&] { a->end(); }, ErrorCode::InvalidState, ErrorReason::RegionOrder,
+                  {fmt::format("region 'a' on stream {} is not the innermost open region: "
+                               "'a/b' began after it and is still open; end 'a/b' first",
+                               stream.id())});
     CHECK(a->is_open());  // refused, not closed: the Python Region keeps it to end later
     stream.delay(std::chrono::nanoseconds(5000));
     b->end();
@@ -1257,7 +1292,8 @@ TEST_CASE("a Region ends its own region: out of order is an error naming both, n
   graph.capture_begin(stream);
   auto other = prof.region(stream, "other");
   CHECK(lost->is_open());  // not known before end() looks
-  CHECK_ACCGRAPH_ERROR(lost->end(), ErrorCode::InvalidState, "the region is no longer open");
+  require_error([&] { lost->end(); }, ErrorCode::InvalidState, ErrorReason::CaptureEnded,
+                {"the region is no longer open"});
   CHECK_FALSE(lost->is_open());
   lost->end();  // closed after that: nothing more happens
   other.end();
@@ -1760,7 +1796,7 @@ TEST_CASE("a foreign graph: misuse is refused with what to do") {
   owner.begin_capture();
   // A region on a stream that captures natively for a graph accgraph was not told about.
   require_error([&] { auto r = prof.region(stream, "lost"); }, ErrorCode::InvalidState,
-                {"'lost'", "not told about", "ForeignGraph"});
+                ErrorReason::NativeCapture, {"'lost'", "not told about", "ForeignGraph"});
   foreign.capture_begin(stream);
   {
     accgraph::ForeignGraph second(kFake);

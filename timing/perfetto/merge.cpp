@@ -373,7 +373,7 @@ void add_job_warnings(MergeSummary& summary, const std::vector<Input>& inputs) {
             "the ranks run on {} hosts but rank {} ({}) has no measured host clock offset "
             "(host_clock_offset_ns) and records no host clock uncertainty: the alignment "
             "across hosts is only as good as their clock synchronisation; measure the offset "
-            "(measure_host_clock_offset, accgraph.torch_distributed.measure_host_clock_offset) "
+            "(measure_host_clock_offset, accgraph.torch.measure_host_clock_offset) "
             "or give PerfettoOptions::host_clock_uncertainty_ns (the NTP/PTP error bound)",
             hosts.size(), input.rank, input.host));
       else

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ._accgraph import ErrorCode
+from ._accgraph import ErrorCode, ErrorReason
 
 __all__ = [
     "Error",
@@ -22,12 +22,15 @@ class Error(Exception):
     """Every error accgraph raises (accgraph::Error).
 
     ``str(error)`` is the full C++ message, ``"[code] backend: message"``; the attributes give
-    its parts: ``code`` (an :class:`ErrorCode`), ``message`` (without the prefix), ``backend``
+    its parts: ``code`` (an :class:`ErrorCode`), ``reason`` (an :class:`ErrorReason`: why, for
+    the failures a caller tells apart; decide by it, never by the message's wording, Note [Error
+    reasons] in core/error.cpp), ``message`` (without the prefix), ``backend``
     (``"host"``, ``"cuda"``, ... or ``""`` for core errors), ``native_call`` and ``native_code``
     (the failing native call and its result's name, ``""`` when none).
     """
 
     code: Optional[ErrorCode]
+    reason: ErrorReason
     message: str
     backend: str
     native_call: str
@@ -38,6 +41,7 @@ class Error(Exception):
         what: str,
         *,
         code: Optional[ErrorCode] = None,
+        reason: ErrorReason = ErrorReason.UNSPECIFIED,
         message: Optional[str] = None,
         backend: str = "",
         native_call: str = "",
@@ -45,6 +49,7 @@ class Error(Exception):
     ) -> None:
         super().__init__(what)
         self.code = code
+        self.reason = reason
         self.message = what if message is None else message
         self.backend = backend
         self.native_call = native_call

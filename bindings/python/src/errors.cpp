@@ -44,9 +44,9 @@ void raise_error(const Error& e) {
   nb::object errors = nb::module_::import_("accgraph._errors");
   nb::object cls = errors.attr(error_class_name(e.code()));
   nb::object instance =
-      cls(e.what(), nb::arg("code") = e.code(), nb::arg("message") = e.message(),
-          nb::arg("backend") = e.backend(), nb::arg("native_call") = e.native_call(),
-          nb::arg("native_code") = e.native_code());
+      cls(e.what(), nb::arg("code") = e.code(), nb::arg("reason") = e.reason(),
+          nb::arg("message") = e.message(), nb::arg("backend") = e.backend(),
+          nb::arg("native_call") = e.native_call(), nb::arg("native_code") = e.native_code());
   PyErr_SetObject(cls.ptr(), instance.ptr());
 }
 
@@ -260,6 +260,21 @@ void bind_errors(nb::module_& m) {
       .value("UNSUPPORTED", ErrorCode::Unsupported, "A request the backend does not implement.")
       .value("BACKEND_ERROR", ErrorCode::BackendError, "A native call failed.")
       .value("PLUGIN_ERROR", ErrorCode::PluginError, "A plugin library was rejected.");
+  nb::enum_<ErrorReason>(m, "ErrorReason",
+                         "Why a call failed, where callers tell the case apart "
+                         "(accgraph::ErrorReason, Note [Error reasons]): stable values; "
+                         "Error.reason, never the message's wording.")
+      .value("UNSPECIFIED", ErrorReason::Unspecified, "Every error no caller tells apart.")
+      .value("NATIVE_CAPTURE", ErrorReason::NativeCapture,
+             "The stream captures into a graph accgraph was not told about.")
+      .value("UNATTACHED_CAPTURE", ErrorReason::UnattachedCapture,
+             "The stream captures into a graph this profiler does not time (not attached, or "
+             "attached after its capture began).")
+      .value("CAPTURE_ENDED", ErrorReason::CaptureEnded,
+             "The capture a region belongs to ended, or was aborted or reset.")
+      .value("REGION_ORDER", ErrorReason::RegionOrder,
+             "Regions would not nest (open across capture_begin/end, not the innermost, none "
+             "open).");
   nb::register_exception_translator(translate);
   m.def("_mark_interpreter_exiting", &mark_interpreter_exiting,
         "Called at exit (atexit): Python callables kept by C++ are no longer called.");

@@ -288,7 +288,7 @@ void bind_host_clock_offsets(nb::module_& m) {
       "trip: offset = its midpoint - rank 0's time, uncertainty = half of it + the clock's "
       "resolution. Call it at profiling start and again at flush and pass both to "
       "write_trace(host_clock_offsets=[...]); the merge interpolates the drift between them. "
-      "accgraph.torch_distributed.measure_host_clock_offset() does it over torch.distributed.");
+      "accgraph.torch.measure_host_clock_offset() does it over torch.distributed.");
 }
 
 // calibrate_clock and write_trace: what one rank writes.
@@ -341,7 +341,7 @@ void bind_trace_writing(nb::module_& m) {
       "job of several ranks give each rank's `rank` and `world_size`, this `host`, the host "
       "clock's synchronisation error bound and each device's ClockOffset, and for ranks on "
       "several hosts the HostClockOffset(s) measured at start and at flush "
-      "(measure_host_clock_offset, accgraph.torch_distributed.measure_host_clock_offset), "
+      "(measure_host_clock_offset, accgraph.torch.measure_host_clock_offset), "
       "then merge the ranks' files with merge_traces(). Those options are refused for Chrome JSON, "
       "which "
       "cannot hold them.");

@@ -120,7 +120,8 @@ void bind_region_timing(nb::module_& m) {
       .def_prop_ro(
           "begin_marker", [](const PyRegionTiming& r) { return r.timing.info().begin_marker; },
           "Index of the marker whose time is raw_start_ns (regions whose edges coincide share "
-          "markers; accgraph.torch_trace matches markers to the marker kernels of a trace).")
+          "markers; accgraph.torch.annotate_trace matches markers to the marker kernels of a "
+          "trace).")
       .def_prop_ro(
           "end_marker", [](const PyRegionTiming& r) { return r.timing.info().end_marker; },
           "Index of the marker whose time is raw_end_ns.")
@@ -142,6 +143,46 @@ void bind_region_timing(nb::module_& m) {
       .def("__repr__", [](const PyRegionTiming& r) { return repr_timing(r.timing); });
 }
 
+void bind_marker_kernels(nb::module_& m) {
+  using timing::MarkerKernels;
+  nb::class_<MarkerKernels>(m, "MarkerKernels",
+                            "The kernels a marker set launches, by the names a kernel trace "
+                            "(CUPTI, torch.profiler) shows for them (accgraph::timing::"
+                            "MarkerKernels): each name is part of the trace's name of its kernel. "
+                            "From the backend (ReplayReport.marker_kernels); empty where markers "
+                            "are not kernels. What annotate_trace aligns regions on.")
+      .def(
+          "__init__",
+          [](MarkerKernels* self, std::vector<std::string> record_at_start,
+             std::vector<std::string> record_at_end, std::vector<std::string> end) {
+            new (self)
+                MarkerKernels{std::move(record_at_start), std::move(record_at_end), std::move(end)};
+          },
+          nb::kw_only(), nb::arg("record_at_start") = std::vector<std::string>(),
+          nb::arg("record_at_end") = std::vector<std::string>(),
+          nb::arg("end") = std::vector<std::string>(),
+          "The names of kernels that write a marker's time as they start, as they end (after "
+          "waiting for the kernel before them), and that end a marker sequence (one per "
+          "replay).")
+      .def_ro("record_at_start", &MarkerKernels::record_at_start,
+              "Kernels that write the marker's time as they start.")
+      .def_ro("record_at_end", &MarkerKernels::record_at_end,
+              "Kernels that write it as they end (they wait for the kernel before them).")
+      .def_ro("end", &MarkerKernels::end, "Kernels that end a marker sequence (one per replay).")
+      .def(
+          "__bool__", [](const MarkerKernels& k) { return !k.empty(); },
+          "False when there are none (markers that are not kernels).")
+      .def("__repr__", [](const MarkerKernels& k) {
+        auto list = [](const std::vector<std::string>& names) {
+          std::string out = "[";
+          for (const std::string& name : names) out += (out.size() > 1 ? ", '" : "'") + name + "'";
+          return out + "]";
+        };
+        return "MarkerKernels(record_at_start=" + list(k.record_at_start) +
+               ", record_at_end=" + list(k.record_at_end) + ", end=" + list(k.end) + ")";
+      });
+}
+
 void bind_replay_report(nb::module_& m) {
   nb::class_<ReplayReport>(m, "ReplayReport",
                            "The timing of one replay (or one eager region tree), read-only. A "
@@ -158,6 +199,10 @@ void bind_replay_report(nb::module_& m) {
       .def_prop_ro(
           "marker_strategy", [](const ReplayReport& r) { return r.marker_strategy(); },
           "The timestamp marker kind used.")
+      .def_prop_ro(
+          "marker_kernels", [](const ReplayReport& r) { return r.marker_kernels(); },
+          "The kernels the markers launch, as a kernel trace names them (MarkerKernels, from "
+          "the backend; empty where the markers are not kernels).")
       .def_prop_ro("resolution_ns", &ReplayReport::resolution_ns,
                    "The smallest step of the marker clock.")
       .def_prop_ro("marker_overhead_ns", &ReplayReport::marker_overhead_ns,
@@ -244,9 +289,18 @@ nb::dict metadata_dict(const timing::Metadata& metadata) {
 }
 
 void bind_reports(nb::module_& m) {
+  bind_marker_kernels(m);
   bind_region_timing(m);
   bind_replay_report(m);
   bind_region_stats(m);
+  m.def(
+      "reports_csv_columns", [] { return timing::reports_csv_columns(); },
+      "The header fields of the reports CSV (Profiler.write_csv), in column order "
+      "(accgraph::timing::reports_csv_columns): find its columns by these names.");
+  m.def(
+      "stats_csv_columns", [] { return timing::stats_csv_columns(); },
+      "The header fields of the statistics CSV (Profiler.write_stats_csv), in column order "
+      "(accgraph::timing::stats_csv_columns).");
 }
 
 }  // namespace accgraph::python

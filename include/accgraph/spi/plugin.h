@@ -7,9 +7,10 @@
  * much of the table the plugin was compiled with. The C++ SPI objects created through the table
  * (accgraph::Backend and what it creates) must come from the same major version of the SPI
  * headers, which is why a change to backend.hpp's classes bumps the major; a new class a backend
- * may also derive from (2.1: ClockSampling; 2.2: CaptureTail, spi/capture_tail.hpp), or a field
- * appended to an options struct the core passes (2.3: MarkerOptions::memory_budget, rule
- * marker.budget) bumps the minor: an older-minor plugin still loads, and a plugin of a newer
+ * may also derive from (2.1: ClockSampling; 2.2: CaptureTail, spi/capture_tail.hpp; 2.4:
+ * MarkerKernelNames, spi/marker_kernels.hpp, with the Error constructor that takes an
+ * ErrorReason), or a field appended to an options struct the core passes (2.3:
+ * MarkerOptions::memory_budget, rule marker.budget) bumps the minor: an older-minor plugin still loads, and a plugin of a newer
  * minor than the core's is rejected (it may derive from a class the core's library lacks, or
  * read a field the core does not pass). */
 #ifndef ACCGRAPH_PLUGIN_H
@@ -23,10 +24,10 @@ extern "C" {
 #endif
 
 #define ACCGRAPH_PLUGIN_ABI_MAJOR 2u
-#define ACCGRAPH_PLUGIN_ABI_MINOR 3u
+#define ACCGRAPH_PLUGIN_ABI_MINOR 4u
 /* The oldest minor the core accepts. */
 #define ACCGRAPH_PLUGIN_ABI_MINOR_REQUIRED 0u
-/* The plugin ABI a library was built for ("accgraph-plugin-abi:2u.3u"), as text the loader can find
+/* The plugin ABI a library was built for ("accgraph-plugin-abi:2u.4u"), as text the loader can find
  * in the file without loading it: when the dynamic loader refuses a plugin built for a newer
  * accgraph (it needs symbols this core lacks), the rejection then names both ABI versions instead
  * of a mangled symbol. ACCGRAPH_DEFINE_PLUGIN emits it; a plugin that writes its own table adds

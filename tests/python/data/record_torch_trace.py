@@ -130,13 +130,14 @@ def record(out_dir: os.PathLike, traced_replays: int = 4) -> Dict[str, Any]:
     return meta
 
 
-def _diagnose(trace: pathlib.Path, source: Any) -> None:
+def _diagnose(trace: pathlib.Path, source: Any, kernels: Any) -> None:
     """What annotate_trace saw, when it found no match: the sequences of marker kernels and how
     closely each fits the reports (rerun with TOLERANCE_US=... if the fits are just over)."""
-    from accgraph import torch_trace as tt
+    from accgraph.torch import _trace as tt
 
-    sequences = tt._sequences(tt._kernels(tt._load_trace(trace)["traceEvents"]))
-    reports = tt._reports_of(source)
+    names = tt._KernelNames()
+    reports = tt._reports_of(source, names, kernels)
+    sequences = tt._sequences(tt._kernels(tt._load_trace(trace)["traceEvents"], names))
     print(f"diagnosis: {len(sequences)} marker sequences in the trace "
           f"(markers: {sorted({len(q.records) for q in sequences})}; record kernels: "
           f"{sorted({q.records[0].kind for q in sequences})}), {len(reports)} reports "
@@ -150,16 +151,19 @@ def main() -> int:
     out_dir = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else pathlib.Path(__file__).parent
     meta = record(out_dir)
     prof = meta.pop("profiler")
-    from accgraph.torch_trace import annotate_trace
+    from accgraph.torch import annotate_trace
 
     annotated = out_dir / "torch_trace_annotated.json.gz"
     tolerance = float(os.environ.get("TOLERANCE_US", "1.0"))
+    # The CSV holds no report source: its marker kernels are those the backend named in the
+    # profiler's reports (Note [Marker kernel names]).
+    kernels = prof.reports()[0].marker_kernels
     for source in (out_dir / "torch_trace_reports.csv", prof):
         try:
             summary = annotate_trace(out_dir / "torch_trace.json.gz", annotated, source,
-                                     tolerance_us=tolerance)
+                                     tolerance_us=tolerance, marker_kernels=kernels)
         except accgraph.Error:
-            _diagnose(out_dir / "torch_trace.json.gz", source)
+            _diagnose(out_dir / "torch_trace.json.gz", source, kernels)
             raise
         print(f"annotate_trace from {type(source).__name__}: {summary}")
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))

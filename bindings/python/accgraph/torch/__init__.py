@@ -26,9 +26,10 @@ hand)::
 ``Profiler(delivery="immediate")`` delivers each report right after its replay; the default,
 lazy, reads them when a graph's marker ring (sized by ``marker_memory``) is full, on ``flush()``, or
 from the background collector. :func:`uninstrument` (or the :func:`instrumented` block) puts
-PyTorch back. ``collective_metadata`` (from :mod:`accgraph.torch_distributed`) names the
-collective a region times. What it costs per replay and what cannot be timed: the README's
-PyTorch section; how the methods are wrapped: Note [Wrapping CUDAGraph] below.
+PyTorch back. :func:`collective_metadata` names the collective a region times, and
+:func:`measure_host_clock_offset` measures this host's clock against rank 0's over the job's
+process group (both in _distributed.py). What it costs per replay and what cannot be timed:
+the README's PyTorch section; how the methods are wrapped: Note [Wrapping CUDAGraph] below.
 
 Every ``nn.Module`` call can be a region without changing the model:
 ``instrument(prof, modules=True)`` (every module of the process) or ``modules=model`` (one
@@ -41,8 +42,9 @@ tree), with ``depth``, ``include``, ``exclude`` filters (Note [Module regions] i
 ``python -m accgraph.torch script.py`` does that for an unmodified script and prints the
 per-module table at exit: one section per captured graph, one for the eager calls
 (:func:`module_table`, :func:`stats_by_context`; :func:`write_html` writes the HTML report,
-:func:`compare` compares two runs). ``annotate_trace`` (from :mod:`accgraph.torch_trace`) lays the
-regions over the kernels of a torch.profiler trace.
+:func:`compare` compares two runs). :func:`annotate_trace` (_trace.py) lays the
+regions over the kernels of a torch.profiler trace. What the modules of this package share
+lives in _runtime.py (Note [One torch package]).
 """
 
 from __future__ import annotations
@@ -55,22 +57,22 @@ import threading
 import warnings
 import weakref
 from contextlib import contextmanager
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Pattern,
+from typing import (Any, Callable, Dict, Iterator, List, Optional, Pattern,
                     Tuple, Union)
 
 from .. import _default_stream
-from .._accgraph import ForeignGraph, GraphState, Profiler, Stream, _OwnerReplay, backends
-from .._errors import (Error, InvalidArgumentError, InvalidStateError, UnavailableError,
-                      make_error)
+from .._accgraph import ForeignGraph, GraphState, Profiler, Stream
+from .._errors import Error, InvalidStateError, UnavailableError, make_error
+from .._native import OwnerReplay
 
+from . import _runtime
 from ._compare import compare
+from ._distributed import collective_metadata, measure_host_clock_offset
 from ._html import write_html
 from ._modules import ModuleTiming
+from ._runtime import TorchUnavailableError
 from ._table import module_table, stats_by_context
-
-if TYPE_CHECKING:  # at run time through __getattr__ (below): those modules import this one
-    from ..torch_distributed import collective_metadata
-    from ..torch_trace import annotate_trace
+from ._trace import annotate_trace
 
 __all__ = [
     "TorchUnavailableError",
@@ -84,6 +86,7 @@ __all__ = [
     "instrumented",
     "is_instrumented",
     "label_graph",
+    "measure_host_clock_offset",
     "module_table",
     "stats_by_context",
     "uninstrument",
@@ -143,50 +146,10 @@ __all__ = [
 # regions share one marker (Note [Native work] in core/stream.cpp): the README's PyTorch section.
 
 
-class TorchUnavailableError(UnavailableError, ImportError):
-    """PyTorch, a CUDA build of it with a visible GPU, or accgraph's cuda backend is missing;
-    the message says which and what to install (an :class:`~accgraph.UnavailableError` that is
-    also an ``ImportError``)."""
-
-
-# The backend of the wrapped streams and foreign graphs. Only tests change it: they run the
-# wrappers on the host backend with a stand-in for torch (tests/python/test_torch_standin.py).
-_BACKEND = "cuda"
 # The wrapped methods of torch.cuda.CUDAGraph (capture_end_pre only where PyTorch has it).
 _METHODS = ("capture_begin", "capture_end_pre", "capture_end", "replay", "reset")
 # The instance attribute holding a graph's _GraphTiming.
 _ATTRIBUTE = "_accgraph_timing"
-
-
-def _load_torch() -> Any:
-    """The torch module, checked: TorchUnavailableError saying what to install otherwise."""
-    try:
-        import torch
-    except ImportError as e:
-        raise make_error(
-            TorchUnavailableError,
-            f"accgraph.torch: PyTorch cannot be imported ({e}): install a CUDA build of "
-            "PyTorch (pip install torch) in this environment",
-        ) from e
-    if not torch.cuda.is_available():
-        raise make_error(
-            TorchUnavailableError,
-            f"accgraph.torch: PyTorch {torch.__version__} sees no CUDA device "
-            f"(torch.version.cuda={torch.version.cuda}): install a CUDA build of PyTorch and run "
-            "where a GPU is visible",
-        )
-    return torch
-
-
-def _require_backend() -> None:
-    info = {b.name: b for b in backends()}.get(_BACKEND)
-    if info is None or not info.available:
-        reason = info.reason if info is not None else "not built into this accgraph"
-        raise make_error(
-            TorchUnavailableError,
-            f"accgraph.torch: accgraph's {_BACKEND} backend is unavailable ({reason}): install "
-            "an accgraph built where the CUDA toolkit was found",
-        )
 
 
 class _Installation:
@@ -237,7 +200,7 @@ class _GraphTiming:
 
     def __init__(self, installation: _Installation) -> None:
         self.installation = installation
-        self.foreign = ForeignGraph(_BACKEND)
+        self.foreign = ForeignGraph(_runtime.BACKEND)
         self.device = 0
         self.stream: Optional[Stream] = None
         # A finished capture with regions: replays are launched through the ForeignGraph.
@@ -301,29 +264,16 @@ def _resume_gc(installation: "_Installation", graph_id: Optional[int]) -> None:
 
 _lock = threading.RLock()
 _installed: Optional[_Installation] = None
-_streams: Dict[Tuple[int, int], Stream] = {}
-_streams_lock = threading.Lock()
 # Every torch graph that has carried a _GraphTiming (Note [Clean exit]).
 _timed_graphs: "weakref.WeakSet[Any]" = weakref.WeakSet()
-
-
-def _wrap_current(torch: Any, device: int) -> Stream:
-    torch_stream = torch.cuda.current_stream(device)
-    key = (device, int(torch_stream.cuda_stream))
-    with _streams_lock:
-        stream = _streams.get(key)
-        if stream is None:
-            stream = Stream.wrap(_BACKEND, device, torch_stream)  # keeps torch_stream alive
-            _streams[key] = stream
-    return stream
 
 
 def _current(installation: _Installation, device: int) -> Stream:
     """The cached accgraph Stream of PyTorch's current stream on `device` (one raw-stream read
     and one dict look-up once the stream is known). Timed replays find it natively (Note [Owner
     replay]); their fallback and capture_begin come here."""
-    stream = _streams.get((device, installation.raw_stream(device)))
-    return stream if stream is not None else _wrap_current(installation.torch, device)
+    stream = _runtime.streams.get((device, installation.raw_stream(device)))
+    return stream if stream is not None else _runtime.wrap_current(installation.torch, device)
 
 
 def current_stream(device: Optional[int] = None) -> Stream:
@@ -331,9 +281,9 @@ def current_stream(device: Optional[int] = None) -> Stream:
     (None: the current device): always the same Stream for the same native stream, so that
     regions opened on it record into an instrumented capture running on it. Needs no
     :func:`instrument`; TorchUnavailableError without PyTorch or a GPU."""
-    torch = _load_torch()
-    _require_backend()
-    return _wrap_current(torch, torch.cuda.current_device() if device is None else device)
+    torch = _runtime.load_torch()
+    _runtime.require_backend()
+    return _runtime.wrap_current(torch, torch.cuda.current_device() if device is None else device)
 
 
 def _timing_of(graph: Any) -> Optional[_GraphTiming]:
@@ -482,7 +432,7 @@ def _set_ready(graph: Any, timing: _GraphTiming, ready: bool) -> None:
 def _drop_timed_replay(graph: Any) -> None:
     try:
         replay = graph.__dict__.get(_REPLAY)
-        if isinstance(replay, _OwnerReplay):
+        if isinstance(replay, OwnerReplay):
             replay.enabled = False  # a reference kept elsewhere now goes to PyTorch's replay
             del graph.__dict__[_REPLAY]
     except AttributeError:  # an instance without a __dict__ never got one
@@ -564,8 +514,8 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
             timing.foreign.launch(stream, original_replay, owner=self, trusted=True)
             return None
 
-        return _OwnerReplay(timing.foreign, original_replay, graph, raw_stream, device, _streams,
-                            fallback)
+        return OwnerReplay(timing.foreign, original_replay, graph, raw_stream, device,
+                           _runtime.streams, fallback)
 
     installation.timed_replay = timed_replay
 
@@ -638,8 +588,8 @@ def instrument(profiler: Profiler, *, graph_region: Optional[str] = None,
     if graph_region is not None and (not isinstance(graph_region, str) or not graph_region):
         raise TypeError("accgraph.torch.instrument: graph_region must be a non-empty str or None")
     _check_module_options(modules, depth, include, exclude, eager_modules)
-    torch = _load_torch()
-    _require_backend()
+    torch = _runtime.load_torch()
+    _runtime.require_backend()
     with _lock:
         if _installed is not None:
             raise make_error(
@@ -698,17 +648,18 @@ def _at_exit() -> None:
             warnings.warn(f"accgraph.torch: releasing a graph's timing at exit failed: {e}",
                           RuntimeWarning)
     _timed_graphs.clear()
-    with _streams_lock:
-        _streams.clear()
+    _runtime.clear_streams()
 
 
-def uninstrument() -> None:
+def uninstrument(*, force: bool = False) -> None:
     """Puts back the original methods of ``torch.cuda.CUDAGraph`` (the same function objects)
     and the previous default stream provider, and removes the module hooks, after flushing the
     profiler (every pending replay is delivered). Graphs captured while instrumented replay
     untimed from now on. Does nothing when not instrumented; InvalidStateError while an
-    instrumented capture is in progress (end it first)."""
-    _uninstrument(force=False)
+    instrumented capture is in progress (end it first), unless `force`: then those captures
+    end untimed (for the end of a process: ``python -m accgraph.torch`` after the script, and
+    the exit handler, Note [Clean exit])."""
+    _uninstrument(force)
 
 
 def _uninstrument(force: bool) -> None:
@@ -776,21 +727,3 @@ def instrumented(profiler: Profiler, *, graph_region: Optional[str] = None,
         yield profiler
     finally:
         uninstrument()
-
-
-def __getattr__(name: str) -> Any:
-    """``collective_metadata`` (from :mod:`accgraph.torch_distributed`) and ``annotate_trace``
-    (from :mod:`accgraph.torch_trace`), re-exported on first use (PEP 562): those modules import
-    this one for its torch loader, so importing them here would make either import order
-    fail."""
-    if name == "collective_metadata":
-        from ..torch_distributed import collective_metadata
-
-        globals()[name] = collective_metadata
-        return collective_metadata
-    if name == "annotate_trace":
-        from ..torch_trace import annotate_trace
-
-        globals()[name] = annotate_trace
-        return annotate_trace
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -45,6 +45,7 @@ from typing import Any, List, Optional, Tuple
 import accgraph
 import accgraph.torch as accgraph_torch
 
+from .._native import check_output_file
 from ._compare import compare
 from ._html import write_html
 from ._table import SORTS, module_table
@@ -171,7 +172,7 @@ def _check_outputs(options: argparse.Namespace) -> bool:
     cannot."""
     for option, path in _outputs(options):
         try:
-            accgraph._accgraph._check_output_file(path)
+            check_output_file(path)
         except OSError as e:
             message = e.args[1] if len(e.args) > 1 else str(e)
             print(f"{PROG}: {option}: {message} (nothing was run)", file=sys.stderr)
@@ -296,7 +297,7 @@ def main(argv: Optional[List[str]] = None) -> Any:
         code = _run(options, target)
     finally:
         try:
-            accgraph_torch._uninstrument(force=True)  # flushes: every replay is delivered
+            accgraph_torch.uninstrument(force=True)  # flushes: every replay is delivered
         except accgraph.Error as e:
             print(f"{PROG}: uninstrumenting failed: {e}", file=sys.stderr)
         written = _report(prof, options)

@@ -9,6 +9,7 @@ import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Union
 
+from .._native import write_text_file
 from ._table import Tree, by_context, context_name, rows_of, section_header
 
 # Note [HTML report]: the page is generated from the same rows as the text table (Note
@@ -270,7 +271,5 @@ def write_html(source: Any, path: Union[str, "os.PathLike[str]"], *,
     """Writes the HTML report of `source` (a Profiler, a stats CSV path or rows) to `path`:
     one self-contained file (Note [HTML report]); replaced only once complete; OSError with
     the system's reason."""
-    from .._accgraph import _write_text_file
-
-    _write_text_file(os.fspath(path), "the HTML report",
+    write_text_file(os.fspath(path), "the HTML report",
                      html_report(source, labels=labels, classes=classes, title=title))

@@ -10,7 +10,7 @@ import warnings
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Pattern, Sequence, Union
 
-from .._accgraph import Profiler, Stream
+from .._accgraph import ErrorCode, ErrorReason, Profiler, Stream
 from .._errors import Error, UnavailableError, make_error
 
 # Note [Module regions]: instrument(prof, modules=...) registers one global forward pre-hook
@@ -37,15 +37,29 @@ from .._errors import Error, UnavailableError, make_error
 #   it is timed unless eager_modules=False. A call that cannot be timed (begin raises: a stream
 #   PyTorch forked inside the capture, a capture accgraph was not told about) runs untimed,
 #   counted with Profiler.note_untimed (the stats table's "untimed" lines) and warned about
-#   once per reason. Each thread keeps a stack of what each pre-hook did, so a forward hook
-#   ends only the region its own pre-hook opened (and frames left by a forward that raised on
-#   a PyTorch without always_call are closed by the next forward hook below them).
+#   once per reason: the error's reason code (Error.reason, Note [Error reasons] in
+#   core/error.cpp), never its wording; an error without one is counted under its error
+#   code. Each thread keeps a stack of what each pre-hook did, so a forward hook ends only the
+#   region its own pre-hook opened (and frames left by a forward that raised on a PyTorch
+#   without always_call are closed by the next forward hook below them).
 # - torch.compile. While Dynamo traces, the hooks return at once: nothing is recorded and no
 #   graph break is caused (compiled graphs are timed as a whole by graph_region).
 
 UNTIMED_FORK = ("its stream captures into a CUDA graph accgraph was not told about (a stream "
                 "PyTorch forked inside an instrumented capture, or a capture begun before "
                 "instrument())")
+# What the stats table and the warning say for each reason code a module call can fail with.
+UNTIMED_REASONS: Dict[ErrorReason, str] = {
+    ErrorReason.NATIVE_CAPTURE: UNTIMED_FORK,
+    ErrorReason.UNATTACHED_CAPTURE: (
+        "its stream captures into a graph the profiler does not time (a graph not attached to "
+        "it, or attached after its capture began)"),
+    ErrorReason.CAPTURE_ENDED: ("the capture it was recorded in ended, or was aborted or "
+                                "reset, while it ran"),
+    ErrorReason.REGION_ORDER: ("its region would not nest in the regions open on its stream (a "
+                               "region left open across capture_begin or capture_end, or ended "
+                               "out of order)"),
+}
 
 
 class _Info:
@@ -158,15 +172,6 @@ def _is_compiling(torch: Any) -> Callable[[], bool]:
     return check if check is not None else (lambda: False)
 
 
-def _reason_of(error: Error) -> str:
-    """The reason a call was not timed, without what differs per call (names, ids)."""
-    message = str(error)
-    if "not told about" in message:
-        return UNTIMED_FORK
-    message = re.sub(r"^\w+\('[^']*'\): ", "", message)
-    return re.sub(r"\b(stream|graph) \d+", r"\1 N", message)
-
-
 class ModuleTiming:
     """The hooks of one instrument() period (Note [Module regions])."""
 
@@ -184,6 +189,9 @@ class ModuleTiming:
         self.tls = threading.local()
         self.lock = threading.Lock()
         self.warned: set = set()
+        # Error code -> the message of the first error without a reason code: how the calls
+        # it stopped are counted and described (Note [Module regions]).
+        self.unspecified: Dict[Optional[ErrorCode], str] = {}
         self.handles: List[Any] = []
         self.generation = 0  # bumped by every submodule registration: name caches are stale
         # modules=True: names per root module (id -> _Names); modules=roots: one _Names per root.
@@ -266,7 +274,7 @@ class ModuleTiming:
                 stack.append([module, None, info.qualname, None, names])
                 return None
         except Error as e:
-            self._untimed(info.display, _reason_of(e))
+            self._untimed(info.display, self._reason_of(e))
             stack.append([module, None, info.qualname, None, names])
             return None
         parent = None
@@ -288,7 +296,7 @@ class ModuleTiming:
         try:
             self.profiler.begin(stream, name, module=info.cls)
         except Error as e:
-            self._untimed(info.display, _reason_of(e))
+            self._untimed(info.display, self._reason_of(e))
             stream = None
         stack.append([module, stream, info.qualname, None, names])
         return None
@@ -323,7 +331,15 @@ class ModuleTiming:
         try:
             self.profiler.end(frame[STREAM])
         except Error as e:
-            self._untimed(frame[QUALNAME] or type(frame[MODULE]).__name__, _reason_of(e))
+            self._untimed(frame[QUALNAME] or type(frame[MODULE]).__name__, self._reason_of(e))
+
+    def _reason_of(self, error: Error) -> str:
+        """Why a call was not timed: by the error's reason code, never by its wording."""
+        reason = UNTIMED_REASONS.get(error.reason)
+        if reason is not None:
+            return reason
+        with self.lock:
+            return self.unspecified.setdefault(error.code, error.message)
 
     def _untimed(self, name: str, reason: str) -> None:
         self.profiler.note_untimed(name, reason)

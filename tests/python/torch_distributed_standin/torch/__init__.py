@@ -1,5 +1,5 @@
 """A stand-in for the few parts of PyTorch that tests/python/multihost_skew_torch.py and
-accgraph.torch_distributed.measure_host_clock_offset use, so that they run where PyTorch is
+accgraph.torch.measure_host_clock_offset use, so that they run where PyTorch is
 not installed (CI): one-element int64 "tensors" on the CPU and a torch.distributed of
 point-to-point send/recv over loopback TCP sockets (torch/distributed/__init__.py). Not PyTorch:
 the real Gloo/NCCL path runs where torch is installed (gpu-check's nccl stage)."""
