@@ -17,9 +17,9 @@
 #include "accgraph/error.hpp"
 #include "accgraph/spi/backend.hpp"
 #include "accgraph/stream.hpp"
-#include "core/internal/backend_lookup.hpp"
-#include "core/internal/observers.hpp"
-#include "core/internal/timing_seam.hpp"
+#include "internal/backend_lookup.hpp"
+#include "internal/observers.hpp"
+#include "timing_seam.hpp"
 
 namespace accgraph {
 

@@ -9,10 +9,10 @@
 #include "accgraph/error.hpp"
 #include "accgraph/graph.hpp"
 #include "accgraph/spi/backend.hpp"
-#include "core/internal/backend_lookup.hpp"
-#include "core/internal/observers.hpp"
-#include "core/internal/stream_state.hpp"
-#include "core/internal/timing_seam.hpp"
+#include "internal/backend_lookup.hpp"
+#include "internal/observers.hpp"
+#include "stream_state.hpp"
+#include "timing_seam.hpp"
 
 namespace accgraph {
 

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "../../timing/stats_internal.hpp"  // detail::stats_thread_counters
+#include "stats_internal.hpp"  // detail::stats_thread_counters
 #include "accgraph/accgraph.hpp"
 
 namespace {

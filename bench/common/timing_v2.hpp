@@ -18,8 +18,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "../../core/internal/timing_seam.hpp"
-#include "../../timing/stats_internal.hpp"  // detail::stats_thread_counters
+#include "timing_seam.hpp"
+#include "stats_internal.hpp"  // detail::stats_thread_counters
 #include "accgraph/accgraph.hpp"
 
 namespace accgraph_bench {

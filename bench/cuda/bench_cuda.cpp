@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "../../core/internal/timing_seam.hpp"
+#include "timing_seam.hpp"
 #include "../common/run_ahead.hpp"
 #include "../common/timing_v2.hpp"
 #include "accgraph/accgraph.hpp"

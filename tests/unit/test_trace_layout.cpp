@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "../../timing/trace_layout.hpp"
+#include "trace_layout.hpp"
 #include "accgraph/report.hpp"
 
 using namespace accgraph::timing;

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/internal/timing_seam.hpp"
+#include "timing_seam.hpp"
 #include "marker_ring.hpp"
 #include "region_recorder.hpp"
 
