@@ -14,7 +14,8 @@
 #   accgraph::perfetto (trace_layout, exported_text, export_errors), a static library that both
 #   link, so that neither compiles the other's sources.
 # So a wrong include (the registry reaching into a backend, timing into core/internal/) fails to
-# compile instead of waiting for a review; tests/layers/ checks that it does.
+# compile instead of waiting for a review; tests/layers/ checks that it does, and that no
+# library source includes with "../".
 #
 # Every layer compiles with the same settings (accgraph_layer_settings): C++17, the installed
 # headers, ACCGRAPH_BUILDING_LIBRARY, fmt and nlohmann_json, hidden visibility and PIC (set for
@@ -48,5 +49,8 @@ function(accgraph_add_layer)
   target_include_directories(${target} PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
   target_link_libraries(${target} PRIVATE accgraph_layer_settings ${ARG_USES})
   accgraph_warnings(${target})
+  # What tests/layers/ gives its probes (with the layer's INCLUDE_DIRECTORIES), to compile them
+  # as this layer is compiled.
+  set_target_properties(${target} PROPERTIES ACCGRAPH_LAYER_USES "${ARG_USES}")
   target_sources(accgraph PRIVATE $<TARGET_OBJECTS:${target}>)
 endfunction()

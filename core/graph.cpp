@@ -393,7 +393,7 @@ void AcceleratorGraph::replay_hooked(Stream& stream, LaunchWaits* waits) {
     impl_->replay(detail::StreamAccess::impl(stream));
   } catch (...) {
     // The profilers are told, then the exception goes on. Only a foreign graph's owner launch
-    // can have run work and still thrown (Note [Launch fences] in timing/marker_ring.cpp).
+    // can have run work and still thrown (Note [Launch fences] in timing/engine/marker_ring.cpp).
     for (const auto& instrument : instruments_) instrument->after_failed_replay(*this, stream);
     throw;
   }

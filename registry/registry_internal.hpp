@@ -9,6 +9,7 @@
 
 #include "accgraph/export.hpp"
 #include "accgraph/registry.hpp"
+#include "accgraph/spi/backend.hpp"  // the Backend the registry owns
 #include "accgraph/spi/plugin.h"
 
 namespace accgraph::detail {

@@ -89,7 +89,7 @@ void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats)
     const auto padded = [&](const std::string& cell, size_t cell_width) {
       return cell + std::string(width - cell_width, ' ');
     };
-    // A context column (Note [Stats contexts] in timing/stats.cpp) only where rows come from
+    // A context column (Note [Stats contexts] in timing/model/stats.cpp) only where rows come from
     // more than one: a table of one graph's replays reads as before.
     const bool contexts = std::any_of(stats.begin(), stats.end(), [&](const RegionStats& s) {
       return s.graph_id != stats.front().graph_id || s.first_call != stats.front().first_call;
@@ -116,7 +116,7 @@ void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats)
 
 void write_stats_csv(std::ostream& out, const std::vector<RegionStats>& stats) {
   export_to(out, "the statistics CSV", [&] {
-    // The context columns (Note [Stats contexts] in timing/stats.cpp) come last, so that a
+    // The context columns (Note [Stats contexts] in timing/model/stats.cpp) come last, so that a
     // reader of the first fourteen columns reads them as before.
     out << "path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns,self_count,self_min_ns,"
            "self_mean_ns,self_p50_ns,self_p95_ns,self_max_ns,graph_id,first_call,p05_ns\n";
