@@ -24,7 +24,8 @@ function(accgraph_add_backend)
       message(FATAL_ERROR "accgraph_add_backend(NAME ${ARG_NAME} BUILT_IN): a built-in backend "
         "is compiled into libaccgraph: give it only SOURCES")
     endif()
-    target_sources(accgraph PRIVATE ${ARG_SOURCES})
+    # A layer of libaccgraph (Note [Layer targets]): its own folder and the installed headers.
+    accgraph_add_layer(NAME backend_${ARG_NAME} SOURCES ${ARG_SOURCES})
     return()
   endif()
   if(ARG_SUPPORT_SOURCES)

@@ -1,5 +1,5 @@
 // The core's name-to-backend lookup (core/internal/backend_lookup.hpp).
-#include "core/internal/backend_lookup.hpp"
+#include "internal/backend_lookup.hpp"
 
 #include "accgraph/registry.hpp"
 

@@ -17,9 +17,9 @@
 #include "accgraph/error.hpp"
 #include "accgraph/spi/backend.hpp"
 #include "accgraph/stream.hpp"
-#include "core/internal/backend_lookup.hpp"
-#include "core/internal/observers.hpp"
-#include "core/internal/timing_seam.hpp"
+#include "internal/backend_lookup.hpp"
+#include "internal/observers.hpp"
+#include "timing_seam.hpp"
 
 namespace accgraph {
 
@@ -393,7 +393,7 @@ void AcceleratorGraph::replay_hooked(Stream& stream, LaunchWaits* waits) {
     impl_->replay(detail::StreamAccess::impl(stream));
   } catch (...) {
     // The profilers are told, then the exception goes on. Only a foreign graph's owner launch
-    // can have run work and still thrown (Note [Launch fences] in timing/marker_ring.cpp).
+    // can have run work and still thrown (Note [Launch fences] in timing/engine/marker_ring.cpp).
     for (const auto& instrument : instruments_) instrument->after_failed_replay(*this, stream);
     throw;
   }

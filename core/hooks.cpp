@@ -3,7 +3,7 @@
 #include <mutex>
 
 #include "accgraph/error.hpp"
-#include "core/internal/observers.hpp"
+#include "internal/observers.hpp"
 
 namespace accgraph {
 

@@ -9,10 +9,10 @@
 #include "accgraph/error.hpp"
 #include "accgraph/graph.hpp"
 #include "accgraph/spi/backend.hpp"
-#include "core/internal/backend_lookup.hpp"
-#include "core/internal/observers.hpp"
-#include "core/internal/stream_state.hpp"
-#include "core/internal/timing_seam.hpp"
+#include "internal/backend_lookup.hpp"
+#include "internal/observers.hpp"
+#include "stream_state.hpp"
+#include "timing_seam.hpp"
 
 namespace accgraph {
 
@@ -312,7 +312,7 @@ AcceleratorGraph* Stream::capturing_graph() const {
 // the operation count cannot say whether anything came between two region boundaries. Asking
 // for the handle makes the stream native (as wrapping it does), and on a native stream two
 // boundaries share a marker only where the backend's capture tail proves that nothing was
-// enqueued between them (Note [Boundary sharing] in timing/region_recorder.cpp): while it
+// enqueued between them (Note [Boundary sharing] in timing/engine/region_recorder.cpp): while it
 // captures and its StreamImpl implements CaptureTail (Note [Capture tail]); never eagerly.
 void* Stream::native_handle() const {
   detail::StreamState& s = state();

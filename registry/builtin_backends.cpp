@@ -12,7 +12,6 @@
 #include "accgraph/registry.hpp"
 #include "accgraph/spi/message_escape.hpp"
 #include "accgraph/spi/priority.hpp"
-#include "backends/host/host_entry.hpp"
 #include "registry_internal.hpp"
 
 namespace accgraph::detail {

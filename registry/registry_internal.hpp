@@ -9,9 +9,16 @@
 
 #include "accgraph/export.hpp"
 #include "accgraph/registry.hpp"
+#include "accgraph/spi/backend.hpp"  // the Backend the registry owns
 #include "accgraph/spi/plugin.h"
 
 namespace accgraph::detail {
+
+/// The host backend (always available: one device, the CPU; never throws Unavailable). Defined
+/// by backends/host/backend.cpp, which is compiled into libaccgraph; declared here, where the
+/// built-in list calls it, so that the registry includes no backend's header (a backend sees
+/// only the SPI, the registry only its own folder and the public headers).
+std::unique_ptr<Backend> make_host_backend();
 
 /// Owns a dlopen handle: closes it when destroyed unless keep_loaded() was called. Every path
 /// that rejects a library after opening it (a bad table, a throwing entry point, a duplicate

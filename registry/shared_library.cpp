@@ -30,7 +30,7 @@
 
 #include "accgraph/spi/library_check.hpp"
 #include "accgraph/spi/message_escape.hpp"
-#include "core/internal/utf8.hpp"
+#include "utf8.hpp"
 #include "shared_library.hpp"
 
 namespace accgraph::plugin {

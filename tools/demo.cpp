@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "accgraph/accgraph.hpp"
+#include "accgraph/spi/backend.hpp"  // Stream::backend()'s devices()
 #include "cli.hpp"
 #include "output_file.hpp"
 

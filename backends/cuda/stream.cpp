@@ -199,7 +199,7 @@ void CudaStream::synchronize() {
 
 // Note [Driver capture query]: a timed replay on a stream whose native handle was handed out
 // asks whether it captures on every launch (Note [Native captures] in
-// core/internal/stream_state.hpp). The runtime's cudaStreamIsCapturing cost 57-100 ns per call on
+// core/seam/stream_state.hpp). The runtime's cudaStreamIsCapturing cost 57-100 ns per call on
 // the H100, its driver function cuStreamIsCapturing 13-37 ns (accgraph-bench-cuda (q),
 // 2026-11-28): most of the runtime's cost is its own per-call bookkeeping. So is_capturing()
 // calls the driver's function through the runtime's entry point (no link to libcuda: the

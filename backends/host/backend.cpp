@@ -1,7 +1,6 @@
 // The host backend object: one device (the CPU), honest capabilities, and the factories of its
 // streams, buffers, graphs and markers.
 #include "host_backend.hpp"
-#include "host_entry.hpp"
 
 #include "accgraph/spi/clock_sampling.hpp"
 #include "accgraph/spi/device_index.hpp"
@@ -83,6 +82,8 @@ class HostBackend final : public Backend, public ClockSampling {
 
 namespace accgraph::detail {
 
+// The built-in list's entry point, declared by the registry (registry/registry_internal.hpp):
+// this backend includes only the SPI, and the registry no backend header.
 std::unique_ptr<Backend> make_host_backend() { return std::make_unique<host::HostBackend>(); }
 
 }  // namespace accgraph::detail

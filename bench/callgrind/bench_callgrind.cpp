@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "../../timing/stats_internal.hpp"  // detail::stats_thread_counters
+#include "stats_internal.hpp"  // detail::stats_thread_counters
 #include "accgraph/accgraph.hpp"
 
 namespace {
@@ -21,7 +21,7 @@ namespace {
 // Waits (up to 10 minutes: callgrind is slow) until the statistics thread (or add(), its queue
 // full) folded every batch that flush() handed over, so that the statistics thread's count
 // covers every replay's fold: the first replay alone, then stages of up to 16 replays within
-// 256 KiB of marker times (Note [Stats fold] in timing/stats.cpp; no parents here).
+// 256 KiB of marker times (Note [Stats fold] in timing/model/stats.cpp; no parents here).
 void wait_for_batches(int regions, long replays) {
   const long per_stage = std::clamp<long>((256 << 10) / 8 / (regions + 1), 1, 16);
   const uint64_t want = 1 + static_cast<uint64_t>((replays - 1) / per_stage);

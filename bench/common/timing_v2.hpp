@@ -18,8 +18,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "../../core/internal/timing_seam.hpp"
-#include "../../timing/stats_internal.hpp"  // detail::stats_thread_counters
+#include "timing_seam.hpp"
+#include "stats_internal.hpp"  // detail::stats_thread_counters
 #include "accgraph/accgraph.hpp"
 
 namespace accgraph_bench {
@@ -212,7 +212,7 @@ inline TimingV2Results bench_timing_v2(const std::string& backend, const std::st
     // And replayed on a stream whose native handle was never handed out: `work` may launch
     // through the capture stream's handle (the cuda bench's kernels), and a timed replay on such
     // a stream asks the backend whether it captures (Note [Native captures] in
-    // core/internal/stream_state.hpp; cudaStreamIsCapturing), which `quiet` needs not.
+    // core/seam/stream_state.hpp; cudaStreamIsCapturing), which `quiet` needs not.
     Stream quiet = Stream::create(backend);
     Timed timed[3] = {timed_graph(100, options_for(true)), timed_graph(100, inline_options),
                       timed_graph(100, options_for(true))};

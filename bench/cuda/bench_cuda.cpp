@@ -17,10 +17,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "../../core/internal/timing_seam.hpp"
+#include "timing_seam.hpp"
 #include "../common/run_ahead.hpp"
 #include "../common/timing_v2.hpp"
 #include "accgraph/accgraph.hpp"
+#include "accgraph/spi/backend.hpp"  // backend("cuda").create_markers, Backend&
 #include "cuda_test_kernels.hpp"
 
 using namespace accgraph;
@@ -64,7 +65,7 @@ void empty_kernels(Stream& s, int kernels) {
 }
 
 // (q) What a timed replay on a stream whose native handle was handed out asks the backend
-// every launch (Note [Native captures] in core/internal/stream_state.hpp): cudaStreamIsCapturing,
+// every launch (Note [Native captures] in core/seam/stream_state.hpp): cudaStreamIsCapturing,
 // against cudaGetDevice (a runtime call that reads thread state only). Median of 200 batches of
 // 1000 calls, ns per call.
 void bench_capture_query() {

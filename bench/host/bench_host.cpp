@@ -30,7 +30,7 @@
 #include "../common/run_ahead.hpp"
 #include "../common/timing_v2.hpp"
 #include "accgraph/accgraph.hpp"
-#include "timing/exported_text.hpp"
+#include "exported_text.hpp"
 
 #if ACCGRAPH_BENCH_WITH_PERFETTO
 #include "accgraph/perfetto.hpp"

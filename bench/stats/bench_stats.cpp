@@ -3,7 +3,7 @@
 // time of one StatsAccumulator::add for a report of 1000 regions, and the heap held after 10^6
 // reports of 10 regions. Prints numbers, no pass/fail. Not in CMake; build and run by hand
 // (compiles the few sources it needs, so no build tree is needed), glibc only (mallinfo2):
-//   g++ -std=c++17 -O2 -Iinclude bench/stats/bench_stats.cpp timing/stats.cpp timing/report.cpp \
+//   g++ -std=c++17 -O2 -Iinclude bench/stats/bench_stats.cpp timing/model/stats.cpp timing/model/report.cpp \
 //       core/error.cpp -lfmt -o /tmp/bench_stats && /tmp/bench_stats
 #include <malloc.h>
 

@@ -1,5 +1,7 @@
 // The umbrella header: the whole user API of accgraph. The backend authors' kit is not in it:
-// it lives in accgraph/spi/ (registry.hpp, which hands out backends, includes spi/backend.hpp).
+// it lives in accgraph/spi/, and no header here includes it (tests/package checks that
+// accgraph.hpp opens no spi/ header). Code that calls a Backend (accgraph::backend()) or
+// implements one includes accgraph/spi/backend.hpp.
 #pragma once
 
 #include "accgraph/clock.hpp"

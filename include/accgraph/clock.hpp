@@ -1,9 +1,10 @@
 // Device clocks against the host's: clock samples, the offset they give, and calibration of a
-// device (Note [Clock calibration] in timing/clock.cpp). Traces of several devices or ranks are
+// device (Note [Clock calibration] in timing/engine/clock.cpp). Traces of several devices or ranks are
 // put on one timeline with these offsets (accgraph/perfetto.hpp: PerfettoOptions::clocks,
 // merge_perfetto_traces).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -11,13 +12,28 @@
 #include <vector>
 
 #include "accgraph/export.hpp"
-#include "accgraph/spi/clock_sampling.hpp"  // ClockSample, realtime_ns: what a backend samples
 
 namespace accgraph {
 class Stream;
 }
 
 namespace accgraph::timing {
+
+/// The host reference clock of every ClockSample and DeviceClockOffset: CLOCK_REALTIME
+/// (std::chrono::system_clock on Linux) in nanoseconds since the epoch.
+inline uint64_t realtime_ns() noexcept {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+/// One clock sample: the host clock (CLOCK_REALTIME, ns) read before and after the device read
+/// its own marker clock (the clock of TimestampMarkers::read on that device).
+struct ClockSample {
+  uint64_t host_before_ns = 0;
+  uint64_t device_ns = 0;
+  uint64_t host_after_ns = 0;
+};
 
 /// One device clock against the host's reference clock (CLOCK_REALTIME): host_time =
 /// device_time - offset_ns, true to within +-uncertainty_ns.

@@ -52,7 +52,7 @@ class Stream;
 ///   (CUDA asks cudaStreamIsCapturing; Level Zero asks the graph extension for wrapped lists).
 /// - The handle is used by one thread at a time, like an AcceleratorGraph.
 /// Whether ForeignGraph::launch checks what the owner's launch did (Note [Launch fences] in
-/// timing/marker_ring.cpp).
+/// timing/engine/marker_ring.cpp).
 enum class LaunchCheck {
   /// A fence after each launch of a graph with regions: a launch that ran nothing or twice is
   /// reported unmeasurable, and no wait can hang on it. Costs one eager marker sequence a launch.
@@ -60,7 +60,7 @@ enum class LaunchCheck {
   /// For an owner whose launch enqueues exactly one execution by construction, or raises before
   /// launching, also on a stream that is capturing (PyTorch's CUDAGraph.replay launches its
   /// executable once, and refuses a capturing stream): no fence, and the stream is not asked
-  /// whether it captures (Note [Trusted launches and captures] in timing/graph_timing.cpp). A
+  /// whether it captures (Note [Trusted launches and captures] in timing/engine/graph_timing.cpp). A
   /// launch that breaks the rule can then make flush() wait forever.
   Trusted,
 };

@@ -143,7 +143,7 @@ class ACCGRAPH_API AcceleratorGraph {
   GraphArgs args_;
   std::string backend_name_;
   Backend* backend_;
-  // What times the current capture (Note [Graph instruments], core/internal/timing_seam.hpp):
+  // What times the current capture (Note [Graph instruments], core/seam/timing_seam.hpp):
   // declared before impl_ so that the marker storage its captured work writes into outlives the
   // backend's graph on destruction; dropped after the backend's reset.
   std::vector<std::shared_ptr<detail::GraphInstrument>> instruments_;

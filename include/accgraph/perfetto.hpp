@@ -173,7 +173,7 @@ constexpr uint64_t add_uncertainties(uint64_t a, uint64_t b) noexcept {
 /// world size that is not an integer, lies outside int or does not fit (rank >= world_size),
 /// two inputs have the same rank, or they disagree on world_size or host_clock. Each input is
 /// read twice (scanned, then interleaved). Streamed (Note [Merge streaming] in
-/// timing/perfetto/merge.cpp): memory holds each input's tracks and a window of its packets,
+/// timing/export/perfetto/merge.cpp): memory holds each input's tracks and a window of its packets,
 /// not its events, and at most 128 inputs are open at once (fewer when descriptors run out), so
 /// any number of inputs can be merged under the descriptor limit.
 ACCGRAPH_PERFETTO_API MergeSummary merge_perfetto_traces(std::ostream& out,

@@ -1,18 +1,28 @@
 // The backend registry: backend names to factories with priorities, plugin loading, and the
 // default backend.
+//
+// It does not include the SPI: Backend and GraphImplInterface are declared here and defined in
+// accgraph/spi/backend.hpp, which code that calls them (or implements them) includes; so does
+// accgraph/spi/priority.hpp for register_backend's priorities.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "accgraph/export.hpp"
-#include "accgraph/spi/backend.hpp"   // Backend, BackendFactory, GraphImplInterface
-#include "accgraph/spi/priority.hpp"  // register_backend's priorities
 #include "accgraph/types.hpp"
 
 namespace accgraph {
+
+class Backend;             // accgraph/spi/backend.hpp
+class GraphImplInterface;  // accgraph/spi/backend.hpp
+
+/// Creates a backend. Throws Error(Unavailable, reason) when it cannot run here (no driver, no
+/// device), which the Registry records and reports.
+using BackendFactory = std::function<std::unique_ptr<Backend>()>;
 
 /// What `accgraph backends` shows for one registered name.
 struct BackendStatus {

@@ -46,14 +46,14 @@ struct ReportSource {
   /// What one marker transition (the marker and the step from the work before it to the work
   /// after it) adds on this device, measured when the profiler first times work there, and
   /// taken off once for every marker transition a region spans (Note [Marker overhead] in
-  /// timing/marker_overhead.cpp): RegionTiming::duration_ns() is then the time of the work
+  /// timing/engine/marker_overhead.cpp): RegionTiming::duration_ns() is then the time of the work
   /// between the markers, raw_duration_ns() what the markers read. 0: nothing is subtracted
   /// (ProfilerOptions::subtract_marker_overhead false, or not measurable here).
   uint64_t marker_overhead_ns = 0;
   /// What two markers with nothing enqueued between them read (an empty region's two markers),
   /// measured with marker_overhead_ns. Such a transition holds no work and adds 0 to a duration;
   /// this figure is taken off only where an unmeasurable marker joins it to an ordinary one
-  /// (Note [Marker transitions] in timing/report.cpp).
+  /// (Note [Marker transitions] in timing/model/report.cpp).
   uint64_t marker_back_to_back_ns = 0;
   /// The kernels the markers launch, from the backend; empty when they are not kernels (the
   /// host backend's steady_clock markers, cuda's external_events).
@@ -97,7 +97,7 @@ class ACCGRAPH_API ReportLayout {
   /// marker to its end marker, in record order, the begin marker not counted (1 for a region
   /// around work with no region inside it, 0 for a region whose begin and end share a marker).
   /// Each costs ReportSource::marker_overhead_ns, or marker_back_to_back_ns when back to back
-  /// (Note [Marker transitions] in timing/report.cpp).
+  /// (Note [Marker transitions] in timing/model/report.cpp).
   uint32_t marker_transitions(size_t index) const { return last_[index] - first_[index]; }
   /// How many of those transitions are back to back (between two markers with nothing enqueued
   /// between them).
@@ -105,7 +105,7 @@ class ACCGRAPH_API ReportLayout {
   const std::vector<uint32_t>& back_to_back_markers() const { return back_to_back_markers_; }
   /// The time of the work region `index` encloses, from a report's marker times (`times`:
   /// marker_count() of them): for each marker transition it spans, what the transition read
-  /// beyond its cost, never below 0, summed (Note [Marker transitions] in timing/report.cpp).
+  /// beyond its cost, never below 0, summed (Note [Marker transitions] in timing/model/report.cpp).
   /// Its begin and end times must be measured.
   uint64_t work_ns(const uint64_t* times, size_t index) const;
   /// Each stream's markers in record order, one stream after another, and for each position
@@ -124,7 +124,7 @@ class ACCGRAPH_API ReportLayout {
   uint32_t marker_count_ = 0;
   // The direct children of region i, in layout order: children_[child_begin_[i] ..
   // child_begin_[i + 1]). Built once with the layout, so a report's self times allocate nothing
-  // (Note [Self time] in timing/report.cpp).
+  // (Note [Self time] in timing/model/report.cpp).
   std::vector<uint32_t> child_begin_;
   std::vector<uint32_t> children_;
   std::vector<uint32_t> back_to_back_markers_;  // sorted
@@ -170,7 +170,7 @@ class RegionTiming {
   uint64_t end_ns() const { return end_ns_; }
   /// The time of the work the region encloses: for every marker transition it spans
   /// (ReportLayout::marker_transitions), what that transition read beyond its cost, never below
-  /// 0 (ReportLayout::work_ns; Note [Marker transitions] in timing/report.cpp). For a region
+  /// 0 (ReportLayout::work_ns; Note [Marker transitions] in timing/model/report.cpp). For a region
   /// with no region inside it on its stream, longer than the overhead, it is end_ns() -
   /// start_ns(); a region around others is shorter than its edges by the transitions between
   /// them, and it is exactly the sum of its children's durations plus its self time.
@@ -191,7 +191,7 @@ class RegionTiming {
   /// their durations. Children on other streams or lanes may overlap each other or the
   /// region's edges: the union of their intervals, clipped to the region's, is subtracted, so
   /// self_ns() is never negative and never more than duration_ns() (Note [Self time] in
-  /// timing/report.cpp). 0 when !self_measurable().
+  /// timing/model/report.cpp). 0 when !self_measurable().
   uint64_t self_ns() const { return self_ns_; }
   /// True when the region and every one of its direct children are measurable().
   bool self_measurable() const { return self_measurable_; }
@@ -215,7 +215,7 @@ class RegionTiming {
     self_ns_ = duration_ns_;
   }
   // The edges of a region whose markers read [start, end] (Note [Marker overhead] in
-  // timing/marker_overhead.cpp): half the overhead off each, when the region is longer.
+  // timing/engine/marker_overhead.cpp): half the overhead off each, when the region is longer.
   static void take_overhead(uint64_t& start, uint64_t& end, uint64_t overhead_ns) {
     if (end > start && end - start > overhead_ns) {
       start += overhead_ns / 2;

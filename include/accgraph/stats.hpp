@@ -30,7 +30,7 @@ class ReplayReport;
 struct RegionStats {
   std::string path;
   int depth = 0;
-  /// The context of the samples (Note [Stats contexts] in timing/stats.cpp): the graph whose
+  /// The context of the samples (Note [Stats contexts] in timing/model/stats.cpp): the graph whose
   /// replays they are (ReplayReport::graph_id), 0 for eager region trees.
   uint64_t graph_id = 0;
   /// Eager only, with FirstEagerCall::Apart: the first eager call of this path (warm-up,
@@ -57,7 +57,7 @@ enum class StatsMode {
 };
 
 /// Whether StatsAccumulator keeps the first eager call of each region path apart (Note [Stats
-/// contexts] in timing/stats.cpp).
+/// contexts] in timing/model/stats.cpp).
 enum class FirstEagerCall {
   /// With the eager calls after it (one eager row per path).
   Pooled,
@@ -67,7 +67,7 @@ enum class FirstEagerCall {
 };
 
 /// Where StatsAccumulator folds the replays it staged into its statistics (Note [Stats thread]
-/// in timing/stats.cpp). The results are the same, bit for bit, either way.
+/// in timing/model/stats.cpp). The results are the same, bit for bit, either way.
 enum class StatsFold {
   /// On the thread that calls add(), when a layout's stage is full (every 16th replay of it).
   Inline,
@@ -80,12 +80,12 @@ enum class StatsFold {
 
 /// Accumulates per-region statistics from reports (keyed by context and region path, in
 /// first-seen order: the replays of each graph and the eager region trees apart, Note [Stats
-/// contexts] in timing/stats.cpp).
+/// contexts] in timing/model/stats.cpp).
 /// See RegionStats for which fields are exact in which StatsMode. Thread-safe; stats() copies
 /// the state under the lock and computes outside it. The replays of a layout seen before are
 /// staged (their marker times: at most 16 replays, within 256 KiB per layout or one replay's
 /// times if more, in both modes) and folded region by region in batches (Note [Stats fold] in
-/// timing/stats.cpp), inline or on a thread of its own (StatsFold); stats(), sketch_buckets()
+/// timing/model/stats.cpp), inline or on a thread of its own (StatsFold); stats(), sketch_buckets()
 /// and clear() first wait for the batch being folded and fold what is handed over or staged,
 /// so they always cover every report added.
 ///

@@ -82,7 +82,7 @@ struct ProfilerOptions {
   /// marker.budget: slot rings, cuda's external events, older plugins) keep their default
   /// depth. Note [Marker budget] in spi/backend.hpp. Each stream's eager ring holds what it
   /// holds at 2 KiB per eager tree (512 trees at 1 MiB; Note [Eager ring depth] in
-  /// timing/profiler_core.cpp); 0 gives eager rings the backend's default depth.
+  /// timing/engine/profiler_core.cpp); 0 gives eager rings the backend's default depth.
   size_t marker_memory = size_t{1} << 20;
   /// Start a background thread that delivers completed replays as they finish.
   bool background_collector = false;
@@ -109,7 +109,7 @@ struct ProfilerOptions {
   /// Take what one marker costs off every region's duration (ReportSource::marker_overhead_ns,
   /// measured once per device and marker strategy when this profiler first times work there;
   /// RegionTiming::raw_duration_ns keeps what the markers read). Note [Marker overhead] in
-  /// timing/marker_overhead.cpp says how, and when to turn it off.
+  /// timing/engine/marker_overhead.cpp says how, and when to turn it off.
   bool subtract_marker_overhead = true;
 };
 
@@ -147,7 +147,7 @@ using Sink = std::function<void(const ReplayReport&)>;
 /// stream that may also take native work (wrapped, or native_handle() handed out) "nothing"
 /// is proved by the backend's capture tail while capturing, else the boundary gets its own
 /// marker: native work between two regions is never counted in either (Note [Boundary sharing]
-/// in timing/region_recorder.cpp).
+/// in timing/engine/region_recorder.cpp).
 ///
 /// Regions nest per stream (depth, parent, path "outer/inner"); a forked stream's regions
 /// start at depth 0. A region must end where it began: inside the same capture, or eagerly
@@ -165,7 +165,7 @@ using Sink = std::function<void(const ReplayReport&)>;
 /// does not stop delivery. Thread-safe; destroy the profiler while no other thread is driving a
 /// graph.
 class ACCGRAPH_API Profiler {
-  struct Impl;  // private: the units behind the facade (timing/profiler.cpp)
+  struct Impl;  // private: the units behind the facade (timing/engine/profiler.cpp)
 
  public:
   explicit Profiler(ProfilerOptions options = {});

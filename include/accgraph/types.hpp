@@ -69,4 +69,12 @@ struct Capabilities {
   }
 };
 
+/// Counters a graph implementation may expose (AcceleratorGraph::stats(), debug output;
+/// GraphImplInterface::stats() in accgraph/spi/backend.hpp fills them).
+struct GraphStats {
+  uint64_t nodes = 0;           ///< operations in the captured graph, when known
+  uint64_t instantiations = 0;  ///< executables built from scratch
+  uint64_t updates = 0;         ///< executables updated in place after a re-capture
+};
+
 }  // namespace accgraph

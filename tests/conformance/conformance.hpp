@@ -12,6 +12,7 @@
 
 #include "accgraph/accgraph.hpp"
 #include "accgraph/spi/backend.hpp"
+#include "accgraph/spi/clock_sampling.hpp"
 #include "check_error.hpp"
 
 namespace accgraph::conformance {
@@ -85,7 +86,7 @@ struct TimedRegion {
   uint64_t start_ns = 0, end_ns = 0, duration_ns = 0;  // what the markers read
   bool measurable = true;
   timing::Metadata metadata;
-  // As reported, marker costs taken off (Note [Marker transitions] in timing/report.cpp).
+  // As reported, marker costs taken off (Note [Marker transitions] in timing/model/report.cpp).
   uint64_t work_ns = 0, self_ns = 0;
   bool self_measurable = false;
 };

@@ -27,7 +27,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "../../core/internal/timing_seam.hpp"
+#include "timing_seam.hpp"
 #include "accgraph/accgraph.hpp"
 #include "accgraph/spi/backend.hpp"
 #include "accgraph/spi/capture_tail.hpp"

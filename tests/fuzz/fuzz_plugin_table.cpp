@@ -10,8 +10,8 @@
 #include "accgraph/error.hpp"
 #include "accgraph/spi/message_escape.hpp"
 #include "accgraph/spi/plugin.h"
-#include "registry/registry_internal.hpp"
-#include "registry/shared_library.hpp"  // shared_library_image_problem
+#include "registry_internal.hpp"
+#include "shared_library.hpp"  // shared_library_image_problem
 
 namespace {
 

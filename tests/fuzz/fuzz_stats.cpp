@@ -30,7 +30,7 @@
 
 #include "accgraph/report.hpp"
 #include "accgraph/stats.hpp"
-#include "timing/stats_internal.hpp"
+#include "stats_internal.hpp"
 
 namespace {
 

@@ -18,7 +18,7 @@
 
 #include <unistd.h>
 
-#include "../../core/internal/timing_seam.hpp"
+#include "timing_seam.hpp"
 #include "accgraph/accgraph.hpp"
 #include "check_error.hpp"
 

@@ -21,6 +21,7 @@
 #include <level_zero/ze_api.h>
 
 #include "accgraph/accgraph.hpp"
+#include "accgraph/spi/backend.hpp"
 #include "check_error.hpp"
 #include "ze_graph_ext.h"  // the extension's declarations, from the CPU test driver
 
@@ -367,7 +368,7 @@ TEST_CASE("native capture: a ForeignGraph times the application's graph on a wra
     for (const timing::RegionTiming* region : {&step, &first, &second}) {
       CHECK(region->measurable());
       // Leaves: their edges; the step also loses the transitions between its children (Note
-      // [Marker transitions] in timing/report.cpp).
+      // [Marker transitions] in timing/model/report.cpp).
       if (region != &step) CHECK(region->span_ns() == region->duration_ns());
       CHECK(region->duration_ns() <= region->span_ns());
       // No absolute upper bound (a loaded machine stretches any region): only the host window
@@ -391,7 +392,7 @@ TEST_CASE("native capture: a ForeignGraph times the application's graph on a wra
 
 // audit 2026-11-25 #30: an owner's launch that appended nothing got a report with exactly the
 // previous launch's times (the backend copies its staging markers after every launch). Now it is
-// unmeasurable (Note [Launch fences] in timing/marker_ring.cpp), and later launches are measured.
+// unmeasurable (Note [Launch fences] in timing/engine/marker_ring.cpp), and later launches are measured.
 TEST_CASE("native capture: a launch that appends nothing is unmeasurable, not the previous one") {
   NativeApp app;
   REQUIRE_MESSAGE(app.has_graphs(), "the driver must offer ZE_extension_record_replay_graph");

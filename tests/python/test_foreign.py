@@ -72,7 +72,7 @@ def test_one_report_per_launch_with_the_regions_of_the_capture():
         assert step.metadata == {"kind": "foreign"}
         assert a.raw_duration_ns >= 200_000 and b.raw_duration_ns >= 100_000
         # The wrapped queue is native and the host backend has no CaptureTail: a's end and b's
-        # begin are separate markers (Note [Boundary sharing] in timing/region_recorder.cpp).
+        # begin are separate markers (Note [Boundary sharing] in timing/engine/region_recorder.cpp).
         assert a.end_ns <= b.start_ns
         assert step.duration_ns >= a.duration_ns + b.duration_ns
         assert step.stream_id == owner.wrapped.id
@@ -360,7 +360,7 @@ def test_dropping_the_stream_during_a_capture_aborts_it():
 
 
 # --- owners that break the launch contract (audit 2026-11-25 #29, #31, #33) ---------------------
-# Note [Launch fences] in timing/marker_ring.cpp: such a launch is reported unmeasurable, never
+# Note [Launch fences] in timing/engine/marker_ring.cpp: such a launch is reported unmeasurable, never
 # with another launch's times; flush, reset and interpreter exit return; later launches are
 # reported again.
 

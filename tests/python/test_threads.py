@@ -279,7 +279,7 @@ def run_script(tmp_path, text, *args, timeout=60):
 # audit 2026-11-28 F06: a sink that replays the graph whose report it got (or times its own work
 # with an eager region) kept flush() collecting forever: every delivery made one more report to
 # deliver (400,000 in 10 s). flush() now delivers what was pending when it was called (Note
-# [Bounded collection] in timing/collector.cpp); what the sinks launched is the next flush's.
+# [Bounded collection] in timing/engine/collector.cpp); what the sinks launched is the next flush's.
 SINK_LAUNCHES_SCRIPT = """
 import sys
 import accgraph

@@ -50,7 +50,7 @@ def test_reports_and_regions(stream):
     assert outer.stream_id == stream.id
     assert fill.measurable and fill.end_ns >= fill.start_ns
     # A region with no region inside it: its edges, or 0 when its markers read no more than a
-    # marker transition costs (Note [Marker transitions] in timing/report.cpp).
+    # marker transition costs (Note [Marker transitions] in timing/model/report.cpp).
     assert fill.span_ns == fill.end_ns - fill.start_ns
     assert fill.duration_ns == (fill.span_ns if fill.raw_duration_ns > r.marker_overhead_ns else 0)
     assert outer.raw_start_ns <= fill.raw_start_ns and fill2.raw_end_ns <= outer.raw_end_ns

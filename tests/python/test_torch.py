@@ -518,7 +518,7 @@ def test_a_loop_of_30_compiled_calls_never_waits_for_a_ring():
     instrument(prof, graph_region="graph", modules=True), waited 15 times for a full ring: each
     call of the compiled module is an eager module region around the CUDA-graph tree's replay,
     and the stream's eager ring (16 deep) filled at call 16 (Note [Eager ring depth] in
-    timing/profiler_core.cpp)."""
+    timing/engine/profiler_core.cpp)."""
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 64)).cuda()
     x = torch.randn(32, 64, device="cuda")
     prof = accgraph.Profiler()

@@ -15,6 +15,7 @@
 
 #include "accgraph/clock.hpp"
 #include "accgraph/host_clock.hpp"
+#include "accgraph/spi/clock_sampling.hpp"
 #include "check_error.hpp"
 
 using namespace accgraph::timing;

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "../../registry/registry_internal.hpp"  // detail:: functions exported for tests
-#include "../../registry/shared_library.hpp"     // shared_library_image_problem
+#include "registry_internal.hpp"  // detail:: functions exported for tests
+#include "shared_library.hpp" // shared_library_image_problem
 #include "accgraph/accgraph.hpp"
 #include "accgraph/spi/library_check.hpp"
 #include "accgraph/spi/message_escape.hpp"

@@ -486,7 +486,7 @@ TEST_CASE("exporters accept empty input") {
   CHECK(parsed.at("traceEvents").empty());
 }
 
-// Note [Marker overhead] (timing/marker_overhead.cpp), on a layout made by hand: p encloses
+// Note [Marker overhead] (timing/engine/marker_overhead.cpp), on a layout made by hand: p encloses
 // a, b, c and d, which follow each other and share markers.
 TEST_CASE("marker overhead: off once per transition, half at each edge; short regions read 0") {
   auto make = [](uint64_t overhead) {

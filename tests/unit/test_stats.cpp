@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "../../timing/stats_internal.hpp"  // kSketchMaxBuckets, the statistics thread's seams
+#include "stats_internal.hpp"  // kSketchMaxBuckets, the statistics thread's seams
 #include "accgraph/accgraph.hpp"
 
 using accgraph::Stream;

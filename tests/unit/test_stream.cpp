@@ -14,7 +14,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "../../core/internal/timing_seam.hpp"
+#include "timing_seam.hpp"
 #include "accgraph/accgraph.hpp"
 #include "check_error.hpp"
 

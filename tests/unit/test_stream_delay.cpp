@@ -4,7 +4,7 @@
 
 #include <doctest/doctest.h>
 
-#include "../../core/internal/timing_seam.hpp"
+#include "timing_seam.hpp"
 #include "accgraph/accgraph.hpp"
 #include "check_error.hpp"
 

@@ -22,8 +22,10 @@
 #include <fmt/format.h>
 
 #include "accgraph/accgraph.hpp"
+#include "accgraph/spi/backend.hpp"
 #include "accgraph/spi/capture_tail.hpp"
 #include "accgraph/spi/marker_kernels.hpp"
+#include "accgraph/spi/priority.hpp"
 #include "check_error.hpp"
 
 using accgraph::AcceleratorGraph;
@@ -575,7 +577,7 @@ TEST_CASE("a sink that flushes from inside its call sees its own report unchange
 }
 
 // audit 2026-11-28 F06: a sink that replays the graph it gets a report of (or opens an eager
-// region) made flush() collect forever (Note [Bounded collection] in timing/collector.cpp).
+// region) made flush() collect forever (Note [Bounded collection] in timing/engine/collector.cpp).
 TEST_CASE("flush() delivers what was pending when it began, not what its sinks launch") {
   fresh_fake();
   Profiler prof;
@@ -1755,7 +1757,7 @@ TEST_CASE("regions and timed replays ask the backend about captures only where o
   graph.capture_end();
   // An accgraph-owned stream whose native handle nobody asked for captures only through
   // accgraph: eager regions and timed replays on it make no is_capturing() call
-  // (Note [Native captures] in core/internal/stream_state.hpp).
+  // (Note [Native captures] in core/seam/stream_state.hpp).
   counters.capture_queries = 0;
   for (int i = 0; i < 3; ++i) {
     auto r = prof.region(stream, "eager");
@@ -1892,7 +1894,7 @@ TEST_CASE("asking for a stream's native handle ends the sharing of region bounda
   prof.flush();
 }
 
-// Note [Marker transitions] (timing/report.cpp) on the host backend, where it is pure
+// Note [Marker transitions] (timing/model/report.cpp) on the host backend, where it is pure
 // arithmetic: a parent of 8 children around delays and nothing of its own reads a self time of
 // exactly 0 (it read 7 x marker_overhead_ns when the overhead came off once per region), a
 // parent with work of its own between two children reads that work as its self time, and

@@ -17,11 +17,11 @@
 #include <utility>
 #include <vector>
 
-#include "../../core/internal/timing_seam.hpp"
-#include "../../timing/collector.hpp"
-#include "../../timing/marker_ring.hpp"
-#include "../../timing/region_recorder.hpp"
-#include "../../timing/report_store.hpp"
+#include "timing_seam.hpp"
+#include "collector.hpp"
+#include "marker_ring.hpp"
+#include "region_recorder.hpp"
+#include "report_store.hpp"
 #include "../support/check_error.hpp"
 #include "accgraph/accgraph.hpp"
 

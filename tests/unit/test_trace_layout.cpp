@@ -1,4 +1,4 @@
-// Tests of the trace layout (timing/trace_layout.hpp, internal): the processes, tracks, stacks
+// Tests of the trace layout (timing/export/trace_layout.hpp, internal): the processes, tracks, stacks
 // and slice order that the Chrome and Perfetto writers both serialise (Note [Trace layout]).
 #include <doctest/doctest.h>
 
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "../../timing/trace_layout.hpp"
+#include "trace_layout.hpp"
 #include "accgraph/report.hpp"
 
 using namespace accgraph::timing;

@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "accgraph/accgraph.hpp"
+#include "accgraph/spi/backend.hpp"
+#include "accgraph/spi/clock_sampling.hpp"
 #include "check_error.hpp"
 
 using namespace accgraph;

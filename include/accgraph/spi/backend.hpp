@@ -12,6 +12,7 @@
 
 #include "accgraph/error.hpp"
 #include "accgraph/export.hpp"
+#include "accgraph/registry.hpp"  // BackendFactory (and the Registry that takes one)
 #include "accgraph/types.hpp"
 
 namespace accgraph {
@@ -169,13 +170,6 @@ class ACCGRAPH_API BufferImpl {
   virtual void* data() const = 0;
   virtual size_t size() const = 0;
   virtual MemoryKind kind() const = 0;
-};
-
-/// Counters a graph implementation may expose (shown in stats and debug output).
-struct GraphStats {
-  uint64_t nodes = 0;           ///< operations in the captured graph, when known
-  uint64_t instantiations = 0;  ///< executables built from scratch
-  uint64_t updates = 0;         ///< executables updated in place after a re-capture
 };
 
 /// One captured graph, mirroring PyTorch's at::GraphImplInterface with an explicit stream.
@@ -366,7 +360,7 @@ struct MarkerOptions {
 /// device wait for it once K replays are unread, so the host is paced by the device (issue 21:
 /// 9.6x host time per replay on an H100 at K = 16). What K replays cost in memory is known only
 /// when the capture ended (markers per sequence x bytes per stamp), and the set is created at
-/// the capture's first region (Note [Deferred ring] in timing/graph_timing.hpp); before the
+/// the capture's first region (Note [Deferred ring] in timing/engine/graph_timing.hpp); before the
 /// first launch nothing has written the storage, so the set can still size it then. The timing
 /// layer (MarkerRing) reads ring_depth() again after end_sequence() and after the first
 /// before_launch(), and waits for the oldest replay only when that many are unread; it counts
@@ -436,9 +430,5 @@ class ACCGRAPH_API Backend {
   virtual std::unique_ptr<TimestampMarkers> create_markers(int device,
                                                            const MarkerOptions& options) = 0;
 };
-
-/// Creates a backend. Throws Error(Unavailable, reason) when it cannot run here (no driver, no
-/// device), which the Registry records and reports.
-using BackendFactory = std::function<std::unique_ptr<Backend>()>;
 
 }  // namespace accgraph

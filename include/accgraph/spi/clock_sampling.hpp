@@ -1,40 +1,23 @@
 // SPI for backends: clock sampling, how a backend lets timing::calibrate_clock put its devices'
-// reports on the host's timeline (the ClockSample a sample is, the optional ClockSampling
-// interface, and sample_steady_clock for backends whose marker clock is steady_clock).
+// reports on the host's timeline (the optional ClockSampling interface, and sample_steady_clock
+// for backends whose marker clock is steady_clock). The ClockSample a sample is, and
+// realtime_ns, are public types (accgraph/clock.hpp), included from here.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 
+#include "accgraph/clock.hpp"  // timing::ClockSample, timing::realtime_ns (public types)
 #include "accgraph/export.hpp"
 
-namespace accgraph::timing {
-
-/// The host reference clock of every ClockSample and DeviceClockOffset: CLOCK_REALTIME
-/// (std::chrono::system_clock on Linux) in nanoseconds since the epoch.
-inline uint64_t realtime_ns() noexcept {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
-
-/// One clock sample: the host clock (CLOCK_REALTIME, ns) read before and after the device read
-/// its own marker clock (the clock of TimestampMarkers::read on that device).
-struct ClockSample {
-  uint64_t host_before_ns = 0;
-  uint64_t device_ns = 0;
-  uint64_t host_after_ns = 0;
-};
-
-}  // namespace accgraph::timing
 
 namespace accgraph {
 
 class Backend;
 
 /// Note [Clock sampling]: optional, for a Backend whose marker clock can be read against the
-/// host's (accgraph/clock.hpp, Note [Clock calibration] in timing/clock.cpp): a backend class
+/// host's (accgraph/clock.hpp, Note [Clock calibration] in timing/engine/clock.cpp): a backend class
 /// that also derives from ClockSampling lets timing::calibrate_clock (accgraph/clock.hpp) put
 /// its devices' reports on the host's timeline. The core finds it with clock_sampling() below;
 /// a backend without it makes calibrate_clock an Unsupported error, and nothing else changes.

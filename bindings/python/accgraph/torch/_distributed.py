@@ -114,7 +114,7 @@ def collective_metadata(collective: str, input: Any, output: Any = None, *, grou
     `group`, ``"[0, 1]"``; for the default group ``range(world_size)`` where torch cannot list
     them). `group` None is the default group. The numbers are ints; the region shows every value
     with str(), and a native Perfetto trace (``*.pftrace``) writes the numbers as ints and the
-    rank list as a list of ints (Note [Typed annotations] in timing/perfetto/annotations.hpp).
+    rank list as a list of ints (Note [Typed annotations] in timing/export/perfetto/annotations.hpp).
 
     InvalidStateError when torch.distributed is not initialised (call
     ``torch.distributed.init_process_group`` first); InvalidArgumentError when this rank is not

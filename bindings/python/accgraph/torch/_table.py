@@ -4,7 +4,7 @@ columns (``python -m accgraph.torch`` prints it; :func:`module_table` from Pytho
 
 The statistics are accgraph's own (Profiler.stats(), or the CSV of write_stats_csv, whose
 ``graph_id``/``first_call`` columns name the context: Note [Stats contexts] in
-timing/stats.cpp): this module only groups, orders and formats them (Note [Reading tables])."""
+timing/model/stats.cpp): this module only groups, orders and formats them (Note [Reading tables])."""
 
 from __future__ import annotations
 

@@ -96,7 +96,7 @@ _GPU_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
 #    edges come from the trace. A report without a traced replay, or the reverse, is skipped.
 # 5. Every region with both markers measured becomes a slice from its begin marker's anchor to
 #    its end marker's anchor, each moved in by what the report took off that edge (the marker
-#    overhead, Note [Marker overhead] in timing/marker_overhead.cpp; kernels are still labelled
+#    overhead, Note [Marker overhead] in timing/engine/marker_overhead.cpp; kernels are still labelled
 #    by the anchors), on a row of (the begin kernel's GPU row, lane, depth): one row per
 #    nesting level, so slices with a shared edge never depend on a viewer's tie-breaking. Each
 #    other kernel of the replay gets the deepest region that contains its end ("" when none
@@ -142,7 +142,7 @@ class _Region:
     metadata: Dict[str, str] = field(default_factory=dict)
     self_ns: Optional[int] = None  # RegionTiming.self_ns where the report has it
     # How far the reported edges lie inside the markers' (the marker overhead taken off: Note
-    # [Marker overhead] in timing/marker_overhead.cpp): the slice moves in as much (5).
+    # [Marker overhead] in timing/engine/marker_overhead.cpp): the slice moves in as much (5).
     start_shift_ns: int = 0
     end_shift_ns: int = 0
 
@@ -1204,7 +1204,7 @@ def _perfetto_event(ev: Any) -> Optional[Tuple[Any, ...]]:
 
 def _write_perfetto(data: Dict[str, Any], output: str) -> None:
     """`data`'s events as a native Perfetto trace, through accgraph::timing::
-    write_perfetto_events (Note [Trace events in Perfetto] in timing/perfetto/events.cpp).
+    write_perfetto_events (Note [Trace events in Perfetto] in timing/export/perfetto/events.cpp).
     Events whose time a Perfetto trace cannot hold are left out with a warning (A12)."""
     events = []
     left_out = 0

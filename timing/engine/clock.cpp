@@ -102,7 +102,7 @@ void check_samples(const std::vector<ClockSample>& samples, const std::string& b
 // and applied by merge_perfetto_traces; drift over a run (ppm-level between quartz
 // oscillators) is not modelled, so calibrate again (and write a new trace) on long runs. The
 // same method compares the hosts of a job with each other (Note [Host clock offsets] in
-// timing/host_clock.cpp), where the drift is modelled.
+// timing/engine/host_clock.cpp), where the drift is modelled.
 DeviceClockOffset estimate_clock_offset(const std::vector<ClockSample>& samples,
                                         uint64_t device_resolution_ns) {
   if (samples.empty())

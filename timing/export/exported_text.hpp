@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/internal/utf8.hpp"
+#include "utf8.hpp"
 
 namespace accgraph::timing::detail {
 

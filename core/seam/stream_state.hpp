@@ -49,7 +49,7 @@ struct StreamState {
   // (a region's begin and end, a timed replay).
   bool native = false;
   // The backend's CaptureTail for `impl`, or null (capture_tail_of, asked once when the core
-  // creates or wraps the stream): Note [Boundary sharing] in timing/region_recorder.cpp.
+  // creates or wraps the stream): Note [Boundary sharing] in timing/engine/region_recorder.cpp.
   CaptureTail* capture_tail = nullptr;
 };
 
@@ -65,7 +65,7 @@ struct StreamAccess {
   /// The backend's queue behind `stream` (InvalidArgument when the Stream is empty).
   static StreamImpl& impl(const Stream& stream) { return *stream.state().impl; }
   /// Operations enqueued through `stream` so far: two region boundaries share a marker only
-  /// when none came between them (Note [Boundary sharing] in timing/region_recorder.cpp).
+  /// when none came between them (Note [Boundary sharing] in timing/engine/region_recorder.cpp).
   static uint64_t operation_count(const Stream& stream) {
     return stream.state().operations.load(std::memory_order_relaxed);
   }

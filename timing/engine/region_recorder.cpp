@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "accgraph/error.hpp"
-#include "core/internal/timing_seam.hpp"
+#include "timing_seam.hpp"
 
 namespace accgraph::timing {
 

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/internal/timing_seam.hpp"
+#include "timing_seam.hpp"
 #include "marker_ring.hpp"
 #include "region_recorder.hpp"
 
@@ -16,7 +16,7 @@ namespace accgraph::timing {
 
 class ProfilerCore;
 
-/// Note [Graph instruments] (core/internal/timing_seam.hpp): the graph holds it, so the ring's
+/// Note [Graph instruments] (core/seam/timing_seam.hpp): the graph holds it, so the ring's
 /// storage lives as long as the captured work that writes into it; it holds its profiler
 /// weakly, so replays after the profiler is gone only run the graph. Its capture and layout
 /// change only in the graph's lifecycle hooks, on the thread driving the graph, never during

@@ -22,7 +22,7 @@
 
 #include <fmt/format.h>
 
-#include "../export_errors.hpp"
+#include "export_errors.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/output_file.hpp"
 #include "accgraph/perfetto.hpp"

@@ -53,7 +53,7 @@ ReportLayout::ReportLayout(ReportSource source, std::vector<RegionInfo> regions,
 // record order, cut the timeline into transitions: the interval between two consecutive markers
 // holds one marker's cost and whatever work ran between them. A region spans the transitions
 // from its begin marker to its end marker, and its duration is, for each of them, what the
-// interval read beyond the marker's cost, never below 0 (timing/marker_transitions.hpp). So:
+// interval read beyond the marker's cost, never below 0 (timing/model/marker_transitions.hpp). So:
 // - a region around work with no region inside it spans one: its markers' distance less the
 //   cost (its edges move in by half the cost each);
 // - an empty region whose begin and end share a marker spans none; one with two markers (Note

@@ -154,7 +154,7 @@ uint64_t thread_cpu_ns() {
 // plan once (LayoutPlan): per region its series, its two marker indices and whether it has
 // children, in one contiguous array. add() copies the report's marker times into the layout's stage
 // (one memcpy) and asks the report for a self time only for a region with children (Note [Self
-// time] in timing/report.cpp; a leaf's self time is its duration). When the stage holds
+// time] in timing/model/report.cpp; a leaf's self time is its duration). When the stage holds
 // kStageReplays replays (fewer for a large layout: kStageBytes), it is handed over (queued, Note
 // [Stats thread]) and folded region by region: a leaf's durations in those replays, computed from
 // the marker times as RegionTiming computes them (without making one), go into its series in the

@@ -13,7 +13,7 @@
 
 #include "accgraph/timing.hpp"
 #include "collector.hpp"
-#include "core/internal/timing_seam.hpp"
+#include "timing_seam.hpp"
 #include "marker_ring.hpp"
 #include "region_recorder.hpp"
 #include "report_store.hpp"

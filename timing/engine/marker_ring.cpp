@@ -12,7 +12,7 @@
 
 #include "accgraph/error.hpp"
 #include "accgraph/spi/marker_kernels.hpp"
-#include "core/internal/timing_seam.hpp"
+#include "timing_seam.hpp"
 
 namespace accgraph::timing {
 

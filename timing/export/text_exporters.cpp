@@ -89,7 +89,7 @@ void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats)
     const auto padded = [&](const std::string& cell, size_t cell_width) {
       return cell + std::string(width - cell_width, ' ');
     };
-    // A context column (Note [Stats contexts] in timing/stats.cpp) only where rows come from
+    // A context column (Note [Stats contexts] in timing/model/stats.cpp) only where rows come from
     // more than one: a table of one graph's replays reads as before.
     const bool contexts = std::any_of(stats.begin(), stats.end(), [&](const RegionStats& s) {
       return s.graph_id != stats.front().graph_id || s.first_call != stats.front().first_call;
@@ -115,7 +115,7 @@ void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats)
 }
 
 const std::vector<std::string>& stats_csv_columns() {
-  // The context columns (Note [Stats contexts] in timing/stats.cpp) come last, so that a reader
+  // The context columns (Note [Stats contexts] in timing/model/stats.cpp) come last, so that a reader
   // of the first fourteen columns reads them as before.
   static const std::vector<std::string> columns{
       "path",        "depth",       "count",      "min_ns",      "mean_ns",      "p50_ns",

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "../exported_text.hpp"
+#include "exported_text.hpp"
 
 namespace accgraph::timing::detail {
 

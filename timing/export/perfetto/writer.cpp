@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "../export_errors.hpp"
-#include "../exported_text.hpp"
+#include "export_errors.hpp"
+#include "exported_text.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/perfetto.hpp"
 #include "annotations.hpp"

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../trace_layout.hpp"
+#include "trace_layout.hpp"
 #include "packet_io.hpp"
 #include "perfetto_trace.pb.h"
 
