@@ -1,6 +1,6 @@
 // UTF-8 well-formedness, the one check the library's text handling shares (core-internal, not
-// installed): the exporters' valid text (Note [Exported text] in timing/export/exported_text.hpp) and
-// the loader's escaping of plugin names and paths (registry/shared_library.cpp).
+// installed): the exporters' valid text (Note [Exported text] in timing/export/exported_text.hpp)
+// and the loader's escaping of plugin names and paths (registry/shared_library.cpp).
 #pragma once
 
 #include <cstddef>

@@ -172,8 +172,8 @@ class RelaxedCaptureModeGuard {
 //   stream it is refused exactly as the caller's own kernels there are); cudaGetDevice and
 //   cudaSetDevice (allowed). The first eager region of a device also measures the marker
 //   overhead (below).
-// - Marker overhead (timing/engine/marker_overhead.cpp: a device's first eager region or first timed
-//   launch, on that thread): Backend::create_stream (relaxed: backend.cpp), a capture of its own
+// - Marker overhead (timing/engine/marker_overhead.cpp: a device's first eager region or first
+//   timed launch, on that thread): Backend::create_stream (relaxed: backend.cpp), a capture of its own
 //   on that stream, begun in Relaxed mode (in Global mode it would refuse every other thread's
 //   unsafe calls while it runs), the
 //   markers' allocations (relaxed), instantiation (relaxed: CudaGraph::instantiate), launches on

@@ -41,8 +41,8 @@ namespace {
 //
 // Note [Counting executions]: a ForeignGraph's owner whose launch runs the graph twice (audit
 // 2026-11-25 #31) leaves, on this backend, one publication of the second execution's markers:
-// the ring's fence check (Note [Launch fences] in timing/engine/marker_ring.cpp) finds them inside the
-// launch's window and the next sequence's slot unwritten, so the launch was reported measured,
+// the ring's fence check (Note [Launch fences] in timing/engine/marker_ring.cpp) finds them inside
+// the launch's window and the next sequence's slot unwritten, so the launch was reported measured,
 // where the host and cuda backends, whose executions pick their own slots, report it
 // unmeasurable. So a captured sequence first copies marker 0's staging place (what the last
 // execution wrote) into a device cell, `prior`, and each publication copies `prior` and the

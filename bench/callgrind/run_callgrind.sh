@@ -5,8 +5,8 @@
 # statistics) is counted. The same figure is also split by thread: the launching thread
 # (launch, collection, and the statistics' staging, or all of the statistics with
 # no-stats-thread: the host cost a GPU backend also pays), the statistics thread
-# (ProfilerOptions::stats_thread, Note [Stats thread] in timing/model/stats.cpp: its callgrind file is
-# the one that ran its std::thread entry) and the backend's workers (the host worker running the
+# (ProfilerOptions::stats_thread, Note [Stats thread] in timing/model/stats.cpp: its callgrind file
+# is the one that ran its std::thread entry) and the backend's workers (the host worker running the
 # marker operations: device work on a GPU backend). Usage:
 #   bench/callgrind/run_callgrind.sh [BUILD_DIR] [REGIONS] [N1] [N2] [stats-thread|no-stats-thread]
 # (by default the profiler's default: stats-thread)

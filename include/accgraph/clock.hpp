@@ -1,6 +1,6 @@
 // Device clocks against the host's: clock samples, the offset they give, and calibration of a
-// device (Note [Clock calibration] in timing/engine/clock.cpp). Traces of several devices or ranks are
-// put on one timeline with these offsets (accgraph/perfetto.hpp: PerfettoOptions::clocks,
+// device (Note [Clock calibration] in timing/engine/clock.cpp). Traces of several devices or ranks
+// are put on one timeline with these offsets (accgraph/perfetto.hpp: PerfettoOptions::clocks,
 // merge_perfetto_traces).
 #pragma once
 

@@ -60,8 +60,8 @@ enum class LaunchCheck {
   /// For an owner whose launch enqueues exactly one execution by construction, or raises before
   /// launching, also on a stream that is capturing (PyTorch's CUDAGraph.replay launches its
   /// executable once, and refuses a capturing stream): no fence, and the stream is not asked
-  /// whether it captures (Note [Trusted launches and captures] in timing/engine/graph_timing.cpp). A
-  /// launch that breaks the rule can then make flush() wait forever.
+  /// whether it captures (Note [Trusted launches and captures] in timing/engine/graph_timing.cpp).
+  /// A launch that breaks the rule can then make flush() wait forever.
   Trusted,
 };
 

@@ -1,7 +1,8 @@
 // Host clocks of a job on several hosts: each host's CLOCK_REALTIME against the reference host's
 // (rank 0's), measured over the job's own transport (Note [Host clock offsets] in
-// timing/engine/host_clock.cpp). Written into each rank's trace (PerfettoOptions::host_clock_offsets)
-// and applied by merge_perfetto_traces, with the drift between two measurements interpolated.
+// timing/engine/host_clock.cpp). Written into each rank's trace
+// (PerfettoOptions::host_clock_offsets) and applied by merge_perfetto_traces, with the drift
+// between two measurements interpolated.
 #pragma once
 
 #include <cstddef>

@@ -392,7 +392,8 @@ TEST_CASE("native capture: a ForeignGraph times the application's graph on a wra
 
 // audit 2026-11-25 #30: an owner's launch that appended nothing got a report with exactly the
 // previous launch's times (the backend copies its staging markers after every launch). Now it is
-// unmeasurable (Note [Launch fences] in timing/engine/marker_ring.cpp), and later launches are measured.
+// unmeasurable (Note [Launch fences] in timing/engine/marker_ring.cpp), and later launches are
+// measured.
 TEST_CASE("native capture: a launch that appends nothing is unmeasurable, not the previous one") {
   NativeApp app;
   REQUIRE_MESSAGE(app.has_graphs(), "the driver must offer ZE_extension_record_replay_graph");

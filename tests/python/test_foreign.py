@@ -360,8 +360,8 @@ def test_dropping_the_stream_during_a_capture_aborts_it():
 
 
 # --- owners that break the launch contract (audit 2026-11-25 #29, #31, #33) ---------------------
-# Note [Launch fences] in timing/engine/marker_ring.cpp: such a launch is reported unmeasurable, never
-# with another launch's times; flush, reset and interpreter exit return; later launches are
+# Note [Launch fences] in timing/engine/marker_ring.cpp: such a launch is reported unmeasurable,
+# never with another launch's times; flush, reset and interpreter exit return; later launches are
 # reported again.
 
 

@@ -1489,9 +1489,11 @@ def test_annotate_trace_does_not_import_torch(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys, accgraph.torch\n"
+    code = ("import sys, accgraph, accgraph.torch\n"
+            f"kernels = accgraph.MarkerKernels(**{MARKER_KERNELS!r})\n"
             f"accgraph.torch.annotate_trace({str(FIXTURE_TRACE)!r}, {str(tmp_path / 'o.json')!r}, "
-            f"{str(FIXTURE_REPORTS)!r})\nprint('torch' in sys.modules)")
+            f"{str(FIXTURE_REPORTS)!r}, marker_kernels=kernels)\n"
+            "print('torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr

@@ -1,8 +1,8 @@
 // accgraph/foreign_graph.hpp on the host backend: owners that break the launch contract
 // (fn launches nothing, twice, or launches and then raises) never hang flush, reset or the
 // profiler's destruction, their launches are reported unmeasurable (never with another launch's
-// times), and later launches are reported again (Note [Launch fences] in timing/engine/marker_ring.cpp;
-// audit 2026-11-25 #29, #31, #32, #33).
+// times), and later launches are reported again (Note [Launch fences] in
+// timing/engine/marker_ring.cpp; audit 2026-11-25 #29, #31, #32, #33).
 #include <atomic>
 #include <chrono>
 #include <future>

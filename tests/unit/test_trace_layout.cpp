@@ -1,5 +1,5 @@
-// Tests of the trace layout (timing/export/trace_layout.hpp, internal): the processes, tracks, stacks
-// and slice order that the Chrome and Perfetto writers both serialise (Note [Trace layout]).
+// Tests of the trace layout (timing/export/trace_layout.hpp, internal): the processes, tracks,
+// stacks and slice order that the Chrome and Perfetto writers both serialise (Note [Trace layout]).
 #include <doctest/doctest.h>
 
 #include <cstdint>

@@ -115,8 +115,8 @@ void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats)
 }
 
 const std::vector<std::string>& stats_csv_columns() {
-  // The context columns (Note [Stats contexts] in timing/model/stats.cpp) come last, so that a reader
-  // of the first fourteen columns reads them as before.
+  // The context columns (Note [Stats contexts] in timing/model/stats.cpp) come last, so that a
+  // reader of the first fourteen columns reads them as before.
   static const std::vector<std::string> columns{
       "path",        "depth",       "count",      "min_ns",      "mean_ns",      "p50_ns",
       "p95_ns",      "max_ns",      "self_count", "self_min_ns", "self_mean_ns", "self_p50_ns",

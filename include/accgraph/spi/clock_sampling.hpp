@@ -17,8 +17,8 @@ namespace accgraph {
 class Backend;
 
 /// Note [Clock sampling]: optional, for a Backend whose marker clock can be read against the
-/// host's (accgraph/clock.hpp, Note [Clock calibration] in timing/engine/clock.cpp): a backend class
-/// that also derives from ClockSampling lets timing::calibrate_clock (accgraph/clock.hpp) put
+/// host's (accgraph/clock.hpp, Note [Clock calibration] in timing/engine/clock.cpp): a backend
+/// class that also derives from ClockSampling lets timing::calibrate_clock (accgraph/clock.hpp) put
 /// its devices' reports on the host's timeline. The core finds it with clock_sampling() below;
 /// a backend without it makes calibrate_clock an Unsupported error, and nothing else changes.
 /// - (clock.sample) sample_clock(device, samples, count) fills samples[0..count), each with

@@ -294,8 +294,8 @@ def _timing_of(graph: Any) -> Optional[_GraphTiming]:
 
 
 # Note [Graph labels]: a graph's statistics are kept apart by its id (Note [Stats contexts] in
-# timing/model/stats.cpp); what a reader sees is its capture site (the first frame of the user's code
-# under capture_begin: "train.py:42") or the label given by label_graph(). Both are kept by id
+# timing/model/stats.cpp); what a reader sees is its capture site (the first frame of the user's
+# code under capture_begin: "train.py:42") or the label given by label_graph(). Both are kept by id
 # for the life of the process (a few per graph), so the table printed after uninstrument() still
 # names them.
 _sites: Dict[int, str] = {}
