@@ -45,7 +45,7 @@ sys.path.insert(0, {tests!r})
 import accgraph.torch
 from torch_standin import make_torch
 sys.modules["torch"] = make_torch()
-accgraph.torch._BACKEND = "host"
+accgraph.torch._runtime.BACKEND = "host"
 from accgraph.torch.__main__ import main
 sys.exit(main(sys.argv[1:]))
 """
