@@ -27,11 +27,11 @@ using Metadata = std::vector<std::pair<std::string, std::string>>;
 /// MarkerKernelNames of spi/marker_kernels.hpp); empty where markers are not kernels.
 struct MarkerKernels {
   /// Write a marker's time as they start (the store is their first instruction).
-  std::vector<std::string> record_at_start;
+  std::vector<std::string> record_at_start{};
   /// Write it as they end: they start early, wait for the kernel before them, then store.
-  std::vector<std::string> record_at_end;
+  std::vector<std::string> record_at_end{};
   /// End a marker sequence: one per replay, after its record kernels.
-  std::vector<std::string> end;
+  std::vector<std::string> end{};
 
   bool empty() const { return record_at_start.empty() && record_at_end.empty() && end.empty(); }
 };
@@ -57,7 +57,7 @@ struct ReportSource {
   uint64_t marker_back_to_back_ns = 0;
   /// The kernels the markers launch, from the backend; empty when they are not kernels (the
   /// host backend's steady_clock markers, cuda's external_events).
-  MarkerKernels marker_kernels;
+  MarkerKernels marker_kernels{};
 };
 
 /// One region as it was recorded: the same for every replay of its capture.
