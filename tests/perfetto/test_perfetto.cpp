@@ -547,6 +547,40 @@ TEST_CASE(
                 "2,000 tracks: " << t_small << " s, 20,000 tracks: " << t_large << " s");
 }
 
+namespace {
+
+// The merge of `paths` with RLIMIT_NOFILE's soft limit at `limit` (restored after): the error
+// message (empty when it merged), the summary, and the slices begun in the merged trace.
+struct LimitedMerge {
+  std::string message;
+  MergeSummary summary;
+  size_t slice_begins = 0;
+};
+
+LimitedMerge merge_with_descriptor_limit(const std::vector<std::string>& paths, rlim_t limit) {
+  rlimit old_limit{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &old_limit) == 0);
+  rlimit low = old_limit;
+  low.rlim_cur = limit;
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+  LimitedMerge result;
+  std::ostringstream out;
+  try {
+    result.summary = merge_perfetto_traces(out, paths);
+  } catch (const accgraph::Error& e) {
+    result.message = e.what();
+  }
+  ::setrlimit(RLIMIT_NOFILE, &old_limit);
+  if (!result.message.empty()) return result;
+  const pb::Trace merged = decode(out.str());
+  for (const pb::TracePacket& p : merged.packet())
+    if (p.has_track_event() && p.track_event().type() == pb::TrackEvent::TYPE_SLICE_BEGIN)
+      ++result.slice_begins;
+  return result;
+}
+
+}  // namespace
+
 TEST_CASE("merge_perfetto_traces: more inputs than free descriptors still merge (audit #51)") {
   TempDir dir;
   std::vector<std::string> paths;
@@ -558,29 +592,12 @@ TEST_CASE("merge_perfetto_traces: more inputs than free descriptors still merge 
     (void)entry;
     ++open_now;
   }
-  rlimit old_limit{};
-  REQUIRE(::getrlimit(RLIMIT_NOFILE, &old_limit) == 0);
-  rlimit low = old_limit;
   // Enough to scan (one at a time) and hold a few open, not to hold 24 open: before Note [Merge
   // streaming] this failed with EMFILE.
-  low.rlim_cur = static_cast<rlim_t>(open_now + 6);
-  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
-  std::string message;
-  std::ostringstream out;
-  MergeSummary summary;
-  try {
-    summary = merge_perfetto_traces(out, paths);
-  } catch (const accgraph::Error& e) {
-    message = e.what();
-  }
-  ::setrlimit(RLIMIT_NOFILE, &old_limit);
-  CHECK_MESSAGE(message.empty(), message);
-  CHECK(summary.ranks.size() == 24);
-  int slices = 0;
-  const pb::Trace merged = decode(out.str());
-  for (const pb::TracePacket& p : merged.packet())
-    if (p.has_track_event() && p.track_event().type() == pb::TrackEvent::TYPE_SLICE_BEGIN) ++slices;
-  CHECK(slices == 24 * 2);
+  const LimitedMerge merge = merge_with_descriptor_limit(paths, static_cast<rlim_t>(open_now + 6));
+  CHECK_MESSAGE(merge.message.empty(), merge.message);
+  CHECK(merge.summary.ranks.size() == 24);
+  CHECK(merge.slice_begins == 24 * 2);
 }
 
 TEST_CASE(
@@ -969,27 +986,10 @@ TEST_CASE("merge_perfetto_traces: 1,024 ranks under a limit of 64 descriptors (a
   TempDir dir;
   std::vector<std::string> paths;
   write_workload(dir, "r", 1024, 3, paths);
-  rlimit old_limit{};
-  REQUIRE(::getrlimit(RLIMIT_NOFILE, &old_limit) == 0);
-  rlimit low = old_limit;
-  low.rlim_cur = 64;
-  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
-  std::string message;
-  std::ostringstream out;
-  MergeSummary summary;
-  try {
-    summary = merge_perfetto_traces(out, paths);
-  } catch (const accgraph::Error& e) {
-    message = e.what();
-  }
-  ::setrlimit(RLIMIT_NOFILE, &old_limit);
-  CHECK_MESSAGE(message.empty(), message);
-  CHECK(summary.ranks.size() == 1024);
-  size_t begins = 0;
-  const pb::Trace merged = decode(out.str());
-  for (const pb::TracePacket& p : merged.packet())
-    if (p.has_track_event() && p.track_event().type() == pb::TrackEvent::TYPE_SLICE_BEGIN) ++begins;
-  CHECK(begins == 1024 * 3 * 2);
+  const LimitedMerge merge = merge_with_descriptor_limit(paths, 64);
+  CHECK_MESSAGE(merge.message.empty(), merge.message);
+  CHECK(merge.summary.ranks.size() == 1024);
+  CHECK(merge.slice_begins == 1024 * 3 * 2);
 }
 
 TEST_CASE("merge_perfetto_traces: no descriptor to spare at all says so and what to do") {

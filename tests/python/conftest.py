@@ -111,3 +111,17 @@ def host_buffer(stream: accgraph.Stream, nbytes: int) -> accgraph.Buffer:
 
 def read(buf: accgraph.Buffer) -> bytes:
     return bytes(memoryview(buf))
+
+
+def timed_host_graph(prof: accgraph.Profiler, region: str = "r"):
+    """A host stream and graph attached to `prof`, the graph capturing one fill of a 64-byte
+    buffer inside region `region`: (stream, graph, buffer), the buffer kept while the graph
+    replays."""
+    s = accgraph.Stream("host")
+    buf = accgraph.Buffer(s, 64)
+    g = accgraph.Graph("host")
+    prof.attach(g)
+    with g.capture(s):
+        with prof.region(s, region):
+            s.fill(buf, 1)
+    return s, g, buf

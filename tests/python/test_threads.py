@@ -7,7 +7,7 @@ import time
 import pytest
 
 import accgraph
-from conftest import require_backend
+from conftest import require_backend, timed_host_graph
 
 
 def run_in_threads(target, count, *args):
@@ -379,13 +379,7 @@ def test_four_replaying_threads_and_one_reading_the_profiler():
     prof.add_sink(lambda r: order.setdefault(r.graph_id, []).append(r.replay_index))
     pairs = []
     for _ in range(4):
-        s = accgraph.Stream("host")
-        buf = accgraph.Buffer(s, 64)
-        g = accgraph.Graph("host")
-        prof.attach(g)
-        with g.capture(s):
-            with prof.region(s, "r"):
-                s.fill(buf, 1)
+        s, g, buf = timed_host_graph(prof)
         pairs.append((s, g))
     done, errors = threading.Event(), []
 
@@ -468,13 +462,7 @@ def test_a_sink_that_flushes():
             outcomes.append(str(e))
 
     prof.add_sink(sink)
-    s = accgraph.Stream("host")
-    buf = accgraph.Buffer(s, 64)
-    g = accgraph.Graph("host")
-    prof.attach(g)
-    with g.capture(s):
-        with prof.region(s, "r"):
-            s.fill(buf, 1)
+    s, g, buf = timed_host_graph(prof)
     for _ in range(50):
         g.replay()
     s.synchronize()

@@ -13,7 +13,7 @@ import time
 import pytest
 
 import accgraph
-from conftest import host_buffer
+from conftest import host_buffer, timed_host_graph
 
 
 def timed_graph(prof, stream, replays=5, **metadata):
@@ -837,13 +837,7 @@ def test_a_ring_of_1_with_the_background_collector_and_three_replaying_threads()
     prof = accgraph.Profiler(ring_depth=1, background_collector=True, keep_reports=None)
     graphs = []
     for _ in range(3):
-        s = accgraph.Stream("host")
-        buf = accgraph.Buffer(s, 64)
-        g = accgraph.Graph("host")
-        prof.attach(g)
-        with g.capture(s):
-            with prof.region(s, "r"):
-                s.fill(buf, 1)
+        s, g, buf = timed_host_graph(prof)
         graphs.append((s, g))
     errors = []
 
@@ -871,13 +865,7 @@ def test_a_ring_of_1_with_the_background_collector_and_three_replaying_threads()
 def test_immediate_delivery_with_a_small_budget_needs_no_flush():
     # audit 2026-11-28 D11: delivery='immediate', marker_memory=8, 500 replays.
     prof = accgraph.Profiler(delivery="immediate", marker_memory=8, keep_reports=None)
-    s = accgraph.Stream("host")
-    buf = accgraph.Buffer(s, 64)
-    g = accgraph.Graph("host")
-    prof.attach(g)
-    with g.capture(s):
-        with prof.region(s, "r"):
-            s.fill(buf, 1)
+    s, g, buf = timed_host_graph(prof)
     for _ in range(500):
         g.replay()
     s.synchronize()
