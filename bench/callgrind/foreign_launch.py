@@ -27,13 +27,13 @@ if mode not in ("owner", "owner-arg", "method", "torch-untimed", "torch-timed"):
              f"torch-timed, not {mode!r}")
 if mode.startswith("torch"):
     import accgraph.torch
+    import accgraph.torch.testing
 
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "python"))
     from torch_standin import make_torch
 
     torch = make_torch()
-    accgraph.torch._runtime.load_torch = lambda: torch
-    accgraph.torch._runtime.BACKEND = "host"
+    accgraph.torch.testing.use_torch(torch, backend="host").__enter__()  # for the process
     prof = accgraph.Profiler(keep_reports=0)
     accgraph.torch.instrument(prof)
     g = torch.cuda.CUDAGraph()

@@ -107,10 +107,9 @@ def run_shape(torch: Any, model: Any, shape: str, args: Any) -> bool:
     prof = accgraph.Profiler(ring_depth=max(64, 2 * args.host_replays), keep_reports=4)
     accgraph.torch.instrument(prof, modules=True, eager_modules=False)
     try:
-        timing = accgraph.torch._installed.modules  # one graph per filter, one profiler
         print("regions per report of each timed graph:")
-        for name, (depth, include) in CONFIGS.items():
-            timing.set_filters(depth, include, None)
+        for name, (depth, include) in CONFIGS.items():  # one graph per filter, one profiler
+            accgraph.torch.set_module_filters(depth=depth, include=include)
             graphs[name] = capture(torch, model, x)
             graphs[name][0].replay()
             torch.cuda.synchronize()

@@ -538,8 +538,7 @@ def load_torch(bench: str) -> Any:
     """torch, with accgraph's CUDA backend, after a line naming the versions and the GPU; None,
     after a line saying why `bench` is skipped, without them (also used by bench_modules.py)."""
     try:
-        torch = accgraph.torch._runtime.load_torch()
-        accgraph.torch._require_backend()
+        torch = accgraph.torch.load_torch()
     except accgraph.torch.TorchUnavailableError as e:
         print(f"{bench}: skipped: {e.message}")
         return None

@@ -86,8 +86,10 @@ __all__ = [
     "instrumented",
     "is_instrumented",
     "label_graph",
+    "load_torch",
     "measure_host_clock_offset",
     "module_table",
+    "set_module_filters",
     "stats_by_context",
     "uninstrument",
     "write_html",
@@ -702,6 +704,35 @@ def _uninstrument(force: bool) -> None:
             RuntimeWarning,
             stacklevel=3,
         )
+
+
+def load_torch() -> Any:
+    """The torch module that :func:`instrument` would time: PyTorch with a visible GPU and
+    accgraph's backend for its streams (a stand-in under :func:`accgraph.torch.testing.use_torch`).
+    TorchUnavailableError saying which is missing and what to install otherwise, as
+    :func:`instrument` raises."""
+    torch = _runtime.load_torch()
+    _runtime.require_backend()
+    return torch
+
+
+def set_module_filters(*, depth: Optional[int] = None,
+                       include: Union[str, Pattern[str], None] = None,
+                       exclude: Union[str, Pattern[str], None] = None) -> None:
+    """Replaces the module filters of the instrumentation in effect (``instrument(...,
+    modules=...)``'s `depth`, `include` and `exclude`, the same rules) for the module calls that
+    follow: graphs captured from now on time the modules it selects, graphs captured before keep
+    theirs. InvalidStateError when not instrumented with modules."""
+    _check_module_options(True, depth, include, exclude, True)
+    with _lock:
+        installation = _installed
+        if installation is None or installation.modules is None:
+            raise make_error(
+                InvalidStateError,
+                "accgraph.torch.set_module_filters: module timing is not in effect: call "
+                "accgraph.torch.instrument(profiler, modules=...) first",
+            )
+        installation.modules.set_filters(depth, include, exclude)
 
 
 def is_instrumented() -> bool:

@@ -211,8 +211,9 @@ class ModuleTiming:
         self.tree_generation = -1
 
     def set_filters(self, depth: Optional[int], include: Any, exclude: Any) -> None:
-        """Changes the filters for the module calls that follow (bench/python/bench_modules.py
-        captures one graph per filter under one instrument())."""
+        """Changes the filters for the module calls that follow (accgraph.torch.
+        set_module_filters: bench/python/bench_modules.py captures one graph per filter under
+        one instrument())."""
         self.include = _compile_pattern("include", include)
         self.exclude = _compile_pattern("exclude", exclude)
         self.depth = depth

@@ -11,7 +11,7 @@ from typing import Any, Dict, Tuple
 from .._accgraph import Stream, backends
 from .._errors import UnavailableError, make_error
 
-__all__ = ["BACKEND", "TorchUnavailableError", "clear_streams", "load_torch", "require_backend",
+__all__ = ["BACKEND", "TORCH", "TorchUnavailableError", "clear_streams", "load_torch", "require_backend",
            "streams", "wrap_current"]
 
 # Note [One torch package]: the PyTorch integration is one package, accgraph.torch: the graph
@@ -39,10 +39,14 @@ TorchUnavailableError.__module__ = "accgraph.torch"  # where users find it
 # wrappers on the host backend with a stand-in for torch (tests/python/test_torch_standin.py).
 # Read it at each use (_runtime.BACKEND), never copy it at import.
 BACKEND = "cuda"
+# A module standing in for torch (accgraph.torch.testing.use_torch), or None: the real one.
+TORCH: Any = None
 
 
 def load_torch() -> Any:
     """The torch module, checked: TorchUnavailableError saying what to install otherwise."""
+    if TORCH is not None:
+        return TORCH
     try:
         import torch
     except ImportError as e:
