@@ -182,7 +182,7 @@ TEST_CASE("MarkerRing: a launch blocked by a collection gives its caller's lock 
   CHECK_FALSE(device_timed_out);
   CHECK(waits.releases == 1);
   CHECK(waits.reacquires == 1);
-  r.ring->after_launch(graph, stream, layout, &waits);  // the lock is free: nothing given up
+  r.ring->after_launch(graph, stream, layout, MarkerRing::kNextReplay, &waits);  // the lock is free: nothing given up
   CHECK(waits.releases == 1);
   CHECK(r.markers->launched == std::vector<uint64_t>{0, 1});
 }
