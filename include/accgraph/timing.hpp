@@ -189,7 +189,10 @@ using Sink = std::function<void(const ReplayReport&)>;
 /// in timing/engine/region_recorder.cpp).
 ///
 /// Regions nest per stream (depth, parent, path "outer/inner"); a forked stream's regions
-/// start at depth 0. A region must end where it began: inside the same capture, or eagerly
+/// start at depth 0. The regions open on a stream belong to one thread: a region begun while
+/// the stream's innermost open region was begun by another thread is an InvalidState error
+/// (RegionOrder; give each thread a stream of its own), since threads sharing a stream cannot
+/// keep their regions nested (Note [Regions out of order] in timing/engine/region_recorder.cpp). A region must end where it began: inside the same capture, or eagerly
 /// before a capture begins on its stream; capture_end with a region still open is an
 /// InvalidState error (the capture is aborted, the graph reset and reusable).
 ///
@@ -225,8 +228,9 @@ class ACCGRAPH_API Profiler {
 
   /// RAII region: end() in the destructor (never throws; logs). end() ends this region, which
   /// must be the innermost open one on its stream: ending an outer region while an inner one is
-  /// open is an InvalidState error naming both (the region stays open; end the inner one
-  /// first). It refers to the profiler and to the stream's queue, not to the Profiler or Stream
+  /// open is an InvalidState error (RegionOrder) naming both, and the outer region is dropped:
+  /// not reported, while the regions inside it still are (under its parent). It may be ended
+  /// on another thread than the one that began it. It refers to the profiler and to the stream's queue, not to the Profiler or Stream
   /// objects: ending it after either was destroyed is an InvalidState error that says which.
   class ACCGRAPH_API Region {
    public:
@@ -236,9 +240,10 @@ class ACCGRAPH_API Profiler {
     Region& operator=(Region&&) = delete;
     ~Region();
     void end();
-    /// Whether end() still has a region to end: false once it ended, and after an end() that
-    /// found it can never end (its profiler or stream destroyed, its capture aborted); true
-    /// after an end() refused for being out of order (it can be ended later).
+    /// Whether end() still has a region to end: false once it ended, was dropped for ending out
+    /// of order, or after an end() that found it can never end (its profiler or stream
+    /// destroyed, its capture aborted); true after an end() refused because the stream now
+    /// captures where the region began eagerly (it can be ended later).
     bool is_open() const noexcept { return open_; }
 
    private:

@@ -1256,8 +1256,10 @@ TEST_CASE("the background collector delivers finished replays without flush") {
 // --- the host backend ------------------------------------------------------------------------
 
 // Review 3.4 bug 2 (issue "Timing layer v2" item 2): Region::end() used to end the innermost
-// region of its stream, so a.end() with b open silently swapped their timings.
-TEST_CASE("a Region ends its own region: out of order is an error naming both, nothing swaps") {
+// region of its stream, so a.end() with b open silently swapped their timings. Audit 2026-12-07
+// R12: the refused region then stayed open, and every later region nested in it unreported; now
+// it is dropped (Note [Regions out of order]).
+TEST_CASE("a Region ends its own region: out of order it is dropped with an error, nothing swaps") {
   fresh_fake();
   Stream stream = Stream::create(kFake);
   Profiler prof;
@@ -1267,22 +1269,22 @@ TEST_CASE("a Region ends its own region: out of order is an error naming both, n
     stream.delay(std::chrono::nanoseconds(2000));
     require_error([&] { a->end(); }, ErrorCode::InvalidState, ErrorReason::RegionOrder,
                   {fmt::format("region 'a' on stream {} is not the innermost open region: "
-                               "'a/b' began after it and is still open; end 'a/b' first",
+                               "'a/b' began after it and is still open, so 'a' is dropped and "
+                               "not reported",
                                stream.id())});
-    CHECK(a->is_open());  // refused, not closed: the Python Region keeps it to end later
+    CHECK_FALSE(a->is_open());  // dropped: nothing left to end
     stream.delay(std::chrono::nanoseconds(5000));
     b->end();
     CHECK_FALSE(b->is_open());
-    stream.delay(std::chrono::nanoseconds(100));
-    a->end();  // still open after the refused end: now in order
-    CHECK_FALSE(a->is_open());
+    a->end();  // nothing happens
+    { auto c = prof.region(stream, "c"); stream.delay(std::chrono::nanoseconds(100)); }
   }
   prof.flush();
   std::vector<ReplayReport> reports = prof.reports();
-  REQUIRE(reports.size() == 1);
-  const ReplayReport& report = reports[0];
-  CHECK(find_region(report, "a/b").duration_ns() == 7000);
-  CHECK(find_region(report, "a").duration_ns() == 7100);
+  REQUIRE(reports.size() == 2);
+  REQUIRE(reports[0].size() == 1);
+  CHECK(find_region(reports[0], "b").duration_ns() == 7000);
+  CHECK(find_region(reports[1], "c").duration_ns() == 100);
 
   // A region whose capture was reset is no longer open: its end says so instead of ending
   // whatever is innermost on the stream.

@@ -353,7 +353,14 @@ uint64_t ProfilerCore::begin_region(Stream& stream, std::string name, Metadata m
     timing->begin_sequence(*this, stream, "begin");  // Note [Deferred ring] in graph_timing.hpp
   else
     give_eager_ring(stream);
-  return recorder.begin(stream, capture, std::move(name), std::move(metadata), std::move(lane));
+  for (;;) {
+    try {
+      return recorder.begin(stream, capture, std::move(name), std::move(metadata),
+                            std::move(lane));  // moved from only when it succeeds
+    } catch (const EagerRingFull& full) {
+      make_room(*full.ring);  // waits for the oldest tree (or raises why it cannot be collected)
+    }
+  }
 }
 
 void ProfilerCore::end_region(Stream& stream, uint64_t serial, const char* operation) {
