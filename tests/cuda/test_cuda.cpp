@@ -2087,3 +2087,146 @@ TEST_CASE("cuda: the marker overhead measurement refuses no call of another thre
   CHECK_MESSAGE(refused.load() == 0, "the bystander's calls were refused "
                                          << refused.load() << " times, first " << first_refusal);
 }
+
+// Note [CUDA untimed replays] (backends/cuda/graph.cpp): a sampled profiler launches most
+// replays without the marker kernels; they run the same work, in the same order.
+TEST_CASE("cuda: sampled replays run every replay's work and time exactly the scheduled ones") {
+  constexpr int kRegions = 20;
+  constexpr int kReplays = 400;
+  constexpr uint64_t kEvery = 8;
+  Stream s = Stream::create("cuda");
+  Stream other = Stream::create("cuda");
+  auto raw = static_cast<cudaStream_t>(s.native_handle());
+  int* counters = nullptr;  // one per region, incremented in its region
+  require_cuda(cudaMalloc(&counters, kRegions * sizeof(int)));
+  require_cuda(cudaMemset(counters, 0, kRegions * sizeof(int)));
+  timing::ProfilerOptions options;
+  options.sample_every = kEvery;
+  options.sample_seed = 5;
+  options.keep_reports = timing::KeepReports::all();
+  {
+    timing::Profiler prof(options);
+    AcceleratorGraph graph("cuda");
+    prof.attach(graph);
+    graph.capture_begin(s);
+    for (int i = 0; i < kRegions; ++i) {
+      auto r = prof.region(s, "r" + std::to_string(i));
+      require_cuda(accgraph_test::launch_increment(raw, counters + i));
+    }
+    graph.capture_end();
+    for (int i = 0; i < kReplays; ++i) graph.replay(s);
+    // A replay on another stream: ordered after the untimed ones before it (the event), then
+    // the next untimed launches there.
+    for (int i = 0; i < 16; ++i) graph.replay(other);
+    s.synchronize();
+    other.synchronize();
+    prof.flush();
+    std::vector<int> host(kRegions);
+    require_cuda(cudaMemcpy(host.data(), counters, kRegions * sizeof(int), cudaMemcpyDeviceToHost));
+    CHECK(host == std::vector<int>(kRegions, kReplays + 16));  // every replay ran its work
+    const std::vector<timing::GraphReplays> counts = prof.replay_counts();
+    REQUIRE(counts.size() == 1);
+    CHECK(counts[0].run == kReplays + 16);
+    CHECK(counts[0].timed == prof.reports().size());
+    uint64_t scheduled = 0;
+    for (uint64_t r = 0; r < kReplays; ++r)
+      scheduled += timing::is_sampled_replay(r, kEvery, 5, graph.id()) ? 1 : 0;
+    CHECK(counts[0].timed >= scheduled);  // the switch to `other` may time one more
+    CHECK(counts[0].timed <= scheduled + 1 + 16 / kEvery + 1);
+    for (const timing::ReplayReport& report : prof.reports()) {
+      CAPTURE(report.replay_index());
+      REQUIRE(report.size() == static_cast<size_t>(kRegions));
+      for (size_t i = 0; i < report.size(); ++i) CHECK(report.region(i).measurable());
+      if (report.replay_index() < kReplays)
+        CHECK(timing::is_sampled_replay(report.replay_index(), kEvery, 5, graph.id()));
+    }
+  }
+  require_cuda(cudaFree(counters));
+}
+
+TEST_CASE("cuda: a graph with memory nodes is timed on every replay when sampled, and says so") {
+  Stream s = Stream::create("cuda");
+  auto raw = static_cast<cudaStream_t>(s.native_handle());
+  timing::ProfilerOptions options;
+  options.sample_every = 4;
+  options.keep_reports = timing::KeepReports::all();
+  timing::Profiler prof(options);
+  AcceleratorGraph graph("cuda");
+  prof.attach(graph);
+  graph.capture_begin(s);
+  {
+    auto r = prof.region(s, "alloc");
+    void* p = nullptr;
+    require_cuda(cudaMallocAsync(&p, 256, raw));
+    require_cuda(cudaMemsetAsync(p, 1, 256, raw));
+    require_cuda(cudaFreeAsync(p, raw));
+  }
+  graph.capture_end();
+  for (int i = 0; i < 12; ++i) graph.replay(s);
+  prof.flush();
+  const std::vector<timing::GraphReplays> counts = prof.replay_counts();
+  REQUIRE(counts.size() == 1);
+  CHECK(counts[0].run == 12);
+  CHECK(counts[0].timed == 12);
+  CHECK_FALSE(counts[0].sampled);
+  CHECK(prof.reports().size() == 12);
+}
+
+// What sampling saves on the device: a graph of many short kernels with a region around each,
+// every replay timed against 1 in 16, against the untimed graph (printed; no bound here: the
+// benchmarks report the figures).
+TEST_CASE("cuda: sampled replays cost about what untimed ones do (printed)") {
+  constexpr int kKernels = 120;
+  constexpr int kReplays = 200;
+  Stream s = Stream::create("cuda");
+  auto raw = static_cast<cudaStream_t>(s.native_handle());
+  auto capture = [&](AcceleratorGraph& g, timing::Profiler* prof) {
+    if (prof != nullptr) prof->attach(g);
+    g.capture_begin(s);
+    for (int i = 0; i < kKernels; ++i) {
+      std::optional<timing::Profiler::Region> r;
+      if (prof != nullptr) r.emplace(prof->region(s, "k" + std::to_string(i)));
+      require_cuda(accgraph_test::launch_empty(raw));
+    }
+    g.capture_end();
+  };
+  timing::ProfilerOptions every_options, sampled_options;
+  sampled_options.sample_every = 16;
+  timing::Profiler every_prof(every_options), sampled_prof(sampled_options);
+  AcceleratorGraph untimed("cuda"), every("cuda"), sampled("cuda");
+  capture(untimed, nullptr);
+  capture(every, &every_prof);
+  capture(sampled, &sampled_prof);
+  cudaEvent_t before = nullptr, after = nullptr;
+  require_cuda(cudaEventCreate(&before));
+  require_cuda(cudaEventCreate(&after));
+  auto per_replay_us = [&](AcceleratorGraph& g) {
+    g.replay(s);
+    require_cuda(cudaEventRecord(before, raw));
+    for (int i = 0; i < kReplays; ++i) g.replay(s);
+    require_cuda(cudaEventRecord(after, raw));
+    require_cuda(cudaEventSynchronize(after));
+    float ms = 0;
+    require_cuda(cudaEventElapsedTime(&ms, before, after));
+    return ms * 1000.0 / kReplays;
+  };
+  std::vector<double> u, e, sm;
+  for (int round = 0; round < 5; ++round) {
+    u.push_back(per_replay_us(untimed));
+    e.push_back(per_replay_us(every));
+    sm.push_back(per_replay_us(sampled));
+    every_prof.flush();
+    sampled_prof.flush();
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  MESSAGE(kKernels << " empty kernels, a region each: untimed " << median(u)
+                   << " us per replay, every replay timed " << median(e) / median(u)
+                   << "x, 1 in 16 timed " << median(sm) / median(u) << "x");
+  CHECK(sampled_prof.replay_counts().at(0).sampled);
+  CHECK(median(sm) < median(e));  // the untimed replays skip the markers
+  cudaEventDestroy(before);
+  cudaEventDestroy(after);
+}
