@@ -258,6 +258,11 @@ begin_stage bench
 bench_rc=$?
 say "bench: rc $bench_rc"
 tee -a "$summary" < "$out/bench.log"
+# Issue 43: the cost of the candidate mechanisms for sampled timing's untimed replays.
+if [ -x "$bin/accgraph-probe-untimed" ]; then
+  "$bin/accgraph-probe-untimed" > "$out/probe-untimed.log" 2>&1 || bench_rc=1
+  tee -a "$summary" < "$out/probe-untimed.log"
+fi
 end_stage bench "$bench_rc"
 fi
 
