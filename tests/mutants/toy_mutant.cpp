@@ -15,6 +15,7 @@
 #include <accgraph/spi/plugin.hpp>
 #include <accgraph/spi/pool_table.hpp>
 #include <accgraph/spi/steady_clock_markers.hpp>
+#include <accgraph/spi/untimed_replay.hpp>
 #include <accgraph/types.hpp>
 
 #include <algorithm>
@@ -70,6 +71,7 @@
 #define M_CAPS_HONEST 28         // caps.honest: delay() returns at once
 #define M_MODE_HONOURED 29       // mode.honoured: Relaxed is listed but refused
 #define M_CLOCK_SAMPLE 30        // clock.sample: sample_clock reads another clock (CLOCK_REALTIME)
+#define M_UNTIMED_SAME_WORK 31   // untimed.same-work: replay_untimed runs the markers too
 
 #define MUTANT(name) (ACCGRAPH_MUTANT == M_##name)
 #define TOY_ASYNC (MUTANT(FORK_JOIN_EAGER) || MUTANT(GRAPH_SERIAL) || MUTANT(LIFE_ENQUEUED))
@@ -93,6 +95,7 @@ struct Operation {
   std::string name;
   std::function<void()> run;
   bool is_fill = false;  // for M_STREAM_ORDER only
+  bool marker = false;   // enqueued by the marker set: left out of untimed replays
 };
 
 class ToyQueue;
@@ -499,7 +502,7 @@ class Completion {
 
 std::atomic<uint64_t> next_graph_number{1};
 
-class ToyGraph final : public accgraph::GraphImplInterface {
+class ToyGraph final : public accgraph::GraphImplInterface, public accgraph::UntimedReplay {
  public:
   ToyGraph(Pools& pools, const accgraph::GraphArgs& args)
       : pools_(pools), args_(args), number_(next_graph_number.fetch_add(1)) {}
@@ -563,8 +566,30 @@ class ToyGraph final : public accgraph::GraphImplInterface {
       for (Recording::Node& node : nodes_)
         ops->push_back(args_.keep_graph ? node.op : std::move(node.op));
     if (!args_.keep_graph) nodes_.clear();
+    auto untimed = std::make_shared<std::vector<Operation>>();
+    for (const Operation& op : *ops)
+#if !MUTANT(UNTIMED_SAME_WORK)
+      if (!op.marker)
+#endif
+        untimed->push_back(op);
+    untimed_ = std::move(untimed);
     executable_ = std::move(ops);
     ++instantiations_;
+  }
+
+  bool can_replay_untimed(const accgraph::StreamImpl&) const noexcept override {
+    return untimed_ != nullptr;
+  }
+
+  void replay_untimed(accgraph::StreamImpl& stream_impl) override {
+    std::shared_ptr<const std::vector<Operation>> timed = executable_;
+    executable_ = untimed_;
+    struct Restore {
+      ToyGraph& graph;
+      std::shared_ptr<const std::vector<Operation>> timed;
+      ~Restore() { graph.executable_ = std::move(timed); }
+    } restore{*this, std::move(timed)};
+    replay(stream_impl);
   }
 
   void replay(accgraph::StreamImpl& stream_impl) override {
@@ -651,6 +676,7 @@ class ToyGraph final : public accgraph::GraphImplInterface {
     recording_.reset();
     nodes_.clear();
     executable_.reset();
+    untimed_.reset();
 #if MUTANT(LIFE_ENQUEUED)
     {
       std::lock_guard<std::mutex> lock(slot_->mutex);
@@ -723,6 +749,7 @@ class ToyGraph final : public accgraph::GraphImplInterface {
   std::shared_ptr<Recording> recording_;     // while capturing
   std::vector<Recording::Node> nodes_;       // after capture_end, until instantiate
   std::shared_ptr<const std::vector<Operation>> executable_;
+  std::shared_ptr<const std::vector<Operation>> untimed_;  // executable_ without the markers
   std::shared_ptr<Completion> last_launch_;  // TOY_ASYNC: orders launches
   struct ExecutableSlot {
     std::mutex mutex;
@@ -775,7 +802,8 @@ class SteadyClockSyncMarkers final : public accgraph::TimestampMarkers {
                     std::lock_guard<std::mutex> lock(ring->mutex);
                     ring->current = ring->started++;
                     ring->current_by_queue[id] = ring->current;
-                  }});
+                  },
+                  false, true});
   }
 
   void record(accgraph::StreamImpl& stream, uint32_t marker) override {
@@ -804,7 +832,8 @@ class SteadyClockSyncMarkers final : public accgraph::TimestampMarkers {
                     (void)id;
 #endif
            ring->slots[slot][marker] = time;
-         }});
+         },
+         false, true});
   }
 
   void end_sequence(accgraph::StreamImpl& stream) override {
@@ -815,7 +844,8 @@ class SteadyClockSyncMarkers final : public accgraph::TimestampMarkers {
                                                               ring->finished = ring->current + 1;
                                                             }
                                                             ring->finished_cv.notify_all();
-                                                          }});
+                                                          },
+                                                          false, true});
   }
 
   bool is_complete(uint64_t sequence) override {
