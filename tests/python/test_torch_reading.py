@@ -436,3 +436,12 @@ def test_compare_of_two_profilers_shows_their_sampling(tmp_path):
     text = accgraph.torch.compare(a, b).text().splitlines()
     # Graph ids differ between the two runs (one process): each run's section is its own.
     assert "  A: 40 replays, 10 timed (1 in 4); B: -" in text
+
+
+def test_a_long_graph_header_drops_its_explanation_before_its_counts():
+    rows = [dict(row("M", 0, 1000, 0), replays_run=20, replays_timed=20)]
+    label = "torch_modules.py:123 in a_rather_long_function_name"
+    header = module_table(rows, labels={7: label}).splitlines()[0]
+    assert header == f"graph 7 ({label}): 20 replays, 20 timed, 1000 us per replay"
+    assert module_table(rows).splitlines()[0] == (
+        "graph 7: 20 replays, 20 timed, 1000 us per replay (p50, sum of the top-level rows)")

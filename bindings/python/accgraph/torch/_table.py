@@ -297,6 +297,9 @@ def sampling_note(replays: Optional[Mapping[str, Any]]) -> str:
             "without its markers (PyTorch's graphs, foreign to accgraph, today)")
 
 
+HOW = "(p50, sum of the top-level rows)"  # what a section's time is
+
+
 def section_header(tree: Tree, name: str, replays: Optional[Mapping[str, Any]] = None) -> str:
     """The section's first line; `replays`: the graph's entry of graph_replays()."""
     graph = name.startswith("graph") or name == "all reports"
@@ -304,7 +307,7 @@ def section_header(tree: Tree, name: str, replays: Optional[Mapping[str, Any]] =
     per = "replay" if graph else "call"
     counted = replays_text(replays) if graph else ""
     line = (f"{name}: {counted or f'{tree.replays()} {what}'}, {us(tree.total_ns).strip()} us "
-            f"per {per} (p50, sum of the top-level rows)")
+            f"per {per} {HOW}")
     if name == FIRST:
         line = (f"{name}: the first eager call of each module (warm-up, compilation), not in "
                 "the eager rows")
@@ -318,7 +321,10 @@ def format_section(tree: Tree, name: str, *, sort: str = "order", flat: bool = F
     shown, left_out = ordered(tree, sort=sort, flat=flat, top=top, min_share=min_share)
     numbers = sum(w + 2 for _, w in COLUMNS)
     name_width = max(width - numbers, 12)
-    lines = [elide(section_header(tree, name, replays), width)]
+    header = section_header(tree, name, replays)
+    if len(header) > width:  # the counts before the explanation: it goes first
+        header = header.replace(f" {HOW}", "")
+    lines = [elide(header, width)]
     note = sampling_note(replays)
     if note:
         lines.append(note)
