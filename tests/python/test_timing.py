@@ -883,3 +883,111 @@ def test_immediate_delivery_with_a_small_budget_needs_no_flush():
     while prof.delivered < 500 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert prof.delivered == 500
+
+
+# --- sampled timing (Note [Sampled replays] in include/accgraph/spi/untimed_replay.hpp) ---------
+
+def test_sampled_profiler_times_exactly_the_scheduled_replays(stream):
+    prof = accgraph.Profiler(sample_every=4, sample_seed=7)
+    g, _ = timed_graph(prof, stream, replays=40)
+    prof.flush()
+    (counts,) = prof.replay_counts()
+    assert (counts.graph_id, counts.run, counts.sample_every) == (g.id, 40, 4)
+    if stream.backend == "host":
+        assert counts.sampled  # the host graph launches without its markers
+    scheduled = [i for i in range(40) if accgraph.is_sampled_replay(i, 4, 7, g.id)]
+    expected = scheduled if counts.sampled else list(range(40))  # a fallback times every one
+    assert len(scheduled) == 10
+    # Reports number every replay, timed or not.
+    assert [r.replay_index for r in prof.reports()] == expected
+    assert counts.timed == len(expected)
+    for row in prof.stats():
+        assert (row.graph_id, row.replays_run, row.replays_timed, row.count) == (
+            g.id, 40, len(expected), len(expected)), row.path
+        assert row.to_dict()["replays_run"] == 40
+    table = prof.stats_table()
+    line = f"sampled: graph {g.id}: {len(expected)} of 40 replay(s) timed"
+    assert (line + " (1 in 4)" if counts.sampled else line + " (every replay timed") in table
+
+
+def test_every_replay_is_timed_by_default():
+    prof = accgraph.Profiler()
+    s, g, _ = timed_host_graph(prof)
+    for _ in range(5):
+        g.replay(s)
+    prof.flush()
+    (counts,) = prof.replay_counts()
+    assert (counts.run, counts.timed, counts.sample_every, counts.sampled) == (5, 5, 1, True)
+    assert repr(counts) == (f"GraphReplays(graph_id={g.id}, run=5, timed=5, sample_every=1, "
+                            "sampled=True)")
+    assert [r.replay_index for r in prof.reports()] == [0, 1, 2, 3, 4]
+    assert "sampled:" not in prof.stats_table()
+    (row,) = prof.stats()
+    assert (row.replays_run, row.replays_timed) == (5, 5)
+
+
+def test_eager_rows_have_no_replays():
+    prof = accgraph.Profiler(sample_every=3)
+    s = accgraph.Stream("host")
+    with prof.region(s, "eager"):
+        s.delay(1e-6)
+    prof.flush()
+    (row,) = prof.stats()
+    assert (row.graph_id, row.replays_run, row.replays_timed, row.count) == (0, 0, 0, 1)
+    assert prof.replay_counts() == []
+
+
+def test_is_sampled_replay_picks_one_replay_per_window():
+    for every in (0, 1):
+        assert all(accgraph.is_sampled_replay(i, every, 3, 9) for i in range(20))
+    for every, seed, graph_id in ((5, 0, 1), (16, 42, 7), (3, 1, 2**64 - 1)):
+        picked = [i for i in range(every * 50) if accgraph.is_sampled_replay(i, every, seed,
+                                                                              graph_id)]
+        assert [i // every for i in picked] == list(range(50))  # one in each window
+        # A random phase: not the same offset in every window (no aliasing with a period N).
+        assert len({i % every for i in picked}) > 1
+        # Deterministic.
+        assert picked == [i for i in range(every * 50)
+                          if accgraph.is_sampled_replay(i, every, seed, graph_id)]
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match="is_sampled_replay: replay is -1: give a whole number from 0"):
+        accgraph.is_sampled_replay(-1, 4, 0, 1)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"sample_every": 0}, "Profiler: sample_every is 0: give N >= 1 to time 1 replay in N "
+                          "(1: every replay), or an overhead budget instead"),
+    ({"overhead": 1.0}, "Profiler: overhead 1 is not a fraction in [0, 1): give the share of a "
+                        "graph's device time its markers may cost on average, e.g. 0.005 for "
+                        "0.5% (0: off)"),
+    ({"overhead": -0.1}, "Profiler: overhead -0.1 is not a fraction in [0, 1)"),
+    ({"overhead": math.nan}, "Profiler: overhead nan is not a fraction in [0, 1)"),
+    ({"sample_every": 4, "overhead": 0.01},
+     "Profiler: both sample_every (4) and overhead (0.01) are set: give one (overhead chooses "
+     "each graph's N itself)"),
+    ({"sample_every": -2}, "Profiler: sample_every is -2: give a whole number from 0 to"),
+    ({"sample_seed": 2**64}, "Profiler: sample_seed is 18446744073709551616: give a whole "
+                             "number from 0 to"),
+])
+def test_bad_sampling_options_raise_invalid_argument(options, message):
+    with pytest.raises(accgraph.InvalidArgumentError) as e:
+        accgraph.Profiler(**options)
+    assert str(e.value).startswith("[invalid argument] " + message), str(e.value)
+    assert e.value.code == accgraph.ErrorCode.INVALID_ARGUMENT
+    assert isinstance(e.value, ValueError)
+
+
+def test_overhead_budget_times_every_replay_until_the_first_reports():
+    prof = accgraph.Profiler(overhead=0.5)
+    s, g, _ = timed_host_graph(prof)
+    for _ in range(4):
+        g.replay(s)
+    (counts,) = prof.replay_counts()
+    assert (counts.run, counts.timed, counts.sample_every, counts.sampled) == (4, 4, 1, True)
+    prof.flush()
+    for _ in range(20):
+        g.replay(s)
+    prof.flush()
+    (counts,) = prof.replay_counts()
+    assert counts.run == 24 and counts.sample_every >= 1 and counts.sampled
+    assert counts.timed == len(prof.reports())

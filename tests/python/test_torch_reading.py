@@ -12,10 +12,13 @@ import accgraph
 import accgraph.torch
 from accgraph.torch import __main__ as cli
 from accgraph.torch._table import elide, module_table, read_stats_csv, us
+from conftest import timed_host_graph
 from torch_standin import gpt_paths, make_gpt, make_torch
 
 # The statistics CSV's header, as C++ declares it (accgraph::timing::stats_csv_columns).
 CSV_HEADER = ",".join(accgraph.stats_csv_columns())
+# As it was before the replays_run and replays_timed columns (sampled timing): still read.
+OLD_CSV_HEADER = ",".join(accgraph.stats_csv_columns()[:17])
 
 
 @pytest.fixture
@@ -177,13 +180,14 @@ def test_lines_fit_100_columns_with_long_names_elided_in_the_middle():
 
 # --- compare ----------------------------------------------------------------------------------
 
-def write_csv(path, rows):
-    """rows: (path, depth, p05, p50, p95, self_p50) in us, graph 3."""
-    lines = [CSV_HEADER]
+def write_csv(path, rows, count=100, replays=None):
+    """rows: (path, depth, p05, p50, p95, self_p50) in us, graph 3, `count` samples each;
+    `replays`: (run, timed) in the columns of those names, None: a CSV of before them."""
+    lines = [CSV_HEADER if replays else OLD_CSV_HEADER]
     for p, depth, p05, p50, p95, self_p50 in rows:
         ns = [x * 1000 for x in (p05, p50, p95, self_p50)]
-        lines.append(f"{p},{depth},100,{ns[0]},{ns[1]},{ns[1]},{ns[2]},{ns[2]},100,0,0,{ns[3]},0,0,"
-                     f"3,0,{ns[0]}")
+        lines.append(f"{p},{depth},{count},{ns[0]},{ns[1]},{ns[1]},{ns[2]},{ns[2]},{count},0,0,"
+                     f"{ns[3]},0,0,3,0,{ns[0]}" + (f",{replays[0]},{replays[1]}" if replays else ""))
     path.write_text("\n".join(lines) + "\n")
     return str(path)
 
@@ -219,7 +223,8 @@ def test_compare_flags_a_change_above_the_noise_only_and_lists_one_run_modules(t
     assert lines["GPT/old"].split()[2] == "-"
     assert text.splitlines()[-2:] == [
         "1 change(s) beyond the noise (p50 outside the other run's p05-p95), 2 module(s) in one "
-        "run only", "0 module(s) with fewer than 20 calls in a run: not judged (few)"]
+        "run only", "0 module(s) with fewer than 20 samples (timed replays or calls) in a run: "
+        "not judged (few)"]
     assert [line.split()[0] for line in result.text(changed_only=True).splitlines()
             if line.startswith("GPT")] == ["GPT", "GPT/new", "GPT/old"]
 
@@ -237,8 +242,8 @@ def test_compare_does_not_judge_modules_with_few_calls(tmp_path):
     assert not only["changed"] and only["delta_ns"] == 1_000_000
     line = next(x for x in result.text().splitlines() if x.startswith("GPT"))
     assert line.split()[-1] == "few"
-    assert result.text().splitlines()[-1] == ("1 module(s) with fewer than 20 calls in a run: "
-                                              "not judged (few)")
+    assert result.text().splitlines()[-1] == ("1 module(s) with fewer than 20 samples (timed "
+                                              "replays or calls) in a run: not judged (few)")
 
 
 def test_compare_on_the_command_line_fails_above_the_given_slowdown(tmp_path, capsys):
@@ -366,3 +371,71 @@ def test_cli_table_options(torch, tmp_path, capsys):
     assert all(len(line) <= 100 for line in out.splitlines() if not line.startswith("accgraph"))
     assert run(tmp_path, ["--top", "-1", "SCRIPT"]) == 2
     assert "--top must be >= 0 (got -1)" in capsys.readouterr().err
+
+
+# --- sampled timing (Note [Sampled replays]): replays run and timed ----------------------------
+
+def sampled_host_run(tmp_path, replays=40):
+    """A host graph timed 1 in 4 (the host backend launches it without markers otherwise)."""
+    prof = accgraph.Profiler(sample_every=4, sample_seed=3)
+    s, g, _ = timed_host_graph(prof, "GPT")
+    for _ in range(replays):
+        g.replay(s)
+    prof.flush()
+    return prof, g
+
+
+def test_the_table_says_how_many_replays_were_timed_of_how_many_run(tmp_path):
+    prof, g = sampled_host_run(tmp_path)
+    table = module_table(prof)
+    assert table.splitlines()[0].startswith(f"graph {g.id}: 40 replays, 10 timed (1 in 4), ")
+    assert "every replay timed" not in table
+    assert [r["count"] for r in accgraph.torch.stats_by_context(prof)[f"graph {g.id}"]] == [10]
+    # The CSV keeps both counts (the N is the profiler's: not in it).
+    prof.write_stats_csv(tmp_path / "stats.csv")
+    rows = read_stats_csv(tmp_path / "stats.csv")
+    assert [(r["replays_run"], r["replays_timed"], r["count"]) for r in rows] == [(40, 10, 10)]
+    assert module_table(str(tmp_path / "stats.csv")).startswith(
+        f"graph {g.id}: 40 replays, 10 timed, ")
+
+
+def test_an_older_csv_without_the_replay_columns_is_read_as_before(tmp_path):
+    old = write_csv(tmp_path / "old.csv", [("GPT", 0, 900, 1000, 1100, 10)], count=12)
+    assert open(old).readline().strip().endswith(",p05_ns")
+    assert module_table(old).startswith("graph 3: 12 replays, 1000 us per replay")
+    result = accgraph.torch.compare(old, old)
+    assert "A: " not in result.text()
+
+
+def test_compare_judges_a_sampled_run_by_its_timed_replays(tmp_path):
+    # 200 replays timed 1 in 16 give 12 samples: too few to know the spread, not judged.
+    a = write_csv(tmp_path / "a.csv", [("GPT", 0, 900, 1000, 1100, 10)], count=200,
+                  replays=(200, 200))
+    b = write_csv(tmp_path / "b.csv", [("GPT", 0, 1900, 2000, 2100, 10)], count=12,
+                  replays=(200, 12))
+    result = accgraph.torch.compare(a, b)
+    (only,) = result.rows
+    assert not only["changed"]
+    text = result.text().splitlines()
+    assert text[1] == "  A: 200 replays, 200 timed; B: 200 replays, 12 timed"
+    assert next(x for x in text if x.startswith("GPT")).split()[-1] == "few"
+    # 640 replays timed 1 in 16: 40 samples, judged.
+    c = write_csv(tmp_path / "c.csv", [("GPT", 0, 1900, 2000, 2100, 10)], count=40,
+                  replays=(640, 40))
+    assert accgraph.torch.compare(a, c).rows[0]["changed"]
+
+
+def test_compare_of_two_profilers_shows_their_sampling(tmp_path):
+    (a, g), (b, _) = sampled_host_run(tmp_path), sampled_host_run(tmp_path, replays=80)
+    text = accgraph.torch.compare(a, b).text().splitlines()
+    # Graph ids differ between the two runs (one process): each run's section is its own.
+    assert "  A: 40 replays, 10 timed (1 in 4); B: -" in text
+
+
+def test_a_long_graph_header_drops_its_explanation_before_its_counts():
+    rows = [dict(row("M", 0, 1000, 0), replays_run=20, replays_timed=20)]
+    label = "torch_modules.py:123 in decode_step"  # fits only without the explanation
+    header = module_table(rows, labels={7: label}).splitlines()[0]
+    assert header == f"graph 7 ({label}): 20 replays, 20 timed, 1000 us per replay"
+    assert module_table(rows).splitlines()[0] == (
+        "graph 7: 20 replays, 20 timed, 1000 us per replay (p50, sum of the top-level rows)")

@@ -2,6 +2,7 @@
 for torch (torch_standin.py), so that they are tested here, without a GPU; and the errors when
 PyTorch, CUDA or the cuda backend is missing. test_torch.py runs the same on PyTorch and CUDA."""
 
+import csv as csv_module
 import gc
 import json
 import os
@@ -16,6 +17,7 @@ import pytest
 import accgraph
 import accgraph.torch
 from accgraph.torch import __main__ as cli
+from accgraph.torch._html import html_report
 from accgraph.torch._modules import UNTIMED_FORK
 from torch_standin import gpt_paths, make_gpt, make_torch
 
@@ -930,7 +932,16 @@ def test_cli_refuses_wrong_options_before_running_the_script(standin_as_torch, t
              "exclude='[' is not a valid regular expression"),
             (["--keep", "-5", str(script)], "Profiler: keep_reports is negative"),
             (["-m"], "argument -m: expected one argument"),
-            (["--frobnicate", str(script)], "unrecognized arguments: --frobnicate")):
+            (["--frobnicate", str(script)], "unrecognized arguments: --frobnicate"),
+            (["--sample", "0", str(script)],
+             "--sample must be >= 1 (got 0): time 1 replay in N (1: every replay)"),
+            (["--sample", "x", str(script)], "argument --sample: invalid int value: 'x'"),
+            (["--overhead", "0", str(script)],
+             "--overhead must be a percentage above 0 and below 100 (got 0), e.g. 0.5"),
+            (["--overhead", "100", str(script)], "below 100 (got 100)"),
+            (["--overhead", "nan", str(script)], "below 100 (got nan)"),
+            (["--sample", "4", "--overhead", "1", str(script)],
+             "argument --overhead: not allowed with argument --sample")):
         assert cli.main(args) == 2, args
         out, err = capsys.readouterr()
         assert "script ran" not in out and message in err, (args, err)
@@ -1301,3 +1312,56 @@ def test_a_loop_of_compiled_module_calls_does_not_wait_for_the_eager_ring(torch,
     assert prof.delivered == 200
     eager = [r for r in prof.reports() if r.graph_id == 0]
     assert len(eager) == 100 and [t.path for t in eager[-1]] == ["Compiled"]
+
+
+# --- sampled timing (Note [Sampled replays]): PyTorch's graphs are foreign, timed on every replay
+
+
+def test_a_sampling_profiler_times_every_replay_of_a_torch_graph_and_says_so(torch, tmp_path):
+    prof = accgraph.Profiler(sample_every=4)
+    with accgraph.torch.instrumented(prof):
+        g = captured(torch, prof)
+        for _ in range(6):
+            g.replay()
+    graph_id = accgraph.torch.foreign_graph(g).id
+    (counts,) = prof.replay_counts()
+    assert (counts.graph_id, counts.run, counts.timed, counts.sample_every, counts.sampled) == (
+        graph_id, 6, 6, 4, False)
+    assert [r.replay_index for r in prof.reports()] == list(range(6))
+    assert {(row.replays_run, row.replays_timed, row.count) for row in prof.stats()} == {(6, 6, 6)}
+    assert (f"sampled: graph {graph_id}: 6 of 6 replay(s) timed (every replay timed: its backend "
+            "cannot launch it without markers") in prof.stats_table()
+    header, note = accgraph.torch.module_table(prof).splitlines()[:2]
+    assert header.startswith(f"graph {graph_id}: 6 replays, 6 timed, ")
+    assert note == ("every replay timed: sampling was asked for, but this graph cannot be "
+                    "launched without its markers (PyTorch's graphs, foreign to accgraph, today)")
+    html = html_report(prof)
+    assert "6 replays, 6 timed, " in html and "every replay timed: sampling was asked" in html
+    # The CSV keeps the counts (not why): its table says how many were timed.
+    prof.write_stats_csv(tmp_path / "stats.csv")
+    table = accgraph.torch.module_table(str(tmp_path / "stats.csv"))
+    assert table.startswith(f"graph {graph_id}: 6 replays, 6 timed, ")
+    assert "every replay timed" not in table
+
+
+def test_instrument_leaves_sampling_to_the_profiler(torch):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'sample_every'"):
+        accgraph.torch.instrument(accgraph.Profiler(), sample_every=4)
+    assert not accgraph.torch.is_instrumented()
+
+
+@pytest.mark.parametrize("option", [["--sample", "4"], ["--overhead", "0.5"], []])
+def test_cli_sampling_options_reach_the_table_and_the_csv(standin_as_torch, tmp_path, capsys,
+                                                         option):
+    csv = tmp_path / "modules.csv"
+    assert run_cli(tmp_path, option + ["--csv", str(csv), "SCRIPT"]) == 0
+    out = capsys.readouterr().out
+    table = out.split("accgraph.torch: 3 report(s); per module (microseconds):\n")[1]
+    lines = table.splitlines()
+    assert lines[0].startswith("graph ") and ": 3 replays, 3 timed, " in lines[0]
+    # Sampling asked for, but a torch graph cannot be sampled (yet): the table says so.
+    assert lines[1].startswith("every replay timed: sampling was asked for") == bool(option)
+    rows = list(csv_module.DictReader(csv.open()))
+    graph_rows = [r for r in rows if r["graph_id"] != "0"]
+    assert graph_rows and {(r["replays_run"], r["replays_timed"]) for r in graph_rows} == {
+        ("3", "3")}

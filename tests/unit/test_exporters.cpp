@@ -212,7 +212,7 @@ TEST_CASE("stats csv: paths with separators, quotes, line breaks and invalid UTF
   CHECK(records[2][0] == "say \"hi\"");
   CHECK(records[3][0] == "two\r\nlines");
   CHECK(records[4][0] == "bad" + kFFFD + ",byte");
-  for (const auto& record : records) CHECK(record.size() == 17);  // + graph_id,first_call,p05_ns
+  for (const auto& record : records) CHECK(record.size() == 19);  // + graph_id ... replays_timed
 }
 
 TEST_CASE("stats table: one line per region, control characters shown as escapes") {

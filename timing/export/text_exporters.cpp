@@ -116,11 +116,13 @@ void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats)
 
 const std::vector<std::string>& stats_csv_columns() {
   // The context columns (Note [Stats contexts] in timing/model/stats.cpp) come last, so that a
-  // reader of the first fourteen columns reads them as before.
+  // reader of the first fourteen columns reads them as before; then the graph's replays run and
+  // timed (Note [Sampled replays] in spi/untimed_replay.hpp; 0 for eager rows).
   static const std::vector<std::string> columns{
       "path",        "depth",       "count",      "min_ns",      "mean_ns",      "p50_ns",
       "p95_ns",      "max_ns",      "self_count", "self_min_ns", "self_mean_ns", "self_p50_ns",
-      "self_p95_ns", "self_max_ns", "graph_id",   "first_call",  "p05_ns"};
+      "self_p95_ns", "self_max_ns", "graph_id",   "first_call",  "p05_ns",       "replays_run",
+      "replays_timed"};
   return columns;
 }
 
@@ -145,10 +147,11 @@ void write_stats_csv(std::ostream& out, const std::vector<RegionStats>& stats) {
   export_to(out, "the statistics CSV", [&] {
     write_header(out, stats_csv_columns());
     for (const RegionStats& s : stats)
-      out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(s.path),
-                         s.depth, s.count, s.min_ns, s.mean_ns, s.p50_ns, s.p95_ns, s.max_ns,
-                         s.self_count, s.self_min_ns, s.self_mean_ns, s.self_p50_ns, s.self_p95_ns,
-                         s.self_max_ns, s.graph_id, s.first_call ? 1 : 0, s.p05_ns);
+      out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                         csv_field(s.path), s.depth, s.count, s.min_ns, s.mean_ns, s.p50_ns,
+                         s.p95_ns, s.max_ns, s.self_count, s.self_min_ns, s.self_mean_ns,
+                         s.self_p50_ns, s.self_p95_ns, s.self_max_ns, s.graph_id,
+                         s.first_call ? 1 : 0, s.p05_ns, s.replays_run, s.replays_timed);
   });
 }
 

@@ -118,7 +118,8 @@ void def_profiler_setup(ProfilerClass& cls) {
             std::optional<std::string> marker_strategy, bool background_collector,
             std::optional<IntArg> keep_reports, EnumOrName<StatsMode> stats_mode,
             std::optional<double> collector_period, bool collect_stats, IntArg marker_memory,
-            bool subtract_marker_overhead, bool stats_thread, const std::string& first_eager_call) {
+            bool subtract_marker_overhead, bool stats_thread, const std::string& first_eager_call,
+            IntArg sample_every, double overhead, IntArg sample_seed) {
            ProfilerOptions options;
            options.delivery = parse_delivery(delivery);
            options.ring_depth = int_arg<size_t>(ring_depth, "Profiler: ring_depth");
@@ -132,6 +133,10 @@ void def_profiler_setup(ProfilerClass& cls) {
            options.marker_memory = int_arg<size_t>(marker_memory, "Profiler: marker_memory");
            options.subtract_marker_overhead = subtract_marker_overhead;
            options.stats_thread = stats_thread;
+           // Checked by C++ (InvalidArgument: 0, a budget outside [0, 1), both given).
+           options.sample_every = int_arg<uint64_t>(sample_every, "Profiler: sample_every");
+           options.overhead = overhead;
+           options.sample_seed = int_arg<uint64_t>(sample_seed, "Profiler: sample_seed");
            if (first_eager_call == "apart")
              options.first_eager_call = timing::FirstEagerCall::Apart;
            else if (first_eager_call != "pooled")
@@ -158,7 +163,8 @@ void def_profiler_setup(ProfilerClass& cls) {
          nb::arg("collector_period") = nb::none(), nb::arg("collect_stats") = true,
          nb::arg("marker_memory") = ProfilerOptions{}.marker_memory,
          nb::arg("subtract_marker_overhead") = true, nb::arg("stats_thread") = true,
-         nb::arg("first_eager_call") = "pooled",
+         nb::arg("first_eager_call") = "pooled", nb::arg("sample_every") = 1,
+         nb::arg("overhead") = 0.0, nb::arg("sample_seed") = 0,
          "`delivery`: 'lazy' or 'immediate'. `ring_depth`: replays in flight per graph (0: "
          "as many as `marker_memory` holds). `marker_memory`: bytes of marker storage per "
          "graph (default 1 MiB; 0: the backend's default depth); a replay waits for the "
@@ -174,7 +180,14 @@ void def_profiler_setup(ProfilerClass& cls) {
          "so that flush() and a full ring only copy each report's times (same results); "
          "False on a single-core host. stats() keeps each graph's replays and the eager calls "
          "apart (RegionStats.graph_id); `first_eager_call='apart'` also gives the first eager "
-         "call of each path a row of its own (RegionStats.first_call: warm-up, compilation).")
+         "call of each path a row of its own (RegionStats.first_call: warm-up, compilation). "
+         "Sampled timing (Note [Sampled replays]): `sample_every=N` times 1 replay in N of each "
+         "graph (one in each window of N, at an offset drawn from `sample_seed`, the graph and "
+         "the window: is_sampled_replay), the others launch without markers; `overhead` (e.g. "
+         "0.005) instead picks each graph's N from its first 8 reports so that its markers cost "
+         "at most that share of its device time. A graph whose backend cannot launch it without "
+         "markers (Level Zero, Vulkan, foreign graphs such as PyTorch's) has every replay timed "
+         "(replay_counts(): sampled=False). Default: every replay timed.")
       .def(
           "attach",
           [](PyProfiler& self, nb::handle graph) {
@@ -304,6 +317,11 @@ void def_profiler_results(ProfilerClass& cls) {
           "ring_waits", [](PyProfiler& self) { return self.get().ring_waits(); },
           "Launches that waited because their graph's marker ring was full (every replay in it "
           "unread); 0 while the rings hold the loop (marker_memory, ring_depth).")
+      .def(
+          "replay_counts", [](PyProfiler& self) { return self.get().replay_counts(); },
+          nb::call_guard<GilRelease>(),
+          "Every timed graph's replays, run and timed, one GraphReplays per graph by id (Note "
+          "[Sampled replays]).")
       .def_prop_ro(
           "ring_wait_time",
           [](PyProfiler& self) {
@@ -403,6 +421,39 @@ void bind_profiler(nb::module_& m) {
         return "UntimedCalls(reason='" + u.reason + "', count=" + std::to_string(u.count) +
                ", first_name='" + u.first_name + "')";
       });
+  nb::class_<timing::GraphReplays>(m, "GraphReplays",
+                                   "One graph's replays as one Profiler counted them "
+                                   "(Profiler.replay_counts(); read-only).")
+      .def_ro("graph_id", &timing::GraphReplays::graph_id, "The graph (ReplayReport.graph_id).")
+      .def_ro("run", &timing::GraphReplays::run, "Replays launched, timed or not.")
+      .def_ro("timed", &timing::GraphReplays::timed,
+              "Of them, launched with markers (each gives one report).")
+      .def_ro("sample_every", &timing::GraphReplays::sample_every,
+              "The N in effect: Profiler(sample_every=N), or the one `overhead` chose (1 until "
+              "then).")
+      .def_ro("sampled", &timing::GraphReplays::sampled,
+              "False when replays the schedule left untimed were timed all the same (the "
+              "backend cannot launch the graph without markers, e.g. PyTorch's graphs, or "
+              "another profiler times it too).")
+      .def("__repr__", [](const timing::GraphReplays& g) {
+        return "GraphReplays(graph_id=" + std::to_string(g.graph_id) +
+               ", run=" + std::to_string(g.run) + ", timed=" + std::to_string(g.timed) +
+               ", sample_every=" + std::to_string(g.sample_every) +
+               ", sampled=" + (g.sampled ? "True" : "False") + ")";
+      });
+  m.def(
+      "is_sampled_replay",
+      [](IntArg replay, IntArg every, IntArg seed, IntArg graph_id) {
+        return timing::is_sampled_replay(int_arg<uint64_t>(replay, "is_sampled_replay: replay"),
+                                         int_arg<uint64_t>(every, "is_sampled_replay: every"),
+                                         int_arg<uint64_t>(seed, "is_sampled_replay: seed"),
+                                         int_arg<uint64_t>(graph_id, "is_sampled_replay: graph_id"));
+      },
+      nb::arg("replay"), nb::arg("every"), nb::arg("seed"), nb::arg("graph_id"),
+      "Whether replay `replay` (0, 1, ... of a capture; ReplayReport.replay_index) of graph "
+      "`graph_id` is one that Profiler(sample_every=every, sample_seed=seed) times: one in each "
+      "window of `every` consecutive replays, at an offset drawn from (seed, graph, window). "
+      "Always True for every <= 1.");
   ProfilerClass cls(m, "Profiler", nb::type_slots(profiler_slots),
                     "Times regions of captured graphs and of eager work "
                     "(accgraph::timing::Profiler):\n\n"

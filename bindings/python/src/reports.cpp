@@ -57,7 +57,8 @@ nb::dict stats_dict(const RegionStats& s) {
                  field("self_min_ns", s.self_min_ns), field("self_mean_ns", s.self_mean_ns),
                  field("self_p50_ns", s.self_p50_ns), field("self_p95_ns", s.self_p95_ns),
                  field("self_max_ns", s.self_max_ns), field("graph_id", s.graph_id),
-                 field("first_call", s.first_call), field("p05_ns", s.p05_ns));
+                 field("first_call", s.first_call), field("p05_ns", s.p05_ns),
+                 field("replays_run", s.replays_run), field("replays_timed", s.replays_timed));
 }
 
 std::string repr_timing(const RegionTiming& r) {
@@ -253,6 +254,11 @@ void bind_region_stats(nb::module_& m) {
       .def_ro("first_call", &RegionStats::first_call,
               "Eager only, with Profiler(first_eager_call='apart'): the first eager call of "
               "the path, kept out of the row of the calls after it.")
+      .def_ro("replays_run", &RegionStats::replays_run,
+              "Graph rows from Profiler.stats(): the graph's replays run, timed or not (0 for "
+              "eager rows).")
+      .def_ro("replays_timed", &RegionStats::replays_timed,
+              "Of them, timed (Profiler(sample_every=N): about 1 in N; count is over these).")
       .def_ro("p05_ns", &RegionStats::p05_ns, "5th percentile duration.")
       .def_ro("count", &RegionStats::count, "Measured samples.")
       .def_ro("unmeasurable", &RegionStats::unmeasurable,

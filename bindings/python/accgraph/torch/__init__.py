@@ -580,6 +580,12 @@ def instrument(profiler: Profiler, *, graph_region: Optional[str] = None,
     cannot be timed runs untimed, counted in the stats table (one RuntimeWarning per reason).
     Under ``torch.compile`` tracing the hooks record nothing.
 
+    Sampled timing is the profiler's own (``Profiler(sample_every=N)`` or ``overhead=``; ``python
+    -m accgraph.torch --sample N``), not an argument here: one profiler times every graph it is
+    given the same way. PyTorch's graphs are foreign to accgraph (``ForeignGraph``): they cannot
+    be launched without their markers yet, so they are timed on every replay all the same
+    (``profiler.replay_counts()``: ``sampled=False``), and :func:`module_table` says so.
+
     TorchUnavailableError without PyTorch, a GPU or accgraph's cuda backend; InvalidStateError
     when already instrumented (call :func:`uninstrument` first). Note [Wrapping CUDAGraph] says
     how the methods are wrapped and what that costs. At interpreter exit, a process still

@@ -17,6 +17,13 @@ Options:
   --ring N           the profiler's ring_depth (replays in flight per graph; 0: sized by its
                      marker_memory budget)
   --keep N           reports kept for --trace (default 1024: the last ones)
+  --sample N         time 1 replay in N of each graph (Profiler(sample_every=N); default 1:
+                     every replay). PyTorch's graphs are foreign to accgraph: they cannot be
+                     launched without their markers yet, so they are timed on every replay
+                     and the table says so ("every replay timed: ...")
+  --overhead PCT     or a budget: the share of each graph's device time, in percent (e.g. 0.5),
+                     its markers may cost on average; each graph's N is chosen from its first
+                     8 reports (Profiler(overhead=PCT/100)); not with --sample
   --trace FILE       write the kept reports as a trace (*.pftrace: Perfetto; else Chrome JSON)
   --csv FILE         write the per-module statistics as CSV
   --html FILE        write the HTML report (icicle view per graph, search, the table)
@@ -57,6 +64,7 @@ EXAMPLES = f"""examples:
   {PROG} --depth 2 --top 20 serve.py         modules at most 2 deep, the 20 largest rows
   {PROG} --sort self --flat --csv a.csv train.py
   {PROG} --html report.html -m mypkg.bench   the HTML report (open it in a browser)
+  {PROG} --sample 16 serve.py                time 1 replay in 16 where a graph allows it
   {PROG} compare a.csv b.csv --fail-above 5  compare two runs; exit 1 on a slowdown > 5%
 """
 
@@ -82,6 +90,14 @@ def _parser() -> argparse.ArgumentParser:
                         help="replays in flight per graph (0: sized by the marker_memory budget)")
     parser.add_argument("--keep", type=int, default=1024, metavar="N",
                         help="reports kept for --trace (default 1024)")
+    sampling = parser.add_mutually_exclusive_group()
+    sampling.add_argument("--sample", type=int, default=None, metavar="N",
+                          help="time 1 replay in N of each graph (default 1: every replay; "
+                          "PyTorch's graphs are timed on every replay today, and the table "
+                          "says so)")
+    sampling.add_argument("--overhead", type=float, default=None, metavar="PCT",
+                          help="or the share of each graph's device time, in percent (e.g. "
+                          "0.5), its markers may cost: N chosen per graph")
     parser.add_argument("--trace", metavar="FILE", help="write the kept reports as a trace "
                         "(*.pftrace: Perfetto, else Chrome JSON)")
     parser.add_argument("--csv", metavar="FILE", help="write the per-module statistics as CSV")
@@ -103,7 +119,8 @@ def _split(argv: List[str]) -> Tuple[List[str], List[str]]:
     """The options before the target, and the target with its arguments (the target's own
     options are not parsed: the first word that is not an option of ours starts it)."""
     takes_value = {"--depth", "--include", "--exclude", "--graph-region", "--ring", "--keep",
-                   "--trace", "--csv", "--html", "--sort", "--top", "--min-share"}
+                   "--sample", "--overhead", "--trace", "--csv", "--html", "--sort", "--top",
+                   "--min-share"}
     index = 0
     while index < len(argv):
         word = argv[index]
@@ -277,11 +294,24 @@ def main(argv: Optional[List[str]] = None) -> Any:
         if value is not None and value < 0:
             print(f"{PROG}: {option} must be >= 0 (got {value:g})", file=sys.stderr)
             return 2
+    if options.sample is not None and options.sample < 1:
+        print(f"{PROG}: --sample must be >= 1 (got {options.sample}): time 1 replay in N "
+              "(1: every replay)", file=sys.stderr)
+        return 2
+    if options.overhead is not None and not 0 < options.overhead < 100:  # NaN too
+        print(f"{PROG}: --overhead must be a percentage above 0 and below 100 (got "
+              f"{options.overhead:g}), e.g. 0.5", file=sys.stderr)
+        return 2
     if not _check_outputs(options):
         return 2
+    sampling = {}
+    if options.sample is not None:
+        sampling["sample_every"] = options.sample
+    if options.overhead is not None:
+        sampling["overhead"] = options.overhead / 100.0
     try:
         prof = accgraph.Profiler(ring_depth=options.ring, keep_reports=options.keep,
-                                 first_eager_call="apart")
+                                 first_eager_call="apart", **sampling)
         accgraph_torch.instrument(prof, modules=True, depth=options.depth,
                                   include=options.include, exclude=options.exclude,
                                   eager_modules=not options.graphs_only,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ._table import Context, Row, WIDTH, by_context, context_name, elide, rows_of, us
+from ._table import (Context, Replays, Row, WIDTH, by_context, context_name, elide,
+                     graph_replays, replays_text, rows_of, us)
 
 # Note [Comparing runs]: modules are matched by context and path (Note [Reading tables] in
 # _table.py): graph id and first-call flag, so the graphs of two runs of one script match when
@@ -15,7 +16,11 @@ from ._table import Context, Row, WIDTH, by_context, context_name, elide, rows_o
 # so a difference within it is not reported. With fewer than MIN_SAMPLES calls in either run the
 # spread itself is not known (3 eager calls have p05 = min and p95 = max of three values, and
 # two runs of the same script flagged 223 such rows "faster" on the H200): such a module is
-# marked "few" and never flagged. Only such changes are flagged, and --fail-above
+# marked "few" and never flagged. The calls counted are the samples, a row's count: with sampled
+# timing (Note [Sampled replays]) a graph's timed replays, not the replays it ran (a run of 200
+# replays timed 1 in 16 has about 12 samples: few), and the spread is that of the samples; the
+# section of a graph says how many replays each run timed of how many it ran, so that a run
+# sampled and one timed on every replay are told apart. Only such changes are flagged, and --fail-above
 # PCT fails (exit 1) on a flagged slowdown of more than PCT percent of A's p50. Modules timed
 # in one run only are listed apart; they neither flag nor fail.
 
@@ -50,9 +55,11 @@ class Comparison:
     b (the rows, None where the module is in one run only), delta_ns, ratio, changed), the
     text table (:meth:`text`) and the largest flagged slowdown (:attr:`worst_slowdown_pct`)."""
 
-    def __init__(self, rows: List[Dict[str, Any]], names: Dict[Context, str]) -> None:
+    def __init__(self, rows: List[Dict[str, Any]], names: Dict[Context, str],
+                 replays: Tuple[Replays, Replays] = ({}, {})) -> None:
         self.rows = rows
         self.names = names
+        self.replays = replays  # each run's graph_replays() (Note [Comparing runs])
 
     @property
     def changes(self) -> List[Dict[str, Any]]:
@@ -83,6 +90,11 @@ class Comparison:
             if not rows:
                 continue
             out.append(elide(f"{name}: p50 and self p50 (us), A -> B", width))
+            if context[0]:
+                a_replays, b_replays = (r.get(context[0]) for r in self.replays)
+                if a_replays or b_replays:
+                    out.append(f"  A: {replays_text(a_replays) or '-'}; "
+                               f"B: {replays_text(b_replays) or '-'}")
             out.append(f"{'module (full path)':<{name_width}}" +
                        "".join(f"  {t:>{w}}" for t, w in COLUMNS))
             for r in rows:
@@ -109,15 +121,16 @@ class Comparison:
                   _few(r["a"], r["b"]))
         out.append(f"{len(changes)} change(s) beyond the noise (p50 outside the other run's "
                    f"p05-p95), {len(only)} module(s) in one run only")
-        out.append(f"{few} module(s) with fewer than {MIN_SAMPLES} calls in a run: not judged "
-                   "(few)")
+        out.append(f"{few} module(s) with fewer than {MIN_SAMPLES} samples (timed replays or "
+                   "calls) in a run: not judged (few)")
         return "\n".join(out) + "\n"
 
 
 def compare(a: Any, b: Any, *, labels: Optional[Mapping[int, str]] = None) -> Comparison:
     """Compares the module timing of two runs: `a` and `b` are stats CSV paths (``--csv``),
     Profilers or rows. Note [Comparing runs] says what is flagged."""
-    groups_a, groups_b = by_context(rows_of(a)), by_context(rows_of(b))
+    rows_a, rows_b = rows_of(a), rows_of(b)
+    groups_a, groups_b = by_context(rows_a), by_context(rows_b)
     names: Dict[Context, str] = {}
     rows: List[Dict[str, Any]] = []
     for context in list(groups_a) + [c for c in groups_b if c not in groups_a]:
@@ -139,4 +152,4 @@ def compare(a: Any, b: Any, *, labels: Optional[Mapping[int, str]] = None) -> Co
     # Sections in the order by_context gives (graphs, eager, first calls).
     ordered = by_context([{"graph_id": c[0], "first_call": c[1]} for c in names])
     names = {c: names[c] for c in ordered}
-    return Comparison(rows, names)
+    return Comparison(rows, names, (graph_replays(a, rows_a), graph_replays(b, rows_b)))

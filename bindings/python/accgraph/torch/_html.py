@@ -10,7 +10,8 @@ import os
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 from .._native import write_text_file
-from ._table import Tree, by_context, context_name, rows_of, section_header
+from ._table import (Replays, Tree, by_context, context_name, graph_replays, rows_of,
+                     sampling_note, section_header)
 
 # Note [HTML report]: the page is generated from the same rows as the text table (Note
 # [Reading tables] in _table.py), embedded as JSON; its script draws everything from them:
@@ -202,9 +203,13 @@ PAGE = """<!DOCTYPE html>
 
 
 def report_data(rows: List[Dict[str, Any]], *, labels: Optional[Mapping[int, str]] = None,
-                classes: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
-    """What the page draws: per context its name, header line, time and rows (path, name,
-    depth, parent index, count, p50, p95, self p50 in ns, class)."""
+                classes: Optional[Mapping[str, str]] = None,
+                replays: Optional[Replays] = None) -> Dict[str, Any]:
+    """What the page draws: per context its name, header line (with the graph's replays run
+    and timed, `replays` as graph_replays() gives them: Note [Reading tables]), time and rows
+    (path, name, depth, parent index, count, p50, p95, self p50 in ns, class)."""
+    if replays is None:
+        replays = graph_replays(rows, rows)
     contexts = []
     for context, group in by_context(rows).items():
         tree = Tree(group)
@@ -228,7 +233,10 @@ def report_data(rows: List[Dict[str, Any]], *, labels: Optional[Mapping[int, str
                         "count": int(r["count"]), "p50": float(r["p50_ns"]),
                         "p95": float(r["p95_ns"]), "self": float(r["self_p50_ns"]),
                         "cls": (classes or {}).get(r["path"], "")})
-        contexts.append({"name": name, "header": section_header(tree, name).split(": ", 1)[-1],
+        graph = replays.get(context[0]) if context[0] else None
+        header = section_header(tree, name, graph).split(": ", 1)[-1]
+        note = sampling_note(graph)
+        contexts.append({"name": name, "header": header + (f"; {note}" if note else ""),
                          "total": tree.total_ns, "rows": out})
     return {"contexts": contexts}
 
@@ -258,7 +266,9 @@ def html_report(source: Any, *, labels: Optional[Mapping[int, str]] = None,
     """The HTML report of `source` (a Profiler, a stats CSV path or rows) as a string."""
     if classes is None and hasattr(source, "reports"):
         classes = classes_of(source)
-    data = report_data(rows_of(source), labels=labels, classes=classes)
+    rows = rows_of(source)
+    data = report_data(rows, labels=labels, classes=classes,
+                       replays=graph_replays(source, rows))
     # "</" cannot end the JSON's script element early.
     text = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     return PAGE.format(title=html.escape(title), style=STYLE, data=text, script=SCRIPT)

@@ -30,14 +30,25 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 #   its own (paths join names with "/"; a name may hold "/" itself, so the depth decides).
 #   Siblings are ordered by --sort (order: as first seen, i.e. module order); --top N keeps the
 #   N largest rows by the sort key (p50 for order and name) with their ancestors.
+# - A graph's replays (Note [Sampled replays] in include/accgraph/spi/untimed_replay.hpp): its
+#   rows carry replays_run and replays_timed (Profiler.stats(), the CSV's columns of those
+#   names), and a row's count is over the timed replays only. The section header says both
+#   ("520 replays, 32 timed (1 in 16)"); from a Profiler, Profiler.replay_counts() also gives
+#   the N and whether sampling applied: a graph that could not be sampled (its backend cannot
+#   launch it without markers: PyTorch's graphs, foreign to accgraph, today) has every replay
+#   timed, and its section says so on a line of its own. A CSV written before those columns
+#   existed gives the replays as the largest top-level count, as before.
 
 EAGER, FIRST = "eager", "eager, first call"
 SORTS = ("order", "total", "self", "name")
 WIDTH = 100
-NUMBER_FIELDS = ("count", "unmeasurable", "depth", "self_count")
+NUMBER_FIELDS = ("count", "unmeasurable", "depth", "self_count", "replays_run", "replays_timed")
 
 Row = Dict[str, Any]
 Context = Tuple[Optional[int], bool]
+# Per graph id: run, timed, and where a Profiler counted them, sample_every and sampled
+# (Note [Reading tables]).
+Replays = Dict[int, Dict[str, Any]]
 
 
 def rows_of(source: Any) -> List[Row]:
@@ -84,6 +95,23 @@ def read_stats_csv(path: Union[str, "os.PathLike[str]"]) -> List[Row]:
             row.setdefault("first_call", False)
             rows.append(row)
     return rows
+
+
+def graph_replays(source: Any, rows: Sequence[Row]) -> Replays:
+    """The replays of each graph of `source`: from Profiler.replay_counts() when `source` is a
+    Profiler, else from `rows` (its rows: replays_run, replays_timed; graphs whose rows lack
+    them, as in an older CSV, are left out)."""
+    counts = getattr(source, "replay_counts", None)
+    if callable(counts):
+        return {g.graph_id: {"run": g.run, "timed": g.timed, "sample_every": g.sample_every,
+                             "sampled": g.sampled} for g in counts()}
+    replays: Replays = {}
+    for row in rows:
+        graph_id, run = row.get("graph_id"), row.get("replays_run")
+        if graph_id and run:
+            replays.setdefault(int(graph_id), {"run": int(run),
+                                               "timed": int(row.get("replays_timed") or 0)})
+    return replays
 
 
 def context_of(row: Row) -> Context:
@@ -250,12 +278,36 @@ def us(ns: float) -> str:
 COLUMNS = (("count", 8), ("p50 us", 9), ("p95 us", 9), ("self p50", 9), ("self %", 6))
 
 
-def section_header(tree: Tree, name: str) -> str:
+def replays_text(replays: Optional[Mapping[str, Any]]) -> str:
+    """ "520 replays, 520 timed" or "520 replays, 32 timed (1 in 16)" (Note [Reading tables])."""
+    if not replays:
+        return ""
+    text = f"{replays['run']} replays, {replays['timed']} timed"
+    every = replays.get("sample_every")
+    if replays.get("sampled") and every and every > 1:
+        text += f" (1 in {every})"
+    return text
+
+
+def sampling_note(replays: Optional[Mapping[str, Any]]) -> str:
+    """The line a graph that could not be sampled gets ("" for the others)."""
+    if not replays or replays.get("sampled") is not False:
+        return ""
+    return ("every replay timed: sampling was asked for, but this graph cannot be launched "
+            "without its markers (PyTorch's graphs, foreign to accgraph, today)")
+
+
+HOW = "(p50, sum of the top-level rows)"  # what a section's time is
+
+
+def section_header(tree: Tree, name: str, replays: Optional[Mapping[str, Any]] = None) -> str:
+    """The section's first line; `replays`: the graph's entry of graph_replays()."""
     graph = name.startswith("graph") or name == "all reports"
     what = "replays" if graph else "calls"
     per = "replay" if graph else "call"
-    line = (f"{name}: {tree.replays()} {what}, {us(tree.total_ns).strip()} us per {per} "
-            "(p50, sum of the top-level rows)")
+    counted = replays_text(replays) if graph else ""
+    line = (f"{name}: {counted or f'{tree.replays()} {what}'}, {us(tree.total_ns).strip()} us "
+            f"per {per} {HOW}")
     if name == FIRST:
         line = (f"{name}: the first eager call of each module (warm-up, compilation), not in "
                 "the eager rows")
@@ -264,12 +316,18 @@ def section_header(tree: Tree, name: str) -> str:
 
 def format_section(tree: Tree, name: str, *, sort: str = "order", flat: bool = False,
                    top: Optional[int] = None, min_share: Optional[float] = None,
-                   width: int = WIDTH) -> List[str]:
-    """The lines of one context's table."""
+                   width: int = WIDTH, replays: Optional[Mapping[str, Any]] = None) -> List[str]:
+    """The lines of one context's table; `replays`: the graph's entry of graph_replays()."""
     shown, left_out = ordered(tree, sort=sort, flat=flat, top=top, min_share=min_share)
     numbers = sum(w + 2 for _, w in COLUMNS)
     name_width = max(width - numbers, 12)
-    lines = [elide(section_header(tree, name), width)]
+    header = section_header(tree, name, replays)
+    if len(header) > width:  # the counts before the explanation: it goes first
+        header = header.replace(f" {HOW}", "")
+    lines = [elide(header, width)]
+    note = sampling_note(replays)
+    if note:
+        lines.append(note)
     head = "region (full path)" if flat else "module"
     lines.append(f"{head:<{name_width}}" + "".join(f"  {t:>{w}}" for t, w in COLUMNS))
     base = min((int(tree.rows[i].get("depth", 0)) for i in shown), default=0)
@@ -305,12 +363,15 @@ def module_table(source: Any, *, labels: Optional[Mapping[int, str]] = None,
     at least that percent of the context's time; `contexts`: only the sections of these names
     ("graph 3", "eager", "eager, first call"). Lines fit `width` columns."""
     sections: List[str] = []
-    for context, rows in by_context(rows_of(source)).items():
+    all_rows = rows_of(source)
+    replays = graph_replays(source, all_rows)
+    for context, rows in by_context(all_rows).items():
         name = context_name(context, labels)
         if contexts is not None and not any(name == c or name.startswith(c + " (")
                                             for c in contexts):
             continue
         lines = format_section(Tree(rows), name, sort=sort, flat=flat, top=top,
-                               min_share=min_share, width=width)
+                               min_share=min_share, width=width,
+                               replays=replays.get(context[0]) if context[0] else None)
         sections.append("\n".join(lines) + "\n")
     return "\n".join(sections) if sections else "(no timed regions)\n"
