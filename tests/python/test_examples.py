@@ -27,3 +27,48 @@ def test_example_runs(example, tmp_path):
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip()
+
+
+# The torch examples again without torch or a GPU (--standin: the torch stand-in of
+# torch_standin.py on the host backend), so that an API break fails CI and not only gpu-check.
+STANDIN_LAUNCHER = """
+import runpy, sys
+sys.path.insert(0, {tests!r})
+import torch_standin
+torch_standin.install()
+sys.argv = ["accgraph.torch", *sys.argv[1:]]
+runpy.run_module("accgraph.torch", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("example, args, expected", [
+    ("transparent_profiling", ["--replays", "3"],
+     ["--- Replay Iteration 2 ---", "[replay 2] [Layer 4] relu took",
+      "reports (3 replays, the rest eager)", "transparent_profiling.json"]),
+    ("cuda_interop", [], ["torch sees [7, 7, 7, 7] on host (stand-in)"]),
+])
+def test_torch_example_on_the_standin(example, args, expected, tmp_path):
+    path = EXAMPLES[0].parent / f"{example}.py"
+    if example == "transparent_profiling":
+        args = args + ["--out", str(tmp_path)]
+    if example == "cuda_interop":
+        pytest.importorskip("numpy", reason="the stand-in reads the buffer through numpy")
+    result = subprocess.run([sys.executable, str(path), "--standin", *args], capture_output=True,
+                            text=True, timeout=120, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    for line in expected:
+        assert line in result.stdout, (line, result.stdout)
+
+
+def test_torch_modules_under_the_cli_on_the_standin():
+    """torch_modules.py is a plain PyTorch script (no --standin of its own): python -m
+    accgraph.torch runs it with the stand-in as torch and prints the per-module table."""
+    launcher = STANDIN_LAUNCHER.format(tests=str(pathlib.Path(__file__).parent))
+    result = subprocess.run([sys.executable, "-c", launcher,
+                             str(EXAMPLES[0].parent / "torch_modules.py"), "--replays", "3",
+                             "--decode"], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "torch_modules.py: 3 replays; max |graph - eager| = 0" in result.stdout
+    for path in ("GPT/h.0/attn/c_attn", "GPT/h.1/mlp/c_proj", "GPT/ln_f"):
+        assert path in result.stdout, (path, result.stdout)
