@@ -16,6 +16,7 @@
 
 #include "accgraph/error.hpp"
 #include "accgraph/spi/backend.hpp"
+#include "accgraph/spi/untimed_replay.hpp"
 #include "accgraph/stream.hpp"
 #include "internal/backend_lookup.hpp"
 #include "internal/observers.hpp"
@@ -99,6 +100,7 @@ AcceleratorGraph::AcceleratorGraph(std::string_view backend_name, GraphArgs args
   if (!impl_)
     throw Error(ErrorCode::BackendError, "create_graph returned no graph implementation",
                 backend_name_);
+  untimed_replay_ = untimed_replay_of(*impl_);
 }
 
 AcceleratorGraph::AcceleratorGraph(ForeignTag, std::string_view backend_name,
@@ -386,6 +388,22 @@ void AcceleratorGraph::replay_hooked(Stream& stream, LaunchWaits* waits) {
   if (observed) {
     detail::LaunchWaitScope wait(launch_waits_);
     detail::notify_replay_observers([&](GraphObserver& o) { o.on_replay_begin(*this, stream); });
+  }
+  // Note [Sampled replays] (spi/untimed_replay.hpp): a replay that the graph's one instrument
+  // does not time runs without its markers, where the backend can leave them out.
+  if (untimed_replay_ != nullptr && instruments_.size() == 1 && instruments_.front()->skips_replay() &&
+      untimed_replay_->can_replay_untimed(detail::StreamAccess::impl(stream))) {
+    {
+      detail::LaunchWaitScope wait(around_launch(tracked));
+      untimed_replay_->replay_untimed(detail::StreamAccess::impl(stream));
+    }
+    ++replay_count_;
+    instruments_.front()->after_untimed_replay();
+    if (observed) {
+      detail::LaunchWaitScope wait(launch_waits_);
+      detail::notify_replay_observers([&](GraphObserver& o) { o.on_replay_end(*this, stream); });
+    }
+    return;
   }
   for (const auto& instrument : instruments_) instrument->before_replay(*this, stream);
   try {

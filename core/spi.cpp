@@ -4,6 +4,7 @@
 #include "accgraph/spi/capture_tail.hpp"
 #include "accgraph/spi/clock_sampling.hpp"
 #include "accgraph/spi/marker_kernels.hpp"
+#include "accgraph/spi/untimed_replay.hpp"
 
 namespace accgraph {
 
@@ -15,9 +16,14 @@ Backend::~Backend() = default;
 ClockSampling::~ClockSampling() = default;
 CaptureTail::~CaptureTail() = default;
 MarkerKernelNames::~MarkerKernelNames() = default;
+UntimedReplay::~UntimedReplay() = default;
 
 CaptureTail* capture_tail_of(StreamImpl& stream) noexcept {
   return dynamic_cast<CaptureTail*>(&stream);
+}
+
+UntimedReplay* untimed_replay_of(GraphImplInterface& graph) noexcept {
+  return dynamic_cast<UntimedReplay*>(&graph);
 }
 
 const MarkerKernelNames* marker_kernel_names_of(const TimestampMarkers& markers) noexcept {

@@ -335,4 +335,75 @@ std::vector<cudaGraphNode_t> place_markers_exactly(cudaGraph_t graph,
   return Placement(graph, markers, launch_completion_after, counts).run();
 }
 
+size_t strip_marker_kernels(cudaGraph_t graph) {
+  size_t count = 0;
+  ACCGRAPH_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count), "untimed: counting nodes");
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (count > 0)
+    ACCGRAPH_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count), "untimed: reading nodes");
+  std::unordered_set<cudaGraphNode_t> markers;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+    ACCGRAPH_CUDA_CHECK(cudaGraphNodeGetType(node, &type), "untimed: reading a node's type");
+    if (type != cudaGraphNodeTypeKernel) continue;
+    cudaKernelNodeParams params{};
+    ACCGRAPH_CUDA_CHECK(cudaGraphKernelNodeGetParams(node, &params),
+                        "untimed: reading a kernel node");
+    if (is_marker_kernel(params.func)) markers.insert(node);
+  }
+  if (markers.empty()) return 0;
+  // Successors among the user's nodes, read once (edges between user nodes do not change below
+  // except by the ones added, which only join what was already ordered through a marker).
+  std::unordered_map<cudaGraphNode_t, std::vector<cudaGraphNode_t>> user_succ;
+  for (cudaGraphNode_t node : nodes) {
+    if (markers.count(node) != 0) continue;
+    for (const Edge& e : out_edges(node))
+      if (markers.count(e.node) == 0) user_succ[node].push_back(e.node);
+  }
+  auto reaches = [&](cudaGraphNode_t from, cudaGraphNode_t to) {
+    std::vector<cudaGraphNode_t> stack{from};
+    std::unordered_set<cudaGraphNode_t> seen{from};
+    while (!stack.empty()) {
+      cudaGraphNode_t n = stack.back();
+      stack.pop_back();
+      if (n == to) return true;
+      auto found = user_succ.find(n);
+      if (found == user_succ.end()) continue;
+      for (cudaGraphNode_t s : found->second)
+        if (seen.insert(s).second) stack.push_back(s);
+    }
+    return false;
+  };
+  // For each user node S after a marker: the user nodes P before it through markers only.
+  for (cudaGraphNode_t node : nodes) {
+    if (markers.count(node) != 0) continue;
+    std::vector<cudaGraphNode_t> through;  // markers right before `node`
+    for (const Edge& e : in_edges(node))
+      if (markers.count(e.node) != 0) through.push_back(e.node);
+    if (through.empty()) continue;
+    std::unordered_set<cudaGraphNode_t> seen(through.begin(), through.end());
+    std::vector<cudaGraphNode_t> sources;
+    while (!through.empty()) {
+      cudaGraphNode_t m = through.back();
+      through.pop_back();
+      for (const Edge& e : in_edges(m)) {
+        if (!seen.insert(e.node).second) continue;
+        if (markers.count(e.node) != 0)
+          through.push_back(e.node);
+        else
+          sources.push_back(e.node);
+      }
+    }
+    for (cudaGraphNode_t p : sources) {
+      if (reaches(p, node)) continue;
+      ACCGRAPH_CUDA_CHECK(cudaGraphAddDependencies(graph, &p, &node, nullptr, 1),
+                          "untimed: keeping an order a marker carried");
+      user_succ[p].push_back(node);
+    }
+  }
+  for (cudaGraphNode_t m : markers)
+    ACCGRAPH_CUDA_CHECK(cudaGraphDestroyNode(m), "untimed: removing a marker kernel");
+  return markers.size();
+}
+
 }  // namespace accgraph::detail::cuda

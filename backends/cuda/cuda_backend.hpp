@@ -22,6 +22,7 @@
 #include "accgraph/spi/device_index.hpp"
 #include "accgraph/spi/first_failure.hpp"
 #include "accgraph/spi/marker_kernels.hpp"
+#include "accgraph/spi/untimed_replay.hpp"
 #include "accgraph/spi/ownership.hpp"
 #include "accgraph/spi/pool_table.hpp"
 #include "accgraph/spi/stream_cast.hpp"
@@ -73,6 +74,10 @@ struct StagingChunks {
 cudaError_t launch_marker_end(cudaStream_t stream, uint64_t* counter, uint64_t fixed,
                               const StagingChunks& staging, uint64_t* host_stamps, uint64_t* done,
                               uint32_t ring, uint32_t stride, uint32_t count);
+/// Whether `function` (a kernel node's cudaKernelNodeParams::func) is one of the
+/// device-timestamp marker kernels above: what an untimed executable leaves out (Note [CUDA
+/// untimed replays] in graph.cpp).
+bool is_marker_kernel(const void* function) noexcept;
 /// *counter = value (re-aligns the device counter with the caller's sequence numbers).
 cudaError_t launch_set_counter(cudaStream_t stream, uint64_t* counter, uint64_t value);
 /// Note [Clock sampling kernel] (kernels.cu): for i in [0, count), waits until *flag == i + 1,
@@ -354,7 +359,7 @@ void pop_capture_context(std::thread::id thread, const CaptureContext* context) 
 
 // --- graphs ----------------------------------------------------------------------------------
 
-class CudaGraph final : public GraphImplInterface {
+class CudaGraph final : public GraphImplInterface, public UntimedReplay {
  public:
   CudaGraph(Pools& pools, const GraphArgs& args);
   ~CudaGraph() override;
@@ -368,6 +373,8 @@ class CudaGraph final : public GraphImplInterface {
   void enable_debug_mode() override { debug_ = true; }
   void debug_dump(const std::string& path) override;
   GraphStats stats() const override;
+  bool can_replay_untimed(const StreamImpl& stream) const noexcept override;
+  void replay_untimed(StreamImpl& stream) override;
 
   cudaGraphExec_t exec() const noexcept { return exec_; }
   /// Changes each time a new executable is built (markers re-resolve their nodes then).
@@ -384,6 +391,8 @@ class CudaGraph final : public GraphImplInterface {
   void drop_template() noexcept;
   void scan_template();
   void forward_failures(CudaStream& stream);
+  void launch(CudaStream& stream, cudaGraphExec_t exec);
+  void build_untimed();
 
   Pools& pools_;
   GraphArgs args_;
@@ -410,6 +419,16 @@ class CudaGraph final : public GraphImplInterface {
   PoolId last_pool_id_;
   cudaGraph_t graph_ = nullptr;     // the captured template
   cudaGraphExec_t exec_ = nullptr;  // the executable
+  // Note [CUDA untimed replays]: the executable without the marker kernels, built at the first
+  // untimed replay of each generation from the template kept for it.
+  bool has_marker_kernels_ = false;
+  cudaGraphExec_t untimed_exec_ = nullptr;
+  uint64_t untimed_generation_ = 0;
+  cudaStream_t last_launch_stream_ = nullptr;  // compared, never used after its launch
+  bool launched_any_ = false;
+  cudaEvent_t untimed_done_ = nullptr;  // recorded after each untimed launch
+  bool untimed_recorded_ = false;
+  cudaStream_t last_untimed_stream_ = nullptr;
   // After reset(), the executable is kept so the next capture can update it in place.
   cudaGraphExec_t reusable_exec_ = nullptr;
   bool has_allocations_ = false;
@@ -492,6 +511,11 @@ std::vector<cudaGraphNode_t> place_markers_exactly(cudaGraph_t graph,
                                                    const std::vector<CapturedMarker>& markers,
                                                    bool launch_completion_after,
                                                    PlacementCounts& counts);
+
+/// Note [CUDA untimed replays] (graph.cpp): destroys every marker kernel node of `graph` (a
+/// clone, not capturing), adding an ordinary edge P -> S wherever a marker was the only path
+/// from P to S. Returns how many nodes it destroyed.
+size_t strip_marker_kernels(cudaGraph_t graph);
 
 std::unique_ptr<TimestampMarkers> make_device_timestamp_markers(int device, size_t ring_depth,
                                                                 uint64_t resolution_ns,

@@ -96,8 +96,11 @@ CudaGraph::~CudaGraph() {
   drop_template();
   destroy_executable(exec_);
   destroy_executable(reusable_exec_);
+  destroy_executable(untimed_exec_);
   if (forwarded_ != nullptr)
     ACCGRAPH_CUDA_LOG(cudaEventDestroy(forwarded_), "destroying a graph's event");
+  if (untimed_done_ != nullptr)
+    ACCGRAPH_CUDA_LOG(cudaEventDestroy(untimed_done_), "destroying a graph's event");
 }
 
 void CudaGraph::capture_begin(StreamImpl& stream_impl, PoolId pool, CaptureMode mode) {
@@ -202,6 +205,7 @@ void CudaGraph::scan_template() {
   nodes_ = count;
   has_allocations_ = false;
   has_event_records_ = false;
+  has_marker_kernels_ = false;
   event_nodes_.clear();
   std::vector<void*> allocated;
   std::set<void*> freed;
@@ -218,6 +222,11 @@ void CudaGraph::scan_template() {
       ACCGRAPH_CUDA_CHECK(cudaGraphMemFreeNodeGetParams(node, &dptr),
                           "capture_end: reading a free node");
       freed.insert(dptr);
+    } else if (type == cudaGraphNodeTypeKernel && !has_marker_kernels_) {
+      cudaKernelNodeParams params{};
+      ACCGRAPH_CUDA_CHECK(cudaGraphKernelNodeGetParams(node, &params),
+                          "capture_end: reading a kernel node");
+      has_marker_kernels_ = is_marker_kernel(params.func);
     } else if (type == cudaGraphNodeTypeEventRecord) {
       cudaEvent_t event = nullptr;
       ACCGRAPH_CUDA_CHECK(cudaGraphEventRecordNodeGetEvent(node, &event),
@@ -257,7 +266,7 @@ void CudaGraph::instantiate() {
       if (upload != nullptr)
         ACCGRAPH_CUDA_CHECK(cudaGraphUpload(exec_, upload),
                             "instantiate: uploading the updated graph");
-      if (!args_.keep_graph && !debug_) drop_template();
+      if (!args_.keep_graph && !debug_ && !has_marker_kernels_) drop_template();
       return;
     }
     (void)cudaGetLastError();  // the topology changed: build a new executable instead
@@ -279,7 +288,9 @@ void CudaGraph::instantiate() {
   ++generation_;
   // The template is only needed later for debug_dump, keep_graph, and the external-event
   // markers, which re-bind its event record nodes on each launch.
-  if (!args_.keep_graph && !debug_ && !has_event_records_) drop_template();
+  // Note [CUDA untimed replays]: and for the untimed executable of a timed graph.
+  if (!args_.keep_graph && !debug_ && !has_event_records_ && !has_marker_kernels_)
+    drop_template();
 }
 
 void CudaGraph::replay(StreamImpl& stream_impl) {
@@ -288,6 +299,79 @@ void CudaGraph::replay(StreamImpl& stream_impl) {
   if (exec_ == nullptr)
     throw Error(ErrorCode::InvalidState, "replay: the graph has no executable: instantiate first",
                 kBackendName);
+  // Note [CUDA untimed replays]: after an untimed launch on another stream, wait for it.
+  if (untimed_recorded_ && stream.handle() != last_untimed_stream_)
+    ACCGRAPH_CUDA_CHECK(cudaStreamWaitEvent(stream.handle(), untimed_done_, 0),
+                        "replay: waiting for the graph's last untimed launch");
+  launch(stream, exec_);
+}
+
+// Note [CUDA untimed replays]: sampled timing (Note [Sampled replays] in spi/untimed_replay.hpp)
+// launches most replays of a timed graph without its markers. The markers are kernel nodes of
+// the device-timestamp set (is_marker_kernel), and exact placement gave every user edge back
+// (Note [Exact marker placement]), so the untimed executable is the template's clone with the
+// marker kernels destroyed, plus an ordinary edge P -> S wherever a marker was the only path
+// from a node P to a node S (chained markers, the sequence's tail): every order among the
+// user's work stays, and no edge is added where one already orders it (an extra edge into a
+// PDL kernel would take its overlap away). It is built at the first untimed launch of each
+// executable generation, from the template that a graph with marker kernels keeps; never for a
+// graph with memory nodes (CUDA allows one live executable of it) or event record nodes (the
+// external-events markers re-bind them per launch): those time every replay. Two executables
+// are not ordered by CUDA as launches of one are (graph.serial), so an untimed launch runs only
+// on the stream of the launch before it (stream order does it), and a timed launch on another
+// stream than the last untimed one waits for that one's event, recorded after each untimed
+// launch.
+bool CudaGraph::can_replay_untimed(const StreamImpl& stream) const noexcept {
+  if (exec_ == nullptr || !has_marker_kernels_ || has_allocations_ || has_event_records_)
+    return false;
+  if (untimed_exec_ == nullptr || untimed_generation_ != generation_) {
+    if (graph_ == nullptr) return false;  // the template is gone: nothing to build it from
+  }
+  const auto& cuda_stream = static_cast<const CudaStream&>(stream);
+  return !launched_any_ || cuda_stream.handle() == last_launch_stream_;
+}
+
+void CudaGraph::replay_untimed(StreamImpl& stream_impl) {
+  auto& stream = static_cast<CudaStream&>(stream_impl);
+  if (untimed_exec_ == nullptr || untimed_generation_ != generation_) build_untimed();
+  launch(stream, untimed_exec_);
+  DeviceGuard guard(device_);
+  if (untimed_done_ == nullptr)
+    ACCGRAPH_CUDA_CHECK(cudaEventCreateWithFlags(&untimed_done_, cudaEventDisableTiming),
+                        "replay: creating the untimed-launch event");
+  ACCGRAPH_CUDA_CHECK(cudaEventRecord(untimed_done_, stream.handle()),
+                      "replay: recording the untimed-launch event");
+  untimed_recorded_ = true;
+  last_untimed_stream_ = stream.handle();
+}
+
+void CudaGraph::build_untimed() {
+  if (graph_ == nullptr)
+    throw Error(ErrorCode::InvalidState,
+                "replay: the graph's template is gone, so no untimed executable can be built: "
+                "this is an accgraph bug (can_replay_untimed said yes): please report it",
+                kBackendName);
+  DeviceGuard guard(device_);
+  RelaxedCaptureModeGuard relaxed;
+  destroy_executable(untimed_exec_);
+  cudaGraph_t clone = nullptr;
+  ACCGRAPH_CUDA_CHECK(cudaGraphClone(&clone, graph_), "replay: cloning the graph (untimed)");
+  struct CloneGuard {
+    cudaGraph_t graph;
+    ~CloneGuard() { ACCGRAPH_CUDA_LOG(cudaGraphDestroy(graph), "destroying a clone"); }
+  } clone_guard{clone};
+  strip_marker_kernels(clone);
+  cudaGraphInstantiateParams params{};
+  cudaError_t err = cudaGraphInstantiateWithParams(&untimed_exec_, clone, &params);
+  if (err != cudaSuccess) {
+    untimed_exec_ = nullptr;
+    throw_cuda_error(err, "cudaGraphInstantiateWithParams",
+                     "replay: instantiating the graph without its markers (untimed)");
+  }
+  untimed_generation_ = generation_;
+}
+
+void CudaGraph::launch(CudaStream& stream, cudaGraphExec_t exec) {
   // Note [Nested replay]: CUDA cannot record a launch of an executable into another capture
   // (cudaGraphLaunch fails with cudaErrorStreamCaptureUnsupported and invalidates that capture),
   // so the replay is refused before it reaches CUDA and the outer capture goes on.
@@ -310,9 +394,11 @@ void CudaGraph::replay(StreamImpl& stream_impl) {
   if (forwards && forwarded_recorded_)
     ACCGRAPH_CUDA_CHECK(cudaStreamWaitEvent(stream.handle(), forwarded_, 0),
                         "replay: waiting for the previous replay's failure report");
-  cudaError_t err = cudaGraphLaunch(exec_, stream.handle());
+  cudaError_t err = cudaGraphLaunch(exec, stream.handle());
   if (err != cudaSuccess) throw_cuda_error(err, "cudaGraphLaunch", "replay");
   launched_ = true;
+  launched_any_ = true;
+  last_launch_stream_ = stream.handle();
   if (forwards) forward_failures(stream);
 }
 
@@ -351,9 +437,11 @@ void CudaGraph::reset() {
   allocations_.reset();
   has_allocations_ = false;
   has_event_records_ = false;
+  has_marker_kernels_ = false;
   event_nodes_.clear();
   launched_ = false;
   nodes_ = 0;
+  destroy_executable(untimed_exec_);
   upload_stream_ = nullptr;
 }
 

@@ -218,6 +218,13 @@ cudaError_t launch_marker_end(cudaStream_t stream, uint64_t* counter, uint64_t f
   return cudaGetLastError();
 }
 
+bool is_marker_kernel(const void* function) noexcept {
+  return function == reinterpret_cast<const void*>(&marker_record_kernel) ||
+         function == reinterpret_cast<const void*>(&marker_record_programmatic_kernel) ||
+         function == reinterpret_cast<const void*>(&marker_record_placed_kernel) ||
+         function == reinterpret_cast<const void*>(&marker_end_kernel);
+}
+
 cudaError_t launch_set_counter(cudaStream_t stream, uint64_t* counter, uint64_t value) {
   set_counter_kernel<<<1, 1, 0, stream>>>(counter, value);
   return cudaGetLastError();

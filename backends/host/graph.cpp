@@ -66,24 +66,33 @@ void HostGraph::instantiate() {
   const bool keep = args_.keep_graph || debug_;
   auto ops = std::make_shared<std::vector<Operation>>();
   ops->reserve(template_.size());
+  auto untimed = std::make_shared<std::vector<Operation>>();  // Note [Sampled replays]
+  for (const Recording::Node& node : template_)
+    if (!node.op.marker) untimed->push_back(node.op);
   for (Recording::Node& node : template_) ops->push_back(keep ? node.op : std::move(node.op));
   if (!keep) {
     template_.clear();
     has_template_ = false;
   }
+  untimed_ = untimed->size() == ops->size() ? ops : std::move(untimed);
   executable_ = std::move(ops);
   ++instantiations_;
 }
 
-void HostGraph::replay(StreamImpl& stream_impl) {
+void HostGraph::replay(StreamImpl& stream_impl) { launch(stream_impl, executable_); }
+
+void HostGraph::replay_untimed(StreamImpl& stream_impl) { launch(stream_impl, untimed_); }
+
+void HostGraph::launch(StreamImpl& stream_impl,
+                       const std::shared_ptr<const std::vector<Operation>>& executable) {
   HostStream& stream = as_host_stream(stream_impl, "replay");
-  if (!executable_)
+  if (!executable)
     throw Error(ErrorCode::InvalidState, "replay: the graph has no executable: instantiate first",
                 kBackendName);
   // A constant name (errors name graphs by AcceleratorGraph::id(), which only the core knows):
   // a replay formats no string. Note [Replays run every node] in accgraph/backend_support.hpp.
   static const std::string name = "replay of host graph";
-  auto run_all = [ops = executable_] {
+  auto run_all = [ops = executable] {
     run_every_node(
         ops->size(), [&](size_t i) { (*ops)[i].run(); },
         [&](size_t i) -> const std::string& { return (*ops)[i].name; }, name);
@@ -114,6 +123,7 @@ void HostGraph::reset() {
   template_.clear();
   has_template_ = false;
   executable_.reset();
+  untimed_.reset();
   pool_.reset();
   nodes_ = 0;
 }

@@ -14,6 +14,7 @@
 
 #include "accgraph/error.hpp"
 #include "accgraph/spi/backend.hpp"
+#include "accgraph/spi/untimed_replay.hpp"
 #include "accgraph/spi/capture_tail.hpp"
 #include "accgraph/spi/debug_dump.hpp"
 #include "accgraph/spi/handle_table.hpp"
@@ -39,6 +40,7 @@ struct Operation {
   std::string name;  // "copy", "fill", "host_call", "delay", "wait", "marker", "replay ..."
   size_t bytes = 0;  // copy/fill size, shown in debug dumps
   std::function<void()> run;
+  bool marker = false;  // enqueued by a marker set: left out of untimed replays
 };
 
 /// A one-shot signal between operations on different workers (an "event").
@@ -177,7 +179,7 @@ using Pools = PoolTable<PoolState>;
 
 // --- graphs ----------------------------------------------------------------------------------
 
-class HostGraph final : public GraphImplInterface {
+class HostGraph final : public GraphImplInterface, public UntimedReplay {
  public:
   HostGraph(Pools& pools, const GraphArgs& args);
   ~HostGraph() override;
@@ -191,9 +193,14 @@ class HostGraph final : public GraphImplInterface {
   void enable_debug_mode() override { debug_ = true; }
   void debug_dump(const std::string& path) override;
   GraphStats stats() const override;
+  bool can_replay_untimed(const StreamImpl&) const noexcept override {
+    return untimed_ != nullptr;
+  }
+  void replay_untimed(StreamImpl& stream) override;
 
  private:
   void detach_capture() noexcept;
+  void launch(StreamImpl& stream, const std::shared_ptr<const std::vector<Operation>>& ops);
 
   Pools& pools_;
   GraphArgs args_;
@@ -202,6 +209,7 @@ class HostGraph final : public GraphImplInterface {
   std::vector<Recording::Node> template_;  // after capture_end (kept for keep_graph/debug)
   bool has_template_ = false;
   std::shared_ptr<const std::vector<Operation>> executable_;
+  std::shared_ptr<const std::vector<Operation>> untimed_;  // executable_ without marker operations
   std::shared_ptr<Completion> last_launch_;  // orders each launch behind the previous one
   std::shared_ptr<PoolState> pool_;
   PoolId last_pool_id_;

@@ -12,7 +12,7 @@ std::unique_ptr<TimestampMarkers> make_markers(const MarkerOptions& options) {
       kBackendName, kStrategySteadyClock,
       options.resolve_ring_depth(kDefaultRingDepth, kMaxRingDepth, kBackendName),
       [](StreamImpl& stream, const char* name, std::function<void()> op) {
-        as_host_stream(stream, name).queue()->enqueue({name, 0, std::move(op)});
+        as_host_stream(stream, name).queue()->enqueue({name, 0, std::move(op), true});
       },
       options, kMaxRingDepth);
 }

@@ -41,6 +41,12 @@ class GraphInstrument {
   /// The launch threw after before_replay (for a foreign graph: the owner's launch raised, and
   /// it may or may not have launched); no after_replay follows. Never throws.
   virtual void after_failed_replay(AcceleratorGraph& graph, Stream& stream) noexcept = 0;
+  /// Note [Sampled replays] (spi/untimed_replay.hpp): asked before a replay when the graph can
+  /// replay without markers and this is its only instrument. True: the graph launches without
+  /// the markers, and after_untimed_replay follows instead of before/after_replay (nothing
+  /// follows when that launch throws). Never throws.
+  virtual bool skips_replay() const noexcept { return false; }
+  virtual void after_untimed_replay() noexcept {}
   /// During the capture, right before a stream forks from (waits for) `forking`, a stream of
   /// `graph`'s capture (Stream::wait): what must precede every branch of the capture is
   /// enqueued on `forking` now (timing: the marker sequence's head, Note [Marker ring]). An

@@ -18,6 +18,7 @@ class ForeignGraph;
 class GraphImplInterface;
 class LaunchWaits;
 class Stream;
+class UntimedReplay;
 struct GraphStats;
 
 namespace detail {
@@ -148,6 +149,8 @@ class ACCGRAPH_API AcceleratorGraph {
   // backend's graph on destruction; dropped after the backend's reset.
   std::vector<std::shared_ptr<detail::GraphInstrument>> instruments_;
   std::unique_ptr<GraphImplInterface> impl_;
+  // impl_'s UntimedReplay (spi/untimed_replay.hpp), or null: looked up once, not per replay.
+  UntimedReplay* untimed_replay_ = nullptr;
   GraphState state_ = GraphState::Empty;
   // The queue of the current or last capture, not the Stream object (which the user may move).
   std::weak_ptr<detail::StreamState> capture_stream_;

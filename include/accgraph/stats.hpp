@@ -37,6 +37,11 @@ struct RegionStats {
   /// compilation, library start-up), kept out of the row of the calls after it.
   bool first_call = false;
   uint64_t count = 0;         ///< measured samples (the other fields are over these)
+  /// Graph contexts, from Profiler::stats(): the graph's replays run and, of them, timed
+  /// (Profiler::replay_counts(); with sampling timed < run: the samples are the timed replays'
+  /// regions). 0 for eager rows and where the statistics come from elsewhere.
+  uint64_t replays_run = 0;
+  uint64_t replays_timed = 0;
   uint64_t unmeasurable = 0;  ///< reports in which the region was not measurable
   double min_ns = 0, mean_ns = 0, p50_ns = 0, p95_ns = 0, max_ns = 0;
   double p05_ns = 0;        ///< 5th percentile duration (as p50_ns): with p95_ns, the spread

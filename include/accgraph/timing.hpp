@@ -111,6 +111,45 @@ struct ProfilerOptions {
   /// RegionTiming::raw_duration_ns keeps what the markers read). Note [Marker overhead] in
   /// timing/engine/marker_overhead.cpp says how, and when to turn it off.
   bool subtract_marker_overhead = true;
+  /// Sampled timing (Note [Sampled replays] in spi/untimed_replay.hpp): time 1 replay in
+  /// `sample_every` of each graph; the others launch without markers and cost what an untimed
+  /// graph costs. Which replays are timed is deterministic given `sample_seed`: one in each
+  /// window of N consecutive replays, at an offset drawn from (seed, graph, window), so a
+  /// workload with a period of N is not always caught at one phase. A report's replay_index
+  /// counts every replay, timed or not; replay_counts() and the stats say how many were timed
+  /// of how many run. A graph whose backend cannot launch it without markers (Level Zero,
+  /// Vulkan, foreign graphs such as PyTorch's, older plugins), or that another profiler times
+  /// too, has every replay timed (replay_counts(): sampled false). 1 (the default): every
+  /// replay is timed and reported. 0 is InvalidArgument.
+  uint64_t sample_every = 1;
+  /// Or a budget: the share of each graph's device time its markers may cost on average (e.g.
+  /// 0.005). A graph's first replays are all timed; from the marker cost its first 8 reports
+  /// show (what they take off their outermost regions) the profiler picks the graph's N, the
+  /// smallest that keeps the average within the budget. Until those reports are collected
+  /// (Delivery::Lazy: a full ring, flush(), a background collector) every replay is timed.
+  /// 0: off. Not with sample_every != 1 (InvalidArgument); outside [0, 1): InvalidArgument.
+  double overhead = 0;
+  uint64_t sample_seed = 0;
+};
+
+/// Whether replay `replay` (0, 1, ... of a capture) of graph `graph_id` is one that a profiler
+/// with sample_every = `every` and sample_seed = `seed` times (Note [Sampled replays]): in each
+/// window of `every` consecutive replays exactly one, at an offset drawn from (seed, graph,
+/// window), so a workload whose period divides `every` is not caught at one phase. Always true
+/// for `every` <= 1.
+ACCGRAPH_API bool is_sampled_replay(uint64_t replay, uint64_t every, uint64_t seed,
+                                    uint64_t graph_id) noexcept;
+
+/// Note [Sampled replays]: one graph's replays as one profiler counted them (over every capture
+/// of it the profiler timed).
+struct GraphReplays {
+  uint64_t graph_id = 0;
+  uint64_t run = 0;           ///< replays launched, timed or not
+  uint64_t timed = 0;         ///< of them, launched with markers (each gives one report)
+  uint64_t sample_every = 1;  ///< the N in effect (ProfilerOptions::sample_every, or chosen)
+  /// False when replays the schedule left untimed were timed all the same (the backend cannot
+  /// launch the graph without markers, or another profiler times it too).
+  bool sampled = true;
 };
 
 /// Calls a caller chose not to time, counted by reason (Profiler::note_untimed).
@@ -150,7 +189,10 @@ using Sink = std::function<void(const ReplayReport&)>;
 /// in timing/engine/region_recorder.cpp).
 ///
 /// Regions nest per stream (depth, parent, path "outer/inner"); a forked stream's regions
-/// start at depth 0. A region must end where it began: inside the same capture, or eagerly
+/// start at depth 0. The regions open on a stream belong to one thread: a region begun while
+/// the stream's innermost open region was begun by another thread is an InvalidState error
+/// (RegionOrder; give each thread a stream of its own), since threads sharing a stream cannot
+/// keep their regions nested (Note [Regions out of order] in timing/engine/region_recorder.cpp). A region must end where it began: inside the same capture, or eagerly
 /// before a capture begins on its stream; capture_end with a region still open is an
 /// InvalidState error (the capture is aborted, the graph reset and reusable).
 ///
@@ -186,8 +228,9 @@ class ACCGRAPH_API Profiler {
 
   /// RAII region: end() in the destructor (never throws; logs). end() ends this region, which
   /// must be the innermost open one on its stream: ending an outer region while an inner one is
-  /// open is an InvalidState error naming both (the region stays open; end the inner one
-  /// first). It refers to the profiler and to the stream's queue, not to the Profiler or Stream
+  /// open is an InvalidState error (RegionOrder) naming both, and the outer region is dropped:
+  /// not reported, while the regions inside it still are (under its parent). It may be ended
+  /// on another thread than the one that began it. It refers to the profiler and to the stream's queue, not to the Profiler or Stream
   /// objects: ending it after either was destroyed is an InvalidState error that says which.
   class ACCGRAPH_API Region {
    public:
@@ -197,9 +240,10 @@ class ACCGRAPH_API Profiler {
     Region& operator=(Region&&) = delete;
     ~Region();
     void end();
-    /// Whether end() still has a region to end: false once it ended, and after an end() that
-    /// found it can never end (its profiler or stream destroyed, its capture aborted); true
-    /// after an end() refused for being out of order (it can be ended later).
+    /// Whether end() still has a region to end: false once it ended, was dropped for ending out
+    /// of order, or after an end() that found it can never end (its profiler or stream
+    /// destroyed, its capture aborted); true after an end() refused because the stream now
+    /// captures where the region began eagerly (it can be ended later).
     bool is_open() const noexcept { return open_; }
 
    private:
@@ -246,7 +290,8 @@ class ACCGRAPH_API Profiler {
   std::vector<UntimedCalls> untimed() const;
   /// stats() as write_stats_table writes it, followed by one line per untimed reason:
   /// "untimed: <count> call(s) not timed: <reason> (first: <first_name>)", and, when a launch
-  /// waited for a full marker ring, "ring waits: <count> launch(es) waited ...".
+  /// waited for a full marker ring, "ring waits: <count> launch(es) waited ...", and with
+  /// sampling, per graph "sampled: graph <id>: <timed> of <run> replay(s) timed (1 in <N>)".
   std::string stats_table() const;
 
   /// Launches that waited because their marker ring was full (all of its replays unread: the
@@ -256,6 +301,9 @@ class ACCGRAPH_API Profiler {
   /// fit the loop (ProfilerOptions::marker_memory, ring_depth).
   uint64_t ring_waits() const;
   std::chrono::nanoseconds ring_wait_time() const;
+
+  /// Every timed graph's replays, run and timed (Note [Sampled replays]), by graph id.
+  std::vector<GraphReplays> replay_counts() const;
 
  private:
   // Shared so that a Region that outlives its Profiler can tell (it holds a weak reference).

@@ -13,6 +13,7 @@
 #include "accgraph/accgraph.hpp"
 #include "accgraph/spi/backend.hpp"
 #include "accgraph/spi/clock_sampling.hpp"
+#include "accgraph/spi/untimed_replay.hpp"
 #include "check_error.hpp"
 
 namespace accgraph::conformance {

@@ -171,6 +171,16 @@ const std::vector<Rule>& rules() {
        "replay is lost or overwritten",
        "the set resizes storage that a launched replay already writes, or sizes by the budget "
        "though ring_depth was given (use MarkerOptions::budget_depth)"},
+      {"untimed.same-work", "Note [Sampled replays]",
+       "(optional) replay_untimed runs the graph's work and none of the markers recorded into "
+       "it: no sequence completes, and the next timed replay writes the slot the timing layer "
+       "expects; a profiler's sampled replays are then exactly the scheduled ones",
+       "replay_untimed runs the timed executable (its markers move the device-side sequence "
+       "counter, so later reports read the wrong slot), or leaves out work with the markers"},
+      {"untimed.fallback", "Note [Sampled replays]",
+       "a graph that cannot launch without markers has every replay timed and reported, and "
+       "Profiler::replay_counts() says it was not sampled",
+       "replays the schedule leaves untimed are lost (not run, or run and never reported)"},
       {"clock.sample", "Note [Clock sampling]",
        "(optional) sample_clock reads the device's marker clock between two CLOCK_REALTIME "
        "reads, samples in order, so calibrate_clock's offset puts marker times on the host clock",

@@ -590,3 +590,122 @@ ACCGRAPH_CONFORMANCE_CASE("clocks: sample_clock reads the marker clock between t
 
 }  // namespace
 }  // namespace accgraph::conformance
+
+// --- sampled replays (Note [Sampled replays] in spi/untimed_replay.hpp) -------------------------
+
+namespace accgraph::conformance {
+namespace {
+
+/// Whether the backend's graphs implement UntimedReplay (asked of a new graph of its own).
+bool graphs_replay_untimed() {
+  std::unique_ptr<GraphImplInterface> graph = backend_object().create_graph(GraphArgs{});
+  return graph != nullptr && untimed_replay_of(*graph) != nullptr;
+}
+
+ACCGRAPH_CONFORMANCE_CASE("sampled replays: replay_untimed runs none of the markers",
+                          "untimed.same-work") {
+  Backend& spi = backend_object();
+  std::unique_ptr<GraphImplInterface> graph = spi.create_graph(GraphArgs{});
+  REQUIRE(graph != nullptr);
+  UntimedReplay* untimed = untimed_replay_of(*graph);
+  if (untimed == nullptr) {
+    skip("its graphs do not implement UntimedReplay: sampled timing times every replay");
+    return;
+  }
+  std::unique_ptr<StreamImpl> stream = spi.create_stream(0);
+  std::unique_ptr<TimestampMarkers> markers = spi.create_markers(0, MarkerOptions{});
+  std::unique_ptr<BufferImpl> buffer = spi.allocate(0, 64, MemoryKind::Device);
+  REQUIRE(stream != nullptr);
+  REQUIRE(markers != nullptr);
+  REQUIRE(buffer != nullptr);
+  graph->capture_begin(*stream, PoolId{}, CaptureMode::Default);
+  markers->begin_sequence(*stream);
+  markers->record(*stream, 0);
+  stream->fill(buffer->data(), 7, 64);
+  markers->record(*stream, 1);
+  markers->end_sequence(*stream);
+  graph->capture_end();
+  graph->instantiate();
+  REQUIRE(untimed->can_replay_untimed(*stream));
+  for (int i = 0; i < 3; ++i) untimed->replay_untimed(*stream);
+  stream->synchronize();
+  CHECK_MESSAGE(!markers->is_complete(0),
+                "three untimed replays completed marker sequence 0: replay_untimed ran the "
+                "markers");
+  // The next timed replay is sequence 0, in the slot the timing layer reads.
+  markers->before_launch(*graph, *stream, 0);
+  graph->replay(*stream);
+  markers->after_launch(*graph, *stream, 0);
+  REQUIRE(becomes_complete(*markers, 0));
+  CHECK_FALSE(markers->is_complete(1));
+  uint64_t times[2] = {0, 0};
+  markers->read(0, times, 2);
+  if (times[0] != TimestampMarkers::kUnmeasurable && times[1] != TimestampMarkers::kUnmeasurable)
+    CHECK(times[0] <= times[1]);
+  untimed->replay_untimed(*stream);  // after a timed one: still no sequence 1
+  stream->synchronize();
+  CHECK_FALSE(markers->is_complete(1));
+}
+
+ACCGRAPH_CONFORMANCE_CASE("sampled replays: exactly the scheduled replays are timed, all run",
+                          "untimed.same-work") {
+  constexpr uint64_t kEvery = 4;
+  constexpr int kReplays = 64;
+  Stream stream = make_stream();
+  Buffer data = Buffer::allocate(stream, 64);
+  ProfilerOptions options;
+  options.sample_every = kEvery;
+  options.sample_seed = 3;
+  Profiler profiler(options);
+  ReportCollector collected(profiler);
+  AcceleratorGraph graph(backend());
+  capture_fill_region(profiler, graph, stream, data);
+  for (int i = 0; i < kReplays; ++i) graph.replay(stream);
+  stream.synchronize();
+  profiler.flush();
+  const std::vector<timing::GraphReplays> counts = profiler.replay_counts();
+  REQUIRE(counts.size() == 1);
+  CHECK(counts[0].run == kReplays);
+  if (!counts[0].sampled) {
+    // untimed.fallback: every replay timed and reported.
+    CHECK(counts[0].timed == kReplays);
+    CHECK(collected.replays().size() == kReplays);
+    skip("its graphs cannot launch without markers: every replay is timed (untimed.fallback)");
+    return;
+  }
+  CHECK(graphs_replay_untimed());
+  CHECK(counts[0].timed == kReplays / kEvery);
+  REQUIRE(collected.replays().size() == kReplays / kEvery);
+  for (const TimedReplay& report : collected.replays())
+    CHECK(timing::is_sampled_replay(report.replay_index, kEvery, 3, graph.id()));
+  check_replays_apart(collected.replays(), "fill");
+  CHECK(read_back(stream, data) == std::vector<uint8_t>(64, 1));
+}
+
+ACCGRAPH_CONFORMANCE_CASE("sampled replays: a backend without UntimedReplay times every replay",
+                          "untimed.fallback") {
+  constexpr int kReplays = 12;
+  Stream stream = make_stream();
+  Buffer data = Buffer::allocate(stream, 64);
+  ProfilerOptions options;
+  options.sample_every = 3;
+  Profiler profiler(options);
+  ReportCollector collected(profiler);
+  AcceleratorGraph graph(backend());
+  capture_fill_region(profiler, graph, stream, data);
+  if (graphs_replay_untimed()) {
+    skip("its graphs implement UntimedReplay (untimed.same-work applies)");
+    return;
+  }
+  for (int i = 0; i < kReplays; ++i) graph.replay(stream);
+  profiler.flush();
+  const std::vector<timing::GraphReplays> counts = profiler.replay_counts();
+  REQUIRE(counts.size() == 1);
+  CHECK(counts[0].run == kReplays);
+  CHECK(counts[0].timed == kReplays);
+  CHECK_FALSE(counts[0].sampled);
+  CHECK(collected.replays().size() == kReplays);
+}
+
+}  // namespace
+}  // namespace accgraph::conformance

@@ -174,3 +174,32 @@ def test_the_torch_command_line_refuses_a_ring_out_of_range_in_one_line(tmp_path
     assert result.stdout == ""  # the script did not run
     assert result.stderr == (f"python -m accgraph.torch: [invalid argument] Profiler: ring_depth "
                              f"is {ring}: give a whole number {U64}\n")
+
+
+# audit 2026-12-07 R12: after one REGION_ORDER error on a Region's exit (caught, as a server
+# catches a failed request), the refused region stayed open and every later region on the stream
+# nested in it: 100 regions exited without an error and none was reported. Now the region ended
+# out of order is dropped, the error says so, and the stream goes on (Note [Regions out of order]).
+def test_a_region_ended_out_of_order_is_dropped_and_later_regions_are_reported():
+    prof = accgraph.Profiler()
+    s = accgraph.Stream("host")
+    a = prof.region(s, "a")
+    b = prof.region(s, "b")
+    a.__enter__()
+    b.__enter__()
+    with pytest.raises(accgraph.InvalidStateError) as info:
+        a.__exit__(None, None, None)
+    assert info.value.reason == accgraph.ErrorReason.REGION_ORDER
+    assert (f"region 'a' on stream {s.id} is not the innermost open region: 'a/b' began after "
+            "it and is still open, so 'a' is dropped and not reported (the regions that began "
+            "inside it still are); end regions in the reverse order they began") in str(info.value)
+    assert repr(a) == "<accgraph.Region 'a' open=0>"
+    b.__exit__(None, None, None)
+    for _ in range(100):
+        with prof.region(s, "c"):
+            pass
+    prof.flush()
+    assert sorted((st.path, st.count + st.unmeasurable) for st in prof.stats()) == [
+        ("b", 1), ("c", 100)]
+    assert [[(r.path, r.depth, r.parent) for r in report] for report in prof.reports()][:1] == [
+        [("b", 0, -1)]]

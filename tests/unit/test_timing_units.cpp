@@ -182,7 +182,7 @@ TEST_CASE("MarkerRing: a launch blocked by a collection gives its caller's lock 
   CHECK_FALSE(device_timed_out);
   CHECK(waits.releases == 1);
   CHECK(waits.reacquires == 1);
-  r.ring->after_launch(graph, stream, layout, &waits);  // the lock is free: nothing given up
+  r.ring->after_launch(graph, stream, layout, MarkerRing::kNextReplay, &waits);  // the lock is free: nothing given up
   CHECK(waits.releases == 1);
   CHECK(r.markers->launched == std::vector<uint64_t>{0, 1});
 }
@@ -457,30 +457,79 @@ void give_eager_ring(RegionRecorder& recorder, Collector& collector, Stream& str
 }
 }  // namespace
 
-TEST_CASE("RegionRecorder: ending a region that is not the innermost names both, changes nothing") {
+// audit 2026-12-07 R12: a refused out-of-order end left the region open, and every later region
+// on the stream nested in it and was never reported (Note [Regions out of order]).
+TEST_CASE("RegionRecorder: a region ended out of order is dropped, its inner regions move up") {
+  Stream stream = Stream::create("host");
+  ReportStore store(KeepReports::all().count(), StatsMode::Sketch);
+  Collector collector(store);
+  RegionRecorder recorder;
+  give_eager_ring(recorder, collector, stream);
+  const uint64_t outer = recorder.begin(stream, nullptr, "outer", {}, "");
+  const uint64_t a = recorder.begin(stream, nullptr, "a", {}, "");
+  const uint64_t b = recorder.begin(stream, nullptr, "b", {}, "");
+  const uint64_t c = recorder.begin(stream, nullptr, "c", {}, "");
+  CHECK_ACCGRAPH_ERROR((void)recorder.end(stream, nullptr, a), ErrorCode::InvalidState,
+                       "region 'outer/a' on stream");
+  CHECK_FALSE(recorder.is_open(stream.id(), a));
+  CHECK_ACCGRAPH_ERROR((void)recorder.end(stream, nullptr, a), ErrorCode::InvalidState,
+                       "the region is no longer open");
+  try {
+    (void)recorder.end(stream, nullptr, b);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.reason() == ErrorReason::RegionOrder);
+    CHECK(std::string(e.what()).find(
+              "'outer/a/b/c' began after it and is still open, so 'outer/a/b' is dropped and not "
+              "reported (the regions that began inside it still are); end regions in the reverse "
+              "order they began") != std::string::npos);
+  }
+  CHECK((recorder.end(stream, nullptr, c) == nullptr));
+  const uint64_t d = recorder.begin(stream, nullptr, "d", {}, "");  // in `outer`, as before
+  CHECK((recorder.end(stream, nullptr, d) == nullptr));
+  CHECK((recorder.end(stream, nullptr, outer) == recorder.eager_ring(stream.id())));
+  // The stream goes on: the next region is a tree of its own.
+  const uint64_t e = recorder.begin(stream, nullptr, "e", {}, "");
+  CHECK((recorder.end(stream, nullptr, e) == recorder.eager_ring(stream.id())));
+  collector.flush();
+  REQUIRE(store.reports().size() == 2);
+  const ReplayReport report = store.reports()[0];
+  REQUIRE(report.size() == 3);
+  CHECK(report.region(0).path() == "outer");
+  CHECK(report.region(1).path() == "outer/c");
+  CHECK(report.region(1).parent() == 0);
+  CHECK(report.region(1).depth() == 1);
+  CHECK(report.region(2).path() == "outer/d");
+  CHECK(report.region(2).parent() == 0);
+  for (const RegionTiming& t : report.regions()) CHECK(t.start_ns() <= t.end_ns());
+  CHECK(store.reports()[1].region(0).path() == "e");
+}
+
+// audit 2026-12-07 X02, 2026-11-25 #19: threads sharing a stream nested their regions in each
+// other's and ended them out of order (Note [Regions out of order]).
+TEST_CASE("RegionRecorder: a region of another thread cannot begin inside one of this thread's") {
   Stream stream = Stream::create("host");
   ReportStore store(KeepReports::all().count(), StatsMode::Sketch);
   Collector collector(store);
   RegionRecorder recorder;
   give_eager_ring(recorder, collector, stream);
   const uint64_t a = recorder.begin(stream, nullptr, "a", {}, "");
-  const uint64_t b = recorder.begin(stream, nullptr, "b", {}, "");
-  CHECK_ACCGRAPH_ERROR((void)recorder.end(stream, nullptr, a), ErrorCode::InvalidState,
-                       "region 'a' on stream");
-  CHECK_ACCGRAPH_ERROR((void)recorder.end(stream, nullptr, a), ErrorCode::InvalidState,
-                       "'a/b' began after it and is still open; end 'a/b' first");
-  CHECK(recorder.is_open(stream.id(), a));
-  CHECK((recorder.end(stream, nullptr, b) == nullptr));
-  CHECK((recorder.end(stream, nullptr, a) == recorder.eager_ring(stream.id())));
-  CHECK_FALSE(recorder.is_open(stream.id(), a));
+  std::thread([&] {
+    CHECK_ACCGRAPH_ERROR((void)recorder.begin(stream, nullptr, "b", {}, ""),
+                         ErrorCode::InvalidState,
+                         "begin('b'): region 'a' on stream " + std::to_string(stream.id()) +
+                             " was begun by another thread and is still open");
+  }).join();
+  const uint64_t inner = recorder.begin(stream, nullptr, "inner", {}, "");  // this thread's
+  CHECK((recorder.end(stream, nullptr, inner) == nullptr));
+  std::thread([&] {
+    // Ended on another thread: allowed; then the stream is free for any thread.
+    CHECK((recorder.end(stream, nullptr, a) == recorder.eager_ring(stream.id())));
+    const uint64_t b = recorder.begin(stream, nullptr, "b", {}, "");
+    CHECK((recorder.end(stream, nullptr, b) == recorder.eager_ring(stream.id())));
+  }).join();
   collector.flush();
-  REQUIRE(store.reports().size() == 1);
-  const ReplayReport report = store.reports()[0];
-  REQUIRE(report.size() == 2);
-  CHECK(report.region(0).path() == "a");
-  CHECK(report.region(1).path() == "a/b");
-  CHECK(report.region(1).parent() == 0);
-  for (const RegionTiming& t : report.regions()) CHECK(t.start_ns() <= t.end_ns());
+  CHECK(store.reports().size() == 2);
 }
 
 TEST_CASE(

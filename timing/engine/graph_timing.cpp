@@ -8,6 +8,7 @@
 
 #include "accgraph/error.hpp"
 #include "accgraph/graph.hpp"
+#include "accgraph/spi/untimed_replay.hpp"
 #include "profiler_core.hpp"
 
 namespace accgraph::timing {
@@ -42,7 +43,47 @@ GraphTiming::GraphTiming(const std::shared_ptr<ProfilerCore>& core,
       graph_id_(graph.id()),
       fenced_(graph.is_foreign()),
       immediate_(core->options.delivery == Delivery::Immediate),
-      capture_(std::move(capture)) {}
+      capture_(std::move(capture)),
+      sample_every_(core->options.overhead > 0 ? 0 : core->options.sample_every),
+      seed_(core->options.sample_seed),
+      untimed_capable_(!graph.is_foreign() &&
+                       untimed_replay_of(detail::GraphAccess::impl(graph)) != nullptr) {}
+
+// --- sampled replays ---------------------------------------------------------------------------
+
+namespace {
+
+uint64_t mix(uint64_t x) noexcept {  // splitmix64's finaliser
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+bool is_sampled_replay(uint64_t replay, uint64_t every, uint64_t seed, uint64_t graph_id) noexcept {
+  if (every <= 1) return true;
+  const uint64_t window = replay / every;
+  return replay % every == mix(seed ^ mix(graph_id ^ mix(window))) % every;
+}
+
+// Note [Sampled replays] (spi/untimed_replay.hpp): the core asks this only where the graph can
+// launch without markers and this is its only instrument. A replay that is not scheduled runs
+// untimed; so does every replay while the profiler is gone or the capture recorded no region
+// (as before: those were never reported). The overhead budget's N is chosen by the profiler
+// from the first reports (ProfilerCore::note_replay_cost); until then every replay is timed.
+bool GraphTiming::skips_replay() const noexcept {
+  if (!reporting() || !counter_) return false;
+  const uint64_t every =
+      sample_every_ != 0 ? sample_every_ : counter_->every.load(std::memory_order_relaxed);
+  return !is_sampled_replay(replays_, every, seed_, graph_id_);
+}
+
+void GraphTiming::after_untimed_replay() noexcept {
+  ++replays_;
+  counter_->run.fetch_add(1, std::memory_order_relaxed);
+}
 
 // An ended capture that never began a marker sequence has nothing to do on its replays: it is
 // not counted as a replay hook (Note [Deferred ring]).
@@ -98,7 +139,14 @@ void GraphTiming::end_capture(ProfilerCore& core, Stream& stream, uint64_t graph
       core.recorder.end_capture(capture_, stream, graph_id);
   // A capture whose sequence began at a fork but holds no region still launches its
   // begin/end_sequence, but there is nothing to read or report.
-  if (layout && !layout->regions().empty()) layout_ = std::move(layout);
+  if (layout && !layout->regions().empty()) {
+    layout_ = std::move(layout);
+    counter_ = core.replay_counter(graph_id_);
+    const uint64_t every = sample_every_ != 0 ? sample_every_ : 1;
+    counter_->every.store(every, std::memory_order_relaxed);
+    if (!untimed_capable_ && (every != 1 || sample_every_ == 0))
+      counter_->untimed_capable.store(false, std::memory_order_relaxed);
+  }
   std::shared_ptr<MarkerRing> unused;
   {
     std::lock_guard<std::mutex> lock(ring_mutex_);
@@ -154,6 +202,10 @@ void GraphTiming::before_replay(AcceleratorGraph& graph, Stream& stream) {
     core->make_room(*ring_);
   }
   launch_timed_ = true;
+  // A replay the schedule leaves untimed that comes here all the same (the backend cannot
+  // launch without markers now, or another profiler times the graph too) is timed: say so.
+  if (counter_ && sample_every_ != 1 && skips_replay())
+    counter_->untimed_capable.store(false, std::memory_order_relaxed);
 }
 
 // Note [Marker overhead] in marker_overhead.cpp: the capture could not measure it; the first
@@ -196,7 +248,12 @@ void GraphTiming::after_replay(AcceleratorGraph& graph, Stream& stream) {
                                 MarkerRing::LaunchOutcome::Returned, waits);
   else
     ring_->after_launch(detail::GraphAccess::impl(graph), detail::StreamAccess::impl(stream),
-                        layout_, waits);
+                        layout_, replays_, waits);
+  ++replays_;
+  if (counter_) {
+    counter_->run.fetch_add(1, std::memory_order_relaxed);
+    counter_->timed.fetch_add(1, std::memory_order_relaxed);
+  }
   if (!immediate_) return;  // sequence_done does nothing else for a graph's replay
   if (std::shared_ptr<ProfilerCore> core = core_.lock()) {
     detail::LaunchWaitScope wait(waits);

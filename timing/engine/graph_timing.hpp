@@ -16,6 +16,21 @@ namespace accgraph::timing {
 
 class ProfilerCore;
 
+/// Note [Sampled replays] (spi/untimed_replay.hpp): one graph's replays as one profiler saw
+/// them, over every capture it timed (Profiler::replay_counts()). Written by the graph's
+/// launching thread, read by any.
+struct ReplayCounter {
+  std::atomic<uint64_t> run{0};    // launched, timed or not
+  std::atomic<uint64_t> timed{0};  // launched with markers
+  std::atomic<uint64_t> every{1};  // the N in effect (overhead: 1 until chosen)
+  std::atomic<bool> untimed_capable{true};  // false once a replay could not skip its markers
+  // ProfilerOptions::overhead: what the markers cost and the work took in the first reports
+  // (ProfilerCore::note_replay_cost; delivery is one thread at a time).
+  uint64_t costed_reports = 0;
+  double marker_ns = 0, work_ns = 0;
+};
+
+
 /// Note [Graph instruments] (core/seam/timing_seam.hpp): the graph holds it, so the ring's
 /// storage lives as long as the captured work that writes into it; it holds its profiler
 /// weakly, so replays after the profiler is gone only run the graph. Its capture and layout
@@ -39,6 +54,8 @@ class GraphTiming final : public detail::GraphInstrument {
   void before_replay(AcceleratorGraph& graph, Stream& stream) override;
   void after_replay(AcceleratorGraph& graph, Stream& stream) override;
   void after_failed_replay(AcceleratorGraph& graph, Stream& stream) noexcept override;
+  bool skips_replay() const noexcept override;
+  void after_untimed_replay() noexcept override;
   void before_fork(AcceleratorGraph& graph, Stream& forking) override;
 
   /// The capture being recorded (null once it ended).
@@ -80,6 +97,14 @@ class GraphTiming final : public detail::GraphInstrument {
   // From before_replay to after_replay (or after_failed_replay) of one launch: it was numbered
   // (Note [Launch path] in graph_timing.cpp).
   bool launch_timed_ = false;
+  // Note [Sampled replays]: replays of this capture so far (timed or not: the next report's
+  // replay_index), the sampling period asked for (1: every replay; 0: chosen by the overhead
+  // budget), and the graph's counter, shared with the profiler.
+  uint64_t replays_ = 0;
+  uint64_t sample_every_;
+  uint64_t seed_;
+  bool untimed_capable_;  // the graph's backend can launch it without markers (UntimedReplay)
+  std::shared_ptr<ReplayCounter> counter_;  // from end_capture, when the capture has regions
   std::atomic<bool> ended_{false};
   std::atomic<bool> retired_{false};
 };

@@ -143,15 +143,16 @@ bool MarkerRing::before_launch(GraphImplInterface& graph, StreamImpl& stream, bo
 
 void MarkerRing::after_launch(GraphImplInterface& graph, StreamImpl& stream,
                               const std::shared_ptr<const ReportLayout>& layout,
-                              LaunchWaits* waits) {
+                              uint64_t replay_index, LaunchWaits* waits) {
   if (!mutex_.try_lock()) lock_contended(waits);  // Note [Launch waits]
   std::lock_guard<RingLock> lock(mutex_, std::adopt_lock);
   const uint64_t sequence = next_sequence_;
   markers_->after_launch(graph, stream, sequence);
   ++next_sequence_;
-  const uint64_t index = launches_++;
+  if (replay_index == kNextReplay) replay_index = launches_;
+  launches_ = replay_index + 1;
   last_launch_fenced_ = false;
-  if (layout) pending_.push_back(Pending{sequence, index, keep_layout(layout, sequence)});
+  if (layout) pending_.push_back(Pending{sequence, replay_index, keep_layout(layout, sequence)});
 }
 
 // Note [Kept layouts]: every timed launch queues a pending entry naming its report's layout.

@@ -94,9 +94,12 @@ class MarkerRing {
   /// lock is held by a collecting thread (Note [Launch waits] in foreign_graph.hpp), or null.
   bool before_launch(GraphImplInterface& graph, StreamImpl& stream, bool needs_room,
                      LaunchWaits* waits = nullptr);
+  /// `replay_index`: what the launch's report says (Note [Sampled replays]: replays launched
+  /// without markers are counted too); kNextReplay: the one after the last launch's.
+  static constexpr uint64_t kNextReplay = UINT64_MAX;
   void after_launch(GraphImplInterface& graph, StreamImpl& stream,
                     const std::shared_ptr<const ReportLayout>& layout,
-                    LaunchWaits* waits = nullptr);
+                    uint64_t replay_index = kNextReplay, LaunchWaits* waits = nullptr);
   /// A ForeignGraph's launch (fenced rings): after_launch when the owner's launch returned,
   /// then a fence on `stream` so that collection can check what the launch did without ever
   /// waiting for a sequence that may not run (Note [Launch fences]). `raised`: the owner's

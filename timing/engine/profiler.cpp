@@ -10,6 +10,7 @@
 //   ReportStore    (report_store.hpp)     sinks, the last N reports, statistics
 #include "accgraph/timing.hpp"
 
+#include <algorithm>
 #include <exception>
 #include <memory>
 #include <sstream>
@@ -174,7 +175,20 @@ void Profiler::flush() { impl_->collector.flush(); }
 
 std::vector<ReplayReport> Profiler::reports() const { return impl_->store.reports(); }
 
-std::vector<RegionStats> Profiler::stats() const { return impl_->store.stats(); }
+std::vector<RegionStats> Profiler::stats() const {
+  std::vector<RegionStats> stats = impl_->store.stats();
+  const std::vector<GraphReplays> counts = impl_->replay_counts();
+  for (RegionStats& row : stats) {
+    if (row.graph_id == 0) continue;
+    auto found = std::lower_bound(
+        counts.begin(), counts.end(), row.graph_id,
+        [](const GraphReplays& g, uint64_t id) { return g.graph_id < id; });  // by id: a map's
+    if (found == counts.end() || found->graph_id != row.graph_id) continue;
+    row.replays_run = found->run;
+    row.replays_timed = found->timed;
+  }
+  return stats;
+}
 
 uint64_t Profiler::delivered() const { return impl_->store.delivered(); }
 
@@ -187,12 +201,14 @@ std::vector<UntimedCalls> Profiler::untimed() const { return impl_->store.untime
 std::string Profiler::stats_table() const {
   std::ostringstream out;
   write_stats_table(out, stats());
-  out << impl_->store.untimed_lines() << impl_->ring_wait_lines();
+  out << impl_->store.untimed_lines() << impl_->ring_wait_lines() << impl_->sampling_lines();
   return out.str();
 }
 
 uint64_t Profiler::ring_waits() const { return impl_->ring_waits(); }
 
 std::chrono::nanoseconds Profiler::ring_wait_time() const { return impl_->ring_wait_time(); }
+
+std::vector<GraphReplays> Profiler::replay_counts() const { return impl_->replay_counts(); }
 
 }  // namespace accgraph::timing

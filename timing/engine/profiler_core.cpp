@@ -2,6 +2,7 @@
 #include "profiler_core.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <exception>
 #include <memory>
@@ -32,12 +33,40 @@ std::string describe(const char* operation, const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+uint64_t checked_sampling(const ProfilerOptions& options) {
+  if (options.sample_every == 0)
+    throw Error(ErrorCode::InvalidArgument,
+                "Profiler: sample_every is 0: give N >= 1 to time 1 replay in N (1: every "
+                "replay), or an overhead budget instead");
+  if (!(options.overhead >= 0 && options.overhead < 1))  // NaN too
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("Profiler: overhead {} is not a fraction in [0, 1): give the share of "
+                            "a graph's device time its markers may cost on average, e.g. 0.005 "
+                            "for 0.5% (0: off)",
+                            options.overhead));
+  if (options.overhead > 0 && options.sample_every != 1)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("Profiler: both sample_every ({}) and overhead ({}) are set: give "
+                            "one (overhead chooses each graph's N itself)",
+                            options.sample_every, options.overhead));
+  return options.sample_every;
+}
+
+}  // namespace
+
 ProfilerCore::ProfilerCore(ProfilerOptions opts)
     : options(std::move(opts)),
       store(checked_keep(options), options.stats_mode, options.collect_stats,
             options.stats_thread ? StatsFold::Background : StatsFold::Inline,
             options.first_eager_call),
-      collector(store) {}
+      collector(store) {
+  checked_sampling(options);
+  if (options.overhead > 0)
+    store.add_sink([this](const ReplayReport& report) { note_replay_cost(report); });
+}
+
 
 // --- which graphs are timed --------------------------------------------------------------------
 
@@ -193,6 +222,78 @@ std::string ProfilerCore::ring_wait_lines() const {
       waits, static_cast<double>(ring_wait_time().count()) / 1e6);
 }
 
+// --- sampled replays ----------------------------------------------------------------------------
+
+std::shared_ptr<ReplayCounter> ProfilerCore::replay_counter(uint64_t graph_id) {
+  std::lock_guard<std::mutex> lock(counters_mutex_);
+  std::shared_ptr<ReplayCounter>& counter = counters_[graph_id];
+  if (!counter) counter = std::make_shared<ReplayCounter>();
+  return counter;
+}
+
+std::vector<GraphReplays> ProfilerCore::replay_counts() const {
+  std::vector<GraphReplays> counts;
+  std::lock_guard<std::mutex> lock(counters_mutex_);
+  counts.reserve(counters_.size());
+  for (const auto& [graph_id, counter] : counters_) {
+    GraphReplays replays;
+    replays.graph_id = graph_id;
+    replays.run = counter->run.load(std::memory_order_relaxed);
+    replays.timed = counter->timed.load(std::memory_order_relaxed);
+    replays.sample_every = counter->every.load(std::memory_order_relaxed);
+    replays.sampled = counter->untimed_capable.load(std::memory_order_relaxed);
+    counts.push_back(replays);
+  }
+  return counts;
+}
+
+std::string ProfilerCore::sampling_lines() const {
+  if (options.sample_every == 1 && options.overhead == 0) return std::string();
+  std::string lines;
+  for (const GraphReplays& g : replay_counts()) {
+    lines += fmt::format("sampled: graph {}: {} of {} replay(s) timed", g.graph_id, g.timed, g.run);
+    if (!g.sampled)
+      lines += " (every replay timed: its backend cannot launch it without markers, or "
+               "another profiler times it too)\n";
+    else if (options.overhead > 0 && g.sample_every == 1)
+      lines += " (1 in 1 until its first reports are collected: flush() or a background "
+               "collector)\n";
+    else
+      lines += fmt::format(" (1 in {})\n", g.sample_every);
+  }
+  return lines;
+}
+
+// Note [Sampled replays]: the budget is kept on average over a graph's replays: a timed replay
+// costs its markers (every transition's cost, what the report takes off its regions), an untimed
+// one nothing, so 1 in N costs marker / (N * work) of the work. The first kCostedReports reports
+// of a graph give marker and work time (summed over its outermost regions); N is the smallest
+// that keeps marker / (N * work) within the budget.
+void ProfilerCore::note_replay_cost(const ReplayReport& report) {
+  constexpr uint64_t kCostedReports = 8;
+  constexpr uint64_t kMaxEvery = uint64_t{1} << 20;
+  if (report.graph_id() == 0) return;  // an eager tree
+  std::shared_ptr<ReplayCounter> counter;
+  {
+    std::lock_guard<std::mutex> lock(counters_mutex_);
+    auto found = counters_.find(report.graph_id());
+    if (found == counters_.end()) return;
+    counter = found->second;
+  }
+  if (counter->costed_reports >= kCostedReports) return;
+  for (const RegionTiming& region : report.regions()) {
+    if (region.depth() != 0 || !region.measurable()) continue;
+    counter->work_ns += static_cast<double>(region.duration_ns());
+    if (region.raw_duration_ns() > region.duration_ns())
+      counter->marker_ns += static_cast<double>(region.raw_duration_ns() - region.duration_ns());
+  }
+  if (++counter->costed_reports < kCostedReports) return;
+  double every = 1;
+  if (counter->work_ns > 0) every = std::ceil(counter->marker_ns / (options.overhead * counter->work_ns));
+  every = std::clamp(every, 1.0, static_cast<double>(kMaxEvery));
+  counter->every.store(static_cast<uint64_t>(every), std::memory_order_relaxed);
+}
+
 // --- regions -----------------------------------------------------------------------------------
 
 void ProfilerCore::check_region(const Stream& stream, const std::string& name,
@@ -252,7 +353,14 @@ uint64_t ProfilerCore::begin_region(Stream& stream, std::string name, Metadata m
     timing->begin_sequence(*this, stream, "begin");  // Note [Deferred ring] in graph_timing.hpp
   else
     give_eager_ring(stream);
-  return recorder.begin(stream, capture, std::move(name), std::move(metadata), std::move(lane));
+  for (;;) {
+    try {
+      return recorder.begin(stream, capture, std::move(name), std::move(metadata),
+                            std::move(lane));  // moved from only when it succeeds
+    } catch (const EagerRingFull& full) {
+      make_room(*full.ring);  // waits for the oldest tree (or raises why it cannot be collected)
+    }
+  }
 }
 
 void ProfilerCore::end_region(Stream& stream, uint64_t serial, const char* operation) {

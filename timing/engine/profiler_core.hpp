@@ -6,10 +6,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "accgraph/timing.hpp"
 #include "collector.hpp"
@@ -21,6 +23,7 @@
 namespace accgraph::timing {
 
 class GraphTiming;
+struct ReplayCounter;
 
 /// Shared with the GraphTimings it makes (they hold it weakly: Note [Graph instruments]).
 /// Locks: `attach_mutex_` is a leaf; the units keep their own (see each unit's header).
@@ -76,6 +79,13 @@ class ProfilerCore : public detail::InstrumentOwner,
   /// The stats table's line on ring waits and what to do about them ("" when none waited).
   std::string ring_wait_lines() const;
 
+  // --- sampled replays (Note [Sampled replays] in spi/untimed_replay.hpp) ---
+  /// The counter of `graph_id`'s replays, made on first use; GraphTimings hold it.
+  std::shared_ptr<ReplayCounter> replay_counter(uint64_t graph_id);
+  std::vector<GraphReplays> replay_counts() const;
+  /// The stats table's lines on sampled graphs ("" when every replay of every graph was timed).
+  std::string sampling_lines() const;
+
   // --- regions (Profiler::region/begin/end) ---
   /// InvalidArgument naming `operation` unless `stream` is live and `name` is not empty.
   static void check_region(const Stream& stream, const std::string& name, const char* operation);
@@ -91,12 +101,17 @@ class ProfilerCore : public detail::InstrumentOwner,
   GraphTiming* capture_of(Stream& stream, const char* operation, const std::string& name) const;
   void give_eager_ring(Stream& stream);
   void count_wait(std::chrono::steady_clock::time_point start);
+  // ProfilerOptions::overhead: after a graph's first timed replays, its N from what its
+  // markers cost in `report` (a sink of this profiler's).
+  void note_replay_cost(const ReplayReport& report);
 
   mutable std::mutex attach_mutex_;  // below
   bool attach_all_ = false;
   std::set<uint64_t> attached_;            // graph ids
   std::atomic<uint64_t> ring_waits_{0};    // launches that found their ring full
   std::atomic<uint64_t> ring_wait_ns_{0};  // and the time they spent making room
+  mutable std::mutex counters_mutex_;      // a leaf, below
+  std::map<uint64_t, std::shared_ptr<ReplayCounter>> counters_;  // by graph id
 };
 
 }  // namespace accgraph::timing

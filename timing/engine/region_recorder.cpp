@@ -78,8 +78,39 @@ std::shared_ptr<const ReportLayout> RegionRecorder::end_capture(
   forget(capture);
   if (!capture->ring) return nullptr;  // no region, no fork: nothing was enqueued for it
   capture->ring->end_sequence(detail::StreamAccess::impl(stream));
-  return std::make_shared<const ReportLayout>(capture->ring->source(), std::move(capture->regions),
+  return std::make_shared<const ReportLayout>(capture->ring->source(), kept_regions(*capture),
                                               std::move(capture->back_to_back));
+}
+
+std::vector<RegionInfo> RegionRecorder::kept_regions(Recording& recording) {
+  if (recording.dropped.empty()) return std::move(recording.regions);
+  std::vector<bool> dropped(recording.regions.size(), false);
+  for (size_t index : recording.dropped) dropped[index] = true;
+  std::vector<RegionInfo> kept;
+  kept.reserve(recording.regions.size() - recording.dropped.size());
+  // Where each region went: its index in `kept`, or for a dropped one its nearest kept
+  // ancestor's (-1: none), which its children take as their parent. Parents come first.
+  std::vector<int> moved_to(recording.regions.size(), -1);
+  for (size_t i = 0; i < recording.regions.size(); ++i) {
+    RegionInfo& info = recording.regions[i];
+    const int parent = info.parent < 0 ? -1 : moved_to[static_cast<size_t>(info.parent)];
+    if (dropped[i]) {
+      moved_to[i] = parent;
+      continue;
+    }
+    info.parent = parent;
+    if (parent < 0) {
+      info.depth = 0;
+      info.path = info.name;
+    } else {
+      const RegionInfo& enclosing = kept[static_cast<size_t>(parent)];
+      info.depth = enclosing.depth + 1;
+      info.path = enclosing.path + "/" + info.name;
+    }
+    moved_to[i] = static_cast<int>(kept.size());
+    kept.push_back(std::move(info));
+  }
+  return kept;
 }
 
 void RegionRecorder::abandon_capture(const std::shared_ptr<Recording>& capture) {
@@ -126,14 +157,11 @@ std::shared_ptr<Recording> RegionRecorder::start_eager_tree(Stream& stream, Stre
                             "gives it one before its first eager region)",
                             stream.id()),
                 stream.backend_name());
-  // Only after a collection that failed while the last tree closed (its error was raised then).
-  if (ring->full())
-    throw Error(ErrorCode::InvalidState,
-                fmt::format("begin: the eager marker ring of stream {} has no free slot: "
-                            "collecting its reports failed earlier; call flush(), then open the "
-                            "region again",
-                            stream.id()),
-                stream.backend_name());
+  // Full between the close of the last tree and the room its closer makes next, outside this
+  // lock (another thread begins in between: audit 2026-12-07 X02 got a false "collecting its
+  // reports failed earlier" here), or after a collection that failed as the last tree closed.
+  // The profiler makes room (or raises that collection's error) and begins again.
+  if (ring->full()) throw EagerRingFull{ring};
   auto tree = std::make_shared<Recording>();
   tree->ring = ring;
   tree->eager = true;
@@ -186,7 +214,7 @@ uint32_t RegionRecorder::record_marker(StreamEntry& entry,
 }
 
 uint64_t RegionRecorder::begin(Stream& stream, const std::shared_ptr<Recording>& capture,
-                               std::string name, Metadata metadata, std::string lane) {
+                               std::string&& name, Metadata&& metadata, std::string&& lane) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (capture && capture->closed)
     throw Error(ErrorCode::InvalidState, ErrorReason::CaptureEnded,
@@ -205,6 +233,18 @@ uint64_t RegionRecorder::begin(Stream& stream, const std::shared_ptr<Recording>&
                             describe("begin", name), path_of(open), stream.id(),
                             open.recording->eager ? "eagerly" : "in a capture",
                             capture ? "of the capture" : "outside the capture"),
+                stream.backend_name());
+  }
+  const std::thread::id thread = std::this_thread::get_id();
+  if (!entry->stack.empty() && entry->stack.back().thread != thread) {
+    // Note [Regions out of order]: one thread's region cannot nest in another's.
+    throw Error(ErrorCode::InvalidState, ErrorReason::RegionOrder,
+                fmt::format("{}: region '{}' on stream {} was begun by another thread and is "
+                            "still open: regions on one stream nest, so another thread's "
+                            "cannot begin inside it (they would end out of order); give each "
+                            "thread a stream of its own, or time this stream from one thread at "
+                            "a time",
+                            describe("begin", name), path_of(entry->stack.back()), stream.id()),
                 stream.backend_name());
   }
   if (capture && !capture->ring)
@@ -244,7 +284,7 @@ uint64_t RegionRecorder::begin(Stream& stream, const std::shared_ptr<Recording>&
   }
   recording->regions.push_back(std::move(info));
   const uint64_t serial = next_serial_++;
-  entry->stack.push_back({recording, recording->regions.size() - 1, serial});
+  entry->stack.push_back({recording, recording->regions.size() - 1, serial, thread});
   ++recording->open_regions;
   return serial;
 }
@@ -255,6 +295,24 @@ bool RegionRecorder::is_open(uint64_t stream_id, uint64_t serial) const {
   return it != streams_.end() && open_region_path(it->second, serial) != nullptr;
 }
 
+// Note [Regions out of order]: regions nest per stream. Two rules keep every region either
+// reported or refused with an error, never neither (audit 2026-12-07 R12, X02; 2026-11-25 #19):
+// - A region whose end comes while a region that began after it on the stream is still open (a
+//   server that caught an error between two `with` blocks, interleaved asyncio tasks) is
+//   dropped: taken off the stream's stack and left out of the layout when its tree or capture
+//   closes (kept_regions: the regions inside it move up to its parent, their paths without its
+//   name), and end() raises RegionOrder saying so. Until 2026-12-07 it stayed open, to be ended
+//   again, which no `with` statement does: every later region on the stream nested in it and
+//   was never reported, without an error. The markers it recorded stay in the sequence (its
+//   begin may be shared with the next region's, Note [Boundary sharing]); no region refers to
+//   them.
+// - The regions open on a stream belong to one thread: a begin while the stream's innermost
+//   open region was begun by another thread is a RegionOrder error. Threads sharing a stream
+//   (PyTorch's default stream) open and end their regions in any order relative to each other,
+//   which nesting cannot record: accepted, one thread's end would later find the other's region
+//   inside its own (dropped, above) or end where the other's ends (the Python binding's way
+//   until 2026-12-07, silently). Refused at the begin, the error comes at the first overlap and
+//   names the fix: a stream per thread. A region may still be ended on another thread.
 std::shared_ptr<MarkerRing> RegionRecorder::end(Stream& stream,
                                                 const std::shared_ptr<Recording>& capture,
                                                 uint64_t serial) {
@@ -275,14 +333,22 @@ std::shared_ptr<MarkerRing> RegionRecorder::end(Stream& stream,
                 stream.backend_name());
   StreamEntry& entry = it->second;
   OpenRegion open = entry.stack.back();
-  if (serial != 0 && open.serial != serial)
-    throw Error(
-        ErrorCode::InvalidState, ErrorReason::RegionOrder,
-        fmt::format("Region::end: region '{}' on stream {} is not the innermost open "
-                    "region: '{}' began after it and is still open; end '{}' first "
-                    "(regions end in the reverse order they began)",
-                    *open_region_path(entry, serial), stream.id(), path_of(open), path_of(open)),
-        stream.backend_name());
+  if (serial != 0 && open.serial != serial) {
+    // Note [Regions out of order]: dropped, so that it does not hold every later region open.
+    auto dropped = std::find_if(entry.stack.begin(), entry.stack.end(),
+                                [&](const OpenRegion& r) { return r.serial == serial; });
+    const std::string path = path_of(*dropped);
+    dropped->recording->dropped.push_back(dropped->index);
+    --dropped->recording->open_regions;
+    entry.stack.erase(dropped);
+    throw Error(ErrorCode::InvalidState, ErrorReason::RegionOrder,
+                fmt::format("Region::end: region '{}' on stream {} is not the innermost open "
+                            "region: '{}' began after it and is still open, so '{}' is dropped "
+                            "and not reported (the regions that began inside it still are); "
+                            "end regions in the reverse order they began",
+                            path, stream.id(), path_of(open), path),
+                stream.backend_name());
+  }
   if ((capture ? capture : entry.eager_tree) != open.recording)
     throw Error(
         ErrorCode::InvalidState, ErrorReason::RegionOrder,
@@ -312,7 +378,7 @@ std::shared_ptr<MarkerRing> RegionRecorder::end(Stream& stream,
   std::shared_ptr<MarkerRing> ring = recording.ring;
   ring->close_eager_sequence(
       detail::StreamAccess::impl(stream),
-      std::make_shared<const ReportLayout>(ring->source(), std::move(recording.regions),
+      std::make_shared<const ReportLayout>(ring->source(), kept_regions(recording),
                                            std::move(recording.back_to_back)));
   entry.eager_tree.reset();
   entry.last_marker.reset();

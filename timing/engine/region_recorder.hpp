@@ -7,6 +7,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -28,11 +29,21 @@ struct Recording {
   // at its first region or first fork), an eager tree's when it starts; null before.
   std::shared_ptr<MarkerRing> ring;
   std::vector<RegionInfo> regions;
+  // The regions whose end came out of order (Note [Regions out of order]): left out of the
+  // layout when the recording closes (RegionRecorder::kept_regions).
+  std::vector<size_t> dropped;
   std::vector<uint32_t> back_to_back;  // markers recorded right after another (ReportLayout)
   uint32_t marker_count = 0;
   int open_regions = 0;
   bool eager = false;
   bool closed = false;  // the capture ended or was abandoned: no region may begin in it
+};
+
+/// What RegionRecorder::begin throws when a region would start an eager tree and the stream's
+/// eager ring has no free slot: the caller makes room (ProfilerCore::make_room, which may wait
+/// and deliver, so not under the recorder's lock) and begins again. Never reaches a user.
+struct EagerRingFull {
+  std::shared_ptr<MarkerRing> ring;
 };
 
 /// Lock: `mutex_`; under it only MarkerRing calls (a leaf). Recording never collects or
@@ -70,11 +81,16 @@ class RegionRecorder {
 
   /// Opens a region on `stream`, into `capture` (the capture the stream records into now, whose
   /// sequence began: begin_sequence) or, when null, eagerly (the stream's eager ring must exist:
-  /// adopt_eager_ring). Returns its serial (what a Region handle ends).
-  uint64_t begin(Stream& stream, const std::shared_ptr<Recording>& capture, std::string name,
-                 Metadata metadata, std::string lane);
+  /// adopt_eager_ring). Returns its serial (what a Region handle ends). EagerRingFull when it
+  /// would start an eager tree in a full ring (nothing recorded). RegionOrder error while
+  /// the stream's innermost open region was begun by another thread (Note [Regions out of
+  /// order]).
+  /// The strings are moved from only once it succeeds.
+  uint64_t begin(Stream& stream, const std::shared_ptr<Recording>& capture, std::string&& name,
+                 Metadata&& metadata, std::string&& lane);
   /// Ends the innermost open region on `stream` (`capture` as in begin()); with a serial (a
-  /// Region handle), only if that region is the innermost one (InvalidState naming both).
+  /// Region handle) that is not the innermost one, drops that region (RegionOrder error naming
+  /// both; Note [Regions out of order]).
   /// Returns the stream's eager ring when this closed an eager tree (its sequence is queued
   /// there, to be collected by the caller), else null.
   [[nodiscard]] std::shared_ptr<MarkerRing> end(Stream& stream,
@@ -95,6 +111,7 @@ class RegionRecorder {
     std::shared_ptr<Recording> recording;
     size_t index = 0;     // into recording->regions
     uint64_t serial = 0;  // what a Region handle ends
+    std::thread::id thread;  // the thread that began it (Note [Regions out of order])
   };
   // The last marker recorded on a stream, and what the stream looked like right after it: a
   // boundary that comes next reuses it when nothing was enqueued since (Note [Boundary sharing]).
@@ -121,6 +138,8 @@ class RegionRecorder {
   static uint32_t record_marker(StreamEntry& entry, const std::shared_ptr<Recording>& recording,
                                 Stream& stream);
   void forget(const std::shared_ptr<Recording>& recording);  // caller holds mutex_
+  // The recording's regions without the dropped ones, parents, depths and paths made anew.
+  static std::vector<RegionInfo> kept_regions(Recording& recording);
   static void abandon_eager_tree(StreamEntry& entry, Stream& stream);
   static const std::string& path_of(const OpenRegion& open);
   static const std::string* open_region_path(const StreamEntry& entry, uint64_t serial);

@@ -273,8 +273,8 @@ void bind_errors(nb::module_& m) {
       .value("CAPTURE_ENDED", ErrorReason::CaptureEnded,
              "The capture a region belongs to ended, or was aborted or reset.")
       .value("REGION_ORDER", ErrorReason::RegionOrder,
-             "Regions would not nest (open across capture_begin/end, not the innermost, none "
-             "open).");
+             "Regions would not nest (open across capture_begin/end, not the innermost: "
+             "dropped, none open, another thread's region open on the stream).");
   nb::register_exception_translator(translate);
   m.def("_mark_interpreter_exiting", &mark_interpreter_exiting,
         "Called at exit (atexit): Python callables kept by C++ are no longer called.");

@@ -48,112 +48,76 @@ nb::object default_stream(const PyRegion& region) {
 // Note [Region entries]: one Region object may be entered by several threads at once (a
 // decorated function called from a thread pool, a shared `with` object), each entry opening its
 // own C++ region (audit 2026-11-25 #18, #19). Creating and ending a C++ region may wait for the
-// stream, so it runs without the GIL; the entries are pushed, marked and removed with the GIL
-// held, and an entry being ended stays in `open` until its end() succeeded.
+// stream, so it runs without the GIL, given up and taken back by GilRelease: a thread that would
+// take it back once the interpreter exits is parked there instead of being ended inside these
+// frames (Note [Threads at exit] in common.hpp; until 2026-12-07 nb::gil_scoped_acquire took it
+// back, and a daemon thread in a region at exit aborted the process: audit 2026-12-07 X03, X09).
+// The entries are pushed, marked and removed with the GIL held; an entry being ended stays in
+// `open`, marked `ending`, until its end() returned.
 //
 // __exit__ ends an entry of the calling thread, its innermost one (a thread without one, since
-// enter and exit may be on different threads, takes the most recent entry of any thread). On one
-// stream the C++ regions nest in the order they began, which need not be the order in which the
-// threads got the GIL back: so a lock per stream, taken without the GIL, orders this object's
-// regions on that stream (recursive, for a sink that enters the region from inside an end that
-// delivers). C++ ends only the innermost region of a stream. When a later entry of another
-// thread is still open on the stream (A enters, B enters, A exits), A's exit marks its entry
-// `exited` and returns; the entry ends as soon as every entry that began after it on the stream
-// has ended (B's exit ends B's, then A's). So every exit ends its own thread's entry, never
-// another's: until 2026-11-28 A's exit ended B's region and B's exit A's, silently swapping
-// their ends (audit 2026-11-25 #19). A's region then ends where B's does, which is what nesting
-// on one stream can record: it enclosed B's from its start.
-std::shared_ptr<std::recursive_mutex> stream_lock(PyRegion& self, uint64_t stream_id) {
-  std::shared_ptr<std::recursive_mutex>& lock = self.stream_locks[stream_id];
-  if (!lock) lock = std::make_shared<std::recursive_mutex>();
-  return lock;
-}
-
+// enter and exit may be on different threads, takes the most recent entry of any thread). Its C++
+// region either ends, and is reported, or raises: ended while a region that began after it on
+// the stream is open, it is dropped with a RegionOrder error, and no other thread's region
+// begins on a stream while one of this thread's is open there (Note [Regions out of order] in
+// timing/engine/region_recorder.cpp). Until 2026-12-07 the entries of several threads nested on
+// one stream and an exit whose entry enclosed another thread's later one waited for that one to
+// end: A's region was reported ending where B's did, silently (audit 2026-11-25 #19).
 void region_enter(PyRegion& self) {
   Profiler& profiler = nb::cast<PyProfiler&>(self.profiler).get();
   nb::object stream_object = self.stream.is_valid() ? self.stream : default_stream(self);
-  std::shared_ptr<Stream> stream_owner = nb::cast<PyStream&>(stream_object).share();
-  Stream& stream = *stream_owner;
-  const uint64_t stream_id = stream.id();
-  std::shared_ptr<std::recursive_mutex> order = stream_lock(self, stream_id);
-  GilRelease release;
-  std::lock_guard<std::recursive_mutex> ordered(*order);
-  auto region = std::make_unique<Profiler::Region>(
-      profiler.region(stream, self.name, self.metadata, self.lane));
-  nb::gil_scoped_acquire gil;
-  self.open.push_back({std::this_thread::get_id(), stream_id, std::move(region)});
+  std::shared_ptr<Stream> stream = nb::cast<PyStream&>(stream_object).share();
+  std::unique_ptr<Profiler::Region> region;
+  {
+    GilRelease release;
+    region = std::make_unique<Profiler::Region>(
+        profiler.region(*stream, self.name, self.metadata, self.lane));
+  }
+  self.open.push_back({std::this_thread::get_id(), std::move(region)});
 }
 
-// The index in `open` of the most recent entry not yet exited of `thread` (of any thread when
+// The index in `open` of the most recent entry not being ended of `thread` (of any thread when
 // `thread` is null), or -1.
-ptrdiff_t innermost_unexited(const PyRegion& self, const std::thread::id* thread) {
+ptrdiff_t innermost_entry(const PyRegion& self, const std::thread::id* thread) {
   for (size_t i = self.open.size(); i-- > 0;)
-    if (!self.open[i].exited && (thread == nullptr || self.open[i].thread == *thread))
+    if (!self.open[i].ending && (thread == nullptr || self.open[i].thread == *thread))
       return static_cast<ptrdiff_t>(i);
   return -1;
 }
 
-// The most recent entry on `stream_id`, if it has exited (it is the next to end), or null.
-// With the GIL held.
-Profiler::Region* next_to_end(const PyRegion& self, uint64_t stream_id) {
-  for (size_t i = self.open.size(); i-- > 0;)
-    if (self.open[i].stream_id == stream_id)
-      return self.open[i].exited ? self.open[i].region.get() : nullptr;
-  return nullptr;
-}
-
 void region_exit(PyRegion& self) {
   const std::thread::id me = std::this_thread::get_id();
-  ptrdiff_t mine = innermost_unexited(self, &me);
-  if (mine < 0) mine = innermost_unexited(self, nullptr);
+  ptrdiff_t mine = innermost_entry(self, &me);
+  if (mine < 0) mine = innermost_entry(self, nullptr);
   if (mine < 0)
     throw Error(ErrorCode::InvalidState,
                 "Profiler.region '" + self.name +
                     "': __exit__ without __enter__: use the region in a with statement");
   // Marked with the GIL held: no other exit takes this entry.
   RegionEntry& entry = self.open[static_cast<size_t>(mine)];
-  entry.exited = true;
-  const uint64_t stream_id = entry.stream_id;
-  const Profiler::Region* const target = entry.region.get();
-  std::shared_ptr<std::recursive_mutex> order = stream_lock(self, stream_id);
-
-  GilRelease release;
-  // From here no other entry of this object on the stream begins or ends.
-  std::lock_guard<std::recursive_mutex> ordered(*order);
+  entry.ending = true;
+  Profiler::Region* const region = entry.region.get();
   std::exception_ptr failure;
-  for (;;) {
-    Profiler::Region* ending = nullptr;
-    {
-      nb::gil_scoped_acquire gil;
-      ending = next_to_end(self, stream_id);
-    }
-    if (!ending) break;  // none, or a later entry is open: ours ends with it
+  {
+    GilRelease release;
     try {
-      ending->end();
+      region->end();
     } catch (...) {
-      if (!failure) failure = std::current_exception();
+      failure = std::current_exception();
     }
-    nb::gil_scoped_acquire gil;
-    auto it = std::find_if(self.open.begin(), self.open.end(),
-                           [&](const RegionEntry& e) { return e.region.get() == ending; });
-    // Ended, or can never end: the entry goes (unless a sink that end() called removed it). A
-    // refused end (a region of other code began on the stream after it) leaves it open and
-    // listed, as the C++ region is, and stops here; this thread's own entry is then not
-    // exited (its exit raises: exit it again once the other region ended).
-    if (it == self.open.end()) continue;
-    if (ending->is_open()) {
-      if (ending == target) it->exited = false;
-      break;
-    }
-    std::unique_ptr<Profiler::Region> ended = std::move(it->region);
-    self.open.erase(it);
   }
-  nb::gil_scoped_acquire gil;
-  // The stream's lock goes with its last entry, unless another thread holds it already.
-  if (order.use_count() == 2 &&
-      std::none_of(self.open.begin(), self.open.end(),
-                   [&](const RegionEntry& e) { return e.stream_id == stream_id; }))
-    self.stream_locks.erase(stream_id);
+  auto it = std::find_if(self.open.begin(), self.open.end(),
+                         [&](const RegionEntry& e) { return e.region.get() == region; });
+  if (it != self.open.end()) {
+    // Ended, dropped or never to end: the entry goes. A region still open after a refused end
+    // (ended while its stream captures, where it began eagerly) stays, to be exited again.
+    if (region->is_open()) {
+      it->ending = false;
+    } else {
+      std::unique_ptr<Profiler::Region> ended = std::move(it->region);
+      self.open.erase(it);
+    }
+  }
   if (failure) std::rethrow_exception(failure);
 }
 
@@ -185,7 +149,10 @@ void bind_region(nb::module_& m) {
                        "stream of each entry (accgraph.set_default_stream_provider).\n\n"
                        "Each entry opens a region of its own: one object may be entered "
                        "re-entrantly and from several threads at once; __exit__ ends an entry "
-                       "of the calling thread (Note [Region entries]).\n\n"
+                       "of the calling thread (Note [Region entries]). Regions on one stream "
+                       "nest, from one thread at a time: an entry while another thread's region "
+                       "is open on its stream raises InvalidStateError (REGION_ORDER); give "
+                       "each thread a stream of its own.\n\n"
                        "The decorator refuses generator, async generator and coroutine "
                        "functions (InvalidArgumentError): calling one only creates the "
                        "generator or coroutine object, so the region would end before any of "
@@ -205,8 +172,8 @@ void bind_region(nb::module_& m) {
                   "BaseException | None, traceback: types.TracebackType | None) -> bool"),
           "Ends the innermost region the calling thread opened with this object (on a "
           "thread that opened none: the most recent one of another thread). While a region "
-          "another thread opened later on the same stream is open, this one ends when that one "
-          "ends (regions on one stream nest).")
+          "that began after it on its stream is open, it is dropped, not reported, and "
+          "InvalidStateError (REGION_ORDER) says so (regions on one stream nest).")
       .def(
           "__call__",
           [](nb::handle self, nb::callable fn) {
@@ -221,7 +188,7 @@ void bind_region(nb::module_& m) {
       .def_ro("lane", &PyRegion::lane, "The region's lane ('' for the stream's own track).")
       .def("__repr__", [](const PyRegion& r) {
         const auto exited = static_cast<size_t>(std::count_if(
-            r.open.begin(), r.open.end(), [](const RegionEntry& e) { return e.exited; }));
+            r.open.begin(), r.open.end(), [](const RegionEntry& e) { return e.ending; }));
         return "<accgraph.Region '" + r.name + "' open=" + std::to_string(r.open.size() - exited) +
                (exited != 0 ? " ending=" + std::to_string(exited) : std::string()) + ">";
       });

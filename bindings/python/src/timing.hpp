@@ -34,11 +34,8 @@ struct PyProfiler {
 /// (Note [Region entries] in region.cpp).
 struct RegionEntry {
   std::thread::id thread;  // the thread that entered it
-  uint64_t stream_id;
   std::unique_ptr<timing::Profiler::Region> region;  // on the heap: ended while `open` may grow
-  // Its thread's __exit__ came while a later entry on the stream was open: it ends once
-  // every later entry on the stream has ended (Note [Region entries]).
-  bool exited = false;
+  bool ending = false;  // an __exit__ is ending it, without the GIL (Note [Region entries])
 };
 
 /// Profiler.region(): opens a C++ region on each entry (so one object serves as a decorator and
@@ -53,9 +50,6 @@ struct PyRegion {
   std::string lane;
   // The open entries, oldest first; changed only with the GIL held.
   std::vector<RegionEntry> open;
-  // One lock per stream with entries, taken without the GIL around creating or ending one of
-  // this object's regions on that stream; the map itself is read and changed with the GIL held.
-  std::map<uint64_t, std::shared_ptr<std::recursive_mutex>> stream_locks;
   PyRegion(nb::object p, nb::object s, std::string n, timing::Metadata md, std::string l)
       : profiler(std::move(p)),
         stream(std::move(s)),
