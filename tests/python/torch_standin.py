@@ -196,9 +196,17 @@ def install(**options: Any) -> Any:
     import accgraph.torch.testing
 
     torch = make_torch(**options)
-    accgraph.torch.testing.use_torch(torch, backend="host").__enter__()  # left at exit
+    # Entered for the rest of the process (left at exit). The block is kept referenced: a
+    # generator-based context manager that is collected closes its generator, which leaves
+    # the block (accgraph.torch back on the cuda backend and the real torch).
+    block = accgraph.torch.testing.use_torch(torch, backend="host")
+    block.__enter__()
+    _installed.append(block)
     sys.modules["torch"] = torch
     return torch
+
+
+_installed: list = []  # install()'s use_torch blocks, entered for the life of the process
 
 
 class Tensor:
