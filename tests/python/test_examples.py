@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+import accgraph
+
 EXAMPLES = sorted((pathlib.Path(__file__).parents[2] / "examples" / "python").glob("*.py"))
 
 
@@ -77,3 +79,20 @@ def test_torch_modules_under_the_cli_on_the_standin():
     # and GPT/ln_f, each timed in the 3 replays.
     for row in ("GPT", "      c_attn", "      c_proj", "  ln_f"):
         assert re.search(rf"^{row} +3 ", out, re.M), (row, out)
+
+
+def test_nccl_allreduce_torch_on_the_standin(tmp_path):
+    """nccl_allreduce_torch.py --standin: one rank through the stand-in's torch.distributed on
+    the host backend; every timed replay reported, the trace written and merged."""
+    if not accgraph.perfetto_supported():
+        pytest.skip("this accgraph was built without libprotobuf (no .pftrace)")
+    result = subprocess.run([sys.executable, str(EXAMPLES[0].parent / "nccl_allreduce_torch.py"),
+                             "--standin", "--replays", "5", "--elements", "16", "--out",
+                             str(tmp_path)], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    assert "5 of 5 timed replays reported, 0 wrong elements" in out, out
+    assert "per replay: untimed host" in out and "merged 1 rank traces into" in out, out
+    assert (tmp_path / "rank0.pftrace").stat().st_size > 0, out
+    assert (tmp_path / "all.pftrace").stat().st_size > 0, out

@@ -166,13 +166,16 @@ def make_torch(*, cuda_available: bool = True, end_in_two_steps: bool = False) -
     class graph:
         """torch.cuda.graph: the capture on a side stream made current for the block."""
 
-        def __init__(self, cuda_graph: CUDAGraph, stream: Optional[StandinStream] = None) -> None:
+        def __init__(self, cuda_graph: CUDAGraph, pool: Any = None,
+                     stream: Optional[StandinStream] = None,
+                     capture_error_mode: str = "global") -> None:
             self.cuda_graph = cuda_graph
             self.stream_ctx = cuda.stream(stream or cuda.side_stream)
+            self.capture_error_mode = capture_error_mode
 
         def __enter__(self) -> None:
             self.stream_ctx.__enter__()
-            self.cuda_graph.capture_begin(capture_error_mode="global")
+            self.cuda_graph.capture_begin(capture_error_mode=self.capture_error_mode)
 
         def __exit__(self, *exc: Any) -> None:
             self.cuda_graph.capture_end()
@@ -196,6 +199,7 @@ def install(**options: Any) -> Any:
     import accgraph.torch.testing
 
     torch = make_torch(**options)
+    add_distributed(torch)
     # Entered for the rest of the process (left at exit). The block is kept referenced: a
     # generator-based context manager that is collected closes its generator, which leaves
     # the block (accgraph.torch back on the cuda backend and the real torch).
@@ -203,6 +207,7 @@ def install(**options: Any) -> Any:
     block.__enter__()
     _installed.append(block)
     sys.modules["torch"] = torch
+    sys.modules["torch.distributed"] = torch.distributed  # `import torch.distributed as dist`
     return torch
 
 
@@ -213,10 +218,28 @@ class Tensor:
     """A tensor that is only a shape: each operation enqueues a tiny op on the current stream
     (a kernel's place in a capture) and gives a tensor of the shape PyTorch would give."""
 
-    def __init__(self, torch: Any, shape: Tuple[int, ...]) -> None:
+    def __init__(self, torch: Any, shape: Tuple[int, ...], dtype: Any = None) -> None:
         self._torch = torch
         self.shape = tuple(int(n) for n in shape)
+        self.dtype = dtype or "float32"
         self.device = "cuda:0 (stand-in)"
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def element_size(self) -> int:
+        return 2 if self.dtype == "bfloat16" else 4
+
+    def fill_(self, value: Any) -> "Tensor":
+        self._op()
+        return self
+
+    def __ne__(self, other: Any) -> "Tensor":  # type: ignore[override]
+        return self._op()
+
+
+    def sum(self) -> "Tensor":
+        return self._op(())
 
     def _op(self, shape: Optional[Tuple[int, ...]] = None) -> "Tensor":
         self._torch.cuda.current_stream().work(0.0)
@@ -274,7 +297,7 @@ def add_tensors(torch: Any) -> None:
     def factory(*shape: Any, device: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return Tensor(torch, shape)
+        return Tensor(torch, shape, dtype)
 
     torch.Tensor = Tensor
     torch.randn = torch.zeros = torch.ones = torch.empty = factory
@@ -370,6 +393,57 @@ def add_tensors(torch: Any) -> None:
     nn.Parameter = lambda tensor: tensor
     nn.functional = types.SimpleNamespace(
         scaled_dot_product_attention=lambda q, k, v, **kwargs: q._op())
+
+
+def add_distributed(torch: Any) -> None:
+    """torch.distributed for one rank in this process (examples/python/nccl_allreduce_torch.py's
+    --standin): init_process_group makes the world of one rank; all_reduce is a tiny op on the
+    current stream (recorded into a capture as NCCL's kernel is); the object collectives give
+    this rank's object back. tests/python/torch_distributed_standin is the multi-process one."""
+    state: Dict[str, Any] = {}
+
+    def init_process_group(backend: str = "nccl", init_method: Any = None, rank: int = 0,
+                           world_size: int = 1, **kwargs: Any) -> None:
+        if state:
+            raise RuntimeError("trying to initialize the default process group twice!")
+        if world_size != 1 or rank != 0:
+            raise NotImplementedError("the stand-in torch.distributed has one rank")
+        state.update(backend=backend)
+
+    def initialized() -> Dict[str, Any]:
+        if not state:
+            raise ValueError("Default process group has not been initialized, please make "
+                             "sure to call init_process_group.")
+        return state
+
+    def all_reduce(tensor: Tensor, op: Any = None, group: Any = None,
+                   async_op: bool = False) -> None:
+        initialized()
+        tensor._op()
+
+    def all_gather_object(output: list, obj: Any, group: Any = None) -> None:
+        initialized()
+        output[0] = obj
+
+    def broadcast_object_list(objects: list, src: int = 0, group: Any = None,
+                              device: Any = None) -> None:
+        initialized()
+
+    torch.distributed = types.SimpleNamespace(
+        is_available=lambda: True,
+        is_nccl_available=lambda: True,
+        is_initialized=lambda: bool(state),
+        init_process_group=init_process_group,
+        destroy_process_group=lambda group=None: state.clear(),
+        get_rank=lambda group=None: (initialized(), 0)[1],
+        get_world_size=lambda group=None: (initialized(), 1)[1],
+        get_process_group_ranks=lambda group=None: (initialized(), [0])[1],
+        get_backend=lambda group=None: initialized()["backend"],
+        all_reduce=all_reduce,
+        all_gather_object=all_gather_object,
+        broadcast_object_list=broadcast_object_list,
+        barrier=lambda group=None, async_op=False, device_ids=None: initialized() and None,
+    )
 
 
 class RemovableHandle:
