@@ -19,6 +19,10 @@ def test_example_runs(example, tmp_path):
     args = [sys.executable, str(example)]
     if example.stem == "profiling":
         args += ["host", str(tmp_path)]
+    elif example.stem == "backends":
+        # A file that is no plugin: load_plugin's PluginError path runs too.
+        (tmp_path / "not-a-plugin.so").write_text("junk")
+        args += [str(tmp_path / "not-a-plugin.so")]
     elif example.stem == "nccl_allreduce_torch":
         # Runs where torch, NCCL and GPUs are (gpu-check.sh runs it without --allow-skip).
         args += ["--allow-skip", "--replays", "20", "--out", str(tmp_path)]
@@ -30,6 +34,8 @@ def test_example_runs(example, tmp_path):
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip()
+    if example.stem == "backends":
+        assert "rejected: [plugin error]" in result.stdout, result.stdout
 
 
 # The torch examples again without torch or a GPU (--standin: the torch stand-in of
