@@ -33,7 +33,10 @@ if mode.startswith("torch"):
     from torch_standin import make_torch
 
     torch = make_torch()
-    accgraph.torch.testing.use_torch(torch, backend="host").__enter__()  # for the process
+    # Entered for the process; `standin` keeps the block referenced (a collected
+    # generator-based context manager would leave it at once).
+    standin = accgraph.torch.testing.use_torch(torch, backend="host")
+    standin.__enter__()
     prof = accgraph.Profiler(keep_reports=0)
     accgraph.torch.instrument(prof)
     g = torch.cuda.CUDAGraph()

@@ -21,7 +21,11 @@ only (12), all timed by one Profiler (lazy delivery) and replayed in interleaved
              report.
 
     python bench/python/bench_modules.py [--shape prefill|decode|both] [--replays N]
-        [--rounds R] [--host-replays K]
+        [--rounds R] [--host-replays K] [--standin]
+
+--standin: without torch or a GPU, as CI runs it: the model's modules and tensors are the torch
+stand-in's (tests/python/torch_standin.py: a tiny host op each) on accgraph's host backend; the
+figures mean nothing, every accgraph.torch call runs as on the GPU.
 """
 
 from __future__ import annotations
@@ -165,8 +169,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=9, help="rounds (parts 1 and 2)")
     parser.add_argument("--host-replays", type=int, default=20,
                         help="back-to-back replay() calls per round (part 2)")
+    parser.add_argument("--standin", action="store_true",
+                        help="no torch or GPU: the torch stand-in on the host backend (CI)")
     args = parser.parse_args()
-    torch = load_torch("bench_modules")
+    torch = load_torch("bench_modules", args.standin)
     if torch is None:
         return 0
     torch.manual_seed(0)

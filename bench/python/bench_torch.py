@@ -40,6 +40,13 @@ GPU; says why and exits 0 without them.
 
     python bench/python/bench_torch.py [--replays N] [--rounds R] [--samples S]
         [--accuracy-replays N] [--run-ahead-replays N] [--run-ahead-rounds R] [--parts 12345]
+        [--standin]
+
+--standin runs it without torch or a GPU, as CI does (tests/python/test_bench_scripts.py): the
+torch stand-in of tests/python/torch_standin.py in place of torch, on accgraph's host backend
+(accgraph.torch.testing.use_torch), its tensors and layers tiny host ops. The figures mean
+nothing there; every accgraph call of parts 1, 2 and 5 runs as on the GPU. Parts 3 and 4 need
+CUPTI's kernels: with --standin they run only up to torch.profiler's (empty) trace.
 """
 
 from __future__ import annotations
@@ -534,9 +541,17 @@ def bench_run_ahead(torch: Any, replays: int, rounds: int) -> List[str]:
     return lines
 
 
-def load_torch(bench: str) -> Any:
+def load_torch(bench: str, standin: bool = False) -> Any:
     """torch, with accgraph's CUDA backend, after a line naming the versions and the GPU; None,
-    after a line saying why `bench` is skipped, without them (also used by bench_modules.py)."""
+    after a line saying why `bench` is skipped, without them (also used by bench_modules.py and
+    bench_accuracy.py). `standin`: the torch stand-in on the host backend instead (--standin)."""
+    if standin:
+        import pathlib
+
+        sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "python"))
+        import torch_standin
+
+        torch_standin.install()
     try:
         torch = accgraph.torch.load_torch()
     except accgraph.torch.TorchUnavailableError as e:
@@ -558,9 +573,11 @@ def main() -> int:
                         help="replay() calls back to back (part 5)")
     parser.add_argument("--run-ahead-rounds", type=int, default=15, help="rounds (part 5)")
     parser.add_argument("--parts", default="12345", help="the parts to run, e.g. 45 (all)")
+    parser.add_argument("--standin", action="store_true",
+                        help="no torch or GPU: the torch stand-in on the host backend (CI)")
     args = parser.parse_args()
 
-    torch = load_torch("bench_torch")
+    torch = load_torch("bench_torch", args.standin)
     if torch is None:
         return 0
     failed = False

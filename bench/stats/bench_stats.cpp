@@ -1,16 +1,19 @@
 // Measures StatsAccumulator's two modes (report.hpp) on the Profiler's path, where the replays of
 // one capture share one ReportLayout and add() finds their regions' series by that layout: the
 // time of one StatsAccumulator::add for a report of 1000 regions, and the heap held after 10^6
-// reports of 10 regions. Prints numbers, no pass/fail. Not in CMake; build and run by hand
-// (compiles the few sources it needs, so no build tree is needed), glibc only (mallinfo2):
-//   g++ -std=c++17 -O2 -Iinclude bench/stats/bench_stats.cpp timing/model/stats.cpp timing/model/report.cpp \
-//       core/error.cpp -lfmt -o /tmp/bench_stats && /tmp/bench_stats
+// reports of 10 regions. Prints numbers, no pass/fail. Built as accgraph-bench-stats where glibc
+// has mallinfo2 (bench/stats/CMakeLists.txt; ctest runs it once as `accgraph-bench-stats smoke`,
+// a few rounds and 10^4 reports, label bench-smoke), or by hand without a build tree:
+//   g++ -std=c++17 -O2 -Iinclude bench/stats/bench_stats.cpp timing/model/stats.cpp
+//       timing/model/report.cpp core/error.cpp -lfmt -o /tmp/bench_stats && /tmp/bench_stats
+//   (one command line)
 #include <malloc.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -60,18 +63,26 @@ size_t heap_in_use() {  // mmapped blocks (large vectors) included
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // `smoke`: a few rounds and 10^4 reports, to check that it runs (ctest), not to measure.
+  const bool smoke = argc > 1 && std::strcmp(argv[1], "smoke") == 0;
+  if (argc > 1 && !smoke) {
+    std::fprintf(stderr, "usage: %s [smoke]\n", argv[0]);
+    return 2;
+  }
+  const int rounds = smoke ? 3 : 25;
+  const int small_reports = smoke ? 10000 : 1000000;
   std::mt19937_64 rng(1);
   // (1) ns per StatsAccumulator::add of a 1000-region report: 16 replays of one layout with
   // different durations, fed in rounds of 1000 adds, modes alternating which goes first;
-  // medians over 25 rounds. The first add of each round (not timed) finds the layout new and
+  // medians over 25 rounds (3 with `smoke`). The first add of each round (not timed) finds the layout new and
   // builds its series.
   const std::shared_ptr<const ReportLayout> layout = make_layout(1000);
   std::vector<ReplayReport> reports;
   for (int i = 0; i < 16; ++i) reports.push_back(make_report(layout, i, rng));
   const StatsMode modes[] = {StatsMode::Sketch, StatsMode::Exact};
   std::vector<double> per_add[2];
-  for (int round = 0; round < 25; ++round) {
+  for (int round = 0; round < rounds; ++round) {
     for (int k = 0; k < 2; ++k) {
       const int m = (round + k) % 2;
       StatsAccumulator stats(modes[m]);
@@ -85,10 +96,12 @@ int main() {
     }
   }
   for (auto& v : per_add) std::sort(v.begin(), v.end());
-  const double sketch_ns = per_add[0][12], exact_ns = per_add[1][12];
+  const double sketch_ns = per_add[0][per_add[0].size() / 2],
+               exact_ns = per_add[1][per_add[1].size() / 2];
   std::printf(
       "(1) StatsAccumulator::add, 1000-region report, layout shared by the replays"
-      " (median of 25 rounds of 1000 adds)\n");
+      " (median of %d rounds of 1000 adds)\n",
+      rounds);
   std::printf(
       "    sketch %.0f ns/report (%.2f ns/region), exact %.0f ns/report (%.2f ns/region),"
       " sketch/exact %.2fx\n",
@@ -99,11 +112,11 @@ int main() {
   const std::shared_ptr<const ReportLayout> small_layout = make_layout(10);
   std::vector<ReplayReport> small;
   for (int i = 0; i < 64; ++i) small.push_back(make_report(small_layout, i, rng));
-  std::printf("(2) 10^6 reports of 10 regions, layout shared\n");
+  std::printf("(2) %d reports of 10 regions, layout shared\n", small_reports);
   for (StatsMode mode : modes) {
     const size_t before = heap_in_use();
     StatsAccumulator stats(mode);
-    for (int i = 0; i < 1000000; ++i) stats.add(small[i % 64]);
+    for (int i = 0; i < small_reports; ++i) stats.add(small[i % 64]);
     const size_t held = heap_in_use() - before;
     const auto start = std::chrono::steady_clock::now();
     const std::vector<RegionStats> out = stats.stats();

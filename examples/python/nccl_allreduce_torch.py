@@ -9,10 +9,13 @@ and a GPU per rank.
     torchrun --nproc-per-node N examples/python/nccl_allreduce_torch.py [options]
     python examples/python/nccl_allreduce_torch.py [--spawn N] [options]   (N: every GPU)
 
-    options: [--replays R] [--elements E] [--out DIR] [--allow-skip]
+    options: [--replays R] [--elements E] [--out DIR] [--allow-skip] [--standin]
 
 Without torch, CUDA, NCCL or accgraph's cuda backend it says why and exits 1, or 0 with
 --allow-skip. With one GPU it runs one rank (the alignment figure needs two).
+--standin runs one rank without torch, NCCL or a GPU, as CI does: the torch stand-in of
+tests/python/torch_standin.py (its one-rank torch.distributed, the all-reduce a tiny op) on
+accgraph's host backend. It checks the calls, not the numbers.
 """
 
 from __future__ import annotations
@@ -274,12 +277,30 @@ def main() -> int:
                         "temporary one)")
     parser.add_argument("--allow-skip", action="store_true",
                         help="exit 0 where torch, CUDA, NCCL or the cuda backend is missing")
+    parser.add_argument("--standin", action="store_true",
+                        help="one rank, no torch or GPU: the torch stand-in on the host backend "
+                        "(CI)")
     args = parser.parse_args()
     if args.replays < 1 or args.elements < 1:
         parser.error("--replays and --elements must be at least 1")
     under_torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
     if under_torchrun and args.spawn is not None:
         parser.error("--spawn starts the ranks itself: do not combine it with torchrun")
+
+    if args.standin:
+        if not accgraph.perfetto_supported():
+            print(f"{NAME}: cannot run here: this accgraph was built without libprotobuf")
+            return 0 if args.allow_skip else 1
+        sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "python"))
+        import torch_standin
+
+        torch_standin.install()  # `import torch` and torch.distributed below get it too
+        out = pathlib.Path(args.out) if args.out else pathlib.Path(
+            tempfile.mkdtemp(prefix="accgraph-nccl-"))
+        out.mkdir(parents=True, exist_ok=True)
+        print(f"{NAME}: 1 rank (stand-in), {args.replays} replays of {args.elements} float32 "
+              f"elements, traces in {out}", flush=True)
+        return run_rank(0, 1, 0, "standin://", args, out)
 
     reason = cannot_run_reason()
     if reason is not None:

@@ -5,8 +5,11 @@ about it, and accgraph.torch times every replay. Prints each report, per-layer s
 writes a trace that Perfetto (ui.perfetto.dev) and chrome://tracing load. Needs torch and a GPU.
 
     python examples/python/transparent_profiling.py [--replays N] [--out DIR] [--allow-skip]
+        [--standin]
 
 Without torch, a GPU or accgraph's cuda backend it says why and exits 1, or 0 with --allow-skip.
+--standin runs it without them, as CI does: the torch stand-in of tests/python/torch_standin.py
+(tensors and layers that are tiny host ops) on accgraph's host backend.
 """
 
 from __future__ import annotations
@@ -88,7 +91,14 @@ def main() -> int:
                         "temporary one)")
     parser.add_argument("--allow-skip", action="store_true",
                         help="exit 0 where torch, a GPU or the cuda backend is missing")
+    parser.add_argument("--standin", action="store_true",
+                        help="no torch or GPU: the torch stand-in on the host backend (CI)")
     args = parser.parse_args()
+    if args.standin:
+        sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "python"))
+        import torch_standin
+
+        torch_standin.install()  # `import torch` below gets it too
 
     try:
         accgraph.torch.instrument(profiler)  # every CUDA graph captured from now on is timed

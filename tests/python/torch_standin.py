@@ -5,14 +5,23 @@ CUDAGraph plays PyTorch's native capture with an accgraph Graph capturing the cu
 queue, and replays it on the current stream, as torch.cuda.CUDAGraph does with CUDA. nn.Module,
 its global forward hooks (torch.nn.modules.module.register_module_forward_pre_hook,
 register_module_forward_hook with always_call, register_module_module_registration_hook) and
-torch.compiler.is_compiling follow PyTorch's Module._call_impl."""
+torch.compiler.is_compiling follow PyTorch's Module._call_impl. For the scripts under bench/ and
+examples/ (their --standin mode, tests/python/test_bench_scripts.py) it also has a Tensor that
+only tracks its shape and enqueues a tiny op per operation, the few nn layers they build
+(Linear, LayerNorm, ...: leaves that do the same), events timed on the host and torch.profiler's
+context manager (no kernels recorded): install() puts it in place of torch for the process."""
 
 from __future__ import annotations
 
 import collections
 import contextlib
 import itertools
+import json
+import math
+import sys
+import time
 import types
+import weakref
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 import accgraph
@@ -21,10 +30,20 @@ import accgraph
 class StandinStream:
     """torch.cuda.Stream: `cuda_stream` is the handle of an accgraph host stream's queue."""
 
+    # Every stream made, for torch.cuda.synchronize().
+    made: "weakref.WeakSet[StandinStream]" = weakref.WeakSet()
+
     def __init__(self) -> None:
         self.queue = accgraph.Stream("host")
         self.cuda_stream = self.queue.native_handle
         self.device_index = 0
+        StandinStream.made.add(self)
+
+    def wait_stream(self, other: "StandinStream") -> None:
+        """The host has no cross-queue waits: `other`'s work is finished first (outside a
+        capture, where the scripts call it)."""
+        if not other.queue.is_capturing:
+            other.synchronize()
 
     def work(self, seconds: float) -> None:
         """A kernel of `seconds` on this stream."""
@@ -59,6 +78,38 @@ def make_torch(*, cuda_available: bool = True, end_in_two_steps: bool = False) -
             cuda.current = previous
 
     cuda.stream = stream
+
+    def synchronize(device: Any = None) -> None:
+        for s in list(StandinStream.made):
+            if not s.queue.is_capturing:
+                s.synchronize()
+
+    cuda.synchronize = synchronize
+    cuda.set_device = lambda device: None
+    cuda.device_count = lambda: 1 if cuda_available else 0
+    cuda.get_device_name = lambda device=None: "stand-in (accgraph host backend)"
+
+    class Event:
+        """torch.cuda.Event timed on the host: record() reads the host clock, synchronize()
+        waits for the stream it was recorded on."""
+
+        def __init__(self, enable_timing: bool = False, blocking: bool = False,
+                     interprocess: bool = False, external: bool = False) -> None:
+            self.stream: Optional[StandinStream] = None
+            self.ns = 0
+
+        def record(self, stream: Optional[StandinStream] = None) -> None:
+            self.stream = stream or cuda.current
+            self.ns = time.perf_counter_ns()
+
+        def synchronize(self) -> None:
+            if self.stream is not None and not self.stream.queue.is_capturing:
+                self.stream.synchronize()
+
+        def elapsed_time(self, end: "Event") -> float:
+            return (end.ns - self.ns) / 1e6
+
+    cuda.Event = Event
 
     class _CUDAGraph:
         """torch._C._CUDAGraph: the base, whose reset the class below inherits."""
@@ -115,13 +166,16 @@ def make_torch(*, cuda_available: bool = True, end_in_two_steps: bool = False) -
     class graph:
         """torch.cuda.graph: the capture on a side stream made current for the block."""
 
-        def __init__(self, cuda_graph: CUDAGraph, stream: Optional[StandinStream] = None) -> None:
+        def __init__(self, cuda_graph: CUDAGraph, pool: Any = None,
+                     stream: Optional[StandinStream] = None,
+                     capture_error_mode: str = "global") -> None:
             self.cuda_graph = cuda_graph
             self.stream_ctx = cuda.stream(stream or cuda.side_stream)
+            self.capture_error_mode = capture_error_mode
 
         def __enter__(self) -> None:
             self.stream_ctx.__enter__()
-            self.cuda_graph.capture_begin(capture_error_mode="global")
+            self.cuda_graph.capture_begin(capture_error_mode=self.capture_error_mode)
 
         def __exit__(self, *exc: Any) -> None:
             self.cuda_graph.capture_end()
@@ -134,7 +188,262 @@ def make_torch(*, cuda_available: bool = True, end_in_two_steps: bool = False) -
     torch.compiler.is_compiling = lambda: torch.compiler.compiling
     torch.nn = make_nn(torch.compiler.is_compiling)
     torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: cuda.current.cuda_stream)
+    add_tensors(torch)
     return torch
+
+
+def install(**options: Any) -> Any:
+    """A new stand-in (make_torch(**options)) in place of torch for the rest of the process:
+    accgraph.torch's (accgraph.torch.testing.use_torch on the host backend) and `import
+    torch`'s. What the --standin mode of the scripts under bench/ and examples/ calls."""
+    import accgraph.torch.testing
+
+    torch = make_torch(**options)
+    add_distributed(torch)
+    # Entered for the rest of the process (left at exit). The block is kept referenced: a
+    # generator-based context manager that is collected closes its generator, which leaves
+    # the block (accgraph.torch back on the cuda backend and the real torch).
+    block = accgraph.torch.testing.use_torch(torch, backend="host")
+    block.__enter__()
+    _installed.append(block)
+    sys.modules["torch"] = torch
+    sys.modules["torch.distributed"] = torch.distributed  # `import torch.distributed as dist`
+    return torch
+
+
+_installed: list = []  # install()'s use_torch blocks, entered for the life of the process
+
+
+class Tensor:
+    """A tensor that is only a shape: each operation enqueues a tiny op on the current stream
+    (a kernel's place in a capture) and gives a tensor of the shape PyTorch would give."""
+
+    def __init__(self, torch: Any, shape: Tuple[int, ...], dtype: Any = None) -> None:
+        self._torch = torch
+        self.shape = tuple(int(n) for n in shape)
+        self.dtype = dtype or "float32"
+        self.device = "cuda:0 (stand-in)"
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def element_size(self) -> int:
+        return 2 if self.dtype == "bfloat16" else 4
+
+    def fill_(self, value: Any) -> "Tensor":
+        self._op()
+        return self
+
+    def __ne__(self, other: Any) -> "Tensor":  # type: ignore[override]
+        return self._op()
+
+
+    def sum(self) -> "Tensor":
+        return self._op(())
+
+    def _op(self, shape: Optional[Tuple[int, ...]] = None) -> "Tensor":
+        self._torch.cuda.current_stream().work(0.0)
+        return Tensor(self._torch, self.shape if shape is None else shape)
+
+    def __add__(self, other: Any) -> "Tensor":
+        return self._op()
+
+    __radd__ = __sub__ = __mul__ = __add__
+
+    def add_(self, other: Any) -> "Tensor":
+        self._op()
+        return self
+
+    copy_ = add_
+
+    def float(self) -> "Tensor":
+        return self._op()
+
+    abs = contiguous = float
+
+    def to(self, *args: Any, **kwargs: Any) -> "Tensor":
+        return self
+
+    def split(self, size: int, dim: int = 0) -> Tuple["Tensor", ...]:
+        shape = list(self.shape)
+        pieces = math.ceil(shape[dim] / size)
+        shape[dim] = size
+        return tuple(self._op(tuple(shape)) for _ in range(pieces))
+
+    def view(self, *shape: int) -> "Tensor":
+        return Tensor(self._torch, shape)
+
+    def transpose(self, a: int, b: int) -> "Tensor":
+        shape = list(self.shape)
+        shape[a], shape[b] = shape[b], shape[a]
+        return Tensor(self._torch, tuple(shape))
+
+    def __getitem__(self, index: Any) -> "Tensor":
+        return Tensor(self._torch, self.shape)
+
+    def max(self) -> "Tensor":
+        return self._op(())
+
+    def item(self) -> float:
+        return 0.0
+
+    def tolist(self) -> list:
+        return [0] * (self.shape[0] if self.shape else 1)
+
+
+def add_tensors(torch: Any) -> None:
+    """torch's tensor factories, dtypes, no_grad, torch.profiler and the nn layers the scripts
+    under bench/ and examples/ build, on `torch` (a make_torch() module)."""
+    def factory(*shape: Any, device: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor:
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return Tensor(torch, shape, dtype)
+
+    torch.Tensor = Tensor
+    torch.randn = torch.zeros = torch.ones = torch.empty = factory
+    torch.randint = lambda low, high, shape, **kwargs: Tensor(torch, shape)
+    torch.equal = lambda a, b: a.shape == b.shape
+    torch.manual_seed = lambda seed: None
+    torch.no_grad = contextlib.nullcontext
+    torch.float32, torch.bfloat16 = "float32", "bfloat16"
+
+    class HostView:
+        """What from_dlpack gives: indexing reads the memory; `device` names the stand-in."""
+
+        device = "host (stand-in)"
+
+        def __init__(self, array: Any) -> None:
+            self.array = array
+
+        def __getitem__(self, index: Any) -> Any:
+            return self.array[index]
+
+    def from_dlpack(x: Any) -> Any:
+        """The host memory behind `x` through numpy's DLPack import (a Tensor of one element
+        where numpy is missing)."""
+        x.__dlpack_device__()  # the protocol's first call, as torch makes it
+        try:
+            import numpy
+        except ImportError:
+            return Tensor(torch, (1,))
+        return HostView(numpy.from_dlpack(x))
+
+    torch.from_dlpack = from_dlpack
+
+    class profile:
+        """torch.profiler.profile: records nothing; export_chrome_trace writes a trace with no
+        kernels (the host backend runs none)."""
+
+        def __init__(self, activities: Any = None, **kwargs: Any) -> None:
+            pass
+
+        def __enter__(self) -> "profile":
+            return self
+
+        def __exit__(self, *exc: Any) -> None:
+            pass
+
+        def events(self) -> list:
+            return []
+
+        def export_chrome_trace(self, path: str) -> None:
+            with open(path, "w") as f:
+                json.dump({"traceEvents": []}, f)
+
+    torch.profiler = types.SimpleNamespace(
+        profile=profile, ProfilerActivity=types.SimpleNamespace(CPU="CPU", CUDA="CUDA"))
+    torch.autograd = types.SimpleNamespace(DeviceType=types.SimpleNamespace(CUDA="CUDA"))
+    nn = torch.nn
+    Module = nn.Module
+
+    class Leaf(Module):
+        """A layer: one op on the current stream; `out_features` sets the last dimension."""
+
+        out_features: Optional[int] = None
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__()
+
+        def forward(self, x: Tensor, *args: Any, **kwargs: Any) -> Any:
+            shape = x.shape if self.out_features is None else x.shape[:-1] + (self.out_features,)
+            return x._op(shape)
+
+    class Linear(Leaf):
+        def __init__(self, in_features: int, out_features: int, **kwargs: Any) -> None:
+            super().__init__()
+            self.out_features = out_features
+
+    class MultiheadAttention(Leaf):
+        def forward(self, q: Tensor, *args: Any, **kwargs: Any) -> Any:
+            return q._op(), None
+
+    class Sequential(nn.ModuleList):
+        def __init__(self, *modules: Module) -> None:
+            super().__init__(modules)
+
+        def forward(self, x: Any) -> Any:
+            for module in self:
+                x = module(x)
+            return x
+
+    nn.Linear, nn.MultiheadAttention, nn.Sequential = Linear, MultiheadAttention, Sequential
+    nn.LayerNorm = type("LayerNorm", (Leaf,), {})
+    nn.GELU = type("GELU", (Leaf,), {})
+    nn.ReLU = type("ReLU", (Leaf,), {})
+    nn.Parameter = lambda tensor: tensor
+    nn.functional = types.SimpleNamespace(
+        scaled_dot_product_attention=lambda q, k, v, **kwargs: q._op())
+
+
+def add_distributed(torch: Any) -> None:
+    """torch.distributed for one rank in this process (examples/python/nccl_allreduce_torch.py's
+    --standin): init_process_group makes the world of one rank; all_reduce is a tiny op on the
+    current stream (recorded into a capture as NCCL's kernel is); the object collectives give
+    this rank's object back. tests/python/torch_distributed_standin is the multi-process one."""
+    state: Dict[str, Any] = {}
+
+    def init_process_group(backend: str = "nccl", init_method: Any = None, rank: int = 0,
+                           world_size: int = 1, **kwargs: Any) -> None:
+        if state:
+            raise RuntimeError("trying to initialize the default process group twice!")
+        if world_size != 1 or rank != 0:
+            raise NotImplementedError("the stand-in torch.distributed has one rank")
+        state.update(backend=backend)
+
+    def initialized() -> Dict[str, Any]:
+        if not state:
+            raise ValueError("Default process group has not been initialized, please make "
+                             "sure to call init_process_group.")
+        return state
+
+    def all_reduce(tensor: Tensor, op: Any = None, group: Any = None,
+                   async_op: bool = False) -> None:
+        initialized()
+        tensor._op()
+
+    def all_gather_object(output: list, obj: Any, group: Any = None) -> None:
+        initialized()
+        output[0] = obj
+
+    def broadcast_object_list(objects: list, src: int = 0, group: Any = None,
+                              device: Any = None) -> None:
+        initialized()
+
+    torch.distributed = types.SimpleNamespace(
+        is_available=lambda: True,
+        is_nccl_available=lambda: True,
+        is_initialized=lambda: bool(state),
+        init_process_group=init_process_group,
+        destroy_process_group=lambda group=None: state.clear(),
+        get_rank=lambda group=None: (initialized(), 0)[1],
+        get_world_size=lambda group=None: (initialized(), 1)[1],
+        get_process_group_ranks=lambda group=None: (initialized(), [0])[1],
+        get_backend=lambda group=None: initialized()["backend"],
+        all_reduce=all_reduce,
+        all_gather_object=all_gather_object,
+        broadcast_object_list=broadcast_object_list,
+        barrier=lambda group=None, async_op=False, device_ids=None: initialized() and None,
+    )
 
 
 class RemovableHandle:
@@ -211,6 +520,15 @@ def make_nn(is_compiling: Callable[[], bool]) -> Any:
 
         def forward(self, *args: Any) -> Any:
             raise NotImplementedError
+
+        def to(self, *args: Any, **kwargs: Any) -> "Module":
+            return self
+
+        def cuda(self) -> "Module":
+            return self
+
+        def eval(self) -> "Module":
+            return self
 
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
             if not (hooks.pre or hooks.post):
