@@ -1,5 +1,5 @@
 """The workload of run_python_replay.sh: N replays of a host graph of one fill, from Python
-(`g.replay()`, `g.replay(stream)`) or from the C++ loop of Graph._replay_loop_ns.
+(`g.replay()`, `g.replay(stream)`) or from the C++ loop of accgraph.benchmarks.replay_loop_ns.
 
     python bench/callgrind/python_replay.py {python,stream,cpp} N
 """
@@ -7,6 +7,7 @@
 import sys
 
 import accgraph
+import accgraph.benchmarks
 
 
 def main() -> int:
@@ -26,7 +27,7 @@ def main() -> int:
         for _ in range(count):
             replay(stream)
     elif mode == "cpp":
-        graph._replay_loop_ns(count)
+        accgraph.benchmarks.replay_loop_ns(graph, count)
     else:
         print(f"python_replay.py: unknown mode {mode!r}: python, stream or cpp", file=sys.stderr)
         return 2

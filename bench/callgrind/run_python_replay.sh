@@ -13,7 +13,7 @@
 #                   interpreter's loop and call too, and also the allocator's work behind the host
 #                   worker's frees (malloc_consolidate), which moves it by up to ~250 from run to
 #                   run: indicative only (the C++ loop's row shows that part alone)
-# for g.replay(), g.replay(stream) and the C++ loop of Graph._replay_loop_ns (no binding). Usage:
+# for g.replay(), g.replay(stream) and the C++ loop of accgraph.benchmarks.replay_loop_ns (no binding). Usage:
 #   bench/callgrind/run_python_replay.sh [PYTHON] [N1] [N2]
 # PYTHON: an interpreter that imports accgraph (default: build/venv/bin/python, else python3;
 # PYTHONPATH=build/python when the build tree has the package: ACCGRAPH_BUILD_PYTHON=ON).

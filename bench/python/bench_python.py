@@ -2,14 +2,14 @@
 measured in the same run:
 
   host   Graph.replay() called from Python vs the same replay() in a C++ loop
-         (Graph._replay_loop_ns), on a host graph of one fill
+         (accgraph.benchmarks.replay_loop_ns), on a host graph of one fill
   host   Profiler.region() enter+exit (`with prof.region(s, "r"): pass`) vs the C++ RAII region
-         in a C++ loop (Profiler._region_loop_ns), eager regions on a host stream
+         in a C++ loop (accgraph.benchmarks.region_loop_ns), eager regions on a host stream
   cuda   Graph.replay() of a CUDA graph of 10 kernels vs torch.cuda.CUDAGraph.replay() of the
          same 10 kernels, host time of one call after a synchronize (median); needs torch and
          a GPU, skipped with the reason otherwise. The kernels are torch's in-place adds,
          captured into the accgraph graph on an accgraph stream (torch launches them on it).
-         Also the same graph's C++ replay() (Graph._replay_loop_ns(1), one call after a
+         Also the same graph's C++ replay() (accgraph.benchmarks.replay_loop_ns(g, 1), one call after a
          synchronize) against torch: what the launch costs without the Python binding.
 
     python bench/python/bench_python.py [--calls N] [--rounds R] [--skip-cuda]
@@ -26,6 +26,7 @@ import time
 from typing import Callable, List, Optional, Tuple
 
 import accgraph
+import accgraph.benchmarks
 
 
 def median_per_call(run: Callable[[int], int], calls: int, rounds: int) -> float:
@@ -51,7 +52,7 @@ def bench_host_replay(calls: int, rounds: int) -> Tuple[float, float]:
         return took
 
     def cpp_loop(n: int) -> int:
-        took = g._replay_loop_ns(n)
+        took = accgraph.benchmarks.replay_loop_ns(g, n)
         stream.synchronize()
         return took
 
@@ -73,7 +74,7 @@ def bench_host_region(calls: int, rounds: int) -> Tuple[float, float]:
         return took
 
     def cpp_loop(n: int) -> int:
-        took = prof._region_loop_ns(stream, "r", n)
+        took = accgraph.benchmarks.region_loop_ns(prof, stream, "r", n)
         prof.flush()
         return took
 
@@ -137,7 +138,7 @@ def bench_cuda_replay(rounds: int) -> Tuple[Optional[Tuple[float, float, float]]
     c = []
     for _ in range(rounds):
         stream.synchronize()
-        c.append(ours._replay_loop_ns(1))
+        c.append(accgraph.benchmarks.replay_loop_ns(ours, 1))
     stream.synchronize()
     after = x[0].item()
     expected = before + kernels * 3 * rounds
