@@ -28,6 +28,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+source scripts/timed.sh
 all_parts=(default asan tsan fuzz soak python)
 
 # Runs "$@" and prints how long it took, also when it fails (then it returns its exit code,
@@ -137,7 +138,7 @@ for part in "${parts[@]}"; do
   echo "==== test.sh: $part"
   start=$SECONDS
   rc=0
-  bash -euo pipefail "${BASH_SOURCE[0]}" --part "$part" || rc=$?
+  timed_step "test.sh: $part" bash -euo pipefail "${BASH_SOURCE[0]}" --part "$part" || rc=$?
   took=$((SECONDS - start))
   if [ "$rc" -eq 0 ]; then
     summary+=("$(printf '  %-8s passed  %5d s (%d min %02d s)' "$part" "$took" $((took / 60)) $((took % 60)))")
@@ -145,7 +146,6 @@ for part in "${parts[@]}"; do
     failed=$((failed + 1))
     summary+=("$(printf '  %-8s FAILED  %5d s (exit %d)' "$part" "$took" "$rc")")
   fi
-  echo "==== test.sh: $part: $([ "$rc" -eq 0 ] && echo passed || echo "FAILED (exit $rc)") in $took s"
 done
 
 total=$((SECONDS - total_start))
