@@ -9,7 +9,8 @@
 #   asan     build-asan/: the whole ctest under AddressSanitizer + UBSan + LeakSanitizer
 #            (less the broken-on-purpose conformance mutants, label mutant-broken)
 #   tsan     build-tsan/: the whole ctest under ThreadSanitizer (less label mutant-broken)
-#   fuzz     build-fuzz/: every libFuzzer target for ACCGRAPH_FUZZ_SECONDS (30) s (fuzz.sh)
+#   fuzz     build-fuzz/: every libFuzzer target for ACCGRAPH_FUZZ_RUNS (20,000) inputs, the Python
+#            one (annotate_trace) for 300 cases from a random seed (fuzz.sh)
 #   soak     build/: the soak test (ctest --preset soak): 10,000 replay cycles and 10,000
 #            short-lived streams on host and level_zero, flat memory, every report delivered
 #   python   the Python package built into build/venv (python-install.sh), its pytest suite
@@ -74,7 +75,8 @@ part_tsan() {
 }
 
 part_fuzz() {
-  timed bash scripts/fuzz.sh "${ACCGRAPH_FUZZ_SECONDS:-30}"
+  # A number of inputs, not of seconds: the same fuzzing on an idle machine and a loaded one.
+  timed bash scripts/fuzz.sh "${ACCGRAPH_FUZZ_RUNS:-20000}"
 }
 
 part_soak() {
