@@ -6,21 +6,23 @@
 #            Vulkan through Mesa's lavapipe, CUDA tests that skip without a GPU, the package tests: the installed package, both
 #            example plugins built against it and the conformance suite on them, and the
 #            Perfetto traces decoded in build/perfetto-venv, made by scripts/perfetto-venv.sh)
-#   asan     build-asan/: the whole ctest under AddressSanitizer + UBSan + LeakSanitizer
-#            (less the broken-on-purpose conformance mutants, label mutant-broken)
-#   tsan     build-tsan/: the whole ctest under ThreadSanitizer (less label mutant-broken)
+#   asan     build-asan/: the whole ctest under AddressSanitizer + UBSan + LeakSanitizer, less
+#            the broken-on-purpose conformance mutants (label mutant-broken; not even built
+#            there, cmake/AccgraphSanitizerScope.cmake) and the layers' include probes (label
+#            layers: header compiles, which the default part runs)
+#   tsan     build-tsan/: the same tests under ThreadSanitizer
 #   fuzz     build-fuzz/: every libFuzzer target for ACCGRAPH_FUZZ_RUNS (20,000) inputs, the Python
 #            one (annotate_trace) for 300 cases from a random seed (fuzz.sh)
 #   soak     build/: the soak test (ctest --preset soak): 10,000 replay cycles and 10,000
 #            short-lived streams on host and level_zero, flat memory, every report delivered
-#   python   the Python package built into build/venv (python-install.sh), its pytest suite
-#            (tests/python) on host, level_zero through the CPU driver, and the toy plugin;
+#   python   the Python package built into build/venv (python-install.sh: quickstart built it,
+#            this rebuilds what changed), its pytest suite (tests/python) on host, level_zero
+#            through the CPU driver (the default part's build/), and the toy plugin;
 #            the .pftrace tests decode with the perfetto package (installed into the venv);
 #            the HTML report is tested in headless Chromium (Debian's chromium, installed here)
 #
-#   bash scripts/test.sh                     # every part (CI): 5 min on an idle 2-core machine,
-#                                            # 11 min on a loaded one, after quickstart's build
-#   ACCGRAPH_TEST_QUICK=1 bash scripts/test.sh   # the default part only (build + 30 s)
+#   bash scripts/test.sh                     # every part (CI; .ci/run prints each one's time)
+#   ACCGRAPH_TEST_QUICK=1 bash scripts/test.sh   # the default part only (the build + ctest)
 #   bash scripts/test.sh asan soak           # the parts named
 #
 # Every part runs even when an earlier one failed (each in its own `bash -euo pipefail`, so any
@@ -85,8 +87,9 @@ part_soak() {
 }
 
 part_python() {
-  # The CPU Level Zero driver and an installed accgraph to build the toy plugin against.
-  build_preset default
+  # The CPU Level Zero driver and an installed accgraph to build the toy plugin against: the
+  # default part's tree as it is (the ci preset; the default preset's flags would rebuild it all).
+  build_preset ci
   timed cmake --install build --prefix "$root/build/python-prefix"
   timed cmake -S examples/out_of_tree_backend -B build/python-toy \
     -DCMAKE_PREFIX_PATH="$root/build/python-prefix"
