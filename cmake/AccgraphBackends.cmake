@@ -2,6 +2,10 @@
 # accgraph_add_backend(), the one way every built-in backend's CMakeLists.txt builds it.
 include("${CMAKE_CURRENT_LIST_DIR}/accgraphPlugin.cmake")  # accgraph_plugin_exports()
 
+# accgraph_backends: every backend module built here, for a build of what the `accgraph` program
+# runs on without the tests (quickstart.sh: --target accgraph_cli accgraph_backends).
+add_custom_target(accgraph_backends)
+
 # accgraph_add_backend(NAME <name> [BUILT_IN] SOURCES ... [LIBS ...]
 #                      [SUPPORT_SOURCES ... SUPPORT_LIBS ...])
 # - BUILT_IN: the SOURCES are compiled into libaccgraph (the host backend, registered by the
@@ -51,6 +55,7 @@ function(accgraph_add_backend)
     INSTALL_RPATH "$ORIGIN/..")
   accgraph_plugin_exports(${target})
   accgraph_warnings(${target})
+  add_dependencies(accgraph_backends ${target})
   if(ACCGRAPH_INSTALL)
     install(TARGETS ${target} LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}/${ACCGRAPH_MODULE_SUBDIR}")
   endif()

@@ -1,21 +1,36 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz/fuzz_*.cpp, the fuzz preset: clang, build-fuzz/) and
-# runs each for SECONDS. Every fuzzer keeps its corpus in build-fuzz/corpus/<name>/ (it grows
-# from run to run; tests/fuzz/corpus/<name>/ seeds it where present). A crash, leak, timeout or
-# out-of-memory input is written to build-fuzz/crashes/<name>/, named at the end, and makes the
-# script exit 1 once every fuzzer has run.
+# runs each for RUNS inputs (libFuzzer's -runs: CI fuzzes the same amount on a fast machine and a
+# loaded one) or, given as Ns, for N seconds. Every fuzzer keeps its corpus in
+# build-fuzz/corpus/<name>/ (it grows from run to run; tests/fuzz/corpus/<name>/ seeds it where
+# present). A crash, leak, timeout or out-of-memory input is written to build-fuzz/crashes/<name>/,
+# named at the end, and makes the script exit 1 once every fuzzer has run.
 #
-#   bash scripts/fuzz.sh               # 30 s each (what scripts/test.sh runs)
-#   bash scripts/fuzz.sh 600 fuzz_stats  # one fuzzer, 10 minutes
-#   bash scripts/fuzz.sh 60 fuzz_annotate_trace  # the Python one (needs scripts/python-install.sh)
+#   bash scripts/fuzz.sh               # 20,000 inputs each, 300 traces for the Python one (test.sh)
+#   bash scripts/fuzz.sh 600s fuzz_stats  # one fuzzer, 10 minutes
+#   bash scripts/fuzz.sh 60s fuzz_annotate_trace  # the Python one (needs scripts/python-install.sh)
 #   build-fuzz/fuzz/fuzz_stats build-fuzz/crashes/fuzz_stats/crash-...   # replay one input
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-seconds="${1:-30}"
-if ! [[ "$seconds" =~ ^[1-9][0-9]*$ ]]; then
-  echo "usage: $0 [SECONDS] [fuzz_NAME...]   (SECONDS: a whole number >= 1, got '$seconds')" >&2
+budget="${1:-20000}"
+if ! [[ "$budget" =~ ^[1-9][0-9]*s?$ ]]; then
+  echo "usage: $0 [RUNS|SECONDSs] [fuzz_NAME...]   (a whole number >= 1 of inputs, or of seconds" \
+    "with an s after it: 20000, 60s; got '$budget')" >&2
   exit 2
+fi
+# libFuzzer's limit, and the Python fuzzer's (tests/python/test_torch_trace_fuzz.py): with RUNS
+# it runs 300 cases (each a whole trace, far slower than one libFuzzer input) from a random seed.
+if [[ "$budget" == *s ]]; then
+  budget_text="${budget%s} s"
+  libfuzzer_limit=(-max_total_time="${budget%s}")
+  python_limit=(ACCGRAPH_FUZZ_TRACE_SECONDS="${budget%s}")
+  python_text="$budget_text"
+else
+  budget_text="$budget inputs"
+  libfuzzer_limit=(-runs="$budget")
+  python_limit=(ACCGRAPH_FUZZ_TRACE_CASES=300)
+  python_text="300 cases"
 fi
 shift $(($# > 0 ? 1 : 0))
 
@@ -71,11 +86,11 @@ for fuzzer in "${fuzzers[@]}"; do
   if [ -d "$root/tests/fuzz/corpus/$name" ]; then seeds=("$root/tests/fuzz/corpus/$name"); fi
   stamp="$build/logs/$name.started"
   touch "$stamp"
-  echo "== fuzz: $name for $seconds s (corpus $corpus: $(find "$corpus" -type f | wc -l) inputs)"
+  echo "== fuzz: $name for $budget_text (corpus $corpus: $(find "$corpus" -type f | wc -l) inputs)"
   rc=0
   # -timeout: one input running longer than 10 s is a hang; -rss_limit_mb keeps a runaway input
   # from taking the shared machine's memory.
-  "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  "$fuzzer" "${libfuzzer_limit[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$crashes/" "$corpus" "${seeds[@]}" > "$log" 2>&1 || rc=$?
   new_artifacts="$(find "$crashes" -type f -newer "$stamp" | sort)"
   if [ "$rc" -ne 0 ] || [ -n "$new_artifacts" ]; then
@@ -93,16 +108,16 @@ done
 
 # annotate_trace is Python: tests/python/test_torch_trace_fuzz.py mutates its inputs with
 # Python's random (300 fixed cases in test.sh's python part). Here, with the package installed
-# (scripts/python-install.sh), it runs for SECONDS from a random seed; the seed of a failing case
-# is in its output.
+# (scripts/python-install.sh), it runs 300 cases (or for SECONDS) from a random seed; the seed of
+# a failing case is in its output.
 venv_python="${ACCGRAPH_VENV:-$root/build/venv}/bin/python"
 if [ "$python_fuzz" -eq 1 ]; then
   if [ -x "$venv_python" ] && "$venv_python" -c "import accgraph.torch" 2>/dev/null; then
     seed=$(( (RANDOM << 15 | RANDOM) ))
-    echo "== fuzz: fuzz_annotate_trace (Python) for $seconds s from seed $seed"
+    echo "== fuzz: fuzz_annotate_trace (Python) for $python_text from seed $seed"
     log="$build/logs/fuzz_annotate_trace.log"
     mkdir -p "$build/crashes/fuzz_annotate_trace" "$(dirname "$log")"
-    if ACCGRAPH_FUZZ_TRACE_SECONDS="$seconds" ACCGRAPH_FUZZ_TRACE_SEED="$seed" \
+    if env "${python_limit[@]}" ACCGRAPH_FUZZ_TRACE_SEED="$seed" \
         ACCGRAPH_FUZZ_TRACE_KEEP="$build/crashes/fuzz_annotate_trace" \
         "$venv_python" -m pytest -p no:cacheprovider -q -s tests/python/test_torch_trace_fuzz.py \
         > "$log" 2>&1; then
@@ -122,4 +137,5 @@ if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz: ${#failed[@]} of ${#fuzzers[@]} fuzzers failed: ${failed[*]}" >&2
   exit 1
 fi
-echo "fuzz: ${#fuzzers[@]} fuzzers ran $seconds s each without a finding"
+echo "fuzz: ${#fuzzers[@]} fuzzers ran without a finding (libFuzzer's: $budget_text each$(
+  [ "$python_fuzz" -eq 0 ] || echo "; the Python one: $python_text"))"

@@ -6,20 +6,23 @@
 #            Vulkan through Mesa's lavapipe, CUDA tests that skip without a GPU, the package tests: the installed package, both
 #            example plugins built against it and the conformance suite on them, and the
 #            Perfetto traces decoded in build/perfetto-venv, made by scripts/perfetto-venv.sh)
-#   asan     build-asan/: the whole ctest under AddressSanitizer + UBSan + LeakSanitizer
-#            (less the broken-on-purpose conformance mutants, label mutant-broken)
-#   tsan     build-tsan/: the whole ctest under ThreadSanitizer (less label mutant-broken)
-#   fuzz     build-fuzz/: every libFuzzer target for ACCGRAPH_FUZZ_SECONDS (30) s (fuzz.sh)
+#   asan     build-asan/: the whole ctest under AddressSanitizer + UBSan + LeakSanitizer, less
+#            the broken-on-purpose conformance mutants (label mutant-broken; not even built
+#            there, cmake/AccgraphSanitizerScope.cmake) and the layers' include probes (label
+#            layers: header compiles, which the default part runs)
+#   tsan     build-tsan/: the same tests under ThreadSanitizer
+#   fuzz     build-fuzz/: every libFuzzer target for ACCGRAPH_FUZZ_RUNS (20,000) inputs, the Python
+#            one (annotate_trace) for 300 cases from a random seed (fuzz.sh)
 #   soak     build/: the soak test (ctest --preset soak): 10,000 replay cycles and 10,000
 #            short-lived streams on host and level_zero, flat memory, every report delivered
-#   python   the Python package built into build/venv (python-install.sh), its pytest suite
-#            (tests/python) on host, level_zero through the CPU driver, and the toy plugin;
+#   python   the Python package built into build/venv (python-install.sh: quickstart built it,
+#            this rebuilds what changed), its pytest suite (tests/python) on host, level_zero
+#            through the CPU driver (the default part's build/), and the toy plugin;
 #            the .pftrace tests decode with the perfetto package (installed into the venv);
 #            the HTML report is tested in headless Chromium (Debian's chromium, installed here)
 #
-#   bash scripts/test.sh                     # every part (CI): 5 min on an idle 2-core machine,
-#                                            # 11 min on a loaded one, after quickstart's build
-#   ACCGRAPH_TEST_QUICK=1 bash scripts/test.sh   # the default part only (build + 30 s)
+#   bash scripts/test.sh                     # every part (CI; .ci/run prints each one's time)
+#   ACCGRAPH_TEST_QUICK=1 bash scripts/test.sh   # the default part only (the build + ctest)
 #   bash scripts/test.sh asan soak           # the parts named
 #
 # Every part runs even when an earlier one failed (each in its own `bash -euo pipefail`, so any
@@ -28,6 +31,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+source scripts/timed.sh
 all_parts=(default asan tsan fuzz soak python)
 
 # Runs "$@" and prints how long it took, also when it fails (then it returns its exit code,
@@ -73,7 +77,8 @@ part_tsan() {
 }
 
 part_fuzz() {
-  timed bash scripts/fuzz.sh "${ACCGRAPH_FUZZ_SECONDS:-30}"
+  # A number of inputs, not of seconds: the same fuzzing on an idle machine and a loaded one.
+  timed bash scripts/fuzz.sh "${ACCGRAPH_FUZZ_RUNS:-20000}"
 }
 
 part_soak() {
@@ -82,8 +87,9 @@ part_soak() {
 }
 
 part_python() {
-  # The CPU Level Zero driver and an installed accgraph to build the toy plugin against.
-  build_preset default
+  # The CPU Level Zero driver and an installed accgraph to build the toy plugin against: the
+  # default part's tree as it is (the ci preset; the default preset's flags would rebuild it all).
+  build_preset ci
   timed cmake --install build --prefix "$root/build/python-prefix"
   timed cmake -S examples/out_of_tree_backend -B build/python-toy \
     -DCMAKE_PREFIX_PATH="$root/build/python-prefix"
@@ -137,7 +143,7 @@ for part in "${parts[@]}"; do
   echo "==== test.sh: $part"
   start=$SECONDS
   rc=0
-  bash -euo pipefail "${BASH_SOURCE[0]}" --part "$part" || rc=$?
+  timed_step "test.sh: $part" bash -euo pipefail "${BASH_SOURCE[0]}" --part "$part" || rc=$?
   took=$((SECONDS - start))
   if [ "$rc" -eq 0 ]; then
     summary+=("$(printf '  %-8s passed  %5d s (%d min %02d s)' "$part" "$took" $((took / 60)) $((took % 60)))")
@@ -145,7 +151,6 @@ for part in "${parts[@]}"; do
     failed=$((failed + 1))
     summary+=("$(printf '  %-8s FAILED  %5d s (exit %d)' "$part" "$took" "$rc")")
   fi
-  echo "==== test.sh: $part: $([ "$rc" -eq 0 ] && echo passed || echo "FAILED (exit $rc)") in $took s"
 done
 
 total=$((SECONDS - total_start))
