@@ -64,7 +64,6 @@ from ._accgraph import (
     host_clock_ns,
     library_version,
     load_plugin,
-    measure_host_clock_offset,
     merge_traces,
     perfetto_supported,
     plugin_failures,
@@ -82,6 +81,7 @@ from ._errors import (
     UnavailableError,
     UnsupportedError,
 )
+from ._host_clock import measure_host_clock_offset
 
 __version__ = "{}.{}.{}".format(*library_version())
 
