@@ -81,6 +81,7 @@ nb::dict rank_dict(const MergedRank& r) {
   return dict_of(field("path", r.path), field("rank", r.rank), field("host", r.host),
                  field("host_clock_uncertainty_ns", r.host_clock_uncertainty_ns),
                  field("host_clock_offsets", list_of(r.host_clock_offsets, host_offset_dict)),
+                 field("host_clock_drift_ns", r.host_clock_drift_ns),
                  field("clocks", list_of(r.clocks, clock_dict)),
                  field("uncalibrated", r.uncalibrated), field("packets", r.packets));
 }
@@ -420,6 +421,10 @@ void bind_trace_merging(nb::module_& m) {
       .def_ro("host_clock_offsets", &MergedRank::host_clock_offsets,
               "The host clock offsets measured against rank 0's host, as applied (drift "
               "interpolated between the two); [] where none was measured.")
+      .def_ro("host_clock_drift_ns", &MergedRank::host_clock_drift_ns,
+              "With one measured host offset on another host than rank 0's: what its clock may "
+              "have drifted from it to the rank's last event (100 ppm), part of the alignment "
+              "uncertainty; 0 otherwise.")
       .def_ro("clocks", &MergedRank::clocks,
               "Per device: the offset applied (0 +- 0 for an uncalibrated device).")
       .def_ro("uncalibrated", &MergedRank::uncalibrated,
