@@ -158,14 +158,49 @@ def test_a_reports_csv_needs_the_marker_kernels(tmp_path, host):
     src.write_text(json.dumps(kineto_trace(prof.reports())))
     with pytest.raises(accgraph.InvalidArgumentError,
                        match=r"the reports CSV '.*reports.csv' does not say which kernels its "
-                             r"markers are \(a CSV holds no report source\): pass "
-                             r"marker_kernels="):
+                             r"markers are \(its marker_kernels column is missing or empty: .*\): "
+                             r"pass marker_kernels="):
         accgraph.torch.annotate_trace(src, tmp_path / "out.json", tmp_path / "reports.csv")
     kernels = accgraph.MarkerKernels(**MARKER_KERNELS)
     assert kernels.end == ["marker_end_kernel"] and bool(kernels)
     summary = accgraph.torch.annotate_trace(src, tmp_path / "out.json", tmp_path / "reports.csv",
                                             marker_kernels=kernels)
     assert summary["replays"] == len(prof.reports())
+
+
+# Issue 44 item 5: a reports CSV carries its reports' marker kernels (the marker_kernels column),
+# so a GPU run's CSV is annotated without marker_kernels=. The host backend's CSV has the column
+# empty; here it is filled as the cuda backend's reports fill it.
+def test_a_reports_csv_carries_its_marker_kernels(tmp_path, host):
+    import csv as csv_module
+
+    prof = accgraph.Profiler()
+    timed_model(prof, host)
+    prof.flush()
+    prof.write_csv(tmp_path / "reports.csv")
+    with open(tmp_path / "reports.csv", newline="") as f:
+        rows = list(csv_module.DictReader(f))
+    assert "marker_kernels" in rows[0] and rows[0]["marker_kernels"] == ""
+    cuda = ("record_at_start=marker_record_kernel;record_at_end=marker_record_programmatic_kernel|"
+            "marker_record_placed_kernel;end=marker_end_kernel")
+    with open(tmp_path / "gpu.csv", "w", newline="") as f:
+        writer = csv_module.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow(dict(row, marker_kernels=cuda))
+    src = tmp_path / "trace.json"
+    src.write_text(json.dumps(kineto_trace(prof.reports())))
+    summary = accgraph.torch.annotate_trace(src, tmp_path / "out.json", tmp_path / "gpu.csv")
+    assert summary["replays"] == len(prof.reports())
+    rows[0]["marker_kernels"] = "marker_record_kernel"  # damaged: no kind
+    with open(tmp_path / "bad.csv", "w", newline="") as f:
+        writer = csv_module.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=r"bad.csv.*its marker_kernels 'marker_record_kernel' is not "
+                             r"record_at_start=A\|B;record_at_end=C;end=D"):
+        accgraph.torch.annotate_trace(src, tmp_path / "out.json", tmp_path / "bad.csv")
 
 
 # Audit T03-T05: marker_kernels of another type is named (its to_dict() is taken); T06: an

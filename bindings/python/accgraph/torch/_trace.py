@@ -364,6 +364,29 @@ def _marker_kernels_arg(value: Any) -> Optional[MarkerKernels]:
                     "end=[...])")
 
 
+def _csv_marker_kernels(path: str, rows: List[Tuple[int, Dict[str, Any]]]
+                        ) -> Optional[MarkerKernels]:
+    """The marker kernels the reports CSV's rows name (its marker_kernels column,
+    "record_at_start=A|B;record_at_end=C;end=D", as write_reports_csv writes them), so a GPU
+    run's CSV is annotated without marker_kernels=; None when no row names any."""
+    fields = {"record_at_start": [], "record_at_end": [], "end": []}
+    for line, row in rows:
+        text = row.get("marker_kernels")
+        if not isinstance(text, str) or not text:
+            continue
+        for part in text.split(";"):
+            kind, _, listed = part.partition("=")
+            if kind not in fields or not listed:
+                raise _CsvRow(path, line, row).fail(
+                    f"its marker_kernels {_cut(text, 80)!r} is not "
+                    "record_at_start=A|B;record_at_end=C;end=D",
+                    "write the CSV again with Profiler.write_csv, or pass marker_kernels=")
+            fields[kind].extend(n for n in listed.split("|") if n and n not in fields[kind])
+    if not any(fields.values()):
+        return None
+    return MarkerKernels(**fields)
+
+
 def _from_csv(path: Union[str, os.PathLike], names: _KernelNames,
               marker_kernels: Optional[MarkerKernels]) -> List[_Report]:
     """The reports of Profiler.write_csv's file. Columns are found by name: others (added by a
@@ -382,12 +405,15 @@ def _from_csv(path: Union[str, os.PathLike], names: _KernelNames,
                      f"markers of the reports CSV {path!r} cannot be found in the trace: give "
                      "the ReplayReport.marker_kernels of a report timed on the backend that "
                      "wrote the CSV (the cuda backend's, for a GPU run)")
+    if marker_kernels is None:
+        marker_kernels = _csv_marker_kernels(path, rows)
     if not marker_kernels:
         raise _error(InvalidArgumentError,
-                     f"the reports CSV {path!r} does not say which kernels its markers are (a "
-                     "CSV holds no report source): pass marker_kernels= (the ReplayReport."
-                     "marker_kernels of a report timed on that backend), or the reports "
-                     "themselves (the Profiler)")
+                     f"the reports CSV {path!r} does not say which kernels its markers are (its "
+                     "marker_kernels column is missing or empty: written before accgraph wrote "
+                     "it, or by a backend whose markers are not kernels): pass marker_kernels= "
+                     "(the ReplayReport.marker_kernels of a report timed on that backend), or "
+                     "the reports themselves (the Profiler)")
     names.add(marker_kernels)
     needed = set(CSV_NEEDED)
     if rows and not needed <= set(header):
