@@ -119,20 +119,22 @@ void check_answer(const Answer& previous, const Answer& answer) {
   constexpr double kDriftPpm = 1000;
   constexpr double kSlackNs = 1e6;
   if (answer.t0 == 0)
-    not_a_clock(fmt::format("round {} answered 0, which no clock reads (an unfilled receive "
-                            "buffer?)",
-                            answer.round + 1));
+    not_a_clock(
+        fmt::format("round {} answered 0, which no clock reads (an unfilled receive "
+                    "buffer?)",
+                    answer.round + 1));
   if (!previous.valid()) return;
   const auto advanced = static_cast<double>(static_cast<int64_t>(answer.t0 - previous.t0));
   const auto least = static_cast<double>(static_cast<int64_t>(answer.t1 - previous.t2));
   const auto most = static_cast<double>(answer.t2 - previous.t1);
   const double slack = kSlackNs + most * kDriftPpm * 1e-6;
   if (advanced < least - slack || advanced > most + slack)
-    not_a_clock(fmt::format("round {} answered {} ns, {:+.0f} ns after round {}'s answer, while "
-                            "{:.0f} to {:.0f} ns passed here (a clock advances as this host's "
-                            "does, within {} ppm and {} ns)",
-                            answer.round + 1, answer.t0, advanced, previous.round + 1, least, most,
-                            kDriftPpm, kSlackNs));
+    not_a_clock(
+        fmt::format("round {} answered {} ns, {:+.0f} ns after round {}'s answer, while "
+                    "{:.0f} to {:.0f} ns passed here (a clock advances as this host's "
+                    "does, within {} ppm and {} ns)",
+                    answer.round + 1, answer.t0, advanced, previous.round + 1, least, most,
+                    kDriftPpm, kSlackNs));
 }
 
 }  // namespace

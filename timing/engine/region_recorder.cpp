@@ -122,9 +122,8 @@ void RegionRecorder::forget(const std::shared_ptr<Recording>& recording) {
   recording->closed = true;
   for (auto& [id, entry] : streams_) {
     auto& stack = entry.stack;
-    const auto kept =
-        std::remove_if(stack.begin(), stack.end(),
-                       [&](const OpenRegion& r) { return r.recording == recording; });
+    const auto kept = std::remove_if(stack.begin(), stack.end(),
+                                     [&](const OpenRegion& r) { return r.recording == recording; });
     entry.abandoned += static_cast<size_t>(stack.end() - kept);
     stack.erase(kept, stack.end());
     if (entry.last_marker && entry.last_marker->recording == recording) entry.last_marker.reset();

@@ -80,9 +80,9 @@ std::string metadata_text(const Metadata& metadata) {
 // markers are not kernels. Backends' kernel names hold none of '|', ';' and '='.
 std::string marker_kernels_text(const MarkerKernels& kernels) {
   std::string text;
-  for (const auto& [kind, names] : {std::pair{"record_at_start", &kernels.record_at_start},
-                                    std::pair{"record_at_end", &kernels.record_at_end},
-                                    std::pair{"end", &kernels.end}}) {
+  for (const auto& [kind, names] :
+       {std::pair{"record_at_start", &kernels.record_at_start},
+        std::pair{"record_at_end", &kernels.record_at_end}, std::pair{"end", &kernels.end}}) {
     if (names->empty()) continue;
     text += (text.empty() ? "" : ";") + std::string(kind) + "=";
     for (size_t i = 0; i < names->size(); ++i) text += (i ? "|" : "") + (*names)[i];
@@ -142,10 +142,9 @@ const std::vector<std::string>& stats_csv_columns() {
 
 const std::vector<std::string>& reports_csv_columns() {
   static const std::vector<std::string> columns{
-      "graph_id",    "replay_index", "backend",      "device",     "path",
-      "depth",       "stream_id",    "lane",         "start_ns",   "end_ns",
-      "duration_ns", "self_ns",      "raw_start_ns", "raw_end_ns", "metadata",
-      "marker_kernels"};
+      "graph_id",     "replay_index", "backend",  "device",        "path",        "depth",
+      "stream_id",    "lane",         "start_ns", "end_ns",        "duration_ns", "self_ns",
+      "raw_start_ns", "raw_end_ns",   "metadata", "marker_kernels"};
   return columns;
 }
 

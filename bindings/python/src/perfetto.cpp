@@ -51,8 +51,8 @@ uint64_t received_value(const nb::object& value, int peer) {
     std::string shown = nb::repr(value).c_str();
     if (shown.size() > 80) shown = shown.substr(0, 77) + "...";
     const std::string p = std::to_string(peer);
-    throw nb::type_error(("measure_host_clock_offset: receive(" + p + ") returned " + shown +
-                          " (" + Py_TYPE(value.ptr())->tp_name +
+    throw nb::type_error(("measure_host_clock_offset: receive(" + p + ") returned " + shown + " (" +
+                          Py_TYPE(value.ptr())->tp_name +
                           "), not an int: it must return the int (0 to 2**64-1) that rank " + p +
                           " gave send (did it forget `return`?)")
                              .c_str());
@@ -300,7 +300,8 @@ void bind_host_clock_offsets(nb::module_& m) {
       [](IntArg rank_arg, IntArg world_size_arg, nb::object send, nb::object receive,
          IntArg rounds_arg) {
         const int rank = int_arg<int>(rank_arg, "measure_host_clock_offset: rank");
-        const int world_size = int_arg<int>(world_size_arg, "measure_host_clock_offset: world_size");
+        const int world_size =
+            int_arg<int>(world_size_arg, "measure_host_clock_offset: world_size");
         const auto rounds =
             int_arg<size_t>(rounds_arg, "measure_host_clock_offset: rounds", 1, 100000);
         timing::HostClockTransport transport;
@@ -318,8 +319,8 @@ void bind_host_clock_offsets(nb::module_& m) {
                           Py_TYPE(receive.ptr())->tp_name + ")");
         return timing::measure_host_clock_offset(rank, world_size, transport, rounds);
       },
-      nb::arg("rank"), nb::arg("world_size"), nb::arg("send").none(),
-      nb::arg("receive").none(), nb::arg("rounds") = 64,
+      nb::arg("rank"), nb::arg("world_size"), nb::arg("send").none(), nb::arg("receive").none(),
+      nb::arg("rounds") = 64,
       "The native half of accgraph.measure_host_clock_offset (accgraph/_host_clock.py), "
       "without its timeout.");
 }

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -260,8 +260,9 @@ void read_info(Input& input, const pb::TrackEvent& e) {
 void scan(Input& input, size_t inputs) {
   std::error_code ignored;
   if (std::filesystem::is_directory(input.path, ignored))
-    fail(input.path, "not a Perfetto trace: it is a directory: give the rank traces in it "
-                     "(e.g. DIR/rank*.pftrace)");
+    fail(input.path,
+         "not a Perfetto trace: it is a directory: give the rank traces in it "
+         "(e.g. DIR/rank*.pftrace)");
   detail::PacketReader reader(input.path);
   if (!reader.opened()) fail_open(input.path, reader.open_errno(), "to read it", inputs);
   pb::TracePacket packet;
@@ -430,8 +431,8 @@ void add_drift(MergeSummary& summary, std::vector<Input>& inputs) {
     }
     if (last <= at) continue;
     const double seconds = static_cast<double>(last - at) * 1e-9;
-    input.drift_ns = static_cast<uint64_t>(std::ceil(static_cast<double>(last - at) *
-                                                     kDriftPpm * 1e-6));
+    input.drift_ns =
+        static_cast<uint64_t>(std::ceil(static_cast<double>(last - at) * kDriftPpm * 1e-6));
     summary.warnings.push_back(fmt::format(
         "rank {} ({}) has one measured host clock offset, {:.3f} s before its last event: the "
         "drift since is not measured, so its uncertainty grows by up to {} ns (at {} ppm, "
