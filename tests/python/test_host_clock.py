@@ -72,7 +72,8 @@ def test_a_receive_returning_no_int_is_named(value, shown):
 # Audit K09: a signed int64 transport hands back a negative int.
 def test_a_receive_returning_a_negative_int_is_named_with_the_range():
     with pytest.raises(accgraph.InvalidArgumentError,
-                       match=r"receive\(0\) returned -5, outside 0 to 2\*\*64-1: .*value % 2\*\*64"):
+                       match=r"receive\(0\) returned -5, outside 0 to 2\*\*64-1: "
+                             r".*value % 2\*\*64"):
         accgraph.measure_host_clock_offset(1, 2, lambda p, v: None, lambda p: -5)
 
 

@@ -348,8 +348,8 @@ def _csv_rows(path: str) -> Tuple[List[str], List[Tuple[int, Dict[Any, Any]]]]:
 
 def _marker_kernels_arg(value: Any) -> Optional[MarkerKernels]:
     """annotate_trace's `marker_kernels`: None or a MarkerKernels; a dict of its fields (as
-    ReplayReport.to_dict() gives it: the three lists of names) is taken as the same; anything else is a TypeError naming it
-    (audit T03-T05: a str, a list of names)."""
+    ReplayReport.to_dict() gives it: the three lists of names) is taken as the same; anything
+    else is a TypeError naming it (audit T03-T05: a str, a list of names)."""
     if value is None or isinstance(value, MarkerKernels):
         return value
     fields = ("record_at_start", "record_at_end", "end")
