@@ -10,9 +10,11 @@
 //   ReportStore    (report_store.hpp)     sinks, the last N reports, statistics
 #include "accgraph/timing.hpp"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
 #include <memory>
 #include <sstream>
@@ -43,12 +45,30 @@ namespace accgraph::timing {
 // another process every call raises InvalidState saying to make a new Profiler there (or start
 // children with multiprocessing's "spawn" or "forkserver"), its graph hooks do nothing, and
 // its destructor leaves it as it is (neither its locks nor its thread can be waited for).
+namespace {
+
+// Counts the fork()s this process descends through: pthread_atfork's child handler adds one, so
+// a Profiler tells it is in a child by a relaxed load, not a getpid() system call per region.
+std::atomic<uint64_t> forks{0};
+
+uint64_t fork_generation() {
+  static const bool registered = [] {
+    ::pthread_atfork(nullptr, nullptr, [] { forks.fetch_add(1, std::memory_order_relaxed); });
+    return true;
+  }();
+  (void)registered;
+  return forks.load(std::memory_order_relaxed);
+}
+
+}  // namespace
+
 struct Profiler::Impl final : ProfilerCore, GraphObserver {
   using ProfilerCore::ProfilerCore;
   ObserverHandle observer;
+  const uint64_t generation = fork_generation();
   const pid_t process = ::getpid();
 
-  bool forked() const noexcept { return ::getpid() != process; }
+  bool forked() const noexcept { return forks.load(std::memory_order_relaxed) != generation; }
 
   void check_process(const char* what) const {
     if (forked())
