@@ -269,6 +269,11 @@ std::unique_ptr<Backend> create_plugin_backend(const AccgraphPluginApi* api,
   if (status != ACCGRAPH_STATUS_OK || created == nullptr) {
     // Bounded: a plugin may fill the whole buffer without the NUL it owes (audit 3.17).
     std::string reason(message, strnlen(message, sizeof(message)));
+    if (reason.empty() && status == ACCGRAPH_STATUS_OK)  // audit P08: a factory that made none
+      reason =
+          "its create_backend returned OK but no backend (a null pointer: "
+          "ACCGRAPH_DEFINE_PLUGIN's factory returned an empty std::unique_ptr); the plugin must "
+          "return a backend, or fail with a status and a message saying why it has none";
     if (reason.empty()) reason = "create_backend failed without a message";
     throw Error(status == ACCGRAPH_STATUS_OK ? ErrorCode::BackendError : to_error_code(status),
                 std::move(reason), name);

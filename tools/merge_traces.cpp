@@ -33,6 +33,15 @@ const char* const kMergeUsage =
     "                     inputs under any name (link, other spelling)\n";
 
 #if ACCGRAPH_CLI_WITH_PERFETTO
+// A device clock's offset against its host's clock in the table: what a reader can use. Most
+// device clocks count from their own epoch (boot, device reset), so their offset against
+// CLOCK_REALTIME is decades, a raw -1.8e18 ns says nothing; an offset of a second or more reads
+// "own epoch", smaller ones in us (a device clock that follows the host's).
+std::string offset_text(int64_t ns) {
+  if (ns >= 1'000'000'000 || ns <= -1'000'000'000) return "own epoch";
+  return fmt::format("{:+.3f} us", static_cast<double>(ns) / 1e3);
+}
+
 // An uncertainty in the table: nanoseconds, or "unknown (saturated)" (add_uncertainties).
 std::string uncertainty_text(uint64_t ns) {
   return ns == UINT64_MAX ? "unknown (saturated)" : std::to_string(ns);
@@ -88,7 +97,7 @@ int run_merge(const MergeOptions& options) {
   fmt::print("merged {} trace(s) of a job of {} rank(s) into {}\n\n", summary.ranks.size(),
              summary.world_size, options.output_path);
   fmt::print("{:>5}  {:<16}  {:<20}  {:>14}  {:>16}  {:>10}  {}\n", "rank", "host", "device",
-             "offset_ns", "uncertainty_ns", "packets", "file");
+             "device-host", "uncertainty_ns", "packets", "file");
   for (const timing::MergedRank& rank : summary.ranks) {
     const std::string host = rank.host.empty() ? "-" : rank.host;
     // The host clock's part: its measured offsets' larger uncertainty, else its declared bound.
@@ -96,10 +105,11 @@ int run_merge(const MergeOptions& options) {
     if (!rank.host_clock_offsets.empty()) host_uncertainty = 0;
     for (const timing::HostClockOffset& h : rank.host_clock_offsets)
       host_uncertainty = std::max(host_uncertainty, h.uncertainty_ns);
+    host_uncertainty = timing::add_uncertainties(host_uncertainty, rank.host_clock_drift_ns);
     for (const timing::DeviceClockOffset& clock : rank.clocks)
       fmt::print(
           "{:>5}  {:<16}  {:<20}  {:>14}  {:>16}  {:>10}  {}\n", rank.rank, host,
-          fmt::format("{} device {}", clock.backend, clock.device), clock.offset_ns,
+          fmt::format("{} device {}", clock.backend, clock.device), offset_text(clock.offset_ns),
           uncertainty_text(timing::add_uncertainties(clock.uncertainty_ns, host_uncertainty)),
           rank.packets, rank.path);
     for (const std::string& device : rank.uncalibrated)
@@ -123,7 +133,7 @@ int run_merge(const MergeOptions& options) {
       "\nalignment uncertainty between ranks: {} (device offsets and host clocks; "
       "the two largest added)\n",
       summary.alignment_uncertainty_ns == UINT64_MAX
-          ? std::string("unknown (saturated)")
+          ? std::string("unknown (see the warnings)")
           : fmt::format("+-{} ns", summary.alignment_uncertainty_ns));
   for (const std::string& warning : summary.warnings) fmt::print("warning: {}\n", warning);
   return 0;

@@ -56,7 +56,11 @@ struct HostClockTransport {
 ///   options.host_clock_offsets.push_back(measure_host_clock_offset(rank, world, t));
 ///
 /// InvalidArgument for rank outside 0..world_size-1, rounds outside 1..100,000 or a transport
-/// without send or receive.
+/// without send or receive. BackendError when rank 0's answers cannot be its clock: an answer
+/// of 0 (an unfilled receive buffer), or answers that do not advance as this host's clock does
+/// between rounds (garbled values; Note [Implausible answers]). There is no timeout here: a
+/// peer that never answers blocks in receive, so give the transport a timeout of its own (the
+/// Python binding has timeout=).
 ACCGRAPH_API HostClockOffset measure_host_clock_offset(int rank, int world_size,
                                                        const HostClockTransport& transport,
                                                        size_t rounds = 64);

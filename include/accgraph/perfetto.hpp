@@ -130,6 +130,10 @@ struct MergedRank {
   /// as applied: each event moved by the offset interpolated at its time; empty where none was
   /// measured (then host_clock_uncertainty_ns stands for it).
   std::vector<HostClockOffset> host_clock_offsets;
+  /// With one measured host offset on another host than rank 0's: what its clock may have
+  /// drifted from that measurement to its last event (100 ppm), included in the alignment
+  /// uncertainty; 0 otherwise (two measurements: the drift is interpolated).
+  uint64_t host_clock_drift_ns = 0;
   /// Per process (device) of the input: its offset as applied; uncertainty_ns 0 and
   /// offset_ns 0 for an uncalibrated device (see `uncalibrated`).
   std::vector<DeviceClockOffset> clocks;
@@ -142,8 +146,10 @@ struct MergeSummary {
   std::vector<MergedRank> ranks;  ///< by rank
   /// The largest alignment error of any two events in the merged timeline: the two largest
   /// per-rank uncertainties (device offset + host clock: the larger of the measured host
-  /// offsets' uncertainties, else the declared host_clock_uncertainty_ns) added, saturating:
-  /// UINT64_MAX means unknown (the sum did not fit; a warning says so).
+  /// offsets' uncertainties plus host_clock_drift_ns, else the declared
+  /// host_clock_uncertainty_ns) added, saturating: UINT64_MAX means unknown (the sum did not
+  /// fit, or ranks on several hosts and one without a measured offset or a declared bound; a
+  /// warning says which).
   uint64_t alignment_uncertainty_ns = 0;
   /// E.g. ranks missing from the inputs (at most five ranges of them and their count, however
   /// large the world size).

@@ -11,6 +11,7 @@
 //     DIR/huge_world0.pftrace, DIR/huge_world1.pftrace: ranks 0 and 1 of 100,000,000;
 //     DIR/saturated0.pftrace: rank 0 of 2 whose clock uncertainty is 2^64-1 ns (odd cases for
 //       the CLI's merge-traces)
+//     DIR/epoch0.pftrace: rank 0 of 1 whose device clock counts from its own epoch
 //     DIR/hosts0.pftrace, DIR/hosts1.pftrace: ranks on two hosts, rank 1's host clock measured
 //       350 us behind rank 0's at start and 300 us at flush (+-4,200 and +-4,800 ns)
 #include <cstdint>
@@ -336,6 +337,14 @@ void odd_cases(const std::string& dir) {
   saturated.host = "node-a";
   saturated.clocks = {{"cuda", 0, 0, UINT64_MAX}};
   write_file(dir + "/saturated0.pftrace", perfetto(reports, saturated));
+  // A device clock with its own epoch (a steady clock since boot): its offset against
+  // CLOCK_REALTIME is about -1.8e18 ns, which the CLI's table shows as "own epoch".
+  PerfettoOptions epoch;
+  epoch.rank = 0;
+  epoch.world_size = 1;
+  epoch.host = "node-a";
+  epoch.clocks = {{"cuda", 0, -1'796'651'411'036'512'430, 900}};
+  write_file(dir + "/epoch0.pftrace", perfetto(reports, epoch));
   for (int rank = 0; rank < 2; ++rank) {
     PerfettoOptions hosts;
     hosts.rank = rank;

@@ -43,6 +43,26 @@ def test_an_error_carries_a_reason_unspecified_unless_callers_tell_it_apart():
         "UNSPECIFIED", "NATIVE_CAPTURE", "UNATTACHED_CAPTURE", "CAPTURE_ENDED", "REGION_ORDER"]
 
 
+# Audit R07: begin() in a capture, the graph reset mid-capture, then end(): CAPTURE_ENDED, as the
+# Region path says (R06), not "no region is open"; a later stray end() is REGION_ORDER again.
+def test_end_after_the_capture_was_reset_says_capture_ended():
+    prof = accgraph.Profiler()
+    stream = accgraph.Stream("host")
+    graph = accgraph.Graph("host")
+    prof.attach(graph)
+    graph.capture_begin(stream)
+    prof.begin(stream, "y")
+    graph.reset()
+    with pytest.raises(accgraph.InvalidStateError,
+                       match=r"end: the region open on stream \d+ was begun in a capture that "
+                             r"was aborted or reset") as info:
+        prof.end(stream)
+    assert info.value.reason == accgraph.ErrorReason.CAPTURE_ENDED
+    with pytest.raises(accgraph.InvalidStateError, match="no region is open") as info:
+        prof.end(stream)
+    assert info.value.reason == accgraph.ErrorReason.REGION_ORDER
+
+
 def test_invalid_argument_carries_code_message_and_backend():
     with pytest.raises(accgraph.InvalidArgumentError) as info:
         accgraph.Buffer(accgraph.Stream("host"), 0)

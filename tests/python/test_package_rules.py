@@ -298,3 +298,22 @@ def test_no_module_getattr_hook_is_left():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert accgraph.torch.annotate_trace.__module__ == "accgraph.torch._trace"
+
+
+# Audit D05: 0.2's constants of accgraph.torch_trace stay, each with a DeprecationWarning saying
+# where the knowledge went, attributed to the user's line.
+@pytest.mark.parametrize("name, value", [("CATEGORY", "gpu_user_annotation"),
+                                         ("RECORD_KERNEL", "marker_record_kernel"),
+                                         ("END_KERNEL", "marker_end_kernel")])
+def test_the_old_modules_constants_stay_with_a_warning(name, value):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import accgraph.torch_trace
+    with pytest.warns(DeprecationWarning, match=rf"accgraph.torch_trace.{name} is deprecated and "
+                                                r"goes in accgraph 0\.3: .*; write its value") as w:
+        exec(f"from accgraph.torch_trace import {name} as got", {}, scope := {})
+    assert scope["got"] == value
+    assert w[0].filename == "<string>"
+    with pytest.raises(AttributeError, match=r"has no attribute 'NOPE': it re-exports "
+                                             r"annotate_trace only"):
+        accgraph.torch_trace.NOPE

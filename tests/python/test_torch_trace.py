@@ -158,14 +158,98 @@ def test_a_reports_csv_needs_the_marker_kernels(tmp_path, host):
     src.write_text(json.dumps(kineto_trace(prof.reports())))
     with pytest.raises(accgraph.InvalidArgumentError,
                        match=r"the reports CSV '.*reports.csv' does not say which kernels its "
-                             r"markers are \(a CSV holds no report source\): pass "
-                             r"marker_kernels="):
+                             r"markers are \(its marker_kernels column is missing or empty: .*\): "
+                             r"pass marker_kernels="):
         accgraph.torch.annotate_trace(src, tmp_path / "out.json", tmp_path / "reports.csv")
     kernels = accgraph.MarkerKernels(**MARKER_KERNELS)
     assert kernels.end == ["marker_end_kernel"] and bool(kernels)
     summary = accgraph.torch.annotate_trace(src, tmp_path / "out.json", tmp_path / "reports.csv",
                                             marker_kernels=kernels)
     assert summary["replays"] == len(prof.reports())
+
+
+# Issue 44 item 5: a reports CSV carries its reports' marker kernels (the marker_kernels column),
+# so a GPU run's CSV is annotated without marker_kernels=. The host backend's CSV has the column
+# empty; here it is filled as the cuda backend's reports fill it.
+def test_a_reports_csv_carries_its_marker_kernels(tmp_path, host):
+    import csv as csv_module
+
+    prof = accgraph.Profiler()
+    timed_model(prof, host)
+    prof.flush()
+    prof.write_csv(tmp_path / "reports.csv")
+    with open(tmp_path / "reports.csv", newline="") as f:
+        rows = list(csv_module.DictReader(f))
+    assert "marker_kernels" in rows[0] and rows[0]["marker_kernels"] == ""
+    cuda = ("record_at_start=marker_record_kernel;record_at_end=marker_record_programmatic_kernel|"
+            "marker_record_placed_kernel;end=marker_end_kernel")
+    with open(tmp_path / "gpu.csv", "w", newline="") as f:
+        writer = csv_module.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow(dict(row, marker_kernels=cuda))
+    src = tmp_path / "trace.json"
+    src.write_text(json.dumps(kineto_trace(prof.reports())))
+    summary = accgraph.torch.annotate_trace(src, tmp_path / "out.json", tmp_path / "gpu.csv")
+    assert summary["replays"] == len(prof.reports())
+    rows[0]["marker_kernels"] = "marker_record_kernel"  # damaged: no kind
+    with open(tmp_path / "bad.csv", "w", newline="") as f:
+        writer = csv_module.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=r"bad.csv.*its marker_kernels 'marker_record_kernel' is not "
+                             r"record_at_start=A\|B;record_at_end=C;end=D"):
+        accgraph.torch.annotate_trace(src, tmp_path / "out.json", tmp_path / "bad.csv")
+
+
+# Audit T03-T05: marker_kernels of another type is named (its to_dict() is taken); T06: an
+# empty MarkerKernels is not "pass marker_kernels=", which was passed.
+@pytest.mark.parametrize("value, shown", [
+    ("marker_record_kernel", r"not str \('marker_record_kernel'\)"),
+    (["marker_record_kernel", "marker_end_kernel"], r"not list \(\['marker_record_kernel'"),
+    ({"kernels": ["x"]}, r"not dict \(\{'kernels'"),
+    (5, r"not int \(5\)")])
+def test_marker_kernels_of_another_type_is_named(tmp_path, host, value, shown):
+    prof = accgraph.Profiler()
+    timed_model(prof, host)
+    prof.flush()
+    prof.write_csv(tmp_path / "reports.csv")
+    src = tmp_path / "trace.json"
+    src.write_text(json.dumps(kineto_trace(prof.reports())))
+    with pytest.raises(TypeError, match=r"annotate_trace: marker_kernels must be an "
+                                        r"accgraph.MarkerKernels \(or a dict of its fields\), "
+                       + shown):
+        accgraph.torch.annotate_trace(src, tmp_path / "out.json", tmp_path / "reports.csv",
+                                      marker_kernels=value)
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_marker_kernels_as_its_dict_is_taken(tmp_path, host):
+    prof = accgraph.Profiler()
+    timed_model(prof, host)
+    prof.flush()
+    prof.write_csv(tmp_path / "reports.csv")
+    src = tmp_path / "trace.json"
+    src.write_text(json.dumps(kineto_trace(prof.reports())))
+    as_dict = dict(MARKER_KERNELS)  # as ReplayReport.to_dict()["marker_kernels"] gives it
+    summary = accgraph.torch.annotate_trace(src, tmp_path / "out.json", tmp_path / "reports.csv",
+                                            marker_kernels=as_dict)
+    assert summary["replays"] == len(prof.reports())
+
+
+def test_an_empty_marker_kernels_is_named_as_naming_no_kernel(tmp_path, host):
+    prof = accgraph.Profiler()
+    timed_model(prof, host)
+    prof.flush()
+    prof.write_csv(tmp_path / "reports.csv")
+    src = tmp_path / "trace.json"
+    src.write_text(json.dumps(kineto_trace(prof.reports())))
+    with pytest.raises(accgraph.InvalidArgumentError,
+                       match=r"the given marker_kernels names no kernel \(.*\), so the markers "
+                             r"of the reports CSV '.*reports.csv' cannot be found"):
+        accgraph.torch.annotate_trace(src, tmp_path / "out.json", tmp_path / "reports.csv",
+                                      marker_kernels=accgraph.MarkerKernels())
 
 
 def test_regions_name_their_markers(host):
@@ -1220,7 +1304,10 @@ def test_marker_kernels_with_unhashable_ids(tmp_path, reports, value):
     marks = [e for e in trace["traceEvents"] if "accgraph" in e.get("name", "")]
     for e in marks:
         e["args"]["correlation"] = value
-    assert annotate_trace(trace, tmp_path / "out.json", reports)["replays"] == 6
+    # Issue 44 item 5: not without a word.
+    with pytest.warns(RuntimeWarning, match=rf"{len(marks)} marker kernel\(s\) of the trace "
+                                            r"have a correlation that is a list or an object"):
+        assert annotate_trace(trace, tmp_path / "out.json", reports)["replays"] == 6
     for field in ("tid", "pid"):
         for e in marks:
             e[field] = value

@@ -193,7 +193,7 @@ TEST_CASE("reports csv: invalid UTF-8 replaced, control characters kept inside q
   for (size_t i = 0; i < name_cases().size(); ++i) {
     const NameCase& c = name_cases()[i];
     CAPTURE(c.expected);
-    REQUIRE(records[1 + i].size() == 15);
+    REQUIRE(records[1 + i].size() == 16);
     CHECK(records[1 + i][4] == c.expected);
     CHECK(records[1 + i][14] == "key " + c.expected + "=value " + c.expected);
   }
@@ -312,10 +312,10 @@ TEST_CASE("exporters: an unmeasurable region is left out of the trace and has em
 
   std::ostringstream csv;
   write_reports_csv(csv, {report});
-  CHECK(csv.str().find(",outer,0,0,,1000,5000,4000,,1000,5000,\n") !=
+  CHECK(csv.str().find(",outer,0,0,,1000,5000,4000,,1000,5000,,\n") !=
         std::string::npos);  // lost child
-  CHECK(csv.str().find(",outer/lost,1,0,,,,,,,,\n") != std::string::npos);
-  CHECK(csv.str().find(",outer/lost/inner,2,0,,2000,3000,1000,1000,2000,3000,\n") !=
+  CHECK(csv.str().find(",outer/lost,1,0,,,,,,,,,\n") != std::string::npos);
+  CHECK(csv.str().find(",outer/lost/inner,2,0,,2000,3000,1000,1000,2000,3000,,\n") !=
         std::string::npos);
 }
 

@@ -108,3 +108,19 @@ TEST_CASE("measure_host_clock_offset: bad arguments are errors, a transport's er
                        "0 rounds: take from 1 to 100000");
   CHECK_THROWS_WITH_AS(measure_host_clock_offset(1, 2, dead), "link down", std::runtime_error);
 }
+
+// Audit K10, K11: answers that cannot be rank 0's clock are refused, saying why, instead of an
+// offset of decades within nanoseconds.
+TEST_CASE("measure_host_clock_offset: a peer answering 0 or garbage is refused") {
+  HostClockTransport zero{[](int, uint64_t) {}, [](int) -> uint64_t { return 0; }};
+  CHECK_ACCGRAPH_ERROR(measure_host_clock_offset(1, 2, zero), ErrorCode::BackendError,
+                       "rank 0's answers are not its clock: round 1 answered 0, which no clock "
+                       "reads (an unfilled receive buffer?)");
+  uint64_t state = 0x9e3779b97f4a7c15u;
+  HostClockTransport garbage{[](int, uint64_t) {}, [&](int) {
+                               state = state * 6364136223846793005u + 1442695040888963407u;
+                               return state | 1;
+                             }};
+  CHECK_ACCGRAPH_ERROR(measure_host_clock_offset(1, 2, garbage), ErrorCode::BackendError,
+                       "rank 0's answers are not its clock: round 2 answered");
+}

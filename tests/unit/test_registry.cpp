@@ -96,6 +96,16 @@ TEST_CASE("a well-formed plugin that cannot run is registered as unavailable") {
                 {UNAVAILABLE_PLUGIN, "backend 'test_unavailable', which is already registered"});
 }
 
+// Audit P08: a factory that returns an empty std::unique_ptr and no error.
+TEST_CASE("a plugin whose factory returns no backend says so") {
+  Registry& registry = Registry::instance();
+  accgraph::load_plugin(NULL_FACTORY_PLUGIN);
+  CHECK(registry.contains("test_null_factory"));
+  require_error([&] { registry.backend("test_null_factory"); }, ErrorCode::Unavailable,
+                {"its create_backend returned OK but no backend (a null pointer",
+                 "the plugin must return a backend, or fail with a status and a message"});
+}
+
 TEST_CASE("malformed plugins are rejected with the file and the reason") {
   struct Case {
     const char* path;

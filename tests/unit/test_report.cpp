@@ -162,7 +162,7 @@ TEST_CASE("self time: an unmeasurable child or region makes self unmeasurable") 
   CHECK(stats[0].self_p50_ns == 0);
   std::ostringstream csv;
   write_reports_csv(csv, {r});
-  CHECK(csv.str().find("\n1,0,host,0,p,0,1,,0,1000,1000,,0,1000,\n") != std::string::npos);
+  CHECK(csv.str().find("\n1,0,host,0,p,0,1,,0,1000,1000,,0,1000,,\n") != std::string::npos);
   CHECK(csv.str().find("p/a,1,1,,100,200,100,100,") != std::string::npos);
 }
 
@@ -318,14 +318,14 @@ TEST_CASE("reports csv: one row per region, metadata as k=v;k=v, fields escaped"
   CHECK(
       lines[0] ==
       "graph_id,replay_index,backend,device,path,depth,stream_id,lane,start_ns,end_ns,duration_ns,"
-      "self_ns,raw_start_ns,raw_end_ns,metadata");
+      "self_ns,raw_start_ns,raw_end_ns,metadata,marker_kernels");
   std::string header;
   for (const std::string& column : reports_csv_columns())
     header += (header.empty() ? "" : ",") + column;
   CHECK(lines[0] == header);
-  CHECK(lines[1] == "7,3,host,0,outer,0,5,,1000,2000,1000,1000,1000,2000,\"bytes=4096;note=a,b\"");
+  CHECK(lines[1] == "7,3,host,0,outer,0,5,,1000,2000,1000,1000,1000,2000,\"bytes=4096;note=a,b\",");
   CHECK(lines[2] ==
-        "7,3,host,0,\"outer/in\"\"ner\",1,5,,1100,1200,100,100,1100,1200,\"q=say \"\"hi\"\"\"");
+        "7,3,host,0,\"outer/in\"\"ner\",1,5,,1100,1200,100,100,1100,1200,\"q=say \"\"hi\"\"\",");
 
   std::ostringstream newline;
   write_reports_csv(newline, {report(1, 0, {region("x", 0, 1, 1, 0, {{"k", "line\nbreak"}})})});

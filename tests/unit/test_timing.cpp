@@ -1088,7 +1088,11 @@ TEST_CASE("an open region at capture_end is an error; the graph is reset and reu
                 {"region", "'outer/inner'", "still open", "end every region before capture_end"});
   CHECK(graph.state() == GraphState::Empty);
   CHECK_FALSE(stream.is_capturing());
-  // The aborted capture's regions are gone: the stream has none open.
+  // The aborted capture's regions are gone: an end() says so (CaptureEnded, as a Region's
+  // does: audit R07), for each of them, then that none is open.
+  for (int i = 0; i < 2; ++i)
+    require_error([&] { prof.end(stream); }, ErrorCode::InvalidState, ErrorReason::CaptureEnded,
+                  {"was begun in a capture that was aborted or reset"});
   require_error([&] { prof.end(stream); }, ErrorCode::InvalidState, ErrorReason::RegionOrder,
                 {"no region is open"});
 

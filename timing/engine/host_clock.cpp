@@ -93,6 +93,50 @@ uint64_t host_clock_resolution_ns() {
   throw Error(ErrorCode::InvalidArgument, "measure_host_clock_offset: " + what);
 }
 
+// One round of the ping-pong on a rank other than 0: sent at t1, rank 0's answer t0, back at t2.
+struct Answer {
+  size_t round = 0;
+  uint64_t t1 = 0, t0 = 0, t2 = 0;
+  bool valid() const { return t2 != 0; }
+};
+
+[[noreturn]] void not_a_clock(const std::string& what) {
+  throw Error(ErrorCode::BackendError,
+              "measure_host_clock_offset: rank 0's answers are not its clock: " + what +
+                  "; check that rank 0 calls measure_host_clock_offset with the same rounds and "
+                  "that receive returns exactly the value the peer gave send (no truncation, no "
+                  "unfilled buffer), then measure again");
+}
+
+// Note [Implausible answers]: rank 0 answers with its clock, so its answers are read in
+// [t1, t2] of their rounds on the true time line: between two rounds they advance by what this
+// host's clock advanced, within the two round trips, plus the drift between two quartz clocks
+// (kDriftPpm, generous) and kSlackNs for clock resolution and slewing. An answer of 0 (an unfilled
+// receive buffer) or answers that jump around (a transport that garbles values) give offsets of
+// decades with an uncertainty of nanoseconds; both are refused instead. One round cannot be
+// checked against another: only its 0 is refused.
+void check_answer(const Answer& previous, const Answer& answer) {
+  constexpr double kDriftPpm = 1000;
+  constexpr double kSlackNs = 1e6;
+  if (answer.t0 == 0)
+    not_a_clock(
+        fmt::format("round {} answered 0, which no clock reads (an unfilled receive "
+                    "buffer?)",
+                    answer.round + 1));
+  if (!previous.valid()) return;
+  const auto advanced = static_cast<double>(static_cast<int64_t>(answer.t0 - previous.t0));
+  const auto least = static_cast<double>(static_cast<int64_t>(answer.t1 - previous.t2));
+  const auto most = static_cast<double>(answer.t2 - previous.t1);
+  const double slack = kSlackNs + most * kDriftPpm * 1e-6;
+  if (advanced < least - slack || advanced > most + slack)
+    not_a_clock(
+        fmt::format("round {} answered {} ns, {:+.0f} ns after round {}'s answer, while "
+                    "{:.0f} to {:.0f} ns passed here (a clock advances as this host's "
+                    "does, within {} ppm and {} ns)",
+                    answer.round + 1, answer.t0, advanced, previous.round + 1, least, most,
+                    kDriftPpm, kSlackNs));
+}
+
 }  // namespace
 
 uint64_t skew_host_time(uint64_t realtime) {
@@ -139,12 +183,16 @@ HostClockOffset measure_host_clock_offset(int rank, int world_size,
   }
   uint64_t best_round_trip = std::numeric_limits<uint64_t>::max();
   HostClockOffset best;
+  Answer previous;
   for (size_t round = 0; round < rounds; ++round) {
     const uint64_t t1 = host_clock_ns();
     transport.send(0, t1);
     const uint64_t t0 = transport.receive(0);
     const uint64_t t2 = host_clock_ns();
     if (t2 < t1) continue;  // the host clock stepped back (NTP): this round says nothing
+    const Answer answer{round, t1, t0, t2};
+    check_answer(previous, answer);
+    previous = answer;
     if (t2 - t1 < best_round_trip) {
       best_round_trip = t2 - t1;
       best.measured_at_ns = t1 + best_round_trip / 2;

@@ -122,9 +122,10 @@ void RegionRecorder::forget(const std::shared_ptr<Recording>& recording) {
   recording->closed = true;
   for (auto& [id, entry] : streams_) {
     auto& stack = entry.stack;
-    stack.erase(std::remove_if(stack.begin(), stack.end(),
-                               [&](const OpenRegion& r) { return r.recording == recording; }),
-                stack.end());
+    const auto kept = std::remove_if(stack.begin(), stack.end(),
+                                     [&](const OpenRegion& r) { return r.recording == recording; });
+    entry.abandoned += static_cast<size_t>(stack.end() - kept);
+    stack.erase(kept, stack.end());
     if (entry.last_marker && entry.last_marker->recording == recording) entry.last_marker.reset();
   }
 }
@@ -318,13 +319,25 @@ std::shared_ptr<MarkerRing> RegionRecorder::end(Stream& stream,
                                                 uint64_t serial) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = streams_.find(stream.id());
-  if (serial != 0 && (it == streams_.end() || !open_region_path(it->second, serial)))
+  if (serial != 0 && (it == streams_.end() || !open_region_path(it->second, serial))) {
+    if (it != streams_.end() && it->second.abandoned > 0) --it->second.abandoned;
     throw Error(ErrorCode::InvalidState, ErrorReason::CaptureEnded,
                 fmt::format("Region::end: the region is no longer open on stream {}: the capture "
                             "it was recorded in was aborted or reset (or its stream closed it); "
                             "nothing to end",
                             stream.id()),
                 stream.backend_name());
+  }
+  if (it != streams_.end() && it->second.stack.empty() && it->second.abandoned > 0) {
+    --it->second.abandoned;
+    throw Error(ErrorCode::InvalidState, ErrorReason::CaptureEnded,
+                fmt::format("end: the region open on stream {} was begun in a capture that was "
+                            "aborted or reset (or its stream closed it) before this end(): it "
+                            "is gone, nothing to end; end a capture's regions before "
+                            "capture_end or reset",
+                            stream.id()),
+                stream.backend_name());
+  }
   if (it == streams_.end() || it->second.stack.empty())
     throw Error(ErrorCode::InvalidState, ErrorReason::RegionOrder,
                 fmt::format("end: no region is open on stream {}: call begin(stream, name) first "

@@ -127,6 +127,10 @@ class RegionRecorder {
     std::optional<LastMarker> last_marker;
     std::shared_ptr<MarkerRing> eager_ring;  // created on the first eager region
     std::shared_ptr<Recording> eager_tree;   // the eager tree being recorded, if any
+    // Regions begun with begin() in a capture that was aborted or reset while they were open
+    // (forget took them off `stack`): what an end() that finds no region open ends instead,
+    // with CaptureEnded rather than "no region is open" (audit R07).
+    size_t abandoned = 0;
   };
 
   std::shared_ptr<Recording> start_eager_tree(Stream& stream, StreamEntry& entry);

@@ -74,6 +74,22 @@ std::string metadata_text(const Metadata& metadata) {
   return text;
 }
 
+// A report's marker kernels (Note [Marker kernel names]) in the reports CSV, so that
+// annotate_trace can find a GPU run's markers from the CSV alone:
+// "record_at_start=A|B;record_at_end=C;end=D", the kinds without names left out; empty where the
+// markers are not kernels. Backends' kernel names hold none of '|', ';' and '='.
+std::string marker_kernels_text(const MarkerKernels& kernels) {
+  std::string text;
+  for (const auto& [kind, names] :
+       {std::pair{"record_at_start", &kernels.record_at_start},
+        std::pair{"record_at_end", &kernels.record_at_end}, std::pair{"end", &kernels.end}}) {
+    if (names->empty()) continue;
+    text += (text.empty() ? "" : ";") + std::string(kind) + "=";
+    for (size_t i = 0; i < names->size(); ++i) text += (i ? "|" : "") + (*names)[i];
+  }
+  return text;
+}
+
 }  // namespace
 
 void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats) {
@@ -128,9 +144,9 @@ const std::vector<std::string>& stats_csv_columns() {
 
 const std::vector<std::string>& reports_csv_columns() {
   static const std::vector<std::string> columns{
-      "graph_id",    "replay_index", "backend",      "device",     "path",
-      "depth",       "stream_id",    "lane",         "start_ns",   "end_ns",
-      "duration_ns", "self_ns",      "raw_start_ns", "raw_end_ns", "metadata"};
+      "graph_id",     "replay_index", "backend",  "device",        "path",        "depth",
+      "stream_id",    "lane",         "start_ns", "end_ns",        "duration_ns", "self_ns",
+      "raw_start_ns", "raw_end_ns",   "metadata", "marker_kernels"};
   return columns;
 }
 
@@ -167,10 +183,11 @@ void write_reports_csv(std::ostream& out, const std::vector<ReplayReport>& repor
                            : ",,,";
         if (t.self_measurable()) times += fmt::format("{}", t.self_ns());
         times += t.measurable() ? fmt::format(",{},{}", t.raw_start_ns(), t.raw_end_ns()) : ",,";
-        out << fmt::format("{},{},{},{},{},{},{},{},{},{}\n", r.graph_id(), r.replay_index(),
+        out << fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", r.graph_id(), r.replay_index(),
                            csv_field(r.backend()), r.device(), csv_field(t.path()), t.depth(),
                            t.stream_id(), csv_field(t.lane()), times,
-                           csv_field(metadata_text(t.metadata())));
+                           csv_field(metadata_text(t.metadata())),
+                           csv_field(marker_kernels_text(r.marker_kernels())));
       }
   });
 }

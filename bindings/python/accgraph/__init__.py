@@ -66,7 +66,6 @@ from ._accgraph import (
     is_sampled_replay,
     library_version,
     load_plugin,
-    measure_host_clock_offset,
     merge_traces,
     perfetto_supported,
     plugin_failures,
@@ -84,6 +83,7 @@ from ._errors import (
     UnavailableError,
     UnsupportedError,
 )
+from ._host_clock import measure_host_clock_offset
 
 __version__ = "{}.{}.{}".format(*library_version())
 

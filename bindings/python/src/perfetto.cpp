@@ -41,6 +41,32 @@ void require_perfetto(const std::string& what) {
                     "(pip install .), or write a Chrome trace (.json) instead");
 }
 
+// What a Python receive() of measure_host_clock_offset returned, as the uint64 it must be: a
+// TypeError naming receive for what is not an int (a callback without `return` gives None), an
+// InvalidArgumentError naming the range for an int outside 0..2**64-1 (a signed transport).
+uint64_t received_value(const nb::object& value, int peer) {
+  PyObject* index = PyFloat_Check(value.ptr()) ? nullptr : PyNumber_Index(value.ptr());
+  if (index == nullptr) {
+    PyErr_Clear();
+    std::string shown = nb::repr(value).c_str();
+    if (shown.size() > 80) shown = shown.substr(0, 77) + "...";
+    const std::string p = std::to_string(peer);
+    throw nb::type_error(("measure_host_clock_offset: receive(" + p + ") returned " + shown + " (" +
+                          Py_TYPE(value.ptr())->tp_name +
+                          "), not an int: it must return the int (0 to 2**64-1) that rank " + p +
+                          " gave send (did it forget `return`?)")
+                             .c_str());
+  }
+  const auto number = nb::steal<nb::int_>(index);
+  if (!detail::int_within(number, nb::int_(0), nb::int_(std::numeric_limits<uint64_t>::max())))
+    throw Error(ErrorCode::InvalidArgument,
+                "measure_host_clock_offset: receive(" + std::to_string(peer) + ") returned " +
+                    nb::str(number).c_str() +
+                    ", outside 0 to 2**64-1: return exactly the int send was given (a transport "
+                    "of signed 64-bit ints: return value % 2**64)");
+  return nb::cast<uint64_t>(number);
+}
+
 nb::dict clock_dict(const DeviceClockOffset& c) {
   return dict_of(field("backend", c.backend), field("device", c.device),
                  field("offset_ns", c.offset_ns), field("uncertainty_ns", c.uncertainty_ns));
@@ -55,6 +81,7 @@ nb::dict rank_dict(const MergedRank& r) {
   return dict_of(field("path", r.path), field("rank", r.rank), field("host", r.host),
                  field("host_clock_uncertainty_ns", r.host_clock_uncertainty_ns),
                  field("host_clock_offsets", list_of(r.host_clock_offsets, host_offset_dict)),
+                 field("host_clock_drift_ns", r.host_clock_drift_ns),
                  field("clocks", list_of(r.clocks, clock_dict)),
                  field("uncalibrated", r.uncalibrated), field("packets", r.packets));
 }
@@ -269,26 +296,33 @@ void bind_host_clock_offsets(nb::module_& m) {
         "offsets; skewed only by the test hook ACCGRAPH_TEST_HOST_CLOCK_SKEW.");
 
   m.def(
-      "measure_host_clock_offset",
-      [](int rank, int world_size, std::function<void(int, uint64_t)> send,
-         std::function<uint64_t(int)> receive, size_t rounds) {
-        return timing::measure_host_clock_offset(
-            rank, world_size, timing::HostClockTransport{std::move(send), std::move(receive)},
-            rounds);
+      "_measure_host_clock_offset",
+      [](IntArg rank_arg, IntArg world_size_arg, nb::object send, nb::object receive,
+         IntArg rounds_arg) {
+        const int rank = int_arg<int>(rank_arg, "measure_host_clock_offset: rank");
+        const int world_size =
+            int_arg<int>(world_size_arg, "measure_host_clock_offset: world_size");
+        const auto rounds =
+            int_arg<size_t>(rounds_arg, "measure_host_clock_offset: rounds", 1, 100000);
+        timing::HostClockTransport transport;
+        // None (or anything not callable) is a transport without that callback: the core's
+        // InvalidArgument says so (Note [Host clock offsets]).
+        if (PyCallable_Check(send.ptr()) != 0)
+          transport.send = [send](int peer, uint64_t value) { send(peer, value); };
+        if (PyCallable_Check(receive.ptr()) != 0)
+          transport.receive = [receive](int peer) { return received_value(receive(peer), peer); };
+        if (!transport.send || !transport.receive)
+          throw Error(ErrorCode::InvalidArgument,
+                      std::string("measure_host_clock_offset: the transport lacks send or "
+                                  "receive: give both callbacks (send is ") +
+                          Py_TYPE(send.ptr())->tp_name + ", receive is " +
+                          Py_TYPE(receive.ptr())->tp_name + ")");
+        return timing::measure_host_clock_offset(rank, world_size, transport, rounds);
       },
-      nb::arg("rank"), nb::arg("world_size"), nb::arg("send"), nb::arg("receive"),
+      nb::arg("rank"), nb::arg("world_size"), nb::arg("send").none(), nb::arg("receive").none(),
       nb::arg("rounds") = 64,
-      nb::sig("def measure_host_clock_offset(rank: int, world_size: int, send: "
-              "collections.abc.Callable[[int, int], None], receive: "
-              "collections.abc.Callable[[int], int], rounds: int = 64) -> HostClockOffset"),
-      "Measures this host's clock offset against rank 0's over the job's own transport, "
-      "collectively (every rank calls it): `send(peer, value)` delivers one int (0 to 2**64-1) "
-      "to rank `peer`, `receive(peer)` returns the next one that rank sent here. Rank 0 answers "
-      "`rounds` pings of each rank in turn with its clock; each rank keeps the shortest round "
-      "trip: offset = its midpoint - rank 0's time, uncertainty = half of it + the clock's "
-      "resolution. Call it at profiling start and again at flush and pass both to "
-      "write_trace(host_clock_offsets=[...]); the merge interpolates the drift between them. "
-      "accgraph.torch.measure_host_clock_offset() does it over torch.distributed.");
+      "The native half of accgraph.measure_host_clock_offset (accgraph/_host_clock.py), "
+      "without its timeout.");
 }
 
 // calibrate_clock and write_trace: what one rank writes.
@@ -388,6 +422,10 @@ void bind_trace_merging(nb::module_& m) {
       .def_ro("host_clock_offsets", &MergedRank::host_clock_offsets,
               "The host clock offsets measured against rank 0's host, as applied (drift "
               "interpolated between the two); [] where none was measured.")
+      .def_ro("host_clock_drift_ns", &MergedRank::host_clock_drift_ns,
+              "With one measured host offset on another host than rank 0's: what its clock may "
+              "have drifted from it to the rank's last event (100 ppm), part of the alignment "
+              "uncertainty; 0 otherwise.")
       .def_ro("clocks", &MergedRank::clocks,
               "Per device: the offset applied (0 +- 0 for an uncalibrated device).")
       .def_ro("uncalibrated", &MergedRank::uncalibrated,

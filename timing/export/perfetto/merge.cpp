@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -93,6 +94,10 @@ struct Input {
   std::unordered_map<uint64_t, std::optional<size_t>> process_cache;  // track uuid -> process
   std::map<uint32_t, uint32_t> new_sequence;
   uint64_t packets = 0;
+  std::unordered_map<uint64_t, uint64_t> last_time_of_track;  // track uuid -> latest event
+  // What the host clock may have drifted since its one measured offset (Note [Drift after one
+  // measurement]); 0 with two measurements, none, or on the reference host.
+  uint64_t drift_ns = 0;
 
   // The process a track belongs to (following parent_uuid), or none. Every track on the walked
   // chain is remembered, so a chain of N tracks costs O(N) in all, not O(N^2) (audit #56).
@@ -203,6 +208,7 @@ uint64_t host_uncertainty(const Input& input) {
   if (input.host_offsets.empty()) return input.host_clock_uncertainty_ns;
   uint64_t u = 0;
   for (const HostClockOffset& h : input.host_offsets) u = std::max(u, h.uncertainty_ns);
+  u = add_uncertainties(u, input.drift_ns);
   return u;
 }
 
@@ -252,6 +258,11 @@ void read_info(Input& input, const pb::TrackEvent& e) {
 
 // Reads an input once: its processes, track tree and trace info. The file is closed again.
 void scan(Input& input, size_t inputs) {
+  std::error_code ignored;
+  if (std::filesystem::is_directory(input.path, ignored))
+    fail(input.path,
+         "not a Perfetto trace: it is a directory: give the rank traces in it "
+         "(e.g. DIR/rank*.pftrace)");
   detail::PacketReader reader(input.path);
   if (!reader.opened()) fail_open(input.path, reader.open_errno(), "to read it", inputs);
   pb::TracePacket packet;
@@ -276,6 +287,9 @@ void scan(Input& input, size_t inputs) {
       if (d.has_parent_uuid()) input.parent_of.emplace(d.uuid(), d.parent_uuid());
     } else if (packet.has_track_event() && packet.track_event().name() == kInfoEventName) {
       info_packets.push_back(packet);
+    } else if (packet.has_track_event() && packet.has_timestamp()) {
+      uint64_t& last = input.last_time_of_track[packet.track_event().track_uuid()];
+      last = std::max(last, packet.timestamp());
     }
   }
   for (const pb::TracePacket& p : info_packets) read_info(input, p.track_event());
@@ -360,7 +374,10 @@ std::string uncertainty_text(uint64_t ns) {
 }
 
 // The warnings that do not depend on the devices: missing ranks, hosts without a clock bound.
-void add_job_warnings(MergeSummary& summary, const std::vector<Input>& inputs) {
+// Whether the alignment across hosts is unknown: ranks on several hosts, one of them with
+// neither a measured offset nor a declared bound.
+bool add_job_warnings(MergeSummary& summary, const std::vector<Input>& inputs) {
+  bool unknown = false;
   if (std::string missing = missing_ranks_warning(inputs, summary.world_size); !missing.empty())
     summary.warnings.push_back(std::move(missing));
   std::set<std::string> hosts;
@@ -368,15 +385,17 @@ void add_job_warnings(MergeSummary& summary, const std::vector<Input>& inputs) {
   if (hosts.size() > 1)
     for (const Input& input : inputs) {
       if (!input.host_offsets.empty()) continue;
-      if (input.host_clock_uncertainty_ns == 0)
+      if (input.host_clock_uncertainty_ns == 0) {
+        unknown = true;
         summary.warnings.push_back(fmt::format(
             "the ranks run on {} hosts but rank {} ({}) has no measured host clock offset "
             "(host_clock_offset_ns) and records no host clock uncertainty: the alignment "
-            "across hosts is only as good as their clock synchronisation; measure the offset "
+            "across hosts is unknown (only as good as their clock synchronisation, 10 us to "
+            "1 ms apart under NTP); measure the offset "
             "(measure_host_clock_offset, accgraph.torch.measure_host_clock_offset) "
             "or give PerfettoOptions::host_clock_uncertainty_ns (the NTP/PTP error bound)",
             hosts.size(), input.rank, input.host));
-      else
+      } else
         summary.warnings.push_back(fmt::format(
             "the ranks run on {} hosts but rank {} ({}) has no measured host clock offset "
             "(host_clock_offset_ns): its times are taken as on the reference clock, within "
@@ -384,13 +403,51 @@ void add_job_warnings(MergeSummary& summary, const std::vector<Input>& inputs) {
             "(measure_host_clock_offset) for a tighter one",
             hosts.size(), input.rank, input.host, input.host_clock_uncertainty_ns));
     }
+  return unknown;
+}
+
+// Note [Drift after one measurement]: with offsets measured at start and at flush the merge
+// interpolates the drift between them; with one only it cannot, and two quartz clocks drift up
+// to kDriftPpm apart (tens of ppm is usual: 50 ppm is 50 us per second). So a rank on another
+// host than rank 0 with one measured offset gets kDriftPpm x the time from that measurement to
+// its last event added to its uncertainty, and a warning saying so and to measure at flush.
+constexpr double kDriftPpm = 100;
+
+void add_drift(MergeSummary& summary, std::vector<Input>& inputs) {
+  const Input* reference = nullptr;
+  for (const Input& input : inputs)
+    if (input.rank == 0) reference = &input;
+  for (Input& input : inputs) {
+    if (input.host_offsets.size() != 1 || input.rank == 0) continue;
+    if (reference != nullptr && reference->host == input.host) continue;
+    const uint64_t at = input.host_offsets.front().measured_at_ns;
+    uint64_t last = 0;
+    for (const auto& [track, time] : input.last_time_of_track) {
+      const auto process = input.process_of_track(track);
+      uint64_t host_time = time;
+      if (process && input.processes[*process].calibrated)
+        host_time = time - static_cast<uint64_t>(input.processes[*process].offset_ns);
+      if (host_time <= static_cast<uint64_t>(INT64_MAX)) last = std::max(last, host_time);
+    }
+    if (last <= at) continue;
+    const double seconds = static_cast<double>(last - at) * 1e-9;
+    input.drift_ns =
+        static_cast<uint64_t>(std::ceil(static_cast<double>(last - at) * kDriftPpm * 1e-6));
+    summary.warnings.push_back(fmt::format(
+        "rank {} ({}) has one measured host clock offset, {:.3f} s before its last event: the "
+        "drift since is not measured, so its uncertainty grows by up to {} ns (at {} ppm, "
+        "included above); measure the offset again at flush and write both "
+        "(host_clock_offsets=[start, end]) for the merge to correct the drift",
+        input.rank, input.host, seconds, input.drift_ns, kDriftPpm));
+  }
 }
 
 // New pids and the summary, in rank order.
 MergeSummary summarise(std::vector<Input>& inputs) {
   MergeSummary summary;
   summary.world_size = inputs.front().world_size;
-  add_job_warnings(summary, inputs);
+  const bool unknown_hosts = add_job_warnings(summary, inputs);
+  add_drift(summary, inputs);
   std::vector<uint64_t> uncertainties;  // per calibrated (rank, device)
   int next_pid = 1;
   for (Input& input : inputs) {
@@ -400,6 +457,7 @@ MergeSummary summarise(std::vector<Input>& inputs) {
     merged.host = input.host;
     merged.host_clock_uncertainty_ns = input.host_clock_uncertainty_ns;
     merged.host_clock_offsets = input.host_offsets;
+    merged.host_clock_drift_ns = input.drift_ns;
     merged.packets = input.packets;
     for (InputProcess& p : input.processes) {
       p.new_pid = next_pid++;
@@ -422,7 +480,9 @@ MergeSummary summarise(std::vector<Input>& inputs) {
   std::sort(uncertainties.rbegin(), uncertainties.rend());
   if (uncertainties.size() >= 2)
     summary.alignment_uncertainty_ns = add_uncertainties(uncertainties[0], uncertainties[1]);
-  if (summary.alignment_uncertainty_ns == kSaturated)
+  if (unknown_hosts)  // a warning above names the ranks
+    summary.alignment_uncertainty_ns = kSaturated;
+  else if (summary.alignment_uncertainty_ns == kSaturated)
     summary.warnings.push_back(fmt::format(
         "the alignment uncertainty between ranks is {}: a device's clock_uncertainty_ns plus its "
         "host's host_clock_uncertainty_ns exceed 2^64-1 ns; calibrate the clocks again",
@@ -618,10 +678,14 @@ class Interleaver {
     const int64_t offset = interpolate_host_clock_offset(input.host_offsets.front(),
                                                          input.host_offsets.back(), host_time);
     const uint64_t reference = host_time - static_cast<uint64_t>(offset);
-    if ((offset > 0 && reference > host_time) || (offset < 0 && reference < host_time))
+    // Beyond INT64_MAX: past 2262, which no clock reads (a garbage offset such as -(2^63-1)
+    // from a peer that answered nonsense), and not representable in a .pftrace's int64 times.
+    if ((offset > 0 && reference > host_time) || (offset < 0 && reference < host_time) ||
+        reference > static_cast<uint64_t>(INT64_MAX))
       fail(input.path, fmt::format("an event at {} ns of host {} lies outside the reference "
-                                   "clock's range once its host clock offset of {} ns is "
-                                   "applied: the recorded host offset is wrong; measure again",
+                                   "clock's range (0 to 2^63-1 ns) once its host clock offset "
+                                   "of {} ns is applied: the recorded host offset is wrong; "
+                                   "measure again",
                                    host_time, input.host, offset));
     return reference;
   }

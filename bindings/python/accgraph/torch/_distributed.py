@@ -185,4 +185,6 @@ def measure_host_clock_offset(*, group: Any = None, rounds: int = 64,
         dist.recv(buffer, src=ranks[peer], group=group)
         return int(buffer.item()) % _TWO_64
 
-    return accgraph.measure_host_clock_offset(me, size, send, receive, rounds)
+    # On this thread (timeout=None): the process group's own timeout bounds send and recv,
+    # and a CUDA tensor's stream and device are this thread's.
+    return accgraph.measure_host_clock_offset(me, size, send, receive, rounds, timeout=None)

@@ -346,6 +346,47 @@ def _csv_rows(path: str) -> Tuple[List[str], List[Tuple[int, Dict[Any, Any]]]]:
         csv.field_size_limit(limit)
 
 
+def _marker_kernels_arg(value: Any) -> Optional[MarkerKernels]:
+    """annotate_trace's `marker_kernels`: None or a MarkerKernels; a dict of its fields (as
+    ReplayReport.to_dict() gives it: the three lists of names) is taken as the same; anything
+    else is a TypeError naming it (audit T03-T05: a str, a list of names)."""
+    if value is None or isinstance(value, MarkerKernels):
+        return value
+    fields = ("record_at_start", "record_at_end", "end")
+    if isinstance(value, dict) and set(value) <= set(fields) and all(
+            isinstance(v, (list, tuple)) and all(isinstance(n, str) for n in v)
+            for v in value.values()):
+        return MarkerKernels(**{k: list(v) for k, v in value.items()})
+    raise TypeError(f"{_WHAT}: marker_kernels must be an accgraph.MarkerKernels (or a dict "
+                    f"of its fields), not {type(value).__name__} ({_cut(repr(value), 80)}): give "
+                    "the ReplayReport.marker_kernels of a report timed on that backend, or "
+                    "accgraph.MarkerKernels(record_at_start=[...], record_at_end=[...], "
+                    "end=[...])")
+
+
+def _csv_marker_kernels(path: str, rows: List[Tuple[int, Dict[str, Any]]]
+                        ) -> Optional[MarkerKernels]:
+    """The marker kernels the reports CSV's rows name (its marker_kernels column,
+    "record_at_start=A|B;record_at_end=C;end=D", as write_reports_csv writes them), so a GPU
+    run's CSV is annotated without marker_kernels=; None when no row names any."""
+    fields = {"record_at_start": [], "record_at_end": [], "end": []}
+    for line, row in rows:
+        text = row.get("marker_kernels")
+        if not isinstance(text, str) or not text:
+            continue
+        for part in text.split(";"):
+            kind, _, listed = part.partition("=")
+            if kind not in fields or not listed:
+                raise _CsvRow(path, line, row).fail(
+                    f"its marker_kernels {_cut(text, 80)!r} is not "
+                    "record_at_start=A|B;record_at_end=C;end=D",
+                    "write the CSV again with Profiler.write_csv, or pass marker_kernels=")
+            fields[kind].extend(n for n in listed.split("|") if n and n not in fields[kind])
+    if not any(fields.values()):
+        return None
+    return MarkerKernels(**fields)
+
+
 def _from_csv(path: Union[str, os.PathLike], names: _KernelNames,
               marker_kernels: Optional[MarkerKernels]) -> List[_Report]:
     """The reports of Profiler.write_csv's file. Columns are found by name: others (added by a
@@ -358,12 +399,21 @@ def _from_csv(path: Union[str, os.PathLike], names: _KernelNames,
     except OSError as e:
         raise _error(InvalidArgumentError, f"cannot read the reports CSV {path!r}: "
                      f"{e.strerror or e}: pass the file Profiler.write_csv wrote") from e
+    if marker_kernels is not None and not marker_kernels:
+        raise _error(InvalidArgumentError,
+                     f"the given marker_kernels names no kernel ({marker_kernels!r}), so the "
+                     f"markers of the reports CSV {path!r} cannot be found in the trace: give "
+                     "the ReplayReport.marker_kernels of a report timed on the backend that "
+                     "wrote the CSV (the cuda backend's, for a GPU run)")
+    if marker_kernels is None:
+        marker_kernels = _csv_marker_kernels(path, rows)
     if not marker_kernels:
         raise _error(InvalidArgumentError,
-                     f"the reports CSV {path!r} does not say which kernels its markers are (a "
-                     "CSV holds no report source): pass marker_kernels= (the ReplayReport."
-                     "marker_kernels of a report timed on that backend), or the reports "
-                     "themselves (the Profiler)")
+                     f"the reports CSV {path!r} does not say which kernels its markers are (its "
+                     "marker_kernels column is missing or empty: written before accgraph wrote "
+                     "it, or by a backend whose markers are not kernels): pass marker_kernels= "
+                     "(the ReplayReport.marker_kernels of a report timed on that backend), or "
+                     "the reports themselves (the Profiler)")
     names.add(marker_kernels)
     needed = set(CSV_NEEDED)
     if rows and not needed <= set(header):
@@ -653,6 +703,7 @@ def _kernels(events: List[Any], names: _KernelNames) -> Tuple[List[_Kernel], int
     an object)."""
     out = []
     unusable = 0
+    no_correlation = 0  # marker kernels whose correlation cannot be an id (audit A13)
     for ev in events:
         if not isinstance(ev, dict) or ev.get("ph") != "X":
             continue
@@ -672,8 +723,17 @@ def _kernels(events: List[Any], names: _KernelNames) -> Tuple[List[_Kernel], int
         args = ev.get("args", {})
         correlation = args.get("correlation")
         kind = names.kind(str(ev.get("name", ""))) if category == "kernel" else ""
+        if not _hashable(correlation):
+            no_correlation += kind != ""
+            correlation = None
         out.append(_Kernel(ev, start, start + dur, (ev.get("pid"), ev.get("tid")), kind,
-                           correlation if _hashable(correlation) else None))
+                           correlation))
+    if no_correlation:
+        warnings.warn(f"{_WHAT}: {no_correlation} marker kernel(s) of the trace have a "
+                      "correlation that is a list or an object, not an id: it is ignored and "
+                      "their replays are found on their stream rows (kernels of a graph on "
+                      "several streams may then be missed); pass the trace torch.profiler's "
+                      "export_chrome_trace wrote, unedited", RuntimeWarning, stacklevel=4)
     out.sort(key=lambda k: (k.start, k.end))
     return out, unusable
 
@@ -1328,6 +1388,7 @@ def _annotate_trace(trace: Any, output: str, profiler_or_reports: Any, tolerance
                      "file): annotating would replace the torch.profiler trace; write another "
                      "file, or pass overwrite_input=True to replace it (atomically: a failed "
                      "write leaves it as it was)")
+    marker_kernels = _marker_kernels_arg(marker_kernels)
     _check_output(output)
     names = _KernelNames()
     reports = _reports_of(profiler_or_reports, names, marker_kernels)
