@@ -332,7 +332,38 @@ std::vector<cudaGraphNode_t> place_markers_exactly(cudaGraph_t graph,
                                                    const std::vector<CapturedMarker>& markers,
                                                    bool launch_completion_after,
                                                    PlacementCounts& counts) {
+  // CUDA removes no dependency in a graph that holds memory allocation or free nodes
+  // (cudaGraphRemoveDependencies: cudaErrorNotSupported, seen on an H100, CUDA 13.0): there the
+  // markers stay links of their streams' chains, as captured (the chained placement: exact,
+  // each boundary at the cost of a launch), and the tail follows them in stream order.
+  size_t count = 0;
+  ACCGRAPH_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count), "end_sequence: counting nodes");
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (count > 0)
+    ACCGRAPH_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count),
+                        "end_sequence: reading nodes");
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+    ACCGRAPH_CUDA_CHECK(cudaGraphNodeGetType(node, &type), "end_sequence: reading a node's type");
+    if (type == cudaGraphNodeTypeMemAlloc || type == cudaGraphNodeTypeMemFree) {
+      counts.refused += markers.size();
+      return {};
+    }
+  }
   return Placement(graph, markers, launch_completion_after, counts).run();
+}
+
+bool is_marker_kernel_node(cudaGraphNode_t node) {
+  cudaKernelNodeParams params{};
+  const cudaError_t err = cudaGraphKernelNodeGetParams(node, &params);
+  // A kernel of another module (PyTorch's, a library's, another runtime's) has no host function
+  // this runtime knows: CUDA says cudaErrorInvalidDeviceFunction. The markers are this module's.
+  if (err == cudaErrorInvalidDeviceFunction) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  ACCGRAPH_CUDA_CHECK(err, "reading a kernel node's parameters");
+  return is_marker_kernel(params.func);
 }
 
 size_t strip_marker_kernels(cudaGraph_t graph) {
@@ -345,11 +376,7 @@ size_t strip_marker_kernels(cudaGraph_t graph) {
   for (cudaGraphNode_t node : nodes) {
     cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
     ACCGRAPH_CUDA_CHECK(cudaGraphNodeGetType(node, &type), "untimed: reading a node's type");
-    if (type != cudaGraphNodeTypeKernel) continue;
-    cudaKernelNodeParams params{};
-    ACCGRAPH_CUDA_CHECK(cudaGraphKernelNodeGetParams(node, &params),
-                        "untimed: reading a kernel node");
-    if (is_marker_kernel(params.func)) markers.insert(node);
+    if (type == cudaGraphNodeTypeKernel && is_marker_kernel_node(node)) markers.insert(node);
   }
   if (markers.empty()) return 0;
   // Successors among the user's nodes, read once (edges between user nodes do not change below

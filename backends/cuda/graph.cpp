@@ -223,10 +223,7 @@ void CudaGraph::scan_template() {
                           "capture_end: reading a free node");
       freed.insert(dptr);
     } else if (type == cudaGraphNodeTypeKernel && !has_marker_kernels_) {
-      cudaKernelNodeParams params{};
-      ACCGRAPH_CUDA_CHECK(cudaGraphKernelNodeGetParams(node, &params),
-                          "capture_end: reading a kernel node");
-      has_marker_kernels_ = is_marker_kernel(params.func);
+      has_marker_kernels_ = is_marker_kernel_node(node);
     } else if (type == cudaGraphNodeTypeEventRecord) {
       cudaEvent_t event = nullptr;
       ACCGRAPH_CUDA_CHECK(cudaGraphEventRecordNodeGetEvent(node, &event),
