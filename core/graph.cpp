@@ -391,7 +391,8 @@ void AcceleratorGraph::replay_hooked(Stream& stream, LaunchWaits* waits) {
   }
   // Note [Sampled replays] (spi/untimed_replay.hpp): a replay that the graph's one instrument
   // does not time runs without its markers, where the backend can leave them out.
-  if (untimed_replay_ != nullptr && instruments_.size() == 1 && instruments_.front()->skips_replay() &&
+  if (untimed_replay_ != nullptr && instruments_.size() == 1 &&
+      instruments_.front()->skips_replay() &&
       untimed_replay_->can_replay_untimed(detail::StreamAccess::impl(stream))) {
     {
       detail::LaunchWaitScope wait(around_launch(tracked));

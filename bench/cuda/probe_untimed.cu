@@ -78,7 +78,8 @@ int main(int argc, char** argv) {
     if (in) check(cudaGraphNodeGetDependencies(c, ins.data(), nullptr, &in), "deps");
     if (out) check(cudaGraphNodeGetDependentNodes(c, outs.data(), nullptr, &out), "dependents");
     for (cudaGraphNode_t a : ins)
-      for (cudaGraphNode_t b : outs) check(cudaGraphAddDependencies(clone, &a, &b, nullptr, 1), "edge");
+      for (cudaGraphNode_t b : outs)
+        check(cudaGraphAddDependencies(clone, &a, &b, nullptr, 1), "edge");
     check(cudaGraphDestroyNode(c), "destroy node");
   }
   cudaGraphExec_t plain = nullptr, timed = nullptr, toggled = nullptr, stripped = nullptr;
@@ -87,13 +88,15 @@ int main(int argc, char** argv) {
   check(cudaGraphInstantiate(&toggled, timed_graph, 0), "instantiate");
   check(cudaGraphInstantiate(&stripped, clone, 0), "instantiate");
   auto toggle = [&](unsigned enabled) {
-    for (cudaGraphNode_t m : markers) check(cudaGraphNodeSetEnabled(toggled, m, enabled), "enable");
+    for (cudaGraphNode_t m : markers)
+      check(cudaGraphNodeSetEnabled(toggled, m, enabled), "enable");
   };
   std::vector<double> toggle_us;
   for (int r = 0; r < 20; ++r) {
     auto t0 = std::chrono::steady_clock::now();
     toggle(r % 2);
-    toggle_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    toggle_us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   }
   toggle(0);
   cudaEvent_t a = nullptr, b = nullptr;
@@ -117,13 +120,15 @@ int main(int argc, char** argv) {
     s.push_back(device_us(stripped));
   }
   const double base = median(p);
-  std::printf("accgraph-probe-untimed: %d work kernels, %zu marker kernels, %d replays x %d rounds\n",
+  std::printf("accgraph-probe-untimed: %d work kernels, %zu marker kernels, %d replays x %d "
+              "rounds\n",
               work, markers.size(), replays, rounds);
   std::printf("  (0) no markers            %8.2f us per replay  1.000x\n", base);
-  std::printf("  (a) markers               %8.2f us per replay  %.3fx\n", median(t), median(t) / base);
-  std::printf("  (b) markers disabled      %8.2f us per replay  %.3fx\n", median(d), median(d) / base);
-  std::printf("  (c) clone without markers %8.2f us per replay  %.3fx\n", median(s), median(s) / base);
-  std::printf("  toggling all %zu marker nodes once (host): %.1f us (median of 20)\n", markers.size(),
-              median(toggle_us));
+  const char* row = "  %-25s %8.2f us per replay  %.3fx\n";
+  std::printf(row, "(a) markers", median(t), median(t) / base);
+  std::printf(row, "(b) markers disabled", median(d), median(d) / base);
+  std::printf(row, "(c) clone without markers", median(s), median(s) / base);
+  std::printf("  toggling all %zu marker nodes once (host): %.1f us (median of 20)\n",
+              markers.size(), median(toggle_us));
   return 0;
 }

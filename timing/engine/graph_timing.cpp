@@ -60,9 +60,17 @@ uint64_t mix(uint64_t x) noexcept {  // splitmix64's finaliser
   return x ^ (x >> 31);
 }
 
+// The counter's writer is the graph's launching thread, one launch at a time (graph.serial), so
+// a load and a store count a launch: no read-modify-write on the launch path (Note [Launch
+// path]); readers only load.
+void count_launch(std::atomic<uint64_t>& count) noexcept {
+  count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
 }  // namespace
 
-bool is_sampled_replay(uint64_t replay, uint64_t every, uint64_t seed, uint64_t graph_id) noexcept {
+bool is_sampled_replay(uint64_t replay, uint64_t every, uint64_t seed,
+                       uint64_t graph_id) noexcept {
   if (every <= 1) return true;
   const uint64_t window = replay / every;
   return replay % every == mix(seed ^ mix(graph_id ^ mix(window))) % every;
@@ -82,7 +90,7 @@ bool GraphTiming::skips_replay() const noexcept {
 
 void GraphTiming::after_untimed_replay() noexcept {
   ++replays_;
-  counter_->run.fetch_add(1, std::memory_order_relaxed);
+  count_launch(counter_->run);
 }
 
 // An ended capture that never began a marker sequence has nothing to do on its replays: it is
@@ -251,8 +259,8 @@ void GraphTiming::after_replay(AcceleratorGraph& graph, Stream& stream) {
                         layout_, replays_, waits);
   ++replays_;
   if (counter_) {
-    counter_->run.fetch_add(1, std::memory_order_relaxed);
-    counter_->timed.fetch_add(1, std::memory_order_relaxed);
+    count_launch(counter_->run);
+    count_launch(counter_->timed);
   }
   if (!immediate_) return;  // sequence_done does nothing else for a graph's replay
   if (std::shared_ptr<ProfilerCore> core = core_.lock()) {

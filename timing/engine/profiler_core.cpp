@@ -289,7 +289,8 @@ void ProfilerCore::note_replay_cost(const ReplayReport& report) {
   }
   if (++counter->costed_reports < kCostedReports) return;
   double every = 1;
-  if (counter->work_ns > 0) every = std::ceil(counter->marker_ns / (options.overhead * counter->work_ns));
+  if (counter->work_ns > 0)
+    every = std::ceil(counter->marker_ns / (options.overhead * counter->work_ns));
   every = std::clamp(every, 1.0, static_cast<double>(kMaxEvery));
   counter->every.store(static_cast<uint64_t>(every), std::memory_order_relaxed);
 }
