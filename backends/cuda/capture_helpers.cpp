@@ -336,13 +336,7 @@ std::vector<cudaGraphNode_t> place_markers_exactly(cudaGraph_t graph,
   // (cudaGraphRemoveDependencies: cudaErrorNotSupported, seen on an H100, CUDA 13.0): there the
   // markers stay links of their streams' chains, as captured (the chained placement: exact,
   // each boundary at the cost of a launch), and the tail follows them in stream order.
-  size_t count = 0;
-  ACCGRAPH_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count), "end_sequence: counting nodes");
-  std::vector<cudaGraphNode_t> nodes(count);
-  if (count > 0)
-    ACCGRAPH_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count),
-                        "end_sequence: reading nodes");
-  for (cudaGraphNode_t node : nodes) {
+  for (cudaGraphNode_t node : graph_nodes(graph, "end_sequence")) {
     cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
     ACCGRAPH_CUDA_CHECK(cudaGraphNodeGetType(node, &type), "end_sequence: reading a node's type");
     if (type == cudaGraphNodeTypeMemAlloc || type == cudaGraphNodeTypeMemFree) {
@@ -351,6 +345,18 @@ std::vector<cudaGraphNode_t> place_markers_exactly(cudaGraph_t graph,
     }
   }
   return Placement(graph, markers, launch_completion_after, counts).run();
+}
+
+std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t graph, const char* operation) {
+  size_t count = 0;
+  ACCGRAPH_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count),
+                      fmt::format("{}: counting a graph's nodes", operation));
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (count > 0)
+    ACCGRAPH_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count),
+                        fmt::format("{}: reading a graph's nodes", operation));
+  nodes.resize(count);
+  return nodes;
 }
 
 bool is_marker_kernel_node(cudaGraphNode_t node) {
@@ -367,11 +373,7 @@ bool is_marker_kernel_node(cudaGraphNode_t node) {
 }
 
 size_t strip_marker_kernels(cudaGraph_t graph) {
-  size_t count = 0;
-  ACCGRAPH_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count), "untimed: counting nodes");
-  std::vector<cudaGraphNode_t> nodes(count);
-  if (count > 0)
-    ACCGRAPH_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count), "untimed: reading nodes");
+  const std::vector<cudaGraphNode_t> nodes = graph_nodes(graph, "untimed");
   std::unordered_set<cudaGraphNode_t> markers;
   for (cudaGraphNode_t node : nodes) {
     cudaGraphNodeType type = cudaGraphNodeTypeEmpty;

@@ -516,6 +516,8 @@ std::vector<cudaGraphNode_t> place_markers_exactly(cudaGraph_t graph,
 /// clone, not capturing), adding an ordinary edge P -> S wherever a marker was the only path
 /// from P to S. Returns how many nodes it destroyed.
 size_t strip_marker_kernels(cudaGraph_t graph);
+/// Every node of `graph` (`operation` names the caller in an error).
+std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t graph, const char* operation);
 /// Whether kernel node `node` launches one of the marker kernels (false for a kernel of another
 /// module, whose parameters this runtime cannot read).
 bool is_marker_kernel_node(cudaGraphNode_t node);

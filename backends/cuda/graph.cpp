@@ -196,13 +196,8 @@ void CudaGraph::capture_end() {
 }
 
 void CudaGraph::scan_template() {
-  size_t count = 0;
-  ACCGRAPH_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &count), "capture_end: counting nodes");
-  std::vector<cudaGraphNode_t> nodes(count);
-  if (count > 0)
-    ACCGRAPH_CUDA_CHECK(cudaGraphGetNodes(graph_, nodes.data(), &count),
-                        "capture_end: reading nodes");
-  nodes_ = count;
+  const std::vector<cudaGraphNode_t> nodes = graph_nodes(graph_, "capture_end");
+  nodes_ = nodes.size();
   has_allocations_ = false;
   has_event_records_ = false;
   has_marker_kernels_ = false;
