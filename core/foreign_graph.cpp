@@ -9,6 +9,7 @@
 
 #include "accgraph/error.hpp"
 #include "accgraph/spi/backend.hpp"
+#include "accgraph/spi/untimed_replay.hpp"
 #include "accgraph/stream.hpp"
 
 namespace accgraph {
@@ -16,24 +17,46 @@ namespace accgraph {
 namespace {
 
 // The backend graph of a foreign graph: the owner does the capturing and launching, so every
-// step is empty except replay, which runs the owner's launch handed over by ForeignGraph::launch.
-class ForeignGraphImpl final : public GraphImplInterface {
+// step is empty except replay, which runs the owner's launch handed over by ForeignGraph::launch,
+// and the untimed launches of the capture's copy (Note [Untimed foreign replays] in
+// spi/untimed_replay.hpp), which the core makes instead where sampling skips a replay.
+class ForeignGraphImpl final : public GraphImplInterface, public UntimedReplay {
  public:
   void (*launch_call)(void*) = nullptr;
   void* launch_context = nullptr;
+  bool copy_wanted = false;      // capture_end(UntimedCopy::Make) is ending the capture
+  bool untimed_allowed = false;  // ForeignGraph::enable_untimed_launches
 
-  void capture_begin(StreamImpl&, PoolId, CaptureMode) override {}
-  void capture_end() override {}
+  void capture_begin(StreamImpl& stream, PoolId, CaptureMode) override {
+    copy_.reset();
+    capture_stream_ = &stream;
+  }
+  // The markers ended (on_capture_ending); the owner's capture is still open.
+  void capture_end() override {
+    StreamImpl* stream = capture_stream_;
+    capture_stream_ = nullptr;
+    if (!copy_wanted || stream == nullptr) return;
+    if (CapturedWork* work = captured_work_of(*stream)) copy_ = work->copy_capture();
+  }
   void instantiate() override {}
-  void replay(StreamImpl&) override {
+  void replay(StreamImpl& stream) override {
     // AcceleratorGraph::replay refuses foreign graphs, so only ForeignGraph::launch gets here.
     if (launch_call == nullptr)
       throw Error(ErrorCode::InvalidState,
                   "replay: a foreign graph is launched by its owner: call "
                   "ForeignGraph::launch(stream, fn)");
+    if (copy_) copy_->before_owner_launch(stream);
     launch_call(launch_context);
   }
-  void reset() override {}
+  bool can_replay_untimed(const StreamImpl& stream) const noexcept override {
+    return untimed_allowed && copy_ && copy_->can_replay_untimed(stream);
+  }
+  void replay_untimed(StreamImpl& stream) override { copy_->replay_untimed(stream); }
+  bool has_copy() const noexcept { return copy_ != nullptr; }
+  void reset() override {
+    copy_.reset();
+    capture_stream_ = nullptr;
+  }
   PoolId pool() const override { return {}; }
   void enable_debug_mode() override {}
   void debug_dump(const std::string&) override {
@@ -41,6 +64,10 @@ class ForeignGraphImpl final : public GraphImplInterface {
                 "debug_dump: a foreign graph belongs to its owner: dump it with the owner's API "
                 "(cudaGraphDebugDotPrint, torch.cuda.CUDAGraph.debug_dump)");
   }
+
+ private:
+  StreamImpl* capture_stream_ = nullptr;  // from capture_begin to capture_end
+  std::unique_ptr<CaptureCopy> copy_;
 };
 
 // Clears the owner's launch and the caller's LaunchWaits when the launch is over, also when it
@@ -78,6 +105,26 @@ ForeignGraph::~ForeignGraph() = default;  // ~AcceleratorGraph: on_destroy, then
 void ForeignGraph::capture_begin(Stream& stream) { graph_->capture_begin(stream); }
 
 void ForeignGraph::capture_end() { graph_->capture_end(); }
+
+void ForeignGraph::capture_end(UntimedCopy copy) {
+  auto& impl = static_cast<ForeignGraphImpl&>(*graph_->impl_);
+  impl.copy_wanted = copy == UntimedCopy::Make;
+  try {
+    graph_->capture_end();
+  } catch (...) {
+    impl.copy_wanted = false;
+    throw;
+  }
+  impl.copy_wanted = false;
+}
+
+void ForeignGraph::enable_untimed_launches(bool enabled) noexcept {
+  static_cast<ForeignGraphImpl&>(*graph_->impl_).untimed_allowed = enabled;
+}
+
+bool ForeignGraph::has_untimed_copy() const noexcept {
+  return static_cast<const ForeignGraphImpl&>(*graph_->impl_).has_copy();
+}
 
 void ForeignGraph::reset() { graph_->reset(); }
 

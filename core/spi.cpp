@@ -17,6 +17,7 @@ ClockSampling::~ClockSampling() = default;
 CaptureTail::~CaptureTail() = default;
 MarkerKernelNames::~MarkerKernelNames() = default;
 UntimedReplay::~UntimedReplay() = default;
+CapturedWork::~CapturedWork() = default;
 
 CaptureTail* capture_tail_of(StreamImpl& stream) noexcept {
   return dynamic_cast<CaptureTail*>(&stream);
@@ -24,6 +25,10 @@ CaptureTail* capture_tail_of(StreamImpl& stream) noexcept {
 
 UntimedReplay* untimed_replay_of(GraphImplInterface& graph) noexcept {
   return dynamic_cast<UntimedReplay*>(&graph);
+}
+
+CapturedWork* captured_work_of(StreamImpl& stream) noexcept {
+  return dynamic_cast<CapturedWork*>(&stream);
 }
 
 const MarkerKernelNames* marker_kernel_names_of(const TimestampMarkers& markers) noexcept {

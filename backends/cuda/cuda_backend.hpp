@@ -235,7 +235,7 @@ void unregister_capture_sink(cudaGraph_t graph) noexcept;
 // --- streams ---------------------------------------------------------------------------------
 
 /// Also a CaptureTail (Note [CUDA capture tail] in stream.cpp), owned and wrapped streams alike.
-class CudaStream final : public StreamImpl, public CaptureTail {
+class CudaStream final : public StreamImpl, public CaptureTail, public CapturedWork {
  public:
   /// Owned: destroyed with this object; Borrowed: a wrapped handle, its creator's to destroy.
   CudaStream(int device, cudaStream_t stream, Ownership ownership);
@@ -255,6 +255,8 @@ class CudaStream final : public StreamImpl, public CaptureTail {
   void synchronize() override;
   bool is_capturing() const override;
   uint64_t capture_tail() const noexcept override;
+  /// Note [Untimed foreign replays] (spi/untimed_replay.hpp), in untimed.cpp.
+  std::unique_ptr<CaptureCopy> copy_capture() override;
 
   /// Note [Capture check on replay]: a snapshot whose bit 0 is clear only when the stream
   /// cannot be capturing now (the rest counts note_capture() calls).
@@ -359,6 +361,36 @@ void pop_capture_context(std::thread::id thread, const CaptureContext* context) 
 
 // --- graphs ----------------------------------------------------------------------------------
 
+/// Note [CUDA untimed replays] (graph.cpp): the executable of a template's clone without its
+/// marker kernels, and the order of its launches against those of the timed executable, which
+/// CUDA does not order (two executables): each untimed launch records an event, which a timed
+/// launch on another stream waits for. In untimed.cpp.
+class UntimedExecutable {
+ public:
+  explicit UntimedExecutable(int device) noexcept : device_(device) {}
+  ~UntimedExecutable();
+  UntimedExecutable(const UntimedExecutable&) = delete;
+  UntimedExecutable& operator=(const UntimedExecutable&) = delete;
+
+  void set_device(int device) noexcept { device_ = device; }
+  cudaGraphExec_t exec() const noexcept { return exec_; }
+  /// (Re)builds the executable from a clone of `templ` (left as it was) without its markers.
+  void build(cudaGraph_t templ);
+  /// Destroys the executable (an in-flight launch finishes first, CUDA frees it then).
+  void destroy() noexcept;
+  /// After launching exec() on `stream`: records the event a timed launch elsewhere waits for.
+  void after_launch(cudaStream_t stream);
+  /// Before a timed launch on `stream`: waits for the last untimed launch if it ran elsewhere.
+  void order_before(cudaStream_t stream);
+
+ private:
+  int device_;
+  cudaGraphExec_t exec_ = nullptr;
+  cudaEvent_t done_ = nullptr;  // recorded after each untimed launch
+  bool recorded_ = false;
+  cudaStream_t last_stream_ = nullptr;  // compared, never used after its launch
+};
+
 class CudaGraph final : public GraphImplInterface, public UntimedReplay {
  public:
   CudaGraph(Pools& pools, const GraphArgs& args);
@@ -392,7 +424,6 @@ class CudaGraph final : public GraphImplInterface, public UntimedReplay {
   void scan_template();
   void forward_failures(CudaStream& stream);
   void launch(CudaStream& stream, cudaGraphExec_t exec);
-  void build_untimed();
 
   Pools& pools_;
   GraphArgs args_;
@@ -422,13 +453,10 @@ class CudaGraph final : public GraphImplInterface, public UntimedReplay {
   // Note [CUDA untimed replays]: the executable without the marker kernels, built at the first
   // untimed replay of each generation from the template kept for it.
   bool has_marker_kernels_ = false;
-  cudaGraphExec_t untimed_exec_ = nullptr;
+  UntimedExecutable untimed_{-1};
   uint64_t untimed_generation_ = 0;
   cudaStream_t last_launch_stream_ = nullptr;  // compared, never used after its launch
   bool launched_any_ = false;
-  cudaEvent_t untimed_done_ = nullptr;  // recorded after each untimed launch
-  bool untimed_recorded_ = false;
-  cudaStream_t last_untimed_stream_ = nullptr;
   // After reset(), the executable is kept so the next capture can update it in place.
   cudaGraphExec_t reusable_exec_ = nullptr;
   bool has_allocations_ = false;

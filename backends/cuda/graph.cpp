@@ -96,11 +96,8 @@ CudaGraph::~CudaGraph() {
   drop_template();
   destroy_executable(exec_);
   destroy_executable(reusable_exec_);
-  destroy_executable(untimed_exec_);
   if (forwarded_ != nullptr)
     ACCGRAPH_CUDA_LOG(cudaEventDestroy(forwarded_), "destroying a graph's event");
-  if (untimed_done_ != nullptr)
-    ACCGRAPH_CUDA_LOG(cudaEventDestroy(untimed_done_), "destroying a graph's event");
 }
 
 void CudaGraph::capture_begin(StreamImpl& stream_impl, PoolId pool, CaptureMode mode) {
@@ -292,9 +289,7 @@ void CudaGraph::replay(StreamImpl& stream_impl) {
     throw Error(ErrorCode::InvalidState, "replay: the graph has no executable: instantiate first",
                 kBackendName);
   // Note [CUDA untimed replays]: after an untimed launch on another stream, wait for it.
-  if (untimed_recorded_ && stream.handle() != last_untimed_stream_)
-    ACCGRAPH_CUDA_CHECK(cudaStreamWaitEvent(stream.handle(), untimed_done_, 0),
-                        "replay: waiting for the graph's last untimed launch");
+  untimed_.order_before(stream.handle());
   launch(stream, exec_);
 }
 
@@ -316,7 +311,7 @@ void CudaGraph::replay(StreamImpl& stream_impl) {
 bool CudaGraph::can_replay_untimed(const StreamImpl& stream) const noexcept {
   if (exec_ == nullptr || !has_marker_kernels_ || has_allocations_ || has_event_records_)
     return false;
-  if (untimed_exec_ == nullptr || untimed_generation_ != generation_) {
+  if (untimed_.exec() == nullptr || untimed_generation_ != generation_) {
     if (graph_ == nullptr) return false;  // the template is gone: nothing to build it from
   }
   const auto& cuda_stream = static_cast<const CudaStream&>(stream);
@@ -325,42 +320,18 @@ bool CudaGraph::can_replay_untimed(const StreamImpl& stream) const noexcept {
 
 void CudaGraph::replay_untimed(StreamImpl& stream_impl) {
   auto& stream = static_cast<CudaStream&>(stream_impl);
-  if (untimed_exec_ == nullptr || untimed_generation_ != generation_) build_untimed();
-  launch(stream, untimed_exec_);
-  DeviceGuard guard(device_);
-  if (untimed_done_ == nullptr)
-    ACCGRAPH_CUDA_CHECK(cudaEventCreateWithFlags(&untimed_done_, cudaEventDisableTiming),
-                        "replay: creating the untimed-launch event");
-  ACCGRAPH_CUDA_CHECK(cudaEventRecord(untimed_done_, stream.handle()),
-                      "replay: recording the untimed-launch event");
-  untimed_recorded_ = true;
-  last_untimed_stream_ = stream.handle();
-}
-
-void CudaGraph::build_untimed() {
-  if (graph_ == nullptr)
-    throw Error(ErrorCode::InvalidState,
-                "replay: the graph's template is gone, so no untimed executable can be built: "
-                "this is an accgraph bug (can_replay_untimed said yes): please report it",
-                kBackendName);
-  DeviceGuard guard(device_);
-  RelaxedCaptureModeGuard relaxed;
-  destroy_executable(untimed_exec_);
-  cudaGraph_t clone = nullptr;
-  ACCGRAPH_CUDA_CHECK(cudaGraphClone(&clone, graph_), "replay: cloning the graph (untimed)");
-  struct CloneGuard {
-    cudaGraph_t graph;
-    ~CloneGuard() { ACCGRAPH_CUDA_LOG(cudaGraphDestroy(graph), "destroying a clone"); }
-  } clone_guard{clone};
-  strip_marker_kernels(clone);
-  cudaGraphInstantiateParams params{};
-  cudaError_t err = cudaGraphInstantiateWithParams(&untimed_exec_, clone, &params);
-  if (err != cudaSuccess) {
-    untimed_exec_ = nullptr;
-    throw_cuda_error(err, "cudaGraphInstantiateWithParams",
-                     "replay: instantiating the graph without its markers (untimed)");
+  if (untimed_.exec() == nullptr || untimed_generation_ != generation_) {
+    if (graph_ == nullptr)
+      throw Error(ErrorCode::InvalidState,
+                  "replay: the graph's template is gone, so no untimed executable can be built: "
+                  "this is an accgraph bug (can_replay_untimed said yes): please report it",
+                  kBackendName);
+    untimed_.set_device(device_);
+    untimed_.build(graph_);
+    untimed_generation_ = generation_;
   }
-  untimed_generation_ = generation_;
+  launch(stream, untimed_.exec());
+  untimed_.after_launch(stream.handle());
 }
 
 void CudaGraph::launch(CudaStream& stream, cudaGraphExec_t exec) {
@@ -433,7 +404,7 @@ void CudaGraph::reset() {
   event_nodes_.clear();
   launched_ = false;
   nodes_ = 0;
-  destroy_executable(untimed_exec_);
+  untimed_.destroy();
   upload_stream_ = nullptr;
 }
 

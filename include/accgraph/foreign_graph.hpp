@@ -85,6 +85,16 @@ class LaunchWaits {
   ~LaunchWaits() = default;
 };
 
+/// Note [Untimed foreign replays] (spi/untimed_replay.hpp): whether ForeignGraph::capture_end
+/// copies the owner's capture, so that sampled timing can launch the replays it does not time
+/// without markers.
+enum class UntimedCopy {
+  None,  ///< every replay runs the owner's launch
+  /// Copy it where the backend can (CUDA: a capture without memory or event record nodes);
+  /// launched instead of the owner's launch only after enable_untimed_launches(true).
+  Make,
+};
+
 class ACCGRAPH_API ForeignGraph {
  public:
   /// A foreign graph whose work runs on streams of `backend` (empty: the default backend).
@@ -98,6 +108,15 @@ class ACCGRAPH_API ForeignGraph {
   void capture_begin(Stream& stream);
   /// The owner is about to end its native capture.
   void capture_end();
+  /// The same, and `copy` says whether the capture is copied for untimed replays.
+  void capture_end(UntimedCopy copy);
+  /// The owner states that its launch `fn` enqueues the captured graph and nothing else (no
+  /// state of its own moves, as PyTorch's RNG prologue moves its generators' offsets): then a
+  /// replay that the profiler's sampling does not time launches the capture's copy without
+  /// markers (capture_end(UntimedCopy::Make)) instead of calling `fn`. Off by default.
+  void enable_untimed_launches(bool enabled) noexcept;
+  /// Whether the last capture_end made a copy for untimed replays (reset drops it).
+  bool has_untimed_copy() const noexcept;
   /// The owner launches the graph on `stream` through `launch` (see the rules above).
   /// `waits`: see Note [Launch waits] (null: nothing to release).
   template <class Launch>

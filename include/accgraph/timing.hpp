@@ -304,6 +304,8 @@ class ACCGRAPH_API Profiler {
 
   /// Every timed graph's replays, run and timed (Note [Sampled replays]), by graph id.
   std::vector<GraphReplays> replay_counts() const;
+  /// The options it was made with.
+  const ProfilerOptions& options() const noexcept;
 
  private:
   // Shared so that a Region that outlives its Profiler can tell (it holds a weak reference).

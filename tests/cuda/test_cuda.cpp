@@ -2144,6 +2144,83 @@ TEST_CASE("cuda: sampled replays run every replay's work and time exactly the sc
   require_cuda(cudaFree(counters));
 }
 
+// Note [Untimed foreign replays]: a raw CUDA graph launched by its owner, sampled: the untimed
+// replays launch the capture's copy without markers (not the owner's launch), run the same work
+// (the counters), and exactly the scheduled replays are timed; without the owner's consent, or
+// without the copy, every launch is the owner's and timed.
+TEST_CASE("cuda: a sampled foreign graph launches the copy of its capture for untimed replays") {
+  constexpr int kRegions = 6;
+  constexpr int kLaunches = 96;
+  constexpr uint64_t kEvery = 8;
+  cudaStream_t raw = nullptr;
+  require_cuda(cudaStreamCreateWithFlags(&raw, cudaStreamNonBlocking));
+  int* counters = nullptr;
+  require_cuda(cudaMalloc(&counters, kRegions * sizeof(int)));
+  for (const bool consent : {true, false}) {
+    CAPTURE(consent);
+    require_cuda(cudaMemset(counters, 0, kRegions * sizeof(int)));
+    Stream s = Stream::wrap("cuda", 0, raw);
+    timing::ProfilerOptions options;
+    options.sample_every = kEvery;
+    options.sample_seed = 3;
+    options.keep_reports = timing::KeepReports::all();
+    timing::Profiler prof(options);
+    ForeignGraph foreign("cuda");
+    prof.attach(foreign);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    require_cuda(cudaStreamBeginCapture(raw, cudaStreamCaptureModeGlobal));
+    foreign.capture_begin(s);
+    for (int i = 0; i < kRegions; ++i) {
+      auto r = prof.region(s, "r" + std::to_string(i));
+      require_cuda(accgraph_test::launch_increment(raw, counters + i));
+    }
+    foreign.capture_end(UntimedCopy::Make);
+    require_cuda(cudaStreamEndCapture(raw, &graph));
+    require_cuda(cudaGraphInstantiate(&exec, graph, 0));
+    CHECK(foreign.has_untimed_copy());
+    foreign.enable_untimed_launches(consent);
+    int owner_launches = 0;
+    for (int i = 0; i < kLaunches; ++i)
+      foreign.launch(s, [&] {
+        ++owner_launches;
+        require_cuda(cudaGraphLaunch(exec, raw));
+      });
+    require_cuda(cudaStreamSynchronize(raw));
+    prof.flush();
+    std::vector<int> host(kRegions);
+    require_cuda(cudaMemcpy(host.data(), counters, kRegions * sizeof(int), cudaMemcpyDeviceToHost));
+    CHECK(host == std::vector<int>(kRegions, kLaunches));  // every launch ran the work once
+    const std::vector<timing::GraphReplays> counts = prof.replay_counts();
+    REQUIRE(counts.size() == 1);
+    CHECK(counts[0].run == kLaunches);
+    CHECK(counts[0].timed == prof.reports().size());
+    CHECK(counts[0].sampled == consent);
+    uint64_t scheduled = 0;
+    for (uint64_t r = 0; r < kLaunches; ++r)
+      scheduled += timing::is_sampled_replay(r, kEvery, 3, foreign.id()) ? 1 : 0;
+    if (consent) {
+      CHECK(counts[0].timed == scheduled);
+      CHECK(owner_launches == static_cast<int>(scheduled));  // untimed: the copy, not the owner
+      for (const timing::ReplayReport& report : prof.reports()) {
+        CAPTURE(report.replay_index());
+        CHECK(timing::is_sampled_replay(report.replay_index(), kEvery, 3, foreign.id()));
+        REQUIRE(report.size() == static_cast<size_t>(kRegions));
+        for (size_t i = 0; i < report.size(); ++i) CHECK(report.region(i).measurable());
+      }
+    } else {
+      CHECK(counts[0].timed == kLaunches);
+      CHECK(owner_launches == kLaunches);
+    }
+    foreign.reset();
+    CHECK_FALSE(foreign.has_untimed_copy());
+    require_cuda(cudaGraphExecDestroy(exec));
+    require_cuda(cudaGraphDestroy(graph));
+  }
+  require_cuda(cudaFree(counters));
+  require_cuda(cudaStreamDestroy(raw));
+}
+
 TEST_CASE("cuda: a graph with memory nodes is timed on every replay when sampled, and says so") {
   Stream s = Stream::create("cuda");
   auto raw = static_cast<cudaStream_t>(s.native_handle());

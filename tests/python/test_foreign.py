@@ -467,3 +467,29 @@ def test_a_trusted_launch_is_reported_like_a_checked_one():
     reports = prof.reports()
     assert [rep.replay_index for rep in reports] == [0, 1, 2, 3]
     assert all(_measured(rep) for rep in reports)
+
+
+def test_a_sampled_foreign_graph_without_a_copy_runs_the_owners_launch_every_time():
+    """Note [Untimed foreign replays]: the host backend cannot copy a capture under way, so
+    capture_end(untimed_copy=True) makes none, the owner's consent changes nothing, and every
+    launch is the owner's and timed (sampled False)."""
+    prof = accgraph.Profiler(sample_every=4, ring_depth=2)
+    assert prof.sample_every == 4 and prof.overhead == 0
+    owner = NativeOwner()
+    foreign = accgraph.ForeignGraph("host")
+    prof.attach(foreign)
+    owner.begin_capture()
+    foreign.capture_begin(owner.wrapped)
+    with prof.region(owner.wrapped, "step"):
+        owner.wrapped.delay(0.0001)
+    foreign.capture_end(untimed_copy=True)
+    owner.end_capture()
+    assert not foreign.has_untimed_copy
+    foreign.enable_untimed_launches(True)
+    launches = []
+    for _ in range(12):
+        foreign.launch(owner.wrapped, lambda: (launches.append(1), owner.launch()))
+    prof.flush()
+    (counts,) = prof.replay_counts()
+    assert len(launches) == 12 and prof.delivered == 12
+    assert counts.run == 12 and counts.timed == 12 and not counts.sampled

@@ -432,6 +432,62 @@ def test_every_module_of_a_captured_model_is_timed_and_the_output_is_unchanged()
     assert [r.graph_id for r in prof.reports()].count(0) == 0  # eager_modules=False
 
 
+def _replay_counts(prof, foreign):
+    return {c.graph_id: c for c in prof.replay_counts()}[foreign.id]
+
+
+def test_a_sampled_graph_launches_its_copy_untimed_and_keeps_the_outputs_bitwise():
+    """Note [Untimed torch replays]: 1 replay in 4 timed, the others the capture's copy without
+    markers; every replay's output bitwise that of the plain graph on the same input."""
+    model, x = gpt()
+    g_plain, y_plain = capture(model, x)
+    prof = accgraph.Profiler(sample_every=4, sample_seed=7)
+    with accgraph.torch.instrumented(prof, modules=True, eager_modules=False):
+        g, y = capture(model, x)
+        foreign = accgraph.torch.foreign_graph(g)
+        assert foreign.has_untimed_copy
+        for i in range(32):
+            x.add_(0.001)
+            g.replay()
+            g_plain.replay()
+            assert torch.equal(y, y_plain), i
+        prof.flush()
+        counts = _replay_counts(prof, foreign)
+        reports = graph_reports(prof, g)
+    scheduled = [i for i in range(32) if accgraph.is_sampled_replay(i, 4, 7, foreign.id)]
+    assert counts.sampled and counts.run == 32
+    assert counts.timed == len(scheduled) and [r.replay_index for r in reports] == scheduled
+    for report in reports:
+        assert [t.path for t in report] == gpt_paths(2)
+        assert all(t.measurable for t in report)
+
+
+def test_a_sampled_graph_drawing_random_numbers_keeps_pytorchs_replay():
+    """Dropout in train mode: PyTorch's replay advances the generator, so every replay stays
+    PyTorch's (all timed, sampled False) and the outputs are those of the plain graph."""
+    net = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Dropout(0.5)).cuda().train()
+    x = torch.randn(64, 256, device="cuda")
+
+    def run():
+        torch.manual_seed(1234)
+        g, y = capture(net, x)
+        outputs = []
+        for _ in range(8):
+            g.replay()
+            outputs.append(y.clone())
+        return g, outputs
+
+    _, plain = run()
+    prof = accgraph.Profiler(sample_every=4)
+    with accgraph.torch.instrumented(prof, modules=True, eager_modules=False):
+        g, timed = run()
+        prof.flush()
+        counts = _replay_counts(prof, accgraph.torch.foreign_graph(g))
+    assert not torch.equal(plain[0], plain[1])  # the generator moved between replays
+    assert all(torch.equal(a, b) for a, b in zip(plain, timed))
+    assert not counts.sampled and counts.run == 8 and counts.timed == 8
+
+
 def test_the_residual_add_is_in_the_parents_self_time_not_in_the_next_sibling():
     """x = x + attn(ln_1(x)) then ln_2: the add runs between attn's end and ln_2's begin. It
     belongs to the block's own time: ln_2 (a LayerNorm like ln_1, the same shapes) must time

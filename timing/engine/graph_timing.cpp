@@ -46,8 +46,7 @@ GraphTiming::GraphTiming(const std::shared_ptr<ProfilerCore>& core,
       capture_(std::move(capture)),
       sample_every_(core->options.overhead > 0 ? 0 : core->options.sample_every),
       seed_(core->options.sample_seed),
-      untimed_capable_(!graph.is_foreign() &&
-                       untimed_replay_of(detail::GraphAccess::impl(graph)) != nullptr) {}
+      untimed_capable_(untimed_replay_of(detail::GraphAccess::impl(graph)) != nullptr) {}
 
 // --- sampled replays ---------------------------------------------------------------------------
 

@@ -299,6 +299,8 @@ std::chrono::nanoseconds Profiler::ring_wait_time() const {
   return impl_->ring_wait_time();
 }
 
+const ProfilerOptions& Profiler::options() const noexcept { return impl_->options; }
+
 std::vector<GraphReplays> Profiler::replay_counts() const {
   impl_->check_process("replay_counts");
   return impl_->replay_counts();

@@ -432,10 +432,34 @@ void bind_foreign_graph(nb::module_& m) {
           "`stream` record into that capture from now on. InvalidStateError when `stream` is "
           "not capturing, or captures into another accgraph graph; InvalidArgumentError for a "
           "stream of another backend.")
-      .def("capture_end", unlocked_call(&ForeignGraph::capture_end, "capture_end"),
-           "The owner is about to end its native capture: call it while the capture is still "
-           "open (the last markers go into it). A failure (a region left open) leaves the "
-           "graph empty, untimed; the owner still ends its capture.")
+      .def(
+          "capture_end",
+          [](PyForeignGraph& self, bool untimed_copy) {
+            GraphUse use(self.busy, "ForeignGraph", "capture_end");
+            GilRelease release;
+            self.graph->capture_end(untimed_copy ? UntimedCopy::Make : UntimedCopy::None);
+          },
+          nb::arg("untimed_copy") = false,
+          "The owner is about to end its native capture: call it while the capture is still "
+          "open (the last markers go into it). A failure (a region left open) leaves the "
+          "graph empty, untimed; the owner still ends its capture. `untimed_copy=True` also "
+          "copies the capture where the backend can (CUDA: no memory or event record nodes), "
+          "so that a sampling Profiler (sample_every, overhead) launches the replays it does "
+          "not time as that copy without markers, once enable_untimed_launches(True) says the "
+          "owner's launch does nothing else (Note [Untimed foreign replays]).")
+      .def(
+          "enable_untimed_launches",
+          [](PyForeignGraph& self, bool enabled) {
+            self.graph->enable_untimed_launches(enabled);
+          },
+          nb::arg("enabled"),
+          "Whether a replay that sampling does not time may launch the capture's copy "
+          "(capture_end(untimed_copy=True)) instead of calling the owner's launch `fn`: only "
+          "true when `fn` enqueues the captured graph and nothing else (PyTorch's replay also "
+          "advances its RNG generators when the graph draws random numbers). Off by default.")
+      .def_prop_ro(
+          "has_untimed_copy", [](PyForeignGraph& self) { return self.graph->has_untimed_copy(); },
+          "Whether the last capture_end made a copy for untimed launches (reset drops it).")
       .def("reset", unlocked_call(&ForeignGraph::reset, "reset"),
            "The owner drops its graph, or its capture failed: delivers the reports of the "
            "launches still pending (which needs their markers to run: call it before the native "

@@ -317,6 +317,12 @@ void def_profiler_results(ProfilerClass& cls) {
           "ring_waits", [](PyProfiler& self) { return self.get().ring_waits(); },
           "Launches that waited because their graph's marker ring was full (every replay in it "
           "unread); 0 while the rings hold the loop (marker_memory, ring_depth).")
+      .def_prop_ro(
+          "sample_every", [](PyProfiler& self) { return self.get().options().sample_every; },
+          "Profiler(sample_every=N): 1 times every replay.")
+      .def_prop_ro(
+          "overhead", [](PyProfiler& self) { return self.get().options().overhead; },
+          "Profiler(overhead=...): the sampling budget (0: none; sample_every applies).")
       .def(
           "replay_counts", [](PyProfiler& self) { return self.get().replay_counts(); },
           nb::call_guard<GilRelease>(),

@@ -3,6 +3,8 @@
 // sampled timing (ProfilerOptions::sample_every) uses for the replays it does not time.
 #pragma once
 
+#include <memory>
+
 #include "accgraph/export.hpp"
 
 namespace accgraph {
@@ -38,5 +40,33 @@ class ACCGRAPH_API UntimedReplay {
 
 /// The UntimedReplay of `graph`, or nullptr when its class does not implement it.
 ACCGRAPH_API UntimedReplay* untimed_replay_of(GraphImplInterface& graph) noexcept;
+
+/// Note [Untimed foreign replays]: a foreign graph (Note [Foreign graphs] in foreign_graph.hpp)
+/// is captured and launched by its owner, so its untimed replays launch a copy of what the
+/// owner captured, minus the markers: the copy is taken from the owner's capture while it is
+/// still open (ForeignGraph::capture_end(UntimedCopy::Make), right after the last markers), and
+/// launched instead of the owner's launch only where the owner said that its launch does nothing
+/// else (ForeignGraph::enable_untimed_launches). The rules of UntimedReplay hold for the copy,
+/// against the owner's launches: same work, bitwise the same outputs, and (untimed.serial)
+/// before_owner_launch(stream) orders an owner's launch on `stream` after the copy's last
+/// launch when that ran on another stream.
+class ACCGRAPH_API CaptureCopy : public UntimedReplay {
+ public:
+  virtual void before_owner_launch(StreamImpl& stream) = 0;
+};
+
+/// The optional interface of a StreamImpl class whose backend can copy a capture under way.
+class ACCGRAPH_API CapturedWork {
+ public:
+  virtual ~CapturedWork();
+  /// Called on a stream its owner is capturing natively, before the owner ends that capture:
+  /// a copy of the work captured so far (on this stream and every stream joined into its
+  /// capture) that launches without the marker operations, or null where this capture cannot
+  /// have one (CUDA: memory nodes, event record nodes); a failing native call throws.
+  virtual std::unique_ptr<CaptureCopy> copy_capture() = 0;
+};
+
+/// The CapturedWork of `stream`, or nullptr when its class does not implement it.
+ACCGRAPH_API CapturedWork* captured_work_of(StreamImpl& stream) noexcept;
 
 }  // namespace accgraph

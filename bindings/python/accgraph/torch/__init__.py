@@ -149,9 +149,13 @@ __all__ = [
 
 
 # The wrapped methods of torch.cuda.CUDAGraph (capture_end_pre only where PyTorch has it).
-_METHODS = ("capture_begin", "capture_end_pre", "capture_end", "replay", "reset")
+_METHODS = ("capture_begin", "capture_end_pre", "capture_end", "replay", "reset",
+            "register_generator_state")
 # The instance attribute holding a graph's _GraphTiming.
 _ATTRIBUTE = "_accgraph_timing"
+# The instance attribute set when a generator was registered with the graph (Note [Untimed
+# torch replays]).
+_GENERATORS = "_accgraph_generators"
 
 
 class _Installation:
@@ -198,7 +202,8 @@ class _Installation:
 class _GraphTiming:
     """What an instrumented torch graph carries: its ForeignGraph and where it was captured."""
 
-    __slots__ = ("installation", "foreign", "device", "stream", "ready", "graph_region_open")
+    __slots__ = ("installation", "foreign", "device", "stream", "ready", "graph_region_open",
+                 "rng_probe")
 
     def __init__(self, installation: _Installation) -> None:
         self.installation = installation
@@ -208,6 +213,8 @@ class _GraphTiming:
         # A finished capture with regions: replays are launched through the ForeignGraph.
         self.ready = False
         self.graph_region_open = False
+        # Note [Untimed torch replays]: the next replay reads the RNG offset around itself.
+        self.rng_probe = False
 
 
 # Note [No collection inside captures]: PyTorch's CUDAGraph frees its executable in its C++
@@ -405,13 +412,16 @@ def _end(installation: _Installation, graph: Any, end_native: Callable[..., Any]
         if timing.graph_region_open and timing.stream is not None:
             timing.graph_region_open = False
             installation.profiler.end(timing.stream)
-        timing.foreign.capture_end()
+        profiler = installation.profiler
+        sampling = profiler.sample_every != 1 or profiler.overhead > 0
+        timing.foreign.capture_end(untimed_copy=sampling)
     except Error:
         try:
             end_native(graph)
         finally:
             reset_native(graph)
         raise
+    timing.rng_probe = timing.foreign.has_untimed_copy
     # A capture that recorded no region gives no profiler anything to report (no marker node,
     # no ring: Note [Deferred ring]): its replays go straight to PyTorch, at no cost.
     _set_ready(graph, timing, timing.foreign.replay_hooks > 0)
@@ -426,7 +436,10 @@ def _set_ready(graph: Any, timing: _GraphTiming, ready: bool) -> None:
     loses its own timed `replay` (Note [Wrapping CUDAGraph])."""
     timing.ready = ready
     if ready:
-        graph.__dict__[_REPLAY] = timing.installation.timed_replay(graph, timing)
+        replay = timing.installation.timed_replay(graph, timing)
+        # Note [Untimed torch replays]: the first replay goes through `fallback`, which probes.
+        replay.enabled = not timing.rng_probe
+        graph.__dict__[_REPLAY] = replay
     else:
         _drop_timed_replay(graph)
 
@@ -509,6 +522,9 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
             if args or kwargs or self is None or not timing.ready or _installed is not installation:
                 return original_replay(self, *args, **kwargs)
             stream = _current(installation, device)
+            if timing.rng_probe:
+                _probing_launch(self, timing, stream)
+                return None
             # trusted: CUDAGraph.replay launches its executable exactly once or raises before
             # launching, so no fence is needed (Note [Launch fences]: it would cost two kernels),
             # and it refuses a capturing stream itself, so accgraph does not ask the stream
@@ -520,6 +536,44 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
                            _runtime.streams, fallback)
 
     installation.timed_replay = timed_replay
+
+    # Note [Untimed torch replays]: sampled timing launches the replays it does not time as the
+    # copy of the capture without markers (ForeignGraph.capture_end(untimed_copy=True), made
+    # only when the profiler samples), instead of PyTorch's replay. That replay runs a prologue
+    # first: each generator registered with the graph advances its Philox offset by what the
+    # capture drew and writes seed and offset where the graph's kernels read them. Skipping it
+    # changes nothing only when the capture drew no random number, so the first replay reads the
+    # capture device's default generator's offset (a host value, no synchronisation) around
+    # PyTorch's own replay: unchanged, and no other generator registered with the graph
+    # (register_generator_state, wrapped), and the copy may stand in for PyTorch's replay from
+    # then on (ForeignGraph.enable_untimed_launches). A graph that draws random numbers (dropout
+    # in train mode) keeps PyTorch's replay for every launch, all timed (replay_counts():
+    # sampled False). A thread drawing random numbers during that first replay makes the check
+    # fail the safe way.
+    def _probing_launch(graph: Any, timing: _GraphTiming, stream: Stream) -> None:
+        generators = getattr(torch.cuda, "default_generators", ())
+        generator = generators[timing.device] if timing.device < len(generators) else None
+        before = generator.get_offset() if generator is not None else None
+        timing.foreign.launch(stream, original_replay, owner=graph, trusted=True)
+        timing.rng_probe = False
+        drew = before is None or generator.get_offset() != before
+        timing.foreign.enable_untimed_launches(not drew and not graph.__dict__.get(_GENERATORS))
+        replay = graph.__dict__.get(_REPLAY)
+        if isinstance(replay, OwnerReplay) and timing.ready:
+            replay.enabled = True
+
+    if "register_generator_state" in originals:
+        original_register = originals["register_generator_state"]
+
+        @functools.wraps(original_register)
+        def register_generator_state(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                self.__dict__[_GENERATORS] = True
+            except AttributeError:  # no __dict__: no timing attribute either, nothing to probe
+                pass
+            return original_register(self, *args, **kwargs)
+
+        patches["register_generator_state"] = register_generator_state
 
     @functools.wraps(original_reset)
     def reset(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -582,9 +636,11 @@ def instrument(profiler: Profiler, *, graph_region: Optional[str] = None,
 
     Sampled timing is the profiler's own (``Profiler(sample_every=N)`` or ``overhead=``; ``python
     -m accgraph.torch --sample N``), not an argument here: one profiler times every graph it is
-    given the same way. PyTorch's graphs are foreign to accgraph (``ForeignGraph``): they cannot
-    be launched without their markers yet, so they are timed on every replay all the same
-    (``profiler.replay_counts()``: ``sampled=False``), and :func:`module_table` says so.
+    given the same way. A replay it does not time launches a copy of the capture without its
+    markers instead of PyTorch's replay, where that changes nothing: a capture that draws no
+    random number (PyTorch's replay would move no generator), holding no memory or event record
+    node. Other graphs are timed on every replay (``profiler.replay_counts()``:
+    ``sampled=False``), and :func:`module_table` says so (Note [Untimed torch replays]).
 
     TorchUnavailableError without PyTorch, a GPU or accgraph's cuda backend; InvalidStateError
     when already instrumented (call :func:`uninstrument` first). Note [Wrapping CUDAGraph] says
