@@ -38,9 +38,10 @@ from ._table import (Context, Replays, Row, WIDTH, by_context, context_name, eli
 # added or removed); the same paths (a label that moved with an edit above the capture, or a
 # file without labels); the most paths in common, at least half of the two graphs' paths
 # together (modules added or removed, and no label to tell). Two graphs captured at one site
-# with the same modules (prefill and decode) pair by their order. A file written before the context columns existed
-# (graph_id/first_call: one context, "all reports", pooling graphs and eager calls) is matched
-# only to a run of one context, and otherwise refused: its rows cannot be told apart.
+# with the same modules (prefill and decode) pair by their order. A file written before the
+# context columns existed (graph_id/first_call: one context, "all reports", pooling graphs and
+# eager calls) is matched only to a run of one context, and otherwise refused: its rows cannot
+# be told apart.
 
 MIN_SAMPLES = 20  # calls in each run before a change is judged (Note [Comparing runs])
 

@@ -2,9 +2,10 @@
 the eager calls, the first eager call of each module), as a tree or flat table that fits 100
 columns (``python -m accgraph.torch`` prints it; :func:`module_table` from Python).
 
-The statistics are accgraph's own (Profiler.stats(), or the CSV of write_stats_csv, whose
-``graph_id``/``first_call`` columns name the context: Note [Stats contexts] in
-timing/model/stats.cpp): this module only groups, orders and formats them (Note [Reading tables])."""
+The statistics are accgraph's own (Profiler.stats(), or the CSV of write_stats_csv or the JSON
+of write_stats_json, whose ``graph_id``/``first_call`` fields name the context: Note [Stats
+contexts] in timing/model/stats.cpp): this module only reads (Note [Reading files]), groups,
+orders and formats them (Note [Reading tables])."""
 
 from __future__ import annotations
 
