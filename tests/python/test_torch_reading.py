@@ -745,3 +745,48 @@ def test_cli_writes_the_stats_json_with_the_runs_metadata(torch, tmp_path, capsy
     assert graph["label"] == "train.py:11"
     assert {r["graph_label"] for r in read_stats_csv(tmp_path / "run.csv")
             if r["graph_id"]} == {"train.py:11"}
+
+
+MATCH_SCRIPT = """
+import torch
+from torch_standin import make_gpt
+
+{extra}
+model = make_gpt(torch, seconds={seconds})
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    model(None)
+for _ in range(25):
+    g.replay()
+"""
+
+EXTRA_CAPTURE = """
+warm = make_gpt(torch, blocks=1)
+w = torch.cuda.CUDAGraph()
+with torch.cuda.graph(w):
+    warm(None)
+w.replay()
+"""
+
+
+def test_c24_two_runs_of_the_command_line_match_although_b_captured_a_graph_first(torch,
+                                                                                   tmp_path,
+                                                                                   capsys):
+    for name, extra, seconds in (("a", "", 0.0005), ("b", EXTRA_CAPTURE, 0.0015)):
+        script = tmp_path / f"{name}.py"
+        script.write_text(MATCH_SCRIPT.format(extra=extra, seconds=seconds))
+        assert cli.main(["--graphs-only", "--csv", str(tmp_path / f"{name}.csv"),
+                         str(script)]) == 0
+    capsys.readouterr()
+    result = accgraph.torch.compare(str(tmp_path / "a.csv"), str(tmp_path / "b.csv"))
+    (matched,) = [s for s in result.names if s.a and s.b]
+    (extra,) = result.sections_only_b
+    assert matched.a != matched.b and extra.b[0] < matched.b[0]  # B's graph came second
+    # B's graph is named by its own capture site, a line further down than A's.
+    site = (tmp_path / "b.py").read_text().splitlines().index("with torch.cuda.graph(g):") + 1
+    name = result.names[matched]
+    assert name.startswith(f"graph {matched.b[0]} (b.py:{site}; graph {matched.a[0]} in A)")
+    rows = [r for r in result.rows if r["context"] == matched]
+    assert {r["path"] for r in rows} == set(gpt_paths()) and not result.not_compared
+    gpt = next(r for r in rows if r["path"] == "GPT")
+    assert gpt["ratio"] > 1.5  # three times the work per leaf
