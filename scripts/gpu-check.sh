@@ -335,6 +335,7 @@ else
   # the two runs (the same code: changes flagged there are noise that passed the filter).
   for run in 1 2; do
     (cd "$root" && "$py" -m accgraph.torch --csv "$out/torch-gpt2-$run.csv" \
+       --json "$out/torch-gpt2-$run.json" \
        --html "$out/torch-gpt2-$run.html" examples/python/torch_modules.py --blocks 12 \
        --eager 3 --decode --replays 520) > "$out/torch-gpt2-$run.log" 2>&1
     rc=$?; say "torch: python -m accgraph.torch --html (GPT-2-small-like, prefill and decode graphs), run $run: rc $rc"
@@ -343,7 +344,8 @@ else
   grep -E '^(graph |eager)' "$out/torch-gpt2-1.log" | sed 's/^/  /' | tee -a "$summary"
   sed -n '/report(s); per module/,/^$/p' "$out/torch-gpt2-1.log" | head -40 | sed 's/^/  /' \
     | tee -a "$summary"
-  (cd "$root" && "$py" -m accgraph.torch compare "$out/torch-gpt2-1.csv" "$out/torch-gpt2-2.csv" \
+  # Run 1's JSON against run 2's CSV: compare reads both formats (README: Statistics as JSON).
+  (cd "$root" && "$py" -m accgraph.torch compare "$out/torch-gpt2-1.json" "$out/torch-gpt2-2.csv" \
      --changed-only) > "$out/torch-gpt2-compare.log" 2>&1
   rc=$?; say "torch: python -m accgraph.torch compare run 1 run 2 (same code): rc $rc"
   tail -30 "$out/torch-gpt2-compare.log" | sed 's/^/  /' | tee -a "$summary"

@@ -1,5 +1,5 @@
-// Per-region statistics over replay reports: RegionStats, the StatsMode and StatsFold of an
-// accumulator, and StatsAccumulator.
+// Per-region statistics over replay reports: RegionStats, GraphReplays, the StatsMode and
+// StatsFold of an accumulator, and StatsAccumulator.
 #pragma once
 
 #include <cstddef>
@@ -47,6 +47,18 @@ struct RegionStats {
   double p05_ns = 0;        ///< 5th percentile duration (as p50_ns): with p95_ns, the spread
   uint64_t self_count = 0;  ///< measured self times (the self_ fields below are over these)
   double self_min_ns = 0, self_mean_ns = 0, self_p50_ns = 0, self_p95_ns = 0, self_max_ns = 0;
+};
+
+/// Note [Sampled replays]: one graph's replays as one profiler counted them (over every capture
+/// of it the profiler timed).
+struct GraphReplays {
+  uint64_t graph_id = 0;
+  uint64_t run = 0;           ///< replays launched, timed or not
+  uint64_t timed = 0;         ///< of them, launched with markers (each gives one report)
+  uint64_t sample_every = 1;  ///< the N in effect (ProfilerOptions::sample_every, or chosen)
+  /// False when replays the schedule left untimed were timed all the same (the backend cannot
+  /// launch the graph without markers, or another profiler times it too).
+  bool sampled = true;
 };
 
 /// How StatsAccumulator keeps the durations of each region.

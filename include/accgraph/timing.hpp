@@ -27,6 +27,8 @@ struct StreamState;
 
 namespace accgraph::timing {
 
+struct StatsRun;  // accgraph/exporters.hpp
+
 /// When reports reach the sinks.
 enum class Delivery {
   Lazy,       ///< when the ring is full, on flush(), in the destructor, or by the collector
@@ -139,18 +141,6 @@ struct ProfilerOptions {
 /// for `every` <= 1.
 ACCGRAPH_API bool is_sampled_replay(uint64_t replay, uint64_t every, uint64_t seed,
                                     uint64_t graph_id) noexcept;
-
-/// Note [Sampled replays]: one graph's replays as one profiler counted them (over every capture
-/// of it the profiler timed).
-struct GraphReplays {
-  uint64_t graph_id = 0;
-  uint64_t run = 0;           ///< replays launched, timed or not
-  uint64_t timed = 0;         ///< of them, launched with markers (each gives one report)
-  uint64_t sample_every = 1;  ///< the N in effect (ProfilerOptions::sample_every, or chosen)
-  /// False when replays the schedule left untimed were timed all the same (the backend cannot
-  /// launch the graph without markers, or another profiler times it too).
-  bool sampled = true;
-};
 
 /// Calls a caller chose not to time, counted by reason (Profiler::note_untimed).
 struct UntimedCalls {
@@ -306,6 +296,12 @@ class ACCGRAPH_API Profiler {
   std::vector<GraphReplays> replay_counts() const;
   /// The options it was made with.
   const ProfilerOptions& options() const noexcept;
+
+  /// What a statistics file says about this profiler's run (accgraph/exporters.hpp): its
+  /// graphs' replays (replay_counts()), the devices of its kept reports (one ReportSource per
+  /// backend, device and marker strategy; none with keep_reports 0) and its sampling options.
+  /// The caller adds the graph labels and the metadata only it knows.
+  StatsRun stats_run() const;
 
  private:
   // Shared so that a Region that outlives its Profiler can tell (it holds a weak reference).

@@ -381,6 +381,28 @@ void check_csv(const std::string& text, size_t rows, size_t fields, const char* 
   require(is_valid_utf8(text), std::string(what) + " is not valid UTF-8");
 }
 
+// The statistics JSON parses, holds one "regions" entry per row in order (a valid UTF-8 path
+// unchanged) and carries the schema's version.
+void check_stats_json(const std::string& text, const std::vector<RegionStats>& stats) {
+  nlohmann::json document;
+  try {
+    document = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    fail(std::string("the statistics JSON is not JSON: ") + e.what());
+  }
+  require(document.value("schema", "") == "accgraph.stats" &&
+              document.value("schema_version", 0) == stats_schema_version(),
+          "the statistics JSON does not name its schema and version");
+  require(document["regions"].is_array() && document["regions"].size() == stats.size(),
+          "the statistics JSON has another number of regions than the statistics");
+  for (size_t i = 0; i < stats.size(); ++i) {
+    const nlohmann::json& region = document["regions"][i];
+    require(region["count"] == stats[i].count && region["graph_id"] == stats[i].graph_id &&
+                (!is_valid_utf8(stats[i].path) || region["path"] == stats[i].path),
+            "a region of the statistics JSON is not the statistics' row");
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -413,9 +435,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   const std::vector<RegionStats> stats = accumulator.stats();
+  // Each graph labelled with the path of one of its regions: fuzzed text in the label column,
+  // the JSON's "graphs" and its metadata.
+  StatsRun run;
+  for (const RegionStats& s : stats)
+    if (s.graph_id != 0) run.graph_labels.emplace_back(s.graph_id, s.path);
+  for (const ReplayReport& r : reports) run.sources.push_back(r.source());
+  if (!stats.empty()) run.metadata.emplace_back(stats.front().path, stats.back().path);
   check_csv(
       write_to_memory("write_stats_csv", [&](std::ostream& out) { write_stats_csv(out, stats); }),
       stats.size(), stats_csv_columns().size(), "the statistics CSV");
+  check_csv(write_to_memory("write_stats_csv",
+                            [&](std::ostream& out) { write_stats_csv(out, stats, run); }),
+            stats.size(), stats_csv_columns().size(), "the labelled statistics CSV");
+  check_stats_json(
+      write_to_memory("write_stats_json",
+                      [&](std::ostream& out) { write_stats_json(out, stats, run); }),
+      stats);
   const std::string table = write_to_memory(
       "write_stats_table", [&](std::ostream& out) { write_stats_table(out, stats); });
   size_t lines = 0;

@@ -11,7 +11,7 @@ import pytest
 import accgraph
 import accgraph.torch
 from accgraph.torch import __main__ as cli
-from accgraph.torch._table import elide, module_table, read_stats_csv, us
+from accgraph.torch._table import elide, module_table, read_stats, read_stats_csv, us
 from conftest import timed_host_graph
 from torch_standin import gpt_paths, make_gpt, make_torch
 
@@ -180,14 +180,17 @@ def test_lines_fit_100_columns_with_long_names_elided_in_the_middle():
 
 # --- compare ----------------------------------------------------------------------------------
 
-def write_csv(path, rows, count=100, replays=None):
-    """rows: (path, depth, p05, p50, p95, self_p50) in us, graph 3, `count` samples each;
-    `replays`: (run, timed) in the columns of those names, None: a CSV of before them."""
+def write_csv(path, rows, count=100, replays=None, graph=3, label=None):
+    """rows: (path, depth, p05, p50, p95, self_p50) in us, graph `graph` (labelled `label`),
+    `count` samples each; `replays`: (run, timed) in the columns of those names, None: a CSV of
+    before them (and before the label and schema columns)."""
     lines = [CSV_HEADER if replays else OLD_CSV_HEADER]
     for p, depth, p05, p50, p95, self_p50 in rows:
         ns = [x * 1000 for x in (p05, p50, p95, self_p50)]
+        tail = (f",{replays[0]},{replays[1]},{label or ''},{accgraph.stats_schema_version()}"
+                if replays else "")
         lines.append(f"{p},{depth},{count},{ns[0]},{ns[1]},{ns[1]},{ns[2]},{ns[2]},{count},0,0,"
-                     f"{ns[3]},0,0,3,0,{ns[0]}" + (f",{replays[0]},{replays[1]}" if replays else ""))
+                     f"{ns[3]},0,0,{graph},0,{ns[0]}" + tail)
     path.write_text("\n".join(lines) + "\n")
     return str(path)
 
@@ -426,10 +429,13 @@ def test_compare_judges_a_sampled_run_by_its_timed_replays(tmp_path):
 
 
 def test_compare_of_two_profilers_shows_their_sampling(tmp_path):
-    (a, g), (b, _) = sampled_host_run(tmp_path), sampled_host_run(tmp_path, replays=80)
+    (a, g), (b, h) = sampled_host_run(tmp_path), sampled_host_run(tmp_path, replays=80)
     text = accgraph.torch.compare(a, b).text().splitlines()
-    # Graph ids differ between the two runs (one process): each run's section is its own.
-    assert "  A: 40 replays, 10 timed (1 in 4); B: -" in text
+    # Graph ids differ between the two runs (one process); the graphs match by what they hold
+    # (Note [Matching contexts]), and each side's replays are its own.
+    assert h.id != g.id
+    assert text[0].startswith(f"graph {h.id} (graph {g.id} in A): ")
+    assert "  A: 40 replays, 10 timed (1 in 4); B: 80 replays, 20 timed (1 in 4)" in text
 
 
 def test_a_long_graph_header_drops_its_explanation_before_its_counts():
@@ -439,3 +445,348 @@ def test_a_long_graph_header_drops_its_explanation_before_its_counts():
     assert header == f"graph 7 ({label}): 20 replays, 20 timed, 1000 us per replay"
     assert module_table(rows).splitlines()[0] == (
         "graph 7: 20 replays, 20 timed, 1000 us per replay (p50, sum of the top-level rows)")
+
+
+# --- compare's input checks (the reliability audit's C rows) -----------------------------------
+
+def refused(capsys, *args):
+    """compare's exit code 2 and its one line on stderr, never a traceback."""
+    assert cli.main(["compare", *map(str, args)]) == 2
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    return err
+
+
+def test_c08_a_cut_down_csv_is_refused_naming_the_missing_columns(tmp_path, capsys):
+    cut = tmp_path / "cut.csv"
+    cut.write_text("path,depth,count,p50_ns\nM,0,100,1000\n")
+    err = refused(capsys, cut, cut)
+    assert "cut.csv: no p95_ns, self_p50_ns column(s)" in err
+    with pytest.raises(accgraph.InvalidArgumentError, match="row 0: no p95_ns, self_p50_ns"):
+        accgraph.torch.compare([{"path": "M", "count": 1, "p50_ns": 1.0}], [])
+
+
+@pytest.mark.parametrize("row_id, field, value", [("C12", "p50", "nan"), ("C13", "p50", "inf"),
+                                                  ("C13", "p95", "inf"), ("C14", "p50", "-9000"),
+                                                  ("C14", "p05", "-12000")])
+def test_c12_c13_c14_nan_inf_and_negative_durations_are_refused(tmp_path, capsys, row_id, field,
+                                                                value):
+    a, b = two_runs(tmp_path)
+    lines = open(b).read().splitlines()
+    columns = lines[0].split(",")
+    fields = lines[2].split(",")  # GPT/attn, line 3
+    fields[columns.index(f"{field}_ns")] = value
+    lines[2] = ",".join(fields)
+    open(b, "w").write("\n".join(lines) + "\n")
+    err = refused(capsys, a, b)
+    assert f"b.csv:3: {field}_ns is" in err and "NaN, infinite or negative" in err
+    with pytest.raises(accgraph.InvalidArgumentError, match=f"{field}_ns is"):
+        module_table(b)
+
+
+def test_c16_terminal_escapes_in_names_are_shown_as_the_stats_table_shows_them(tmp_path, capsys):
+    prof = accgraph.Profiler()
+    stream = accgraph.Stream("host")
+    names = ["clear\x1b[2J\x1b[31m", "title\x1b]0;pwned\x07", "two\nlines", "c1\u0085"]
+    for name in names:
+        with prof.region(stream, name):
+            pass
+    prof.flush()
+
+    def shown_escaped(text):
+        assert not any(c in text for c in "\x1b\x07\u0085"), text
+        assert "clear\\x1b[2J\\x1b[31m" in text and "title\\x1b]0;pwned\\x07" in text
+        assert "two\\x0alines" in text and "c1\\u0085" in text
+
+    shown_escaped(module_table(prof))
+    shown_escaped(accgraph.torch.compare(prof, prof).text())
+    prof.write_stats_csv(tmp_path / "a.csv")
+    assert cli.main(["compare", str(tmp_path / "a.csv"), str(tmp_path / "a.csv")]) == 0
+    out = capsys.readouterr().out
+    shown_escaped(out)
+    # The same escapes as accgraph's own table (one rule: accgraph::timing::table_text).
+    assert "clear\\x1b[2J\\x1b[31m" in prof.stats_table()
+    assert "0 module(s) in one run only" in out
+
+
+@pytest.mark.parametrize("row_id, pct", [("C18", "nan"), ("C19", "-1"), ("C19", "-inf")])
+def test_c18_c19_a_fail_above_that_is_not_a_percentage_is_refused(tmp_path, capsys, row_id, pct):
+    a, b = two_runs(tmp_path)
+    err = refused(capsys, a, a, f"--fail-above={pct}")
+    assert f"--fail-above must be a percentage >= 0 (got {float(pct):g})" in err
+
+
+def test_c21_a_modules_row_given_twice_is_refused_naming_both_lines(tmp_path, capsys):
+    a, b = two_runs(tmp_path)
+    lines = open(b).read().splitlines()
+    lines.append(lines[2].replace(",305000.0,", ",9000000.0,"))  # attn again, 9 ms
+    open(b, "w").write("\n".join(lines) + "\n")
+    err = refused(capsys, a, b)
+    assert "b.csv:6: the row of 'GPT/attn' in graph 3 is given twice (" in err
+    assert "b.csv:3 too): two exports put together?" in err
+
+
+def test_c25_bytes_that_are_not_utf8_are_refused_naming_the_file_and_line(tmp_path, capsys):
+    a, b = two_runs(tmp_path)
+    data = open(b, "rb").read().replace(b"GPT/new", b"GPT/n\xffw")
+    open(b, "wb").write(data)
+    err = refused(capsys, a, b)
+    assert "b.csv:5: not UTF-8 text (byte 0xff at offset" in err
+
+
+def test_c26_a_csv_with_a_byte_order_mark_is_read(tmp_path, capsys):
+    a, b = two_runs(tmp_path)
+    data = open(b, "rb").read()
+    open(b, "wb").write(b"\xef\xbb\xbf" + data)
+    assert cli.main(["compare", a, b]) == 0
+    assert "1 change(s) beyond the noise" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("a, b, which, got", [(5, None, "a", "int"), ([], None, "b", "NoneType"),
+                                              ({"path": "M"}, [], "a", "dict")])
+def test_c27_compare_of_what_is_not_a_run_is_a_type_error_saying_what_it_takes(a, b, which, got):
+    with pytest.raises(TypeError, match=f"compare: {which} must be a path to a statistics CSV "
+                                        f"or JSON file, a Profiler, or rows .*; got {got}"):
+        accgraph.torch.compare(a, b)
+    with pytest.raises(TypeError, match="row 0 is a int: give RegionStats objects or dicts"):
+        accgraph.torch.compare([5], [])
+
+
+def test_c28_a_200000_character_path_written_by_accgraph_is_read_back(tmp_path, capsys):
+    prof = accgraph.Profiler()
+    stream = accgraph.Stream("host")
+    with prof.region(stream, "x" * 200_000):
+        pass
+    prof.flush()
+    prof.write_stats_csv(tmp_path / "long.csv")
+    assert cli.main(["compare", str(tmp_path / "long.csv"), str(tmp_path / "long.csv")]) == 0
+    assert "0 module(s) in one run only" in capsys.readouterr().out
+    assert [len(r["path"]) for r in read_stats_csv(tmp_path / "long.csv")] == [200_000]
+    import csv
+    assert csv.field_size_limit() == 131072  # put back after reading
+
+
+def test_h10_a_thousand_nested_regions_print_as_a_table(tmp_path):
+    rows, path = [], ""
+    for depth in range(1000):
+        path = f"{path}/r{depth}" if path else "r0"
+        rows.append(row(path, depth, 1000 - depth, 1))
+    table = module_table(rows)
+    assert len(body(table)) == 1000
+    assert len(body(module_table(rows, sort="total"))) == 1000
+
+
+# --- contexts matched across runs (Note [Matching contexts]) -----------------------------------
+
+def graph_rows(graph, modules, p50=1000.0, label=None):
+    """The rows of one graph holding `modules` (GPT and its children), p50 in us."""
+    out = [dict(row("GPT", 0, p50, 1, count=100), graph_id=graph)]
+    out += [dict(row(f"GPT/{m}", 1, p50 / 2, p50 / 2, count=100), graph_id=graph)
+            for m in modules]
+    if label:
+        for r in out:
+            r["graph_label"] = label
+    return out
+
+
+def test_c24_graphs_match_when_run_b_captures_an_extra_graph_first(tmp_path, capsys):
+    # A: prefill (graph 3) and decode (graph 4) at one site. B: a warm-up graph of other modules
+    # at another site captured first shifts the ids (4, 5), and decode is 2x slower.
+    for labelled in (True, False):
+        site = "serve.py:40" if labelled else None
+        a = graph_rows(3, ["attn", "mlp"], label=site) + graph_rows(4, ["attn", "mlp"], label=site)
+        b = (graph_rows(3, ["warm"], label="serve.py:12" if labelled else None) +
+             graph_rows(4, ["attn", "mlp"], label=site) +
+             graph_rows(5, ["attn", "mlp"], p50=2000.0, label=site))
+        result = accgraph.torch.compare(a, b)
+        sections = {s: name for s, name in result.names.items()}
+        # In B's capture order: its extra graph first.
+        assert [(s.a, s.b) for s in sections] == [(None, (3, False)),
+                                                   ((3, False), (4, False)),
+                                                   ((4, False), (5, False))]
+        slower = [(r["context"].a, r["path"]) for r in result.changes]
+        assert slower == [((4, False), "GPT"), ((4, False), "GPT/attn"), ((4, False), "GPT/mlp")]
+        assert result.worst_slowdown_pct == pytest.approx(100.0)
+        assert result.not_compared is None  # B's extra graph is new work, not a gap in A
+        assert list(sections.values())[0].endswith(", in B only")
+        if labelled:
+            assert list(sections.values())[1] == "graph 4 (serve.py:40; graph 3 in A)"
+    # Through the files: the CSV carries each graph's label, the gate trips on the slowdown.
+    write_csv(tmp_path / "a.csv", [("GPT", 0, 900, 1000, 1100, 10)], replays=(100, 100),
+              graph=3, label="serve.py:40")
+    b_lines = open(write_csv(tmp_path / "b.csv", [("GPT", 0, 1900, 2000, 2100, 10)],
+                             replays=(100, 100), graph=4, label="serve.py:40")).read()
+    extra = write_csv(tmp_path / "x.csv", [("GPT/warm", 0, 9, 10, 11, 10)], replays=(100, 100),
+                      graph=3, label="serve.py:12")
+    open(tmp_path / "b.csv", "w").write(b_lines + open(extra).read().split("\n", 1)[1])
+    assert cli.main(["compare", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"),
+                     "--fail-above", "5"]) == 1
+    out, err = capsys.readouterr()
+    assert "graph 4 (serve.py:40; graph 3 in A)" in out and "a slowdown of 100.0%" in err
+
+
+def test_c24_a_gate_that_compared_nothing_fails_and_says_so(tmp_path, capsys):
+    a = write_csv(tmp_path / "a.csv", [("GPT", 0, 900, 1000, 1100, 10)], replays=(100, 100),
+                  label="a.py:1")
+    b = write_csv(tmp_path / "b.csv", [("Other", 0, 1900, 2000, 2100, 10)], replays=(100, 100),
+                  label="b.py:1")
+    assert cli.main(["compare", a, b]) == 0  # without a gate: the table says it
+    out = capsys.readouterr().out
+    assert "not compared: nothing was compared: no module is in both runs" in out
+    assert cli.main(["compare", a, b, "--fail-above", "5"]) == 1
+    assert "--fail-above 5% cannot pass: nothing was compared" in capsys.readouterr().err
+    # A graph of A that matches none of B: the gate cannot vouch for it either.
+    two = graph_rows(3, ["attn"], label="a.py:1") + graph_rows(4, ["mlp"], label="a.py:9")
+    result = accgraph.torch.compare(two, graph_rows(7, ["attn"], label="a.py:1"))
+    assert result.not_compared == ("1 section(s) of A match no section of B: graph 4 (a.py:9), "
+                                   "in A only")
+
+
+def test_c23_a_baseline_without_context_columns_is_matched_or_refused(tmp_path, capsys):
+    old_header = ",".join(accgraph.stats_csv_columns()[:14])
+    old = tmp_path / "old.csv"
+    old.write_text(old_header + "\n" + "GPT,0,100,900000,1000000,1000000,1100000,1100000,100,0,"
+                   "0,10000,0,0\n")
+    b = write_csv(tmp_path / "b.csv", [("GPT", 0, 1900, 2000, 2100, 10)], replays=(100, 100))
+    # One context in B: matched, and the 2x slowdown trips the gate.
+    assert cli.main(["compare", str(old), b, "--fail-above", "5"]) == 1
+    out, err = capsys.readouterr()
+    assert "graph 3 (all reports in A)" in out and "a slowdown of 100.0%" in err
+    # Several contexts in B (graph and eager): its rows cannot be told apart: refused.
+    lines = open(b).read().splitlines()
+    lines.append(lines[1].replace(",3,0,", ",0,0,"))  # the same module eagerly
+    open(b, "w").write("\n".join(lines) + "\n")
+    err = refused(capsys, old, b, "--fail-above", "5")
+    assert ("A (" in err and "old.csv) has no graph_id and first_call columns" in err and
+            "cannot be matched to the 2 contexts of the other run" in err)
+
+
+def test_a_stats_file_of_a_newer_schema_is_refused(tmp_path, capsys):
+    a, b = two_runs(tmp_path)
+    newer = accgraph.stats_schema_version() + 1
+    c = write_csv(tmp_path / "c.csv", [("GPT", 0, 900, 1000, 1100, 10)], replays=(1, 1))
+    text = open(c).read()
+    open(c, "w").write(text.replace(f",{newer - 1}\n", f",{newer}\n"))
+    err = refused(capsys, a, c)
+    assert f"c.csv:2: written by a newer accgraph (statistics schema {newer}; " in err
+
+
+# --- statistics as JSON (README: "Statistics as JSON") ------------------------------------------
+
+def readme_stats_schema():
+    """The JSON document the README's "Statistics as JSON" shows."""
+    import json
+    import pathlib
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### Statistics as JSON", 1)[1]
+    block = section.split("```json\n", 1)[1].split("```", 1)[0]
+    return json.loads(block)
+
+
+def test_the_stats_json_holds_the_schema_the_readme_documents(tmp_path):
+    import json
+    prof, g = sampled_host_run(tmp_path)
+    stream = accgraph.Stream("host")
+    with prof.region(stream, "eager"):
+        pass
+    prof.flush()
+    prof.write_stats_json(tmp_path / "s.json", graph_labels={g.id: "train.py:7"},
+                          metadata={"torch_version": "2.11.0"})
+    document = json.loads((tmp_path / "s.json").read_text())
+    documented = readme_stats_schema()
+
+    def same_keys(got, want, where):
+        assert set(got) == set(want), where
+        for key, value in want.items():
+            assert type(got[key]) in ((int, float) if type(value) in (int, float) else
+                                      (type(value), type(None))), f"{where}.{key}"
+
+    same_keys(document, documented, "document")
+    same_keys(document["run"], documented["run"], "run")
+    same_keys(document["run"]["devices"][0], documented["run"]["devices"][0], "devices[0]")
+    same_keys(document["graphs"][0], documented["graphs"][0], "graphs[0]")
+    for region in document["regions"]:
+        same_keys(region, documented["regions"][0], "regions[]")
+    assert document["schema_version"] == accgraph.stats_schema_version()
+    assert document["run"]["sample_every"] == 4 and document["run"]["sample_seed"] == 3
+    assert document["run"]["devices"][0]["backend"] == "host"
+    assert document["run"]["metadata"] == {"torch_version": "2.11.0"}
+    assert document["graphs"] == [{"graph_id": g.id, "label": "train.py:7", "replays_run": 40,
+                                   "replays_timed": 10, "sample_every": 4, "sampled": True}]
+    # The same facts as the CSV: every column but the label (the graph's) and the version.
+    prof.write_stats_csv(tmp_path / "s.csv", graph_labels={g.id: "train.py:7"})
+    from_csv, from_json = read_stats_csv(tmp_path / "s.csv"), read_stats(tmp_path / "s.json")
+    assert [dict(r, schema_version=None) for r in from_csv] == \
+        [dict(r, schema_version=None) for r in from_json]
+
+
+def test_compare_reads_json_as_it_reads_csv(tmp_path, capsys):
+    prof, g = sampled_host_run(tmp_path)
+    prof.write_stats_json(tmp_path / "a.json")
+    prof.write_stats_csv(tmp_path / "a.csv")
+    assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "a.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "0 module(s) in one run only" in out and "A: 40 replays, 10 timed" in out
+    (tmp_path / "bad.json").write_text('{"schema": "other"}')
+    assert "not a statistics JSON of accgraph" in refused(capsys, tmp_path / "bad.json",
+                                                          tmp_path / "a.csv")
+    (tmp_path / "cut.json").write_text((tmp_path / "a.json").read_text()[:-10])
+    assert "cut.json: not JSON (" in refused(capsys, tmp_path / "cut.json", tmp_path / "a.csv")
+
+
+def test_cli_writes_the_stats_json_with_the_runs_metadata(torch, tmp_path, capsys):
+    import json
+    assert run(tmp_path, ["--json", str(tmp_path / "run.json"), "--csv", str(tmp_path / "run.csv"),
+                          "SCRIPT"]) == 0
+    capsys.readouterr()
+    document = json.loads((tmp_path / "run.json").read_text())
+    assert document["run"]["metadata"]["torch_version"] == torch.__version__
+    (graph,) = document["graphs"]
+    assert graph["label"] == "train.py:11"
+    assert {r["graph_label"] for r in read_stats_csv(tmp_path / "run.csv")
+            if r["graph_id"]} == {"train.py:11"}
+
+
+MATCH_SCRIPT = """
+import torch
+from torch_standin import make_gpt
+
+{extra}
+model = make_gpt(torch, seconds={seconds})
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    model(None)
+for _ in range(25):
+    g.replay()
+"""
+
+EXTRA_CAPTURE = """
+warm = make_gpt(torch, blocks=1)
+w = torch.cuda.CUDAGraph()
+with torch.cuda.graph(w):
+    warm(None)
+w.replay()
+"""
+
+
+def test_c24_two_runs_of_the_command_line_match_although_b_captured_a_graph_first(torch,
+                                                                                   tmp_path,
+                                                                                   capsys):
+    for name, extra, seconds in (("a", "", 0.0005), ("b", EXTRA_CAPTURE, 0.0015)):
+        script = tmp_path / f"{name}.py"
+        script.write_text(MATCH_SCRIPT.format(extra=extra, seconds=seconds))
+        assert cli.main(["--graphs-only", "--csv", str(tmp_path / f"{name}.csv"),
+                         str(script)]) == 0
+    capsys.readouterr()
+    result = accgraph.torch.compare(str(tmp_path / "a.csv"), str(tmp_path / "b.csv"))
+    (matched,) = [s for s in result.names if s.a and s.b]
+    (extra,) = result.sections_only_b
+    assert matched.a != matched.b and extra.b[0] < matched.b[0]  # B's graph came second
+    # B's graph is named by its own capture site, a line further down than A's.
+    site = (tmp_path / "b.py").read_text().splitlines().index("with torch.cuda.graph(g):") + 1
+    name = result.names[matched]
+    assert name.startswith(f"graph {matched.b[0]} (b.py:{site}; graph {matched.a[0]} in A)")
+    rows = [r for r in result.rows if r["context"] == matched]
+    assert {r["path"] for r in rows} == set(gpt_paths()) and not result.not_compared
+    gpt = next(r for r in rows if r["path"] == "GPT")
+    assert gpt["ratio"] > 1.5  # three times the work per leaf

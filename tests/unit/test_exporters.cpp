@@ -212,7 +212,73 @@ TEST_CASE("stats csv: paths with separators, quotes, line breaks and invalid UTF
   CHECK(records[2][0] == "say \"hi\"");
   CHECK(records[3][0] == "two\r\nlines");
   CHECK(records[4][0] == "bad" + kFFFD + ",byte");
-  for (const auto& record : records) CHECK(record.size() == 19);  // + graph_id ... replays_timed
+  for (const auto& record : records) CHECK(record.size() == stats_csv_columns().size());
+}
+
+TEST_CASE("stats csv: each graph's label from the run, the schema's version on every row") {
+  StatsAccumulator acc;
+  acc.add(report_of({region("a", 0, 1)}));  // graph 1
+  StatsRun run;
+  run.graph_labels = {{1, "train.py:42, \"decode\"\x1b"}, {7, "unused"}};
+  std::ostringstream out;
+  write_stats_csv(out, acc.stats(), run);
+  const auto records = parse_csv(out.str());
+  REQUIRE(records.size() == 2);
+  const std::vector<std::string>& columns = stats_csv_columns();
+  const auto column = [&](const char* name) {
+    return static_cast<size_t>(std::find(columns.begin(), columns.end(), name) - columns.begin());
+  };
+  CHECK(records[1][column("graph_label")] == "train.py:42, \"decode\"\x1b");
+  CHECK(records[1][column("schema_version")] == std::to_string(stats_schema_version()));
+  std::ostringstream plain;
+  write_stats_csv(plain, acc.stats());  // no run: no label, the same version
+  CHECK(parse_csv(plain.str())[1][column("graph_label")].empty());
+}
+
+TEST_CASE("stats json: the CSV's facts per region and the run's, every name escaped") {
+  StatsAccumulator acc;
+  acc.add(report_with_every_name());
+  StatsRun run;
+  run.graph_labels = {{1, "bad\xC3 label"}};
+  run.replays = {GraphReplays{1, 40, 10, 4, true}};
+  ReportSource source;
+  source.backend = "host";
+  source.device_name = "cpu\xC3";
+  source.resolution_ns = 32;
+  run.sources = {source};
+  run.sample_every = 4;
+  run.metadata = {{"torch_version", "2.11\n"}, {"bad\xFF", "x"}};
+  std::ostringstream out;
+  write_stats_json(out, acc.stats(), run);
+  const nlohmann::json document = nlohmann::json::parse(out.str());
+  CHECK(document["schema"] == "accgraph.stats");
+  CHECK(document["schema_version"] == stats_schema_version());
+  CHECK(document["run"]["sample_every"] == 4);
+  CHECK(document["run"]["devices"][0]["device_name"] == "cpu" + kFFFD);
+  CHECK(document["run"]["devices"][0]["timer_step_ns"] == 32);
+  CHECK(document["run"]["metadata"]["torch_version"] == "2.11\n");
+  CHECK(document["run"]["metadata"]["bad" + kFFFD] == "x");
+  REQUIRE(document["graphs"].size() == 1);
+  CHECK(document["graphs"][0]["label"] == "bad" + kFFFD + " label");
+  CHECK(document["graphs"][0]["replays_timed"] == 10);
+  const std::vector<RegionStats> stats = acc.stats();
+  REQUIRE(document["regions"].size() == stats.size());
+  for (size_t i = 0; i < stats.size(); ++i) {
+    const nlohmann::json& region = document["regions"][i];
+    CHECK(region["path"] == name_cases()[i].expected);
+    CHECK(region["p50_ns"] == stats[i].p50_ns);
+    CHECK(region["first_call"] == false);
+    // Every numeric column of the CSV is a field of each region (the label is the graph's).
+    for (const std::string& column : stats_csv_columns())
+      if (column != "graph_label" && column != "schema_version")
+        CHECK_MESSAGE(region.contains(column), column);
+  }
+}
+
+TEST_CASE("table_text: a name as the statistics table shows it") {
+  CHECK(table_text("esc\x1b[2J\x07 c1\xC2\x85 bad\xC3") ==
+        "esc\\x1b[2J\\x07 c1\\u0085 bad" + kFFFD);
+  CHECK(table_text("caf\xC3\xA9/h.0") == "caf\xC3\xA9/h.0");
 }
 
 TEST_CASE("stats table: one line per region, control characters shown as escapes") {

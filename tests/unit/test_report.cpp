@@ -296,9 +296,11 @@ TEST_CASE("stats csv: header and exact values") {
   REQUIRE(lines.size() == 2);
   CHECK(lines[0] ==
         "path,depth,count,min_ns,mean_ns,p50_ns,p95_ns,max_ns,self_count,self_min_ns,self_mean_ns,"
-        "self_p50_ns,self_p95_ns,self_max_ns,graph_id,first_call,p05_ns,replays_run,replays_timed");
-  // replays_run/replays_timed: 0 where the statistics do not come from Profiler::stats().
-  CHECK(lines[1] == "\"a,b\",0,2,100,200,100,300,300,2,100,200,100,300,300,1,0,100,0,0");
+        "self_p50_ns,self_p95_ns,self_max_ns,graph_id,first_call,p05_ns,replays_run,replays_timed,"
+        "graph_label,schema_version");
+  // replays_run/replays_timed: 0 where the statistics do not come from Profiler::stats(); no
+  // label without a StatsRun; the schema's version on every row.
+  CHECK(lines[1] == "\"a,b\",0,2,100,200,100,300,300,2,100,200,100,300,300,1,0,100,0,0,,2");
   // The header is stats_csv_columns(), the schema readers find columns by.
   std::string header;
   for (const std::string& column : stats_csv_columns())

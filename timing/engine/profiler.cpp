@@ -306,4 +306,22 @@ std::vector<GraphReplays> Profiler::replay_counts() const {
   return impl_->replay_counts();
 }
 
+StatsRun Profiler::stats_run() const {
+  impl_->check_process("stats_run");
+  StatsRun run;
+  run.replays = impl_->replay_counts();
+  for (const ReplayReport& report : impl_->store.reports()) {
+    const ReportSource& source = report.source();
+    const bool known = std::any_of(run.sources.begin(), run.sources.end(), [&](const auto& s) {
+      return s.backend == source.backend && s.device == source.device &&
+             s.marker_strategy == source.marker_strategy;
+    });
+    if (!known) run.sources.push_back(source);
+  }
+  run.sample_every = impl_->options.sample_every;
+  run.overhead = impl_->options.overhead;
+  run.sample_seed = impl_->options.sample_seed;
+  return run;
+}
+
 }  // namespace accgraph::timing

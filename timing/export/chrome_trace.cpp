@@ -22,12 +22,12 @@ namespace accgraph::timing {
 
 namespace {
 
-using detail::kReplacement;
+using detail::append_json_double;
+using detail::append_json_string;
 using detail::TraceLayout;
 using detail::TraceProcess;
 using detail::TraceSlice;
 using detail::TraceTrack;
-using detail::utf8_sequence_length;
 
 // Note [Streaming trace]: the trace is written event by event into a small buffer that goes to
 // `out` whenever it holds kChunkBytes, so the document never exists in memory as a whole. The
@@ -39,43 +39,6 @@ using detail::utf8_sequence_length;
 // bytes) per region: O(regions) of index, not O(regions of one report), but no text and no JSON
 // tree. Everything else is per process or per track.
 constexpr size_t kChunkBytes = 64 * 1024;
-
-// Appends `text` to `buffer` as a JSON string: valid UTF-8 (Note [Exported text]), with quotes,
-// backslashes and control characters escaped (the latter as \u00XX).
-void append_json_string(std::string& buffer, std::string_view text) {
-  buffer += '"';
-  for (size_t i = 0; i < text.size();) {
-    const size_t length = utf8_sequence_length(text.substr(i));
-    if (length == 0) {
-      buffer += kReplacement;
-      ++i;
-      continue;
-    }
-    if (length == 1) {
-      const char c = text[i];
-      if (c == '"' || c == '\\') {
-        buffer += '\\';
-        buffer += c;
-      } else if (static_cast<unsigned char>(c) < 0x20) {
-        fmt::format_to(std::back_inserter(buffer), "\\u{:04x}", static_cast<unsigned char>(c));
-      } else {
-        buffer += c;
-      }
-    } else {
-      buffer.append(text, i, length);
-    }
-    i += length;
-  }
-  buffer += '"';
-}
-
-// Appends a number that parses back to exactly `value`: the shortest round-trip form, with
-// ".0" on integral values, as nlohmann::json wrote them (so a reader still sees a float).
-void append_json_double(std::string& buffer, double value) {
-  const size_t start = buffer.size();
-  fmt::format_to(std::back_inserter(buffer), "{}", value);
-  if (buffer.find_first_of(".eEn", start) == std::string::npos) buffer += ".0";
-}
 
 // Collects the trace's text and hands it to `out` in chunks (Note [Streaming trace]).
 class ChunkWriter {

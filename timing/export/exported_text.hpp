@@ -4,8 +4,11 @@
 #pragma once
 
 #include <cstddef>
+#include <iterator>
 #include <string>
 #include <string_view>
+
+#include <fmt/format.h>
 
 #include "utf8.hpp"
 
@@ -51,6 +54,43 @@ inline bool same_valid_utf8(std::string_view a, std::string_view b) {
     j += lb == 0 ? 1 : lb;
   }
   return i == a.size() && j == b.size();
+}
+
+// Appends `text` to `buffer` as a JSON string: valid UTF-8 (Note [Exported text]), with quotes,
+// backslashes and control characters escaped (the latter as \u00XX).
+inline void append_json_string(std::string& buffer, std::string_view text) {
+  buffer += '"';
+  for (size_t i = 0; i < text.size();) {
+    const size_t length = utf8_sequence_length(text.substr(i));
+    if (length == 0) {
+      buffer += kReplacement;
+      ++i;
+      continue;
+    }
+    if (length == 1) {
+      const char c = text[i];
+      if (c == '"' || c == '\\') {
+        buffer += '\\';
+        buffer += c;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        fmt::format_to(std::back_inserter(buffer), "\\u{:04x}", static_cast<unsigned char>(c));
+      } else {
+        buffer += c;
+      }
+    } else {
+      buffer.append(text, i, length);
+    }
+    i += length;
+  }
+  buffer += '"';
+}
+
+// Appends a number that parses back to exactly `value`: the shortest round-trip form, with
+// ".0" on integral values, as nlohmann::json wrote them (so a reader still sees a float).
+inline void append_json_double(std::string& buffer, double value) {
+  const size_t start = buffer.size();
+  fmt::format_to(std::back_inserter(buffer), "{}", value);
+  if (buffer.find_first_of(".eEn", start) == std::string::npos) buffer += ".0";
 }
 
 }  // namespace accgraph::timing::detail

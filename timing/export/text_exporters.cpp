@@ -1,6 +1,8 @@
-// The text exporters: the statistics as a table and as CSV, the reports as CSV.
+// The text exporters: the statistics as a table, CSV and JSON, the reports as CSV.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -12,6 +14,7 @@
 #include "accgraph/exporters.hpp"
 #include "accgraph/report.hpp"
 #include "accgraph/stats.hpp"
+#include "accgraph/version.hpp"
 #include "export_errors.hpp"
 #include "exported_text.hpp"
 
@@ -19,6 +22,8 @@ namespace accgraph::timing {
 
 namespace {
 
+using detail::append_json_double;
+using detail::append_json_string;
 using detail::export_to;
 using detail::utf8_sequence_length;
 using detail::valid_utf8;
@@ -92,6 +97,8 @@ std::string marker_kernels_text(const MarkerKernels& kernels) {
 
 }  // namespace
 
+std::string table_text(std::string_view text) { return table_cell(text).first; }
+
 void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats) {
   export_to(out, "the statistics table", [&] {
     std::vector<std::pair<std::string, size_t>> cells;
@@ -130,15 +137,25 @@ void write_stats_table(std::ostream& out, const std::vector<RegionStats>& stats)
   });
 }
 
+// Note [Stats schema]: the statistics CSV and JSON hold the same facts, one row (one "regions"
+// entry) per region path and context, under stats_csv_columns()' names. Columns are appended,
+// never renamed or removed, so a reader finds by name what it knows. stats_schema_version() is
+// raised only when a field changes meaning (a unit, what a count counts): a reader refuses a
+// file of a larger version, naming both, rather than misread it. Version 1 is every file
+// written before the version existed (no schema_version column); version 2 added graph_label,
+// schema_version and the JSON.
+int stats_schema_version() { return 2; }
+
 const std::vector<std::string>& stats_csv_columns() {
-  // The context columns (Note [Stats contexts] in timing/model/stats.cpp) come last, so that a
-  // reader of the first fourteen columns reads them as before; then the graph's replays run and
-  // timed (Note [Sampled replays] in spi/untimed_replay.hpp; 0 for eager rows).
+  // The context columns (Note [Stats contexts] in timing/model/stats.cpp) come after the first
+  // fourteen, so that a reader of those reads them as before; then the graph's replays run and
+  // timed (Note [Sampled replays] in spi/untimed_replay.hpp; 0 for eager rows), the graph's
+  // label (StatsRun::graph_labels) and the schema's version (Note [Stats schema]).
   static const std::vector<std::string> columns{
       "path",        "depth",       "count",      "min_ns",      "mean_ns",      "p50_ns",
       "p95_ns",      "max_ns",      "self_count", "self_min_ns", "self_mean_ns", "self_p50_ns",
       "self_p95_ns", "self_max_ns", "graph_id",   "first_call",  "p05_ns",       "replays_run",
-      "replays_timed"};
+      "replays_timed", "graph_label", "schema_version"};
   return columns;
 }
 
@@ -159,15 +176,138 @@ void write_header(std::ostream& out, const std::vector<std::string>& columns) {
 
 }  // namespace
 
+namespace {
+
+std::map<uint64_t, std::string> labels_by_graph(const StatsRun& run) {
+  return {run.graph_labels.begin(), run.graph_labels.end()};
+}
+
+}  // namespace
+
 void write_stats_csv(std::ostream& out, const std::vector<RegionStats>& stats) {
+  write_stats_csv(out, stats, StatsRun{});
+}
+
+void write_stats_csv(std::ostream& out, const std::vector<RegionStats>& stats,
+                     const StatsRun& run) {
   export_to(out, "the statistics CSV", [&] {
+    const std::map<uint64_t, std::string> labels = labels_by_graph(run);
+    const int version = stats_schema_version();
     write_header(out, stats_csv_columns());
-    for (const RegionStats& s : stats)
-      out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+    for (const RegionStats& s : stats) {
+      const auto label = s.graph_id != 0 ? labels.find(s.graph_id) : labels.end();
+      out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                          csv_field(s.path), s.depth, s.count, s.min_ns, s.mean_ns, s.p50_ns,
                          s.p95_ns, s.max_ns, s.self_count, s.self_min_ns, s.self_mean_ns,
                          s.self_p50_ns, s.self_p95_ns, s.self_max_ns, s.graph_id,
-                         s.first_call ? 1 : 0, s.p05_ns, s.replays_run, s.replays_timed);
+                         s.first_call ? 1 : 0, s.p05_ns, s.replays_run, s.replays_timed,
+                         csv_field(label != labels.end() ? label->second : std::string()),
+                         version);
+    }
+  });
+}
+
+void write_stats_json(std::ostream& out, const std::vector<RegionStats>& stats,
+                      const StatsRun& run) {
+  export_to(out, "the statistics JSON", [&] {
+    const std::map<uint64_t, std::string> labels = labels_by_graph(run);
+    std::string text;
+    const auto key = [&](std::string_view name) {
+      append_json_string(text, name);
+      text += ':';
+    };
+    const auto number = [&](std::string_view name, double value) {
+      key(name);
+      append_json_double(text, value);
+    };
+    text += "{\"schema\":\"accgraph.stats\",";
+    fmt::format_to(std::back_inserter(text), "\"schema_version\":{},", stats_schema_version());
+    key("accgraph_version");
+    append_json_string(text, ACCGRAPH_VERSION_STRING);
+    fmt::format_to(std::back_inserter(text), ",\"run\":{{\"sample_every\":{},",
+                   run.sample_every);
+    number("overhead", run.overhead);
+    fmt::format_to(std::back_inserter(text), ",\"sample_seed\":{},\"devices\":[",
+                   run.sample_seed);
+    for (size_t i = 0; i < run.sources.size(); ++i) {
+      const ReportSource& source = run.sources[i];
+      text += i ? ",{" : "{";
+      key("backend");
+      append_json_string(text, source.backend);
+      fmt::format_to(std::back_inserter(text), ",\"device\":{},", source.device);
+      key("device_name");
+      append_json_string(text, source.device_name);
+      text += ',';
+      key("marker_strategy");
+      append_json_string(text, source.marker_strategy);
+      fmt::format_to(std::back_inserter(text),
+                     ",\"timer_step_ns\":{},\"marker_overhead_ns\":{},"
+                     "\"marker_back_to_back_ns\":{}}}",
+                     source.resolution_ns, source.marker_overhead_ns,
+                     source.marker_back_to_back_ns);
+    }
+    text += "],\"metadata\":{";
+    for (size_t i = 0; i < run.metadata.size(); ++i) {
+      if (i) text += ',';
+      key(run.metadata[i].first);
+      append_json_string(text, run.metadata[i].second);
+    }
+    text += "}},\"graphs\":[";
+    // Every graph of the statistics, with its replays where the run counted them.
+    std::map<uint64_t, const GraphReplays*> graphs;
+    for (const RegionStats& s : stats)
+      if (s.graph_id != 0) graphs.emplace(s.graph_id, nullptr);
+    for (const GraphReplays& g : run.replays) graphs[g.graph_id] = &g;
+    bool first = true;
+    for (const auto& [id, replays] : graphs) {
+      text += first ? "{" : ",{";
+      first = false;
+      fmt::format_to(std::back_inserter(text), "\"graph_id\":{},", id);
+      key("label");
+      const auto label = labels.find(id);
+      if (label != labels.end())
+        append_json_string(text, label->second);
+      else
+        text += "null";
+      if (replays)
+        fmt::format_to(std::back_inserter(text),
+                       ",\"replays_run\":{},\"replays_timed\":{},\"sample_every\":{},"
+                       "\"sampled\":{}",
+                       replays->run, replays->timed, replays->sample_every,
+                       replays->sampled ? "true" : "false");
+      text += '}';
+    }
+    text += "],\"regions\":[";
+    out << text;
+    for (size_t i = 0; i < stats.size(); ++i) {
+      const RegionStats& s = stats[i];
+      text.clear();
+      text += i ? ",\n{" : "\n{";
+      key("path");
+      append_json_string(text, s.path);
+      fmt::format_to(std::back_inserter(text),
+                     ",\"depth\":{},\"graph_id\":{},\"first_call\":{},\"count\":{},", s.depth,
+                     s.graph_id, s.first_call ? "true" : "false", s.count);
+      for (const auto& [name, value] :
+           {std::pair{"min_ns", s.min_ns}, std::pair{"mean_ns", s.mean_ns},
+            std::pair{"p05_ns", s.p05_ns}, std::pair{"p50_ns", s.p50_ns},
+            std::pair{"p95_ns", s.p95_ns}, std::pair{"max_ns", s.max_ns}}) {
+        number(name, value);
+        text += ',';
+      }
+      fmt::format_to(std::back_inserter(text), "\"self_count\":{},", s.self_count);
+      for (const auto& [name, value] :
+           {std::pair{"self_min_ns", s.self_min_ns}, std::pair{"self_mean_ns", s.self_mean_ns},
+            std::pair{"self_p50_ns", s.self_p50_ns}, std::pair{"self_p95_ns", s.self_p95_ns},
+            std::pair{"self_max_ns", s.self_max_ns}}) {
+        number(name, value);
+        text += ',';
+      }
+      fmt::format_to(std::back_inserter(text), "\"replays_run\":{},\"replays_timed\":{}}}",
+                     s.replays_run, s.replays_timed);
+      out << text;
+    }
+    out << "\n]}\n";
   });
 }
 

@@ -71,6 +71,7 @@ from ._accgraph import (
     plugin_failures,
     reports_csv_columns,
     stats_csv_columns,
+    stats_schema_version,
     write_trace,
 )
 from ._default_stream import default_stream, set_default_stream_provider
@@ -168,5 +169,6 @@ __all__ = [
     "reports_csv_columns",
     "set_default_stream_provider",
     "stats_csv_columns",
+    "stats_schema_version",
     "write_trace",
 ]

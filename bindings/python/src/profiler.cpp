@@ -4,6 +4,7 @@
 #include <exception>
 #include <sstream>
 
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/variant.h>
@@ -369,12 +370,47 @@ void def_profiler_results(ProfilerClass& cls) {
            }),
            nb::arg("path"), nb::sig("def write_csv(self, path: str | os.PathLike[str]) -> None"),
            "Writes the kept reports as CSV, one row per region per report.")
-      .def("write_stats_csv", exporter([](std::ostream& out, Profiler& profiler) {
-             timing::write_stats_csv(out, profiler.stats());
-           }),
-           nb::arg("path"),
-           nb::sig("def write_stats_csv(self, path: str | os.PathLike[str]) -> None"),
-           "Writes the statistics as CSV, one row per region path.")
+      .def(
+          "write_stats_csv",
+          [](PyProfiler& self, nb::handle path,
+             std::optional<std::map<uint64_t, std::string>> graph_labels) {
+            Profiler& profiler = self.get();
+            timing::StatsRun run;
+            if (graph_labels) run.graph_labels.assign(graph_labels->begin(), graph_labels->end());
+            write_output(fs_path(path), "the exported data", [&](std::ostream& out) {
+              timing::write_stats_csv(out, profiler.stats(), run);
+            });
+          },
+          nb::arg("path"), nb::kw_only(), nb::arg("graph_labels") = nb::none(),
+          nb::sig("def write_stats_csv(self, path: str | os.PathLike[str], *, graph_labels: "
+                  "collections.abc.Mapping[int, str] | None = None) -> None"),
+          "Writes the statistics as CSV, one row per region path and context (the columns of "
+          "stats_csv_columns()). `graph_labels`: graph id -> its capture site or label "
+          "(accgraph.torch.graph_labels()), written in the graph_label column, which "
+          "accgraph.torch's compare matches the graphs of two runs by.")
+      .def(
+          "write_stats_json",
+          [](PyProfiler& self, nb::handle path,
+             std::optional<std::map<uint64_t, std::string>> graph_labels,
+             std::optional<std::map<std::string, std::string>> metadata) {
+            Profiler& profiler = self.get();
+            timing::StatsRun run = profiler.stats_run();
+            if (graph_labels) run.graph_labels.assign(graph_labels->begin(), graph_labels->end());
+            if (metadata) run.metadata.assign(metadata->begin(), metadata->end());
+            write_output(fs_path(path), "the exported data", [&](std::ostream& out) {
+              timing::write_stats_json(out, profiler.stats(), run);
+            });
+          },
+          nb::arg("path"), nb::kw_only(), nb::arg("graph_labels") = nb::none(),
+          nb::arg("metadata") = nb::none(),
+          nb::sig("def write_stats_json(self, path: str | os.PathLike[str], *, graph_labels: "
+                  "collections.abc.Mapping[int, str] | None = None, metadata: "
+                  "collections.abc.Mapping[str, str] | None = None) -> None"),
+          "Writes the statistics as versioned JSON (accgraph::timing::write_stats_json; the "
+          "README's \"Statistics as JSON\"): the CSV's facts per region, each graph's replays "
+          "and label, the devices of the kept reports (timer step, marker strategy), the "
+          "sampling options, and `metadata` (key -> text: what only the caller knows, e.g. the "
+          "framework's version).")
       .def(
           "stats_table", [](PyProfiler& self) { return self.get().stats_table(); },
           nb::call_guard<GilRelease>(),

@@ -307,6 +307,17 @@ void bind_reports(nb::module_& m) {
       "stats_csv_columns", [] { return timing::stats_csv_columns(); },
       "The header fields of the statistics CSV (Profiler.write_stats_csv), in column order "
       "(accgraph::timing::stats_csv_columns).");
+  m.def(
+      "stats_schema_version", [] { return timing::stats_schema_version(); },
+      "The version of the statistics' schema this library writes: the stats CSV's "
+      "schema_version column and the stats JSON's \"schema_version\" (a reader refuses a "
+      "larger one; accgraph::timing::stats_schema_version).");
+  m.def(
+      "_table_text", [](const std::string& text) { return timing::table_text(text); },
+      nb::arg("text"),
+      "`text` as the statistics table shows a name: control characters as \\xNN (C1 as "
+      "\\u00NN), so that no terminal escape gets through (accgraph::timing::table_text). "
+      "Internal: accgraph.torch's tables.");
 }
 
 }  // namespace accgraph::python

@@ -89,6 +89,7 @@ __all__ = [
     "load_torch",
     "measure_host_clock_offset",
     "module_table",
+    "run_metadata",
     "set_module_filters",
     "stats_by_context",
     "uninstrument",
@@ -349,6 +350,51 @@ def graph_labels() -> Dict[int, str]:
     labels])."""
     with _lock:
         return {**_sites, **_user_labels}
+
+
+def run_metadata() -> Dict[str, str]:
+    """What a statistics file should say about this run beyond what the profiler knows
+    (``Profiler.write_stats_json(path, metadata=run_metadata())``; ``--json`` writes it):
+    python_version, and where PyTorch is loaded torch_version, cuda_runtime (torch.version.cuda),
+    device_name; driver (the NVIDIA driver's CUDA version, from libcuda) and marker_placement
+    (ACCGRAPH_CUDA_MARKER_PLACEMENT, or the default) where the backend is cuda. Imports nothing
+    new: a fact that cannot be read is left out."""
+    import platform
+    import sys
+
+    metadata = {"python_version": platform.python_version()}
+    torch = _runtime.TORCH or sys.modules.get("torch")
+    if torch is not None:
+        metadata["torch_version"] = str(getattr(torch, "__version__", "?"))
+        cuda = getattr(getattr(torch, "version", None), "cuda", None)
+        if cuda:
+            metadata["cuda_runtime"] = str(cuda)
+        try:
+            if torch.cuda.is_available():
+                metadata["device_name"] = str(torch.cuda.get_device_name())
+        except Exception:  # noqa: BLE001 - a fact that cannot be read is left out
+            pass
+    if _runtime.BACKEND == "cuda":
+        driver = _cuda_driver_version()
+        if driver:
+            metadata["driver"] = driver
+        metadata["marker_placement"] = (os.environ.get("ACCGRAPH_CUDA_MARKER_PLACEMENT") or
+                                        "default (exact on sm_90 and newer, else chained)")
+    return metadata
+
+
+def _cuda_driver_version() -> Optional[str]:
+    """The CUDA version the NVIDIA driver supports ("13.0"), or None without libcuda."""
+    import ctypes
+
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+        version = ctypes.c_int(0)
+        if libcuda.cuDriverGetVersion(ctypes.byref(version)) != 0 or version.value <= 0:
+            return None
+    except (OSError, AttributeError):
+        return None
+    return f"{version.value // 1000}.{version.value % 1000 // 10}"
 
 
 def foreign_graph(graph: Any) -> Optional[ForeignGraph]:

@@ -6,7 +6,7 @@ section per captured graph (named by its capture site), one for the eager calls,
 first eager call of each module (warm-up, compilation), kept out of the eager rows.
 
 ``python -m accgraph.torch compare A.csv B.csv [--fail-above PCT]`` compares two runs' --csv
-files (Note [Comparing runs] in _compare.py).
+(or --json) files (Note [Comparing runs] in _compare.py).
 
 Options:
   --depth N          time module calls nested at most N deep (the outermost module: 0)
@@ -26,6 +26,8 @@ Options:
                      8 reports (Profiler(overhead=PCT/100)); not with --sample
   --trace FILE       write the kept reports as a trace (*.pftrace: Perfetto; else Chrome JSON)
   --csv FILE         write the per-module statistics as CSV
+  --json FILE        write them as versioned JSON with the run's metadata (README: "Statistics
+                     as JSON")
   --html FILE        write the HTML report (icicle view per graph, search, the table)
   --sort KEY         order of the rows: order (module order), total (p50), self, name
   --top N            only the N largest rows of each section (with their parents)
@@ -43,6 +45,7 @@ and makes the exit code 1 (when the script's was 0).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import runpy
 import sys
@@ -101,6 +104,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--trace", metavar="FILE", help="write the kept reports as a trace "
                         "(*.pftrace: Perfetto, else Chrome JSON)")
     parser.add_argument("--csv", metavar="FILE", help="write the per-module statistics as CSV")
+    parser.add_argument("--json", metavar="FILE", help="write the per-module statistics as "
+                        "versioned JSON, with the run's metadata (device, driver, torch version, "
+                        "timer step, marker placement, sampling)")
     parser.add_argument("--html", metavar="FILE", help="write the HTML report (icicle view per "
                         "graph, hover, zoom, search, the table)")
     parser.add_argument("--sort", choices=SORTS, default="order",
@@ -119,7 +125,8 @@ def _split(argv: List[str]) -> Tuple[List[str], List[str]]:
     """The options before the target, and the target with its arguments (the target's own
     options are not parsed: the first word that is not an option of ours starts it)."""
     takes_value = {"--depth", "--include", "--exclude", "--graph-region", "--ring", "--keep",
-                   "--sample", "--overhead", "--trace", "--csv", "--html", "--sort", "--top",
+                   "--sample", "--overhead", "--trace", "--csv", "--json", "--html", "--sort",
+                   "--top",
                    "--min-share"}
     index = 0
     while index < len(argv):
@@ -180,6 +187,7 @@ def _run(options: argparse.Namespace, target: List[str]) -> Any:
 def _outputs(options: argparse.Namespace) -> List[Tuple[str, str]]:
     return [(option, path) for option, path in (("--trace", options.trace),
                                                  ("--csv", options.csv),
+                                                 ("--json", options.json),
                                                  ("--html", options.html)) if path]
 
 
@@ -223,8 +231,14 @@ def _report(prof: accgraph.Profiler, options: argparse.Namespace) -> bool:
     def html(path: str) -> None:
         write_html(prof, path, labels=labels)
 
-    for path, write in ((options.trace, prof.write_trace), (options.csv, prof.write_stats_csv),
-                        (options.html, html)):
+    def stats_csv(path: str) -> None:
+        prof.write_stats_csv(path, graph_labels=labels)
+
+    def stats_json(path: str) -> None:
+        prof.write_stats_json(path, graph_labels=labels, metadata=accgraph_torch.run_metadata())
+
+    for path, write in ((options.trace, prof.write_trace), (options.csv, stats_csv),
+                        (options.json, stats_json), (options.html, html)):
         if path:
             try:
                 write(path)
@@ -244,26 +258,39 @@ def _compare_main(argv: List[str]) -> int:
         "flagged only when each run's p50 lies outside the other run's p05-p95 spread.",
         epilog=f"example:\n  {PROG} compare before.csv after.csv --fail-above 5",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("a", metavar="A.csv", help="the baseline run's --csv file")
+    parser.add_argument("a", metavar="A.csv", help="the baseline run's --csv (or --json) file")
     parser.add_argument("b", metavar="B.csv", help="the run compared with it")
     parser.add_argument("--fail-above", type=float, default=None, metavar="PCT",
                         help="exit 1 when a flagged change is a slowdown of more than PCT "
-                        "percent of A's p50")
+                        "percent of A's p50, or when the runs could not be compared (a graph "
+                        "of A matches none of B, or no module is in both)")
     parser.add_argument("--changed-only", action="store_true",
                         help="list only flagged changes and modules in one run only")
     try:
         options = parser.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
+    fail_above = options.fail_above
+    if fail_above is not None and not (math.isfinite(fail_above) and fail_above >= 0):
+        print(f"{PROG} compare: --fail-above must be a percentage >= 0 (got {fail_above:g}): "
+              "the slowdown that fails, e.g. 5", file=sys.stderr)
+        return 2
     try:
         result = compare(options.a, options.b)
     except (OSError, ValueError) as e:
-        print(f"{PROG} compare: {e}", file=sys.stderr)
+        message = e.message if isinstance(e, accgraph.Error) else str(e)
+        print(f"{PROG} compare: {message}", file=sys.stderr)
         return 2
     print(result.text(changed_only=options.changed_only), end="")
-    if options.fail_above is not None and result.worst_slowdown_pct > options.fail_above:
+    if fail_above is None:
+        return 0
+    if result.worst_slowdown_pct > fail_above:
         print(f"{PROG} compare: a slowdown of {result.worst_slowdown_pct:.1f}% is above "
-              f"--fail-above {options.fail_above:g}%", file=sys.stderr)
+              f"--fail-above {fail_above:g}%", file=sys.stderr)
+        return 1
+    if result.not_compared:
+        print(f"{PROG} compare: --fail-above {fail_above:g}% cannot pass: "
+              f"{result.not_compared}", file=sys.stderr)
         return 1
     return 0
 

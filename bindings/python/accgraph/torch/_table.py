@@ -2,16 +2,25 @@
 the eager calls, the first eager call of each module), as a tree or flat table that fits 100
 columns (``python -m accgraph.torch`` prints it; :func:`module_table` from Python).
 
-The statistics are accgraph's own (Profiler.stats(), or the CSV of write_stats_csv, whose
-``graph_id``/``first_call`` columns name the context: Note [Stats contexts] in
-timing/model/stats.cpp): this module only groups, orders and formats them (Note [Reading tables])."""
+The statistics are accgraph's own (Profiler.stats(), or the CSV of write_stats_csv or the JSON
+of write_stats_json, whose ``graph_id``/``first_call`` fields name the context: Note [Stats
+contexts] in timing/model/stats.cpp): this module only reads (Note [Reading files]), groups,
+orders and formats them (Note [Reading tables])."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
+import json
 import math
 import os
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
+                    Tuple, Union)
+
+from .._accgraph import library_version, stats_schema_version
+from .._errors import InvalidArgumentError, make_error
+from .._native import table_text
 
 # Note [Reading tables]: what the table, the HTML report and compare share.
 #
@@ -42,7 +51,13 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 EAGER, FIRST = "eager", "eager, first call"
 SORTS = ("order", "total", "self", "name")
 WIDTH = 100
-NUMBER_FIELDS = ("count", "unmeasurable", "depth", "self_count", "replays_run", "replays_timed")
+NUMBER_FIELDS = ("count", "unmeasurable", "depth", "self_count", "replays_run", "replays_timed",
+                 "schema_version")
+TEXT_FIELDS = ("path", "graph_label")
+# What the tables and compare read of every row (Note [Reading files]).
+REQUIRED = ("path", "count", "p50_ns", "p95_ns", "self_p50_ns")
+WHERE_FROM = ("give a file written by --csv or --json, Profiler.write_stats_csv or "
+              "Profiler.write_stats_json")
 
 Row = Dict[str, Any]
 Context = Tuple[Optional[int], bool]
@@ -50,51 +65,198 @@ Context = Tuple[Optional[int], bool]
 # (Note [Reading tables]).
 Replays = Dict[int, Dict[str, Any]]
 
+# Note [Reading files]: a statistics file is refused, naming the file and the line (CSV) or the
+# entry (JSON) and what to give instead, rather than read wrong: a file of a newer schema
+# (stats_schema_version(), Note [Stats schema] in timing/export/text_exporters.cpp), bytes that
+# are not UTF-8, a missing column the tables read (REQUIRED), a value that is not a number, a
+# duration that is NaN, infinite or negative (accgraph writes none: an edited or damaged file),
+# and one region's row given twice in one context (two exports concatenated). A UTF-8 byte-order
+# mark (a spreadsheet's) is skipped, and a field longer than csv's default limit (a deep path of
+# long names) is read. Rows given directly (dicts, RegionStats) are checked the same way.
 
-def rows_of(source: Any) -> List[Row]:
-    """The rows of `source`: a Profiler (its stats()), a path to a stats CSV, or rows already
-    (RegionStats objects or dicts)."""
+
+def _invalid(message: str) -> Exception:
+    return make_error(InvalidArgumentError, message)
+
+
+@contextlib.contextmanager
+def wide_csv_fields() -> Iterator[None]:
+    """Reads fields of any length (a region path or metadata value longer than csv's default
+    128 KiB limit) while the block runs, then puts the limit back."""
+    limit = csv.field_size_limit()
+    csv.field_size_limit(max(limit, 2**31 - 1))
+    try:
+        yield
+    finally:
+        csv.field_size_limit(limit)
+
+
+def rows_of(source: Any, what: str = "source") -> List[Row]:
+    """The rows of `source`: a Profiler (its stats()), a path to a statistics CSV or JSON file,
+    or rows already (RegionStats objects or dicts). TypeError naming `what` for anything else;
+    InvalidArgumentError for rows that are not statistics (Note [Reading files])."""
     if isinstance(source, (str, os.PathLike)):
-        return read_stats_csv(source)
-    stats = source.stats() if hasattr(source, "stats") and callable(source.stats) else source
+        return read_stats(source)
+    stats = source.stats() if callable(getattr(source, "stats", None)) else source
+    if isinstance(stats, (str, bytes, Mapping)) or not isinstance(stats, Iterable):
+        raise TypeError(f"{what} must be a path to a statistics CSV or JSON file, a Profiler, "
+                        f"or rows (RegionStats or dicts); got {type(source).__name__}")
     rows: List[Row] = []
-    for s in stats:
-        rows.append(dict(s.to_dict()) if hasattr(s, "to_dict") else dict(s))
+    for index, s in enumerate(stats):
+        if hasattr(s, "to_dict"):
+            rows.append(dict(s.to_dict()))
+        elif isinstance(s, Mapping):
+            rows.append(dict(s))
+        else:
+            raise TypeError(f"{what}: row {index} is a {type(s).__name__}: give RegionStats "
+                            "objects or dicts of their fields")
+    return check_rows(rows, lambda index: f"{what}: row {index}")
+
+
+def check_rows(rows: List[Row], where: Callable[[int], str]) -> List[Row]:
+    """`rows`, checked as Note [Reading files] says; `where(index)` names a row in errors."""
+    seen: Dict[Tuple[Context, str], int] = {}
+    for index, row in enumerate(rows):
+        missing = [key for key in REQUIRED if key not in row]
+        if missing:
+            raise _invalid(f"{where(index)}: no {', '.join(missing)}: a statistics row has "
+                           f"{', '.join(REQUIRED)}; {WHERE_FROM}")
+        for key, value in row.items():
+            if key in TEXT_FIELDS or key == "first_call" or value is None:
+                continue
+            if key in NUMBER_FIELDS or key == "graph_id" or key.endswith("_ns"):
+                try:
+                    number = float(value)
+                except (TypeError, ValueError):
+                    raise _invalid(f"{where(index)}: {key} is {value!r}, not a number; "
+                                   f"{WHERE_FROM}") from None
+                if not math.isfinite(number) or number < 0:
+                    raise _invalid(f"{where(index)}: {key} is {value!r}: accgraph writes no "
+                                   "NaN, infinite or negative values (an edited or damaged "
+                                   f"file?); {WHERE_FROM}")
+        if not isinstance(row["path"], str):
+            raise _invalid(f"{where(index)}: path is {row['path']!r}, not a str")
+        row.setdefault("graph_id", None)
+        row.setdefault("first_call", False)
+        key = (context_of(row), row["path"])
+        if key in seen:
+            raise _invalid(f"{where(index)}: the row of {row['path']!r} in "
+                           f"{context_name(key[0])} is given twice ({where(seen[key])} too): "
+                           "two exports put together? Keep one run's rows")
+        seen[key] = index
     return rows
+
+
+def read_stats(path: Union[str, "os.PathLike[str]"]) -> List[Row]:
+    """The rows of a statistics file: the CSV of Profiler.write_stats_csv or the JSON of
+    Profiler.write_stats_json (told apart by the content). InvalidArgumentError naming the file
+    and the line or entry when it is not one (Note [Reading files]); OSError when it cannot be
+    read."""
+    name = os.fspath(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise _invalid(f"{name}:{line}: not UTF-8 text (byte {data[e.start]:#04x} at offset "
+                       f"{e.start}): not a statistics file of accgraph; {WHERE_FROM}") from None
+    if text.lstrip().startswith("{"):
+        return _read_json(name, text)
+    return _read_csv(name, text)
 
 
 def read_stats_csv(path: Union[str, "os.PathLike[str]"]) -> List[Row]:
-    """The rows of a CSV written by Profiler.write_stats_csv (ValueError naming the file and
-    line when it is not one)."""
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        if reader.fieldnames is None or "path" not in reader.fieldnames or \
-                "p50_ns" not in reader.fieldnames:
-            raise ValueError(f"{os.fspath(path)}: not a statistics CSV of accgraph (no path and "
-                             "p50_ns columns): give a file written by --csv or "
-                             "Profiler.write_stats_csv")
-        rows: List[Row] = []
-        for line, raw in enumerate(reader, start=2):
-            try:
-                row: Row = {}
-                for key, value in raw.items():
-                    if key is None or value is None:
-                        raise ValueError("wrong number of fields")
-                    if key == "path":
-                        row[key] = value
-                    elif key in NUMBER_FIELDS or key == "graph_id":
-                        row[key] = int(value)
-                    elif key == "first_call":
-                        row[key] = value in ("1", "true", "True")
-                    else:
-                        row[key] = float(value)
-            except ValueError as e:
-                raise ValueError(f"{os.fspath(path)}:{line}: {e}: the file is not a statistics "
-                                 "CSV of accgraph (or it was cut short)") from None
-            row.setdefault("graph_id", None)
-            row.setdefault("first_call", False)
-            rows.append(row)
-    return rows
+    """The rows of a CSV written by Profiler.write_stats_csv (as read_stats)."""
+    return read_stats(path)
+
+
+def _check_version(where: str, value: Any) -> None:
+    try:
+        version = int(value)
+    except (TypeError, ValueError):
+        raise _invalid(f"{where}: schema_version is {value!r}, not a whole number; "
+                       f"{WHERE_FROM}") from None
+    known = stats_schema_version()
+    if version > known:
+        raise _invalid(f"{where}: written by a newer accgraph (statistics schema {version}; this "
+                       f"accgraph, {library_text()}, reads schemas up to {known}): read it with "
+                       "the accgraph that wrote it, or update this one")
+
+
+def library_text() -> str:
+    return "{}.{}.{}".format(*library_version())
+
+
+def _read_csv(name: str, text: str) -> List[Row]:
+    with wide_csv_fields():
+        try:
+            reader = csv.DictReader(io.StringIO(text, newline=""))
+            raw_rows = [(reader.line_num, raw) for raw in reader]
+        except csv.Error as e:
+            raise _invalid(f"{name}:{reader.line_num}: {e}: not a statistics CSV of accgraph; "
+                           f"{WHERE_FROM}") from None
+    fields = reader.fieldnames
+    if fields is None or "path" not in fields or "p50_ns" not in fields:
+        raise _invalid(f"{name}: not a statistics CSV of accgraph (no path and p50_ns "
+                       f"columns): {WHERE_FROM}")
+    if "schema_version" in fields:
+        for line, raw in raw_rows:
+            _check_version(f"{name}:{line}", raw.get("schema_version"))
+    missing = [key for key in REQUIRED if key not in fields]
+    if missing:
+        raise _invalid(f"{name}: no {', '.join(missing)} column(s): a statistics CSV of accgraph "
+                       f"has {', '.join(REQUIRED)} (and more); {WHERE_FROM}")
+    rows: List[Row] = []
+    lines: List[int] = []
+    for line, raw in raw_rows:
+        try:
+            row: Row = {}
+            for key, value in raw.items():
+                if key is None or value is None:
+                    raise ValueError("wrong number of fields")
+                if key in TEXT_FIELDS:
+                    row[key] = value
+                elif key in NUMBER_FIELDS or key == "graph_id":
+                    row[key] = int(value)
+                elif key == "first_call":
+                    row[key] = value in ("1", "true", "True")
+                else:
+                    row[key] = float(value)
+        except ValueError as e:
+            raise _invalid(f"{name}:{line}: {e}: the file is not a statistics CSV of accgraph "
+                           "(or it was cut short)") from None
+        if not row.get("graph_label"):
+            row.pop("graph_label", None)
+        rows.append(row)
+        lines.append(line)
+    return check_rows(rows, lambda index: f"{name}:{lines[index]}")
+
+
+def _read_json(name: str, text: str) -> List[Row]:
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise _invalid(f"{name}: not JSON ({e}): not a statistics file of accgraph; "
+                       f"{WHERE_FROM}") from None
+    if not isinstance(document, dict) or document.get("schema") != "accgraph.stats":
+        raise _invalid(f"{name}: not a statistics JSON of accgraph (no \"schema\": "
+                       f"\"accgraph.stats\"): {WHERE_FROM}")
+    _check_version(name, document.get("schema_version"))
+    graphs, regions = document.get("graphs", []), document.get("regions")
+    if not isinstance(regions, list) or not isinstance(graphs, list) or \
+            not all(isinstance(x, dict) for x in regions + graphs):
+        raise _invalid(f"{name}: its \"regions\" and \"graphs\" are not lists of objects: the "
+                       f"file was edited or damaged; {WHERE_FROM}")
+    labels = {g.get("graph_id"): g["label"] for g in graphs if isinstance(g.get("label"), str)}
+    rows: List[Row] = []
+    for region in regions:
+        row = dict(region)
+        label = labels.get(row.get("graph_id"))
+        if label:
+            row["graph_label"] = label
+        rows.append(row)
+    return check_rows(rows, lambda index: f"{name}: regions[{index}]")
 
 
 def graph_replays(source: Any, rows: Sequence[Row]) -> Replays:
@@ -119,14 +281,24 @@ def context_of(row: Row) -> Context:
 
 
 def context_name(context: Context, labels: Optional[Mapping[int, str]] = None) -> str:
-    """ "graph 3 (train.py:12)", "eager", "eager, first call" or "all reports"."""
+    """ "graph 3 (train.py:12)", "eager", "eager, first call" or "all reports" (a label's
+    control characters shown as the statistics table shows them: table_text)."""
     graph_id, first = context
     if graph_id is None:
         return "all reports"
     if graph_id == 0:
         return FIRST if first else EAGER
     label = (labels or {}).get(graph_id)
-    return f"graph {graph_id} ({label})" if label else f"graph {graph_id}"
+    return f"graph {graph_id} ({table_text(label)})" if label else f"graph {graph_id}"
+
+
+def labels_of(rows: Iterable[Row], labels: Optional[Mapping[int, str]] = None) -> Dict[int, str]:
+    """Graph id -> label: the rows' own (a file's graph_label), else `labels`'."""
+    found = dict(labels or {})
+    for row in rows:
+        if row.get("graph_label") and row.get("graph_id"):
+            found[int(row["graph_id"])] = row["graph_label"]
+    return found
 
 
 def by_context(rows: Iterable[Row]) -> Dict[Context, List[Row]]:
@@ -151,7 +323,9 @@ def stats_by_context(source: Any, *,
     table's order: {"graph 3 (train.py:42)": [...], "eager": [...], "eager, first call": [...]}
     (Note [Reading tables]); each row a dict of RegionStats' fields. `labels`: graph id ->
     capture site or label (accgraph.torch.graph_labels())."""
-    return {context_name(c, labels): rows for c, rows in by_context(rows_of(source)).items()}
+    rows = rows_of(source, "stats_by_context: source")
+    labels = labels_of(rows, labels)
+    return {context_name(c, labels): rows for c, rows in by_context(rows).items()}
 
 
 class Tree:
@@ -231,17 +405,18 @@ def ordered(tree: Tree, *, sort: str = "order", flat: bool = False, top: Optiona
     if flat:
         shown = sorted(keep) if key is None else sorted(keep, key=lambda i: key(tree.rows[i]))
         return shown, len(tree.rows) - len(shown)
+
+    def in_order(indices: List[int]) -> List[int]:
+        return indices if key is None else sorted(indices, key=lambda i: key(tree.rows[i]))
+
+    # Depth first with a stack of its own: a tree may nest deeper than Python's recursion limit.
     shown: List[int] = []
-
-    def walk(indices: List[int]) -> None:
-        if key is not None:
-            indices = sorted(indices, key=lambda i: key(tree.rows[i]))
-        for i in indices:
-            if i in keep:
-                shown.append(i)
-                walk(tree.children[i])
-
-    walk(tree.roots)
+    pending = in_order(tree.roots)[::-1]
+    while pending:
+        i = pending.pop()
+        if i in keep:
+            shown.append(i)
+            pending.extend(in_order(tree.children[i])[::-1])
     return shown, len(tree.rows) - len(shown)
 
 
@@ -334,9 +509,9 @@ def format_section(tree: Tree, name: str, *, sort: str = "order", flat: bool = F
     for i in shown:
         row = tree.rows[i]
         if flat:
-            label = row["path"]
+            label = table_text(row["path"])
         else:
-            label = "  " * max(int(row.get("depth", 0)) - base, 0) + tree.name(i)
+            label = "  " * max(int(row.get("depth", 0)) - base, 0) + table_text(tree.name(i))
         cells = (str(int(row["count"])), us(row["p50_ns"]), us(row["p95_ns"]),
                  us(row["self_p50_ns"]), fixed(tree.share(i, 'self_p50_ns'), 1) + "%")
         lines.append(f"{elide(label, name_width):<{name_width}}" +
@@ -363,8 +538,9 @@ def module_table(source: Any, *, labels: Optional[Mapping[int, str]] = None,
     at least that percent of the context's time; `contexts`: only the sections of these names
     ("graph 3", "eager", "eager, first call"). Lines fit `width` columns."""
     sections: List[str] = []
-    all_rows = rows_of(source)
+    all_rows = rows_of(source, "module_table: source")
     replays = graph_replays(source, all_rows)
+    labels = labels_of(all_rows, labels)
     for context, rows in by_context(all_rows).items():
         name = context_name(context, labels)
         if contexts is not None and not any(name == c or name.startswith(c + " (")

@@ -46,6 +46,7 @@ from .. import _accgraph
 from .._accgraph import MarkerKernels, Profiler, ReplayReport, reports_csv_columns
 from .._errors import InvalidArgumentError, UnsupportedError, make_error
 from .._native import write_perfetto_events
+from ._table import wide_csv_fields
 
 __all__ = ["annotate_trace"]
 
@@ -327,10 +328,8 @@ def _csv_rows(path: str) -> Tuple[List[str], List[Tuple[int, Dict[Any, Any]]]]:
             raise _error(InvalidArgumentError,
                          f"the reports CSV {path!r} is a gzip file (the trace?), not the CSV "
                          "Profiler.write_csv wrote: pass that CSV")
-    limit = csv.field_size_limit()
-    csv.field_size_limit(max(limit, 2**31 - 1))
     try:
-        with open(path, newline="", encoding="utf-8") as f:
+        with wide_csv_fields(), open(path, newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
             rows = [(reader.line_num, row) for row in reader]
             return list(reader.fieldnames or []), rows
@@ -342,8 +341,6 @@ def _csv_rows(path: str) -> Tuple[List[str], List[Tuple[int, Dict[Any, Any]]]]:
         raise _error(InvalidArgumentError,
                      f"the reports CSV {path!r}, line {reader.line_num}: {e}: the file is "
                      "damaged; write it again with Profiler.write_csv") from None
-    finally:
-        csv.field_size_limit(limit)
 
 
 def _marker_kernels_arg(value: Any) -> Optional[MarkerKernels]:
