@@ -475,6 +475,19 @@ def test_the_diff_report_sorts_by_delta_and_by_ratio(chromium, diff_report):
     assert dom.rows[graph][0][0] == expected_first == "GPT/h.1/attn"
 
 
+def test_the_diff_report_searches_and_zooms_as_the_single_view(chromium, diff_report):
+    tmp, result, page = diff_report
+    dom = Dom(browse(chromium, tmp, page, "?q=attn&zoom=GPT/h.1", "--dump-dom"))
+    graph = next(iter(result.names.values()))
+    matching = [p for group in dom.nodes.values() for p, classes, _ in group if "match" in classes]
+    assert sorted(matching) == sorted(r["path"] for r in result.rows if "attn" in r["path"])
+    assert dom.matches == f"{len(matching)} matches"
+    shown = {p for p, _, style in dom.nodes[graph] if "display: none" not in style}
+    assert shown == {"GPT", "GPT/h.1"} | {p for p, _, _ in dom.nodes[graph]
+                                          if p.startswith("GPT/h.1/")}
+    assert "GPT/h.1/drop" in shown  # gone: drawn at A's p50 under its parent in B
+
+
 def hue_pixels(png, top):
     """How many pixels below row `top` have the slower hue and how many the faster hue."""
     width, height, channels, rows = png_pixels(png)
