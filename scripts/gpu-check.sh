@@ -309,9 +309,10 @@ fi
 
 # --- torch: module timing (issue 20) with the python stage's wheel ------------------------------
 # python -m accgraph.torch on the example script (and on the GPT-2-small-like model with a
-# decode-shape graph: its HTML reports, torch-gpt2-{1,2}.html, and compare), the module-timing
-# benchmark (device time of all modules / depth <= 2 / blocks against the untimed graph at the
-# prefill and decode shapes, host cost per replay; again with
+# decode-shape graph: its HTML reports, torch-gpt2-{1,2}.html, and compare with its differential
+# report, torch-gpt2-diff.html), the module-timing benchmark (device time of all modules /
+# depth <= 2 / blocks against the untimed graph at the prefill and decode shapes, host cost per
+# replay; again with
 # ACCGRAPH_CUDA_MARKER_PLACEMENT=chained, to compare), the CUPTI referee
 # (bench/python/bench_accuracy.py) and a
 # torch.profiler trace recorded and annotated (tests/python/data/record_torch_trace.py; its
@@ -344,9 +345,11 @@ else
   grep -E '^(graph |eager)' "$out/torch-gpt2-1.log" | sed 's/^/  /' | tee -a "$summary"
   sed -n '/report(s); per module/,/^$/p' "$out/torch-gpt2-1.log" | head -40 | sed 's/^/  /' \
     | tee -a "$summary"
-  # Run 1's JSON against run 2's CSV: compare reads both formats (README: Statistics as JSON).
+  # Run 1's JSON against run 2's CSV: compare reads both formats (README: Statistics as JSON);
+  # --html: the differential view of the two runs (scripts/screenshot-report.sh pictures it
+  # where chromium is, e.g. for the README).
   (cd "$root" && "$py" -m accgraph.torch compare "$out/torch-gpt2-1.json" "$out/torch-gpt2-2.csv" \
-     --changed-only) > "$out/torch-gpt2-compare.log" 2>&1
+     --changed-only --html "$out/torch-gpt2-diff.html") > "$out/torch-gpt2-compare.log" 2>&1
   rc=$?; say "torch: python -m accgraph.torch compare run 1 run 2 (same code): rc $rc"
   tail -30 "$out/torch-gpt2-compare.log" | sed 's/^/  /' | tee -a "$summary"
   [ "$rc" -eq 0 ] || torch_rc=1

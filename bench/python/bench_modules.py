@@ -19,6 +19,13 @@ only (12), all timed by one Profiler (lazy delivery) and replayed in interleaved
              difference (target: <= 1 us).
   3. check   each timed graph's output bitwise equal to the untimed graph's, and the regions per
              report.
+  4. sampled every module timed by a sampling Profiler (Note [Untimed torch replays]), each in
+             an instrument() period of its own: overhead=0.005 (the N each graph's first
+             reports choose), sample_every=16, and sample_every=2**20 (all but the first
+             replays untimed: what an untimed replay of a sampled graph costs); device time
+             against the untimed graph (amortized over the replays run), host time per replay()
+             against it, the outputs, and, for 1 in 16, how many modules `compare` flags
+             against part 1's every-replay timing of the same modules (target: none).
 
     python bench/python/bench_modules.py [--shape prefill|decode|both] [--replays N]
         [--rounds R] [--host-replays K] [--standin]
@@ -93,6 +100,60 @@ def host_us(torch: Any, graph: Any, replays: int) -> float:
     return elapsed / replays / 1e3
 
 
+def ratios_against(torch: Any, graph: Any, untimed: Any, args: Any) -> Tuple[float, float]:
+    """Median over --rounds of graph's device time over the untimed graph's (interleaved), and
+    of the host time per replay() difference."""
+    device: List[float] = []
+    host: List[float] = []
+    for r in range(args.rounds):
+        pair = (graph, untimed) if r % 2 == 0 else (untimed, graph)
+        ms = {id(g): device_ms(torch, g, args.replays) for g in pair}
+        device.append(ms[id(graph)] / ms[id(untimed)])
+        us = {id(g): host_us(torch, g, args.host_replays) for g in pair}
+        host.append(us[id(graph)] - us[id(untimed)])
+    return statistics.median(device), statistics.median(host)
+
+
+def sampled_part(torch: Any, model: Any, x: Any, untimed: Tuple[Any, Any], every_prof: Any,
+                 shape: str, args: Any) -> bool:
+    """Part 4; True when every sampled graph's output is bitwise the untimed graph's."""
+    print(f"\n4. sampled timing, every module ({shape}; device time per replay over the untimed "
+          f"graph's, amortized over the replays run, and host time per replay() minus the "
+          f"untimed graph's, median of {args.rounds} rounds)")
+    ok = True
+    for name, options in (("overhead 0.5%", {"overhead": 0.005}),
+                          ("1 in 16", {"sample_every": 16}),
+                          ("untimed replays (1 in 2**20)", {"sample_every": 1 << 20})):
+        prof = accgraph.Profiler(ring_depth=max(64, 2 * args.host_replays), keep_reports=4,
+                                 **options)
+        accgraph.torch.instrument(prof, modules=True, eager_modules=False)
+        try:
+            graph, y = capture(torch, model, x)
+            for _ in range(16):  # the probe, and the reports overhead= chooses N from
+                graph.replay()
+            torch.cuda.synchronize()
+            prof.flush()
+            device, host = ratios_against(torch, graph, untimed[0], args)
+            prof.flush()
+            foreign = accgraph.torch.foreign_graph(graph)
+            counts = [c for c in prof.replay_counts() if foreign and c.graph_id == foreign.id]
+            equal = bool(torch.equal(y, untimed[1]))
+            ok = ok and equal
+            said = (f"1 in {counts[0].sample_every}, {counts[0].timed} of {counts[0].run} timed, "
+                    f"sampled {counts[0].sampled}") if counts else "not timed"
+            print(f"  {name:<29} {device:7.3f}x  host {host:+6.2f} us  ({said}; outputs "
+                  f"{'equal' if equal else 'NOT EQUAL'})")
+            if options.get("sample_every") == 16:
+                result = accgraph.torch.compare(every_prof, prof,
+                                                labels=accgraph.torch.graph_labels())
+                flagged = [c for c in result.changes]
+                print(f"    compare, every replay timed (part 1) vs 1 in 16: {len(flagged)} "
+                      f"module(s) flagged (target 0)")
+        finally:
+            accgraph.torch.uninstrument()
+    return ok
+
+
 def run_shape(torch: Any, model: Any, shape: str, args: Any) -> bool:
     """Parts 1-3 at one shape; True when every timed graph's output is bitwise equal."""
     batch, seq = SHAPES[shape]
@@ -158,7 +219,8 @@ def run_shape(torch: Any, model: Any, shape: str, args: Any) -> bool:
     print(f"\n3. outputs bitwise equal to the untimed graph's ({shape}): "
           + ", ".join(f"{n}: {'yes' if equal[n] else 'NO'}" for n in names if n != "untimed")
           + f"; {delivered} reports delivered")
-    return all(equal.values())
+    sampled_ok = sampled_part(torch, model, x, graphs["untimed"], prof, shape, args)
+    return all(equal.values()) and sampled_ok
 
 
 def main() -> int:

@@ -56,8 +56,9 @@ struct GraphReplays {
   uint64_t run = 0;           ///< replays launched, timed or not
   uint64_t timed = 0;         ///< of them, launched with markers (each gives one report)
   uint64_t sample_every = 1;  ///< the N in effect (ProfilerOptions::sample_every, or chosen)
-  /// False when replays the schedule left untimed were timed all the same (the backend cannot
-  /// launch the graph without markers, or another profiler times it too).
+  /// False when the last replay the schedule left untimed was timed all the same (the backend
+  /// cannot launch the graph without markers, or another profiler times it too, or a foreign
+  /// graph's owner has not allowed untimed launches yet: Note [Untimed foreign replays]).
   bool sampled = true;
 };
 

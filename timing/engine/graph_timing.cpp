@@ -90,6 +90,8 @@ bool GraphTiming::skips_replay() const noexcept {
 void GraphTiming::after_untimed_replay() noexcept {
   ++replays_;
   count_launch(counter_->run);
+  // A foreign graph's first replays may have been timed before its owner allowed untimed ones.
+  counter_->untimed_capable.store(true, std::memory_order_relaxed);
 }
 
 // An ended capture that never began a marker sequence has nothing to do on its replays: it is

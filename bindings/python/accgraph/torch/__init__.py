@@ -42,7 +42,7 @@ tree), with ``depth``, ``include``, ``exclude`` filters (Note [Module regions] i
 ``python -m accgraph.torch script.py`` does that for an unmodified script and prints the
 per-module table at exit: one section per captured graph, one for the eager calls
 (:func:`module_table`, :func:`stats_by_context`; :func:`write_html` writes the HTML report,
-:func:`compare` compares two runs). :func:`annotate_trace` (_trace.py) lays the
+:func:`compare` compares two runs, ``html=``: the differential HTML report). :func:`annotate_trace` (_trace.py) lays the
 regions over the kernels of a torch.profiler trace. What the modules of this package share
 lives in _runtime.py (Note [One torch package]).
 """
@@ -66,9 +66,8 @@ from .._errors import Error, InvalidStateError, UnavailableError, make_error
 from .._native import OwnerReplay
 
 from . import _runtime
-from ._compare import compare
 from ._distributed import collective_metadata, measure_host_clock_offset
-from ._html import write_html
+from ._html import compare, write_html
 from ._modules import ModuleTiming
 from ._runtime import TorchUnavailableError
 from ._table import module_table, stats_by_context

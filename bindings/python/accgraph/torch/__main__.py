@@ -5,8 +5,9 @@ timed on every replay; eager calls, eagerly) and prints the per-module table at 
 section per captured graph (named by its capture site), one for the eager calls, and one for the
 first eager call of each module (warm-up, compilation), kept out of the eager rows.
 
-``python -m accgraph.torch compare A.csv B.csv [--fail-above PCT]`` compares two runs' --csv
-(or --json) files (Note [Comparing runs] in _compare.py).
+``python -m accgraph.torch compare A.csv B.csv [--fail-above PCT] [--html FILE]`` compares two
+runs' --csv (or --json) files (Note [Comparing runs] in _compare.py); --html writes the
+differential HTML report (B's icicle coloured by the verdicts: Note [HTML report] in _html.py).
 
 Options:
   --depth N          time module calls nested at most N deep (the outermost module: 0)
@@ -57,7 +58,7 @@ import accgraph.torch as accgraph_torch
 
 from .._native import check_output_file
 from ._compare import compare
-from ._html import write_html
+from ._html import write_diff_html, write_html
 from ._table import SORTS, module_table
 
 PROG = "python -m accgraph.torch"
@@ -69,6 +70,7 @@ EXAMPLES = f"""examples:
   {PROG} --html report.html -m mypkg.bench   the HTML report (open it in a browser)
   {PROG} --sample 16 serve.py                time 1 replay in 16 where a graph allows it
   {PROG} compare a.csv b.csv --fail-above 5  compare two runs; exit 1 on a slowdown > 5%
+  {PROG} compare a.csv b.csv --html diff.html  and draw B against A (open it in a browser)
 """
 
 
@@ -77,7 +79,8 @@ def _parser() -> argparse.ArgumentParser:
         prog=PROG, description="Run a PyTorch script with every nn.Module call timed by accgraph "
         "(CUDA graph replays included) and print the per-module table at exit.",
         usage=f"{PROG} [options] (script.py | -m module) [args...]\n"
-              f"       {PROG} compare A.csv B.csv [--fail-above PCT] [--changed-only]",
+              f"       {PROG} compare A.csv B.csv [--fail-above PCT] [--changed-only] "
+              "[--html FILE]",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--depth", type=int, default=None, metavar="N",
                         help="time module calls nested at most N deep (the outermost: 0)")
@@ -196,13 +199,20 @@ def _check_outputs(options: argparse.Namespace) -> bool:
     directory must not lose a whole run's results); one line on stderr for the first that
     cannot."""
     for option, path in _outputs(options):
-        try:
-            check_output_file(path)
-        except OSError as e:
-            message = e.args[1] if len(e.args) > 1 else str(e)
+        message = _unwritable(path)
+        if message:
             print(f"{PROG}: {option}: {message} (nothing was run)", file=sys.stderr)
             return False
     return True
+
+
+def _unwritable(path: str) -> str:
+    """Why `path` cannot be written ("" when it can: check_output_file)."""
+    try:
+        check_output_file(path)
+    except OSError as e:
+        return str(e.args[1] if len(e.args) > 1 else e)
+    return ""
 
 
 def _untimed_lines(prof: accgraph.Profiler) -> str:
@@ -266,6 +276,9 @@ def _compare_main(argv: List[str]) -> int:
                         "of A matches none of B, or no module is in both)")
     parser.add_argument("--changed-only", action="store_true",
                         help="list only flagged changes and modules in one run only")
+    parser.add_argument("--html", metavar="FILE", help="also write the differential HTML "
+                        "report: B's icicle coloured by the changes against A, the table "
+                        "sortable by delta and ratio")
     try:
         options = parser.parse_args(argv)
     except SystemExit as e:
@@ -275,6 +288,10 @@ def _compare_main(argv: List[str]) -> int:
         print(f"{PROG} compare: --fail-above must be a percentage >= 0 (got {fail_above:g}): "
               "the slowdown that fails, e.g. 5", file=sys.stderr)
         return 2
+    message = _unwritable(options.html) if options.html else ""
+    if message:
+        print(f"{PROG} compare: --html: {message} (nothing was compared)", file=sys.stderr)
+        return 2
     try:
         result = compare(options.a, options.b)
     except (OSError, ValueError) as e:
@@ -282,6 +299,13 @@ def _compare_main(argv: List[str]) -> int:
         print(f"{PROG} compare: {message}", file=sys.stderr)
         return 2
     print(result.text(changed_only=options.changed_only), end="")
+    if options.html:
+        try:
+            write_diff_html(result, options.html, a=options.a, b=options.b)
+        except (OSError, ValueError) as e:
+            print(f"{PROG} compare: {options.html} could not be written: {e}", file=sys.stderr)
+            return 2
+        print(f"accgraph.torch: wrote {options.html}")
     if fail_above is None:
         return 0
     if result.worst_slowdown_pct > fail_above:

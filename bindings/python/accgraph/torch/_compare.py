@@ -60,6 +60,18 @@ def _few(a: Row, b: Row) -> bool:
     return min(int(float(a.get("count", 0))), int(float(b.get("count", 0)))) < MIN_SAMPLES
 
 
+def verdict(row: Mapping[str, Any]) -> str:
+    """compare's word for a row of Comparison.rows, the text table's change column: "slower",
+    "faster" (flagged), "few", "" (within the noise), "only A", "only B". The HTML view colours
+    by it too."""
+    a, b = row["a"], row["b"]
+    if a is None or b is None:
+        return "only B" if a is None else "only A"
+    if row["changed"]:
+        return "slower" if row["delta_ns"] > 0 else "faster"
+    return "few" if _few(a, b) else ""
+
+
 def _changed(a: Row, b: Row) -> bool:
     if _few(a, b):
         return False
@@ -164,13 +176,11 @@ class Comparison:
                     cells = (us(a["p50_ns"]) if a else "-", us(b["p50_ns"]) if b else "-", "-",
                              "-", us(a["self_p50_ns"]) if a else "-",
                              us(b["self_p50_ns"]) if b else "-",
-                             "only A" if b is None else "only B")
+                             verdict(r))
                 else:
                     delta = r["delta_ns"] / 1000.0
                     ratio = r["ratio"]
-                    change = "few" if _few(a, b) else ""
-                    if r["changed"]:
-                        change = "slower" if delta > 0 else "faster"
+                    change = verdict(r)
                     cells = (us(a["p50_ns"]), us(b["p50_ns"]), f"{delta:+.2f}"[:8],
                              f"{ratio:.3f}" if ratio is not None else "-", us(a["self_p50_ns"]),
                              us(b["self_p50_ns"]), change)
