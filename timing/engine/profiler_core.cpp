@@ -253,8 +253,8 @@ std::string ProfilerCore::sampling_lines() const {
   for (const GraphReplays& g : replay_counts()) {
     lines += fmt::format("sampled: graph {}: {} of {} replay(s) timed", g.graph_id, g.timed, g.run);
     if (!g.sampled)
-      lines += " (every replay timed: its backend cannot launch it without markers, or "
-               "another profiler times it too)\n";
+      lines += " (every replay timed: its backend cannot launch it without markers, a "
+               "foreign graph's owner did not allow it, or another profiler times it too)\n";
     else if (options.overhead > 0 && g.sample_every == 1)
       lines += " (1 in 1 until its first reports are collected: flush() or a background "
                "collector)\n";
