@@ -42,9 +42,11 @@ tree), with ``depth``, ``include``, ``exclude`` filters (Note [Module regions] i
 ``python -m accgraph.torch script.py`` does that for an unmodified script and prints the
 per-module table at exit: one section per captured graph, one for the eager calls
 (:func:`module_table`, :func:`stats_by_context`; :func:`write_html` writes the HTML report,
-:func:`compare` compares two runs, ``html=``: the differential HTML report). :func:`annotate_trace` (_trace.py) lays the
-regions over the kernels of a torch.profiler trace. What the modules of this package share
-lives in _runtime.py (Note [One torch package]).
+:func:`compare` compares two runs, ``html=``: the differential HTML report). :func:`annotate_trace` (_trace.py) lays
+regions over the kernels of a torch.profiler trace. :func:`register_accelerator_graph` makes
+``torch.accelerator.Graph`` (PyTorch >= 2.12) work on CUDA through accgraph, its graphs timed
+like every other (Note [Accelerator graph] in _accelerator.py). What the modules of this package
+share lives in _runtime.py (Note [One torch package]).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ from .._errors import Error, InvalidStateError, UnavailableError, make_error
 from .._native import OwnerReplay
 
 from . import _runtime
+from ._accelerator import register_accelerator_graph
 from ._distributed import collective_metadata, measure_host_clock_offset
 from ._html import compare, write_html
 from ._modules import ModuleTiming
@@ -88,6 +91,7 @@ __all__ = [
     "load_torch",
     "measure_host_clock_offset",
     "module_table",
+    "register_accelerator_graph",
     "run_metadata",
     "set_module_filters",
     "stats_by_context",
