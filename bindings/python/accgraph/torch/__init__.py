@@ -166,9 +166,13 @@ class _Installation:
     """One instrument() ... uninstrument() period: the profiler, the original methods, the
     default stream provider it replaced, and the graphs capturing now."""
 
-    def __init__(self, torch: Any, profiler: Profiler, graph_region: Optional[str]) -> None:
+    def __init__(self, torch: Any, profiler: Profiler, graph_region: Optional[str],
+                 route: str = "patch") -> None:
         self.modules: Optional[ModuleTiming] = None  # instrument(modules=...): the module hooks
         self.torch = torch
+        self.route = route  # Note [Lifecycle hooks]
+        # route="hooks": the handles of PyTorch's global lifecycle hooks (removed at uninstrument).
+        self.hook_handles: List[Any] = []
         self.profiler = profiler
         self.graph_region = graph_region
         cls = torch.cuda.CUDAGraph
@@ -484,7 +488,7 @@ def _set_ready(graph: Any, timing: _GraphTiming, ready: bool) -> None:
     """Whether `graph`'s replays are launched through its ForeignGraph: the instance gets or
     loses its own timed `replay` (Note [Wrapping CUDAGraph])."""
     timing.ready = ready
-    if ready:
+    if ready and timing.installation.route == "patch":
         replay = timing.installation.timed_replay(graph, timing)
         # Note [Untimed torch replays]: the first replay goes through `fallback`, which probes.
         replay.enabled = not timing.rng_probe
@@ -639,12 +643,102 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
                               RuntimeWarning, stacklevel=2)
         return original_reset(self, *args, **kwargs)
 
-    patches["capture_begin"] = capture_begin
+    # The capture end has no hook before the native end (Note [Lifecycle hooks]): patched on
+    # both routes.
     patches["capture_end"] = ending(original_end)
     if "capture_end_pre" in originals:
         patches["capture_end_pre"] = ending(originals["capture_end_pre"])
+    if installation.route == "hooks":
+        return patches  # and instrument() installs the hooks
+    patches["capture_begin"] = capture_begin
     patches["reset"] = reset
     return patches
+
+
+# Note [Lifecycle hooks]: PyTorch >= 2.14 calls global lifecycle hooks of torch.cuda.CUDAGraph
+# (torch.cuda.graphs.register_graph_capture_start_hook, ..._replay_start_hook, and per graph
+# register_destroy_callback). instrument(route="hooks") uses them where they replace a patch:
+# - capture begin: the capture-start hook runs right after the native capture began, where the
+#   capture_begin wrapper calls _begin. The stream is wrapped there, inside the capture (the
+#   wrapper wraps it before), and the cycle collector is paused from there on (Note [No
+#   collection inside captures]: the wrapper pauses it before the native begin).
+# - reset and destruction: a destroy callback per captured graph, fired by PyTorch's reset() and
+#   finalizer before the native graph goes, does what the reset wrapper does.
+# - replay: the replay-start hook launches the replay's bookkeeping through ForeignGraph.launch
+#   with nothing to launch (trusted) right before PyTorch launches the graph: the marker ring is
+#   made ready and the replay numbered. It cannot wrap the launch: a replay PyTorch refuses after
+#   the hook (a capturing stream: the hook checks that one first) is counted all the same, and an
+#   accgraph error in a hook is swallowed by PyTorch (its global hooks' errors are), so a refused
+#   timed replay runs untimed instead of raising.
+# - capture end: no hook runs before the native capture ends (the capture-end hook runs after
+#   cudaStreamEndCapture), and the last markers must go into the capture: capture_end (and
+#   capture_end_pre) stay wrapped.
+# The patch route (the default) times replays through the instance's native replay (Note
+# [Wrapping CUDAGraph]); bench/python/bench_graph_routes.py compares the two routes' host cost
+# per replay() on the installed PyTorch.
+def _hooks_module(torch: Any) -> Any:
+    """torch.cuda.graphs when it has the lifecycle hooks (PyTorch >= 2.14), else None."""
+    graphs = getattr(torch.cuda, "graphs", None)
+    needed = ("register_graph_capture_start_hook", "register_graph_replay_start_hook")
+    if graphs is None or not all(hasattr(graphs, name) for name in needed):
+        return None
+    return graphs
+
+
+def _nothing() -> None:
+    pass
+
+
+def _install_lifecycle_hooks(installation: _Installation) -> None:
+    """route="hooks": PyTorch's global capture-start and replay-start hooks (Note [Lifecycle
+    hooks])."""
+    torch = installation.torch
+    graphs = _hooks_module(torch)
+    assert graphs is not None  # instrument() checked it
+
+    def capture_started(graph: Any) -> None:
+        if _installed is not installation:
+            return
+        try:
+            device = torch.cuda.current_device()
+            stream = _current(installation, device)
+        except Error as e:
+            _warn_untimed(f"wrapping PyTorch's current stream: {e}")
+            return
+        _pause_gc(installation, graph)  # Note [No collection inside captures]
+        _begin(installation, graph, stream, device)
+        timing = _timing_of(graph)
+        if timing is None or timing.installation is not installation:
+            return
+        graph_id, graph_ref = id(graph), weakref.ref(graph)
+
+        def destroyed() -> None:  # holds no reference to the graph (PyTorch's rule)
+            _resume_gc(installation, graph_id)
+            installation.capturing.pop(graph_id, None)
+            timing.ready = False
+            alive = graph_ref()
+            if alive is not None:
+                _drop_timed_replay(alive)
+            try:
+                if timing.foreign.state != GraphState.EMPTY:
+                    timing.foreign.reset()  # pending reports, before the native graph goes
+            except Error as e:
+                warnings.warn(f"accgraph.torch: resetting the timing of a CUDA graph failed: {e}",
+                              RuntimeWarning, stacklevel=2)
+
+        graph.register_destroy_callback(destroyed)
+
+    def replay_starting(graph: Any) -> None:
+        timing = graph.__dict__.get(_ATTRIBUTE)
+        if timing is None or not timing.ready or timing.installation is not installation:
+            return
+        stream = _current(installation, timing.device)
+        if stream.is_capturing:
+            return  # PyTorch refuses the replay itself: nothing to count
+        timing.foreign.launch(stream, _nothing, trusted=True)
+
+    installation.hook_handles.append(graphs.register_graph_capture_start_hook(capture_started))
+    installation.hook_handles.append(graphs.register_graph_replay_start_hook(replay_starting))
 
 
 ModuleSelection = Union[bool, Any, List[Any], None]
@@ -667,7 +761,7 @@ def instrument(profiler: Profiler, *, graph_region: Optional[str] = None,
                modules: ModuleSelection = None, depth: Optional[int] = None,
                include: Union[str, Pattern[str], None] = None,
                exclude: Union[str, Pattern[str], None] = None,
-               eager_modules: bool = True) -> None:
+               eager_modules: bool = True, route: str = "patch") -> None:
     """Times every ``torch.cuda.CUDAGraph`` whose capture begins from now on with `profiler`,
     and makes ``profiler.region(name, **metadata)`` without a stream time on PyTorch's current
     stream (inside a capture: into the graph; outside: eagerly). `graph_region`: also time
@@ -691,6 +785,10 @@ def instrument(profiler: Profiler, *, graph_region: Optional[str] = None,
     node. Other graphs are timed on every replay (``profiler.replay_counts()``:
     ``sampled=False``), and :func:`module_table` says so (Note [Untimed torch replays]).
 
+    `route`: how PyTorch's graphs are followed: "patch" (the default: wrapped methods, Note
+    [Wrapping CUDAGraph]) or "hooks" (PyTorch >= 2.14's lifecycle hooks where they replace a
+    wrapper, Note [Lifecycle hooks]; UnavailableError on an older PyTorch).
+
     TorchUnavailableError without PyTorch, a GPU or accgraph's cuda backend; InvalidStateError
     when already instrumented (call :func:`uninstrument` first). Note [Wrapping CUDAGraph] says
     how the methods are wrapped and what that costs. At interpreter exit, a process still
@@ -701,8 +799,16 @@ def instrument(profiler: Profiler, *, graph_region: Optional[str] = None,
     if graph_region is not None and (not isinstance(graph_region, str) or not graph_region):
         raise TypeError("accgraph.torch.instrument: graph_region must be a non-empty str or None")
     _check_module_options(modules, depth, include, exclude, eager_modules)
+    if route not in ("patch", "hooks"):
+        raise TypeError(f"accgraph.torch.instrument: route must be 'patch' or 'hooks' (got "
+                        f"{route!r})")
     torch = _runtime.load_torch()
     _runtime.require_backend()
+    if route == "hooks" and _hooks_module(torch) is None:
+        raise make_error(UnavailableError,
+                         f"accgraph.torch.instrument: PyTorch {torch.__version__} has no CUDA "
+                         "graph lifecycle hooks (torch.cuda.graphs.register_graph_capture_start_"
+                         "hook, PyTorch >= 2.14): use route='patch'")
     with _lock:
         if _installed is not None:
             raise make_error(
@@ -710,7 +816,7 @@ def instrument(profiler: Profiler, *, graph_region: Optional[str] = None,
                 f"accgraph.torch.instrument: already instrumented (with {_installed.profiler!r}): "
                 "call accgraph.torch.uninstrument() first",
             )
-        installation = _Installation(torch, profiler, graph_region)
+        installation = _Installation(torch, profiler, graph_region, route)
         if modules is not None and modules is not False:
             installation.modules = ModuleTiming(
                 torch, profiler, lambda: _current(installation, torch.cuda.current_device()),
@@ -721,6 +827,8 @@ def instrument(profiler: Profiler, *, graph_region: Optional[str] = None,
         cls = torch.cuda.CUDAGraph
         for name, patch in installation.patches.items():
             setattr(cls, name, patch)
+        if route == "hooks":
+            _install_lifecycle_hooks(installation)
         installation.previous_provider = _default_stream.set_default_stream_provider(
             lambda: _current(installation, torch.cuda.current_device()))
         _installed = installation
@@ -792,6 +900,9 @@ def _uninstrument(force: bool) -> None:
         try:
             if installation.modules is not None:
                 installation.modules.remove()
+            for handle in installation.hook_handles:
+                handle.remove()
+            installation.hook_handles = []
             installation.profiler.flush()
         finally:
             for name, patch in installation.patches.items():
@@ -856,7 +967,7 @@ def instrumented(profiler: Profiler, *, graph_region: Optional[str] = None,
                  modules: ModuleSelection = None, depth: Optional[int] = None,
                  include: Union[str, Pattern[str], None] = None,
                  exclude: Union[str, Pattern[str], None] = None,
-                 eager_modules: bool = True) -> Iterator[Profiler]:
+                 eager_modules: bool = True, route: str = "patch") -> Iterator[Profiler]:
     """:func:`instrument` for the block (the same arguments), :func:`uninstrument` after it
     (also on an exception); yields `profiler`::
 
@@ -864,7 +975,7 @@ def instrumented(profiler: Profiler, *, graph_region: Optional[str] = None,
             ...
     """
     instrument(profiler, graph_region=graph_region, modules=modules, depth=depth,
-               include=include, exclude=exclude, eager_modules=eager_modules)
+               include=include, exclude=exclude, eager_modules=eager_modules, route=route)
     try:
         yield profiler
     finally:
