@@ -507,6 +507,23 @@ def _drop_timed_replay(graph: Any) -> None:
         pass
 
 
+def _release_timing(installation: _Installation, graph_id: int,
+                    timing: Optional[_GraphTiming]) -> None:
+    """Before the native graph of torch graph `graph_id` is reset or destroyed: a capture that
+    never ended stops pausing the collector, and the graph's pending reports are delivered (its
+    ForeignGraph reset; a failure is warned about, the native graph goes all the same)."""
+    _resume_gc(installation, graph_id)  # a capture that never ended
+    if timing is None:
+        return
+    installation.capturing.pop(graph_id, None)
+    try:
+        if timing.foreign.state != GraphState.EMPTY:
+            timing.foreign.reset()  # pending reports, before the native graph goes
+    except Error as e:
+        warnings.warn(f"accgraph.torch: resetting the timing of a CUDA graph failed: {e}",
+                      RuntimeWarning, stacklevel=3)
+
+
 def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
     """The wrappers of the CUDAGraph methods (Note [Wrapping CUDAGraph])."""
     originals = installation.originals
@@ -630,17 +647,10 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
 
     @functools.wraps(original_reset)
     def reset(self: Any, *args: Any, **kwargs: Any) -> Any:
-        _resume_gc(installation, id(self))  # a capture that never ended
         timing = _timing_of(self)
         if timing is not None:
             _set_ready(self, timing, False)
-            installation.capturing.pop(id(self), None)
-            try:
-                if timing.foreign.state != GraphState.EMPTY:
-                    timing.foreign.reset()  # pending reports, before the native graph goes
-            except Error as e:  # the native graph is reset all the same
-                warnings.warn(f"accgraph.torch: resetting the timing of a CUDA graph failed: {e}",
-                              RuntimeWarning, stacklevel=2)
+        _release_timing(installation, id(self), timing)
         return original_reset(self, *args, **kwargs)
 
     # The capture end has no hook before the native end (Note [Lifecycle hooks]): patched on
@@ -710,21 +720,11 @@ def _install_lifecycle_hooks(installation: _Installation) -> None:
         timing = _timing_of(graph)
         if timing is None or timing.installation is not installation:
             return
-        graph_id, graph_ref = id(graph), weakref.ref(graph)
+        graph_id = id(graph)
 
         def destroyed() -> None:  # holds no reference to the graph (PyTorch's rule)
-            _resume_gc(installation, graph_id)
-            installation.capturing.pop(graph_id, None)
             timing.ready = False
-            alive = graph_ref()
-            if alive is not None:
-                _drop_timed_replay(alive)
-            try:
-                if timing.foreign.state != GraphState.EMPTY:
-                    timing.foreign.reset()  # pending reports, before the native graph goes
-            except Error as e:
-                warnings.warn(f"accgraph.torch: resetting the timing of a CUDA graph failed: {e}",
-                              RuntimeWarning, stacklevel=2)
+            _release_timing(installation, graph_id, timing)
 
         graph.register_destroy_callback(destroyed)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 import threading
 import time
@@ -160,6 +161,7 @@ def load_extension(torch: Any = None) -> Any:
         directory = _cache_directory(torch)
         os.makedirs(directory, exist_ok=True)
         name = "accgraph_torch_graph_" + re.sub(r"[^A-Za-z0-9]", "_", torch.__version__)
+        _put_ninja_on_path()
         start = time.perf_counter()
         try:
             module = cpp_extension.load(name=name, sources=[_SOURCE], build_directory=directory,
@@ -175,6 +177,18 @@ def load_extension(torch: Any = None) -> Any:
         _build_seconds = time.perf_counter() - start
         _extension = module
         return module
+
+
+def _put_ninja_on_path() -> None:
+    """torch.utils.cpp_extension runs `ninja` from PATH: where it is not there but the ninja
+    package is installed (a virtual environment whose bin/ is not on PATH), its binary is used."""
+    if shutil.which("ninja") is not None:
+        return
+    try:
+        import ninja  # type: ignore[import-not-found]
+    except ImportError:
+        return  # cpp_extension says that ninja is missing
+    os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
 
 
 def accelerator_graph_build_seconds() -> Optional[float]:

@@ -149,9 +149,11 @@ std::string register_graph(const std::string& key, py::object factory, int prior
 py::object registered(const std::string& key) {
   if (!at::GraphImplRegistry()->Has(key)) return py::none();
   std::unique_ptr<at::GraphImplInterface> impl;
-  {
+  try {
     py::gil_scoped_release no_gil;  // the creator takes the GIL itself
     impl = at::GraphImplRegistry()->Create(key, at::GraphImplArgs{});
+  } catch (const std::exception&) {
+    return py::str("");  // another implementation, which cannot be made here (no device)
   }
   auto* ours = dynamic_cast<AcceleratorGraphImpl*>(impl.get());
   return py::str(ours == nullptr ? std::string() : std::string("accgraph"));
