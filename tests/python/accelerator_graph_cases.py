@@ -185,6 +185,30 @@ def case_fake_device_errors() -> None:
                  "nothing was captured")
 
 
+def case_driver() -> None:
+    """The C++ layer the registry calls, driven from Python with the GIL released (how the GPU
+    tests run it where torch has no registry): arguments, results and errors; also on torch
+    < 2.12, where the module builds without the subclass."""
+    extension = _accelerator.load_extension()
+    assert extension.HAS_GRAPH_REGISTRY == hasattr(torch.accelerator, "Graph")
+    calls = RecordingGraph.calls
+    driver = extension.Driver(_accelerator.GraphAdapter(True, RecordingGraph))
+    driver.capture_begin(0, 7, 2)  # at::GraphCaptureMode::ThreadLocal
+    driver.capture_end()
+    driver.instantiate()
+    driver.replay()
+    assert driver.pool() == (0, 7)
+    driver.enable_debug_mode()
+    driver.debug_dump("graph.dot")
+    driver.reset()
+    assert calls == [("init", True), ("capture_begin", (0, 7), "thread_local"), ("capture_end",),
+                     ("instantiate",), ("replay",), ("pool",), ("enable_debug_mode",),
+                     ("debug_dump", "graph.dot"), ("reset",)], calls
+    expect_error(lambda: driver.capture_begin(0, 0, 9), ValueError, "capture mode 9")
+    failing = extension.Driver(_accelerator.GraphAdapter(False, FailingGraph))
+    expect_error(lambda: failing.capture_begin(0, 0, 0), accgraph.UnsupportedError, "by design")
+
+
 def expect_error(call: Callable[[], Any], kind: type, text: str) -> None:
     try:
         call()

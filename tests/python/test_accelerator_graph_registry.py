@@ -18,7 +18,7 @@ import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
 CASES = ["fallback_yields", "torch_first", "second_fallback", "construct_cuda",
-         "fake_device_arguments", "fake_device_errors"]
+         "fake_device_arguments", "fake_device_errors", "driver"]
 
 
 def _why_not() -> str:
