@@ -685,7 +685,9 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
 #   capture_end_pre) stay wrapped.
 # The patch route (the default) times replays through the instance's native replay (Note
 # [Wrapping CUDAGraph]); bench/python/bench_graph_routes.py compares the two routes' host cost
-# per replay() on the installed PyTorch.
+# per replay() on the installed PyTorch. Sampled timing's untimed copies (Note [Untimed torch
+# replays]) stand in for PyTorch's launch, which a hook cannot do: on the hooks route every
+# replay is PyTorch's, timed.
 def _hooks_module(torch: Any) -> Any:
     """torch.cuda.graphs when it has the lifecycle hooks (PyTorch >= 2.14), else None."""
     graphs = getattr(torch.cuda, "graphs", None)
