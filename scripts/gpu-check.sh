@@ -18,8 +18,10 @@
 # runs the vulkan tests with a driver, the conformance suite and the demo on vulkan. The python stage builds the wheel (scripts/python-install.sh, into $BUILD_DIR/venv,
 # with the interpreter's nanobind, scikit-build-core, pytest and torch: no network needed), runs
 # tests/python with host and cuda required (a skip there is a failure; the PyTorch tests among
-# them), the Python benchmark, the PyTorch example (examples/python/transparent_profiling.py,
-# failing without torch or a GPU) and the PyTorch benchmark (bench/python/bench_torch.py).
+# them; tests/python/test_accelerator_graph.py builds accgraph's torch.accelerator.Graph
+# extension for the installed torch, with CXX and ninja), the Python benchmark, the PyTorch
+# example (examples/python/transparent_profiling.py, failing without torch or a GPU) and the
+# PyTorch benchmarks (bench/python/bench_torch.py, bench_graph_routes.py).
 # The nccl stage runs examples/nccl_allreduce with one rank per visible GPU (it needs
 # accgraph::perfetto, hence libprotobuf, and NCCL: a missing example fails the stage) and prints
 # its figures: per-rank cost, clock offsets, the ranks' alignment (with 2 or more GPUs) and the
@@ -301,6 +303,12 @@ if [ "$python_rc" -eq 0 ]; then
   say "python: bench/python/bench_torch.py: rc $bench_torch_rc"
   tee -a "$summary" < "$out/bench-torch.log"
   [ "$bench_torch_rc" -eq 0 ] || python_rc=1
+  # accgraph.torch's two routes (patch, PyTorch >= 2.14's lifecycle hooks): host cost per replay.
+  (cd "$root" && "$venv/bin/python" bench/python/bench_graph_routes.py) > "$out/bench-graph-routes.log" 2>&1
+  rc=$?
+  say "python: bench/python/bench_graph_routes.py: rc $rc"
+  tee -a "$summary" < "$out/bench-graph-routes.log"
+  [ "$rc" -eq 0 ] || python_rc=1
 else
   tail -30 "$out/python.log"
 fi

@@ -20,6 +20,10 @@
 #            through the CPU driver (the default part's build/), and the toy plugin;
 #            the .pftrace tests decode with the perfetto package (installed into the venv);
 #            the HTML report is tested in headless Chromium (Debian's chromium, installed here)
+#   torch    accgraph's torch.accelerator.Graph against PyTorch's real registry: torch 2.15.0 from
+#            PyPI (the CUDA wheel, about 2.6 GB, imports without a GPU) in a venv made anew,
+#            nothing cached (pip's cache off, the C++ part built from scratch), the venv removed
+#            after; tests/python/test_accelerator_graph_registry.py, each case in its own process
 #
 #   bash scripts/test.sh                     # every part (CI; .ci/run prints each one's time)
 #   ACCGRAPH_TEST_QUICK=1 bash scripts/test.sh   # the default part only (the build + ctest)
@@ -32,7 +36,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 source scripts/timed.sh
-all_parts=(default asan tsan fuzz soak python)
+all_parts=(default asan tsan fuzz soak python torch)
 
 # Runs "$@" and prints how long it took, also when it fails (then it returns its exit code,
 # which ends the part: errexit).
@@ -109,6 +113,29 @@ part_python() {
     ACCGRAPH_TEST_REQUIRE_BACKENDS="${ACCGRAPH_TEST_REQUIRE_BACKENDS:-host,level_zero,toy,vulkan}" \
     ACCGRAPH_TEST_REQUIRE_PERFETTO=1 ACCGRAPH_TEST_REQUIRE_CHROMIUM=1 \
     "${ACCGRAPH_VENV:-$root/build/venv}/bin/python" -m pytest -p no:cacheprovider -q -rs tests/python
+}
+
+part_torch() {
+  # The package as the python part built it (reused; built here when that part did not run).
+  timed bash scripts/python-install.sh
+  local venv="$root/build/torch-registry-venv" work="$root/build/torch-registry"
+  local site
+  site="$("${ACCGRAPH_VENV:-$root/build/venv}/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  rm -rf "$venv" "$work"
+  mkdir -p "$work/path"
+  # accgraph alone on the torch venv's path, not the python part's other packages.
+  ln -s "$site/accgraph" "$work/path/accgraph"
+  timed "${ACCGRAPH_PYTHON:-python3}" -m venv "$venv"
+  timed "$venv/bin/python" -m pip install -q --no-cache-dir "torch==${ACCGRAPH_TEST_TORCH_VERSION:-2.15.0}" ninja pytest
+  local rc=0
+  # torch's cpp_extension compiles through ccache where it is installed: off, so the C++ parts
+  # are built from scratch (their cold build is what a user's first import pays).
+  timed env PYTHONPATH="$work/path" PATH="$venv/bin:$PATH" CCACHE_DISABLE=1 \
+    ACCGRAPH_TORCH_EXTENSIONS_DIR="$work/extensions" ACCGRAPH_TEST_REQUIRE_TORCH_REGISTRY=1 \
+    "$venv/bin/python" -m pytest -p no:cacheprovider -q -rs \
+    tests/python/test_accelerator_graph_registry.py || rc=$?
+  rm -rf "$venv"  # about 5 GB installed: nothing is kept for the next run
+  return "$rc"
 }
 
 if [ "${1:-}" = "--part" ]; then

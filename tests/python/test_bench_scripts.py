@@ -60,6 +60,18 @@ def test_bench_modules_standin():
             "depth <= 2: yes, blocks: yes") in out, out
 
 
+def test_bench_graph_routes_standin():
+    out = run_script(["bench/python/bench_graph_routes.py", "--standin", "--replays", "20",
+                      "--rounds", "2"])
+    for route in ("untimed", "patch", "hooks"):
+        assert re.search(rf"^{route} +-?\d+\.\d+ +[+-]\d+\.\d+$", out, re.M), (route, out)
+    # Every replay of both routes timed and delivered: 2 rounds of 20.
+    assert "patch: 40 replays timed, 40 reports delivered" in out, out
+    assert "hooks: 40 replays timed, 40 reports delivered" in out, out
+    assert re.search(r"hooks - patch: [+-]\d+\.\d+ us per replay \(threshold \+0.2 us\): keep "
+                     r"the (hooks|patch) route", out), out
+
+
 def test_bench_accuracy_standin():
     out = run_script(["bench/python/bench_accuracy.py", "--standin", "--models", "gpt",
                       "--shapes", "decode", "--replays", "2"])

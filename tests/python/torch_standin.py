@@ -53,10 +53,14 @@ class StandinStream:
         self.queue.synchronize()
 
 
-def make_torch(*, cuda_available: bool = True, end_in_two_steps: bool = False) -> Any:
+def make_torch(*, cuda_available: bool = True, end_in_two_steps: bool = False,
+               lifecycle_hooks: bool = False) -> Any:
     """A new stand-in torch module (a new CUDAGraph class each time: patches do not leak).
     `end_in_two_steps`: capture_end calls capture_end_pre (which ends the native capture)
-    then capture_end_post, as recent PyTorch does."""
+    then capture_end_post, as recent PyTorch does. `lifecycle_hooks`: that, and PyTorch
+    2.14's lifecycle hooks as torch.cuda.graphs calls them (global capture-start, replay-start
+    and replay-end hooks whose errors are swallowed, destroy callbacks fired by reset() and at
+    destruction)."""
     torch = types.ModuleType("torch_standin")
     torch.__version__ = "0.0+standin"
     torch.version = types.SimpleNamespace(cuda=None if not cuda_available else "standin")
@@ -124,11 +128,15 @@ def make_torch(*, cuda_available: bool = True, end_in_two_steps: bool = False) -
         `capture_elsewhere` makes the native capture run on another queue than the current
         stream's (a capture accgraph cannot join)."""
 
-        def __init__(self) -> None:
+        def __init__(self, keep_graph: bool = False) -> None:
             self.native: Optional[accgraph.Graph] = None
             self.capture_elsewhere = False
+            self.keep_graph = keep_graph
+            self.pool_id: Any = None
+            self.debug = False
 
         def capture_begin(self, pool: Any = None, capture_error_mode: str = "global") -> None:
+            self.pool_id = tuple(pool) if pool is not None else (next(_pool_ids), 0)
             if self.native is not None:
                 raise RuntimeError("This CUDAGraph instance already owns a captured graph")
             if cuda.current is cuda.default_stream:
@@ -149,6 +157,22 @@ def make_torch(*, cuda_available: bool = True, end_in_two_steps: bool = False) -
                 raise RuntimeError("Cannot prepare for replay during capturing stage.")
             self.native.replay(cuda.current.queue)
 
+        def instantiate(self) -> None:
+            if self.native is None:
+                raise RuntimeError("instantiate: nothing captured")
+
+        def pool(self) -> Any:
+            if self.native is None:
+                raise RuntimeError("Called CUDAGraph::pool() without a preceding successful capture.")
+            return self.pool_id
+
+        def enable_debug_mode(self) -> None:
+            self.debug = True
+
+        def debug_dump(self, path: str) -> None:
+            if self.native is None:
+                raise RuntimeError("debug_dump: nothing captured")
+
     class CUDAGraphEndingInTwoSteps(CUDAGraph):
         def capture_end_pre(self) -> None:
             assert self.native is not None
@@ -161,7 +185,60 @@ def make_torch(*, cuda_available: bool = True, end_in_two_steps: bool = False) -
             self.capture_end_pre()
             self.capture_end_post()
 
-    cuda.CUDAGraph = CUDAGraphEndingInTwoSteps if end_in_two_steps else CUDAGraph
+    def run_hooks(hooks: Dict[int, Callable[..., None]], *args: Any) -> None:
+        for hook in list(hooks.values()):
+            try:
+                hook(*args)
+            except Exception:  # as torch.cuda.graphs._run_global_hooks: swallowed
+                pass
+
+    class Handle:
+        def __init__(self, table: Dict[int, Any], fn: Any) -> None:
+            self.table, self.id = table, next(_handle_ids)
+            table[self.id] = fn
+
+        def remove(self) -> None:
+            self.table.pop(self.id, None)
+
+    graphs = types.SimpleNamespace(capture_start={}, replay_start={}, replay_end={})
+    graphs.register_graph_capture_start_hook = lambda fn: Handle(graphs.capture_start, fn)
+    graphs.register_graph_replay_start_hook = lambda fn: Handle(graphs.replay_start, fn)
+    graphs.register_graph_replay_end_hook = lambda fn: Handle(graphs.replay_end, fn)
+
+    class CUDAGraphWithHooks(CUDAGraphEndingInTwoSteps):
+        """PyTorch 2.14's hook calls: start hooks after the native begin, replay hooks around
+        the launch (the end hooks also when it raised), destroy callbacks at reset and death."""
+
+        def __init__(self, keep_graph: bool = False) -> None:
+            super().__init__(keep_graph)
+            self.destroy_callbacks: Dict[int, Callable[[], None]] = {}
+            weakref.finalize(self, run_hooks, self.destroy_callbacks)
+
+        def register_destroy_callback(self, cb: Callable[[], None]) -> Handle:
+            return Handle(self.destroy_callbacks, cb)
+
+        def capture_begin(self, pool: Any = None, capture_error_mode: str = "global") -> None:
+            super().capture_begin(pool, capture_error_mode)
+            run_hooks(graphs.capture_start, self)
+
+        def replay(self) -> None:
+            run_hooks(graphs.replay_start, self)
+            try:
+                super().replay()
+            finally:
+                run_hooks(graphs.replay_end, self)
+
+        def reset(self) -> None:
+            callbacks = dict(self.destroy_callbacks)
+            self.destroy_callbacks.clear()
+            run_hooks(callbacks)
+            super().reset()
+
+    if lifecycle_hooks:
+        cuda.graphs = graphs
+        cuda.CUDAGraph = CUDAGraphWithHooks
+    else:
+        cuda.CUDAGraph = CUDAGraphEndingInTwoSteps if end_in_two_steps else CUDAGraph
 
     class graph:
         """torch.cuda.graph: the capture on a side stream made current for the block."""
@@ -190,6 +267,10 @@ def make_torch(*, cuda_available: bool = True, end_in_two_steps: bool = False) -
     torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: cuda.current.cuda_stream)
     add_tensors(torch)
     return torch
+
+
+_pool_ids = itertools.count(1)
+_handle_ids = itertools.count(1)
 
 
 def install(**options: Any) -> Any:

@@ -42,9 +42,11 @@ tree), with ``depth``, ``include``, ``exclude`` filters (Note [Module regions] i
 ``python -m accgraph.torch script.py`` does that for an unmodified script and prints the
 per-module table at exit: one section per captured graph, one for the eager calls
 (:func:`module_table`, :func:`stats_by_context`; :func:`write_html` writes the HTML report,
-:func:`compare` compares two runs, ``html=``: the differential HTML report). :func:`annotate_trace` (_trace.py) lays the
-regions over the kernels of a torch.profiler trace. What the modules of this package share
-lives in _runtime.py (Note [One torch package]).
+:func:`compare` compares two runs, ``html=``: the differential HTML report). :func:`annotate_trace` (_trace.py) lays
+regions over the kernels of a torch.profiler trace. :func:`register_accelerator_graph` makes
+``torch.accelerator.Graph`` (PyTorch >= 2.12) work on CUDA through accgraph, its graphs timed
+like every other (Note [Accelerator graph] in _accelerator.py). What the modules of this package
+share lives in _runtime.py (Note [One torch package]).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ from .._errors import Error, InvalidStateError, UnavailableError, make_error
 from .._native import OwnerReplay
 
 from . import _runtime
+from ._accelerator import register_accelerator_graph
 from ._distributed import collective_metadata, measure_host_clock_offset
 from ._html import compare, write_html
 from ._modules import ModuleTiming
@@ -88,6 +91,7 @@ __all__ = [
     "load_torch",
     "measure_host_clock_offset",
     "module_table",
+    "register_accelerator_graph",
     "run_metadata",
     "set_module_filters",
     "stats_by_context",
@@ -162,9 +166,13 @@ class _Installation:
     """One instrument() ... uninstrument() period: the profiler, the original methods, the
     default stream provider it replaced, and the graphs capturing now."""
 
-    def __init__(self, torch: Any, profiler: Profiler, graph_region: Optional[str]) -> None:
+    def __init__(self, torch: Any, profiler: Profiler, graph_region: Optional[str],
+                 route: str = "patch") -> None:
         self.modules: Optional[ModuleTiming] = None  # instrument(modules=...): the module hooks
         self.torch = torch
+        self.route = route  # Note [Lifecycle hooks]
+        # route="hooks": the handles of PyTorch's global lifecycle hooks (removed at uninstrument).
+        self.hook_handles: List[Any] = []
         self.profiler = profiler
         self.graph_region = graph_region
         cls = torch.cuda.CUDAGraph
@@ -480,7 +488,7 @@ def _set_ready(graph: Any, timing: _GraphTiming, ready: bool) -> None:
     """Whether `graph`'s replays are launched through its ForeignGraph: the instance gets or
     loses its own timed `replay` (Note [Wrapping CUDAGraph])."""
     timing.ready = ready
-    if ready:
+    if ready and timing.installation.route == "patch":
         replay = timing.installation.timed_replay(graph, timing)
         # Note [Untimed torch replays]: the first replay goes through `fallback`, which probes.
         replay.enabled = not timing.rng_probe
@@ -497,6 +505,23 @@ def _drop_timed_replay(graph: Any) -> None:
             del graph.__dict__[_REPLAY]
     except AttributeError:  # an instance without a __dict__ never got one
         pass
+
+
+def _release_timing(installation: _Installation, graph_id: int,
+                    timing: Optional[_GraphTiming]) -> None:
+    """Before the native graph of torch graph `graph_id` is reset or destroyed: a capture that
+    never ended stops pausing the collector, and the graph's pending reports are delivered (its
+    ForeignGraph reset; a failure is warned about, the native graph goes all the same)."""
+    _resume_gc(installation, graph_id)  # a capture that never ended
+    if timing is None:
+        return
+    installation.capturing.pop(graph_id, None)
+    try:
+        if timing.foreign.state != GraphState.EMPTY:
+            timing.foreign.reset()  # pending reports, before the native graph goes
+    except Error as e:
+        warnings.warn(f"accgraph.torch: resetting the timing of a CUDA graph failed: {e}",
+                      RuntimeWarning, stacklevel=3)
 
 
 def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
@@ -622,25 +647,100 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
 
     @functools.wraps(original_reset)
     def reset(self: Any, *args: Any, **kwargs: Any) -> Any:
-        _resume_gc(installation, id(self))  # a capture that never ended
         timing = _timing_of(self)
         if timing is not None:
             _set_ready(self, timing, False)
-            installation.capturing.pop(id(self), None)
-            try:
-                if timing.foreign.state != GraphState.EMPTY:
-                    timing.foreign.reset()  # pending reports, before the native graph goes
-            except Error as e:  # the native graph is reset all the same
-                warnings.warn(f"accgraph.torch: resetting the timing of a CUDA graph failed: {e}",
-                              RuntimeWarning, stacklevel=2)
+        _release_timing(installation, id(self), timing)
         return original_reset(self, *args, **kwargs)
 
-    patches["capture_begin"] = capture_begin
+    # The capture end has no hook before the native end (Note [Lifecycle hooks]): patched on
+    # both routes.
     patches["capture_end"] = ending(original_end)
     if "capture_end_pre" in originals:
         patches["capture_end_pre"] = ending(originals["capture_end_pre"])
+    if installation.route == "hooks":
+        return patches  # and instrument() installs the hooks
+    patches["capture_begin"] = capture_begin
     patches["reset"] = reset
     return patches
+
+
+# Note [Lifecycle hooks]: PyTorch >= 2.14 calls global lifecycle hooks of torch.cuda.CUDAGraph
+# (torch.cuda.graphs.register_graph_capture_start_hook, ..._replay_start_hook, and per graph
+# register_destroy_callback). instrument(route="hooks") uses them where they replace a patch:
+# - capture begin: the capture-start hook runs right after the native capture began, where the
+#   capture_begin wrapper calls _begin. The stream is wrapped there, inside the capture (the
+#   wrapper wraps it before), and the cycle collector is paused from there on (Note [No
+#   collection inside captures]: the wrapper pauses it before the native begin).
+# - reset and destruction: a destroy callback per captured graph, fired by PyTorch's reset() and
+#   finalizer before the native graph goes, does what the reset wrapper does.
+# - replay: the replay-start hook launches the replay's bookkeeping through ForeignGraph.launch
+#   with nothing to launch (trusted) right before PyTorch launches the graph: the marker ring is
+#   made ready and the replay numbered. It cannot wrap the launch: a replay PyTorch refuses after
+#   the hook (a capturing stream: the hook checks that one first) is counted all the same, and an
+#   accgraph error in a hook is swallowed by PyTorch (its global hooks' errors are), so a refused
+#   timed replay runs untimed instead of raising.
+# - capture end: no hook runs before the native capture ends (the capture-end hook runs after
+#   cudaStreamEndCapture), and the last markers must go into the capture: capture_end (and
+#   capture_end_pre) stay wrapped.
+# The patch route (the default) times replays through the instance's native replay (Note
+# [Wrapping CUDAGraph]); bench/python/bench_graph_routes.py compares the two routes' host cost
+# per replay() on the installed PyTorch. Sampled timing's untimed copies (Note [Untimed torch
+# replays]) stand in for PyTorch's launch, which a hook cannot do: on the hooks route every
+# replay is PyTorch's, timed.
+def _hooks_module(torch: Any) -> Any:
+    """torch.cuda.graphs when it has the lifecycle hooks (PyTorch >= 2.14), else None."""
+    graphs = getattr(torch.cuda, "graphs", None)
+    needed = ("register_graph_capture_start_hook", "register_graph_replay_start_hook")
+    if graphs is None or not all(hasattr(graphs, name) for name in needed):
+        return None
+    return graphs
+
+
+def _nothing() -> None:
+    pass
+
+
+def _install_lifecycle_hooks(installation: _Installation) -> None:
+    """route="hooks": PyTorch's global capture-start and replay-start hooks (Note [Lifecycle
+    hooks])."""
+    torch = installation.torch
+    graphs = _hooks_module(torch)
+    assert graphs is not None  # instrument() checked it
+
+    def capture_started(graph: Any) -> None:
+        if _installed is not installation:
+            return
+        try:
+            device = torch.cuda.current_device()
+            stream = _current(installation, device)
+        except Error as e:
+            _warn_untimed(f"wrapping PyTorch's current stream: {e}")
+            return
+        _pause_gc(installation, graph)  # Note [No collection inside captures]
+        _begin(installation, graph, stream, device)
+        timing = _timing_of(graph)
+        if timing is None or timing.installation is not installation:
+            return
+        graph_id = id(graph)
+
+        def destroyed() -> None:  # holds no reference to the graph (PyTorch's rule)
+            timing.ready = False
+            _release_timing(installation, graph_id, timing)
+
+        graph.register_destroy_callback(destroyed)
+
+    def replay_starting(graph: Any) -> None:
+        timing = graph.__dict__.get(_ATTRIBUTE)
+        if timing is None or not timing.ready or timing.installation is not installation:
+            return
+        stream = _current(installation, timing.device)
+        if stream.is_capturing:
+            return  # PyTorch refuses the replay itself: nothing to count
+        timing.foreign.launch(stream, _nothing, trusted=True)
+
+    installation.hook_handles.append(graphs.register_graph_capture_start_hook(capture_started))
+    installation.hook_handles.append(graphs.register_graph_replay_start_hook(replay_starting))
 
 
 ModuleSelection = Union[bool, Any, List[Any], None]
@@ -663,7 +763,7 @@ def instrument(profiler: Profiler, *, graph_region: Optional[str] = None,
                modules: ModuleSelection = None, depth: Optional[int] = None,
                include: Union[str, Pattern[str], None] = None,
                exclude: Union[str, Pattern[str], None] = None,
-               eager_modules: bool = True) -> None:
+               eager_modules: bool = True, route: str = "patch") -> None:
     """Times every ``torch.cuda.CUDAGraph`` whose capture begins from now on with `profiler`,
     and makes ``profiler.region(name, **metadata)`` without a stream time on PyTorch's current
     stream (inside a capture: into the graph; outside: eagerly). `graph_region`: also time
@@ -687,6 +787,10 @@ def instrument(profiler: Profiler, *, graph_region: Optional[str] = None,
     node. Other graphs are timed on every replay (``profiler.replay_counts()``:
     ``sampled=False``), and :func:`module_table` says so (Note [Untimed torch replays]).
 
+    `route`: how PyTorch's graphs are followed: "patch" (the default: wrapped methods, Note
+    [Wrapping CUDAGraph]) or "hooks" (PyTorch >= 2.14's lifecycle hooks where they replace a
+    wrapper, Note [Lifecycle hooks]; UnavailableError on an older PyTorch).
+
     TorchUnavailableError without PyTorch, a GPU or accgraph's cuda backend; InvalidStateError
     when already instrumented (call :func:`uninstrument` first). Note [Wrapping CUDAGraph] says
     how the methods are wrapped and what that costs. At interpreter exit, a process still
@@ -697,8 +801,16 @@ def instrument(profiler: Profiler, *, graph_region: Optional[str] = None,
     if graph_region is not None and (not isinstance(graph_region, str) or not graph_region):
         raise TypeError("accgraph.torch.instrument: graph_region must be a non-empty str or None")
     _check_module_options(modules, depth, include, exclude, eager_modules)
+    if route not in ("patch", "hooks"):
+        raise TypeError(f"accgraph.torch.instrument: route must be 'patch' or 'hooks' (got "
+                        f"{route!r})")
     torch = _runtime.load_torch()
     _runtime.require_backend()
+    if route == "hooks" and _hooks_module(torch) is None:
+        raise make_error(UnavailableError,
+                         f"accgraph.torch.instrument: PyTorch {torch.__version__} has no CUDA "
+                         "graph lifecycle hooks (torch.cuda.graphs.register_graph_capture_start_"
+                         "hook, PyTorch >= 2.14): use route='patch'")
     with _lock:
         if _installed is not None:
             raise make_error(
@@ -706,7 +818,7 @@ def instrument(profiler: Profiler, *, graph_region: Optional[str] = None,
                 f"accgraph.torch.instrument: already instrumented (with {_installed.profiler!r}): "
                 "call accgraph.torch.uninstrument() first",
             )
-        installation = _Installation(torch, profiler, graph_region)
+        installation = _Installation(torch, profiler, graph_region, route)
         if modules is not None and modules is not False:
             installation.modules = ModuleTiming(
                 torch, profiler, lambda: _current(installation, torch.cuda.current_device()),
@@ -717,6 +829,8 @@ def instrument(profiler: Profiler, *, graph_region: Optional[str] = None,
         cls = torch.cuda.CUDAGraph
         for name, patch in installation.patches.items():
             setattr(cls, name, patch)
+        if route == "hooks":
+            _install_lifecycle_hooks(installation)
         installation.previous_provider = _default_stream.set_default_stream_provider(
             lambda: _current(installation, torch.cuda.current_device()))
         _installed = installation
@@ -788,6 +902,9 @@ def _uninstrument(force: bool) -> None:
         try:
             if installation.modules is not None:
                 installation.modules.remove()
+            for handle in installation.hook_handles:
+                handle.remove()
+            installation.hook_handles = []
             installation.profiler.flush()
         finally:
             for name, patch in installation.patches.items():
@@ -852,7 +969,7 @@ def instrumented(profiler: Profiler, *, graph_region: Optional[str] = None,
                  modules: ModuleSelection = None, depth: Optional[int] = None,
                  include: Union[str, Pattern[str], None] = None,
                  exclude: Union[str, Pattern[str], None] = None,
-                 eager_modules: bool = True) -> Iterator[Profiler]:
+                 eager_modules: bool = True, route: str = "patch") -> Iterator[Profiler]:
     """:func:`instrument` for the block (the same arguments), :func:`uninstrument` after it
     (also on an exception); yields `profiler`::
 
@@ -860,7 +977,7 @@ def instrumented(profiler: Profiler, *, graph_region: Optional[str] = None,
             ...
     """
     instrument(profiler, graph_region=graph_region, modules=modules, depth=depth,
-               include=include, exclude=exclude, eager_modules=eager_modules)
+               include=include, exclude=exclude, eager_modules=eager_modules, route=route)
     try:
         yield profiler
     finally:
