@@ -141,8 +141,12 @@ std::unique_ptr<CaptureCopy> CudaStream::copy_capture() {
   }
   RelaxedCaptureModeGuard relaxed;
   cudaGraph_t clone = nullptr;
-  ACCGRAPH_CUDA_CHECK(cudaGraphClone(&clone, graph),
-                      "capture_end: copying the capture for untimed replays");
+  // The copy is optional: where CUDA will not clone the graph under capture, every replay is
+  // the owner's and timed (GraphReplays::sampled false says so); the owner's capture goes on.
+  if (cudaGraphClone(&clone, graph) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
   return std::make_unique<CudaCaptureCopy>(device_, clone);
 }
 

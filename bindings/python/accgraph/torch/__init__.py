@@ -623,10 +623,18 @@ def _make_patches(installation: _Installation) -> Dict[str, Callable[..., Any]]:
     def _probing_launch(graph: Any, timing: _GraphTiming, stream: Stream) -> None:
         generators = getattr(torch.cuda, "default_generators", ())
         generator = generators[timing.device] if timing.device < len(generators) else None
-        before = generator.get_offset() if generator is not None else None
+
+        def offset() -> Optional[int]:
+            try:
+                return None if generator is None else int(generator.get_offset())
+            except (RuntimeError, TypeError, ValueError):  # unknown: PyTorch's replay stays
+                return None
+
+        before = offset()
         timing.foreign.launch(stream, original_replay, owner=graph, trusted=True)
         timing.rng_probe = False
-        drew = before is None or generator.get_offset() != before
+        after = offset()
+        drew = before is None or after is None or after != before
         timing.foreign.enable_untimed_launches(not drew and not graph.__dict__.get(_GENERATORS))
         replay = graph.__dict__.get(_REPLAY)
         if isinstance(replay, OwnerReplay) and timing.ready:
