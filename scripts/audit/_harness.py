@@ -130,6 +130,37 @@ def crashed(done: subprocess.CompletedProcess) -> bool:
         "Fatal Python error" in done.stderr or "terminate called" in done.stderr
 
 
+def without_torch(d: pathlib.Path) -> Dict[str, str]:
+    """An environment (this process's, unbuffered) whose `import torch` fails as a missing
+    torch does: a `torch` package under `d` raising ModuleNotFoundError on PYTHONPATH (so the
+    "no torch" cases hold where torch is installed too)."""
+    shadow = pathlib.Path(d) / "notorch" / "torch"
+    shadow.mkdir(parents=True, exist_ok=True)
+    (shadow / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
+    return {**os.environ, "PYTHONPATH": str(shadow.parent), "PYTHONUNBUFFERED": "1"}
+
+
+def in_threads(targets: Sequence[Callable[[], None]]) -> "tuple[list, list]":
+    """Starts a thread per target; (the threads, the exceptions they raised)."""
+    import threading
+
+    errors: List[BaseException] = []
+
+    def guarded(f: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                f()
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+        return run
+
+    threads = [threading.Thread(target=guarded(f)) for f in targets]
+    for t in threads:
+        t.start()
+    return threads, errors
+
+
 def temporaries(d: pathlib.Path) -> List[str]:
     """Files an atomic writer left behind (FILE.tmp.XXXXXX)."""
     return [p.name for p in pathlib.Path(d).iterdir() if ".tmp." in p.name]

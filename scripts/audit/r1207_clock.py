@@ -208,7 +208,7 @@ def K13(d):
         accgraph.measure_host_clock_offset(1, 2, lambda p, v: None,
                                            lambda p: never.wait() and 1, timeout=1)
         bad("timeout=1: returned")
-    except TimeoutError as e:
+    except TimeoutError:
         timed_out = f"timeout=1: TimeoutError after {time.monotonic() - start:.1f} s"
         if time.monotonic() - start > 10:
             bad(timed_out)
@@ -253,8 +253,8 @@ int check(const char* what, HostClockTransport t, int rank, int world, size_t ro
     measure_host_clock_offset(rank, world, t, rounds);
     std::printf("%s | no error\n", what);
   } catch (const Error& e) {
-    std::printf("%s | %s | %s\n", what, e.code() == ErrorCode::InvalidArgument ? "invalid" : "other",
-                e.what());
+    const bool invalid = e.code() == ErrorCode::InvalidArgument;
+    std::printf("%s | %s | %s\n", what, invalid ? "invalid" : "other", e.what());
   } catch (const std::exception& e) {
     std::printf("%s | raw | %s\n", what, e.what());
   }
@@ -307,8 +307,9 @@ struct Queue {
 };
 int main() {
   try {
-    measure_host_clock_offset(1, 2, {[](int, uint64_t) {},
-                                     [](int) -> uint64_t { throw std::runtime_error("link down"); }});
+    measure_host_clock_offset(
+        1, 2, {[](int, uint64_t) {},
+               [](int) -> uint64_t { throw std::runtime_error("link down"); }});
     std::printf("throw | none\n");
   } catch (const std::runtime_error& e) {
     std::printf("throw | %s\n", e.what());
@@ -324,7 +325,8 @@ int main() {
   for (int k = 0; k < 2; ++k)
     ranks[k] = std::thread([&, k] {
       got[k] = measure_host_clock_offset(
-          k, 2, {[&](int peer, uint64_t v) { to[peer].put(v); }, [&, k](int) { return to[k].get(); }},
+          k, 2,
+          {[&](int peer, uint64_t v) { to[peer].put(v); }, [&, k](int) { return to[k].get(); }},
           32);
     });
   for (auto& t : ranks) t.join();

@@ -31,11 +31,10 @@ Choices where a row is vague:
 from __future__ import annotations
 
 import csv
-import os
 import sys
 import time
 
-from _harness import as_nobody, bad, cases, check, clip, crashed, main, ok, python, run
+from _harness import as_nobody, bad, cases, check, clip, crashed, main, ok, run
 
 # A GPT-like run: (path, depth, p50 us, self p50 us).
 MODULES = [("GPT", 0, 1000, 100), ("GPT/wte", 1, 50, 50), ("GPT/h.0", 1, 420, 20),
@@ -138,7 +137,8 @@ def C02(d):
     clean(done)
     flagged = [x for x in done.stdout.splitlines() if x.endswith(("slower", "faster"))]
     check(done.returncode == 0 and not flagged and "0 change(s)" in done.stdout,
-          f"exit {done.returncode}, flagged {len(flagged)}: {clip(done.stdout.splitlines()[-2], 120)}")
+          f"exit {done.returncode}, flagged {len(flagged)}: "
+          f"{clip(done.stdout.splitlines()[-2], 120)}")
 
 
 def C03(d):
@@ -284,8 +284,8 @@ def profile_of(names):
 def C15(d):
     import accgraph.torch
 
-    names = ["a,b", 'say "hi"', "x;y", "emoji \U0001F600", "\u6f22\u5b57", "\u05e9\u05dc\u05d5\u05dd",
-             "n" * 1000]
+    names = ["a,b", 'say "hi"', "x;y", "emoji \U0001F600", "\u6f22\u5b57",
+             "\u05e9\u05dc\u05d5\u05dd", "n" * 1000]
     prof = profile_of(names)
     prof.write_stats_csv(d / "a.csv")
     prof.write_stats_csv(d / "b.csv")
@@ -397,7 +397,8 @@ def gate(done):
     """--fail-above 5 over a 2x slowdown: exit 1 (the slowdown, or nothing compared)."""
     clean(done)
     check(done.returncode == 1,
-          f"exit {done.returncode}: {clip(done.stderr, 150) or clip(done.stdout.splitlines()[-1], 150)}")
+          f"exit {done.returncode}: "
+          f"{clip(done.stderr, 150) or clip(done.stdout.splitlines()[-1], 150)}")
 
 
 def C23(d):

@@ -15,21 +15,16 @@ Choices where a row is vague:
 
 from __future__ import annotations
 
-import os
 import sys
 
-from _harness import bad, cases, check, clip, main, python
+from _harness import bad, cases, check, clip, main, python, without_torch
 
 
 def user_script(d, text, *flags):
     """`text` as the user's script user.py run in a fresh interpreter without torch; the
     CompletedProcess."""
-    shadow = d / "notorch" / "torch"
-    shadow.mkdir(parents=True, exist_ok=True)
-    (shadow / "__init__.py").write_text(
-        "raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
     (d / "user.py").write_text(text)
-    env = {**os.environ, "PYTHONPATH": str(d / "notorch"), "PYTHONUNBUFFERED": "1"}
+    env = without_torch(d)
     env.pop("PYTHONWARNINGS", None)
     return python(*flags, d / "user.py", env=env, cwd=d)
 
@@ -87,7 +82,8 @@ def D04(d):
     lines = done.stdout.splitlines()
     check(done.returncode == 0 and len(lines) == 2 and
           all(x.split()[1] == "DeprecationWarning" and "accgraph.torch.annotate_trace" in x
-              for x in lines), f"exit {done.returncode}: {clip(' / '.join(lines) or done.stderr, 190)}")
+              for x in lines),
+          f"exit {done.returncode}: {clip(' / '.join(lines) or done.stderr, 190)}")
 
 
 D05_SCRIPT = """

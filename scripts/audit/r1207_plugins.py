@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tarfile
 
-from _harness import (BUILD, ROOT, bad, cases, check, clip, crashed, cxx, device_env, main, ok,
+from _harness import (BUILD, ROOT, bad, cases, check, clip, crashed, cxx, device_env, main,
                       program, run, short)
 
 TOY = ROOT / "examples" / "out_of_tree_backend"

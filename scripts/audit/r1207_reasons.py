@@ -17,11 +17,10 @@ Choices where a row is vague:
 
 from __future__ import annotations
 
-import os
 import pickle
 import sys
 
-from _harness import bad, cases, check, clip, cxx, main, ok, python, run, short
+from _harness import bad, cases, check, clip, cxx, main, ok, python, run, short, without_torch
 
 
 def host():
@@ -135,12 +134,8 @@ except accgraph.Error as e:
 
 
 def R09(d):
-    shadow = d / "notorch" / "torch"
-    shadow.mkdir(parents=True)
-    (shadow / "__init__.py").write_text(
-        "raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
     (d / "r09.py").write_text(R09_SCRIPT)
-    done = python(d / "r09.py", env={**os.environ, "PYTHONPATH": str(d / "notorch")})
+    done = python(d / "r09.py", env=without_torch(d))
     words = done.stdout.split(" ", 3)
     check(words[:3] == ["TorchUnavailableError", "UNAVAILABLE", "UNSPECIFIED"] and
           words[3].startswith("[unavailable] "), clip(done.stdout or done.stderr, 190))

@@ -31,7 +31,8 @@ import sys
 import threading
 import time
 
-from _harness import bad, cases, check, clip, crashed, main, ok, python, short, temporaries
+from _harness import (bad, cases, check, clip, crashed, in_threads, main, ok, python, short,
+                      temporaries)
 
 
 def script(d, text, *args, timeout=60):
@@ -39,22 +40,6 @@ def script(d, text, *args, timeout=60):
     p.write_text(text)
     return python(p, *args, timeout=timeout, cwd=d)
 
-
-def in_threads(targets):
-    errors = []
-
-    def guarded(f):
-        def run():
-            try:
-                f()
-            except BaseException as e:  # noqa: BLE001
-                errors.append(e)
-        return run
-
-    threads = [threading.Thread(target=guarded(f)) for f in targets]
-    for t in threads:
-        t.start()
-    return threads, errors
 
 
 def X01(d):
