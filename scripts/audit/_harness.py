@@ -1,7 +1,10 @@
-"""What the rerun scripts of the 2026-11-28 reliability audit (shared/reviews/
-reliability-2026-11-28.md) share: the verdicts, the checks of an error, the environment the
-auditor ran in, and the loop that runs each case in its own process (a crash or a hang is caught:
-150 s limit) and prints `ID | handled/NOT | evidence`, then `<surface>: N / M handled`.
+"""What the rerun scripts of the reliability audits (shared/reviews/reliability-2026-11-28.md:
+the *_cases.py scripts; reliability-2026-12-07.md: the r1207_*.py scripts) share: the verdicts,
+the checks of an error, the environment the auditors ran in, the loop that runs each case in its
+own process (a crash or a hang is caught: 150 s limit) and prints `ID | handled/NOT | evidence`,
+then `<surface>: N / M handled`, and the fixtures several surfaces need (a page opened in
+headless Chromium, a command run as the unprivileged user, a C++ program or plugin built
+against the source tree's headers and the release build's library).
 
 A surface's script defines its cases as functions named by their row ids (A01, B09b, ...), each
 taking a fresh temporary directory and ending in ok(evidence) or bad(evidence), and ends with
@@ -28,7 +31,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests" / "python"
 BUILD = pathlib.Path(os.environ.get("ACCGRAPH_BUILD_DIR", ROOT / "build"))
 LIMIT_S = 150
-CASE_NAME = re.compile(r"^[A-F][0-9]{2}[a-z]?$")
+CASE_NAME = re.compile(r"^[A-Z][0-9]{2}[a-z]?$")
 
 # The drivers the auditor ran the device backends on, as scripts/test.sh part_python does:
 # Mesa's lavapipe for vulkan, the in-tree CPU driver for level_zero.
@@ -127,6 +130,37 @@ def crashed(done: subprocess.CompletedProcess) -> bool:
         "Fatal Python error" in done.stderr or "terminate called" in done.stderr
 
 
+def without_torch(d: pathlib.Path) -> Dict[str, str]:
+    """An environment (this process's, unbuffered) whose `import torch` fails as a missing
+    torch does: a `torch` package under `d` raising ModuleNotFoundError on PYTHONPATH (so the
+    "no torch" cases hold where torch is installed too)."""
+    shadow = pathlib.Path(d) / "notorch" / "torch"
+    shadow.mkdir(parents=True, exist_ok=True)
+    (shadow / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
+    return {**os.environ, "PYTHONPATH": str(shadow.parent), "PYTHONUNBUFFERED": "1"}
+
+
+def in_threads(targets: Sequence[Callable[[], None]]) -> "tuple[list, list]":
+    """Starts a thread per target; (the threads, the exceptions they raised)."""
+    import threading
+
+    errors: List[BaseException] = []
+
+    def guarded(f: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                f()
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+        return run
+
+    threads = [threading.Thread(target=guarded(f)) for f in targets]
+    for t in threads:
+        t.start()
+    return threads, errors
+
+
 def temporaries(d: pathlib.Path) -> List[str]:
     """Files an atomic writer left behind (FILE.tmp.XXXXXX)."""
     return [p.name for p in pathlib.Path(d).iterdir() if ".tmp." in p.name]
@@ -186,3 +220,106 @@ def main(surface: str, all_cases: Dict[str, Callable[[pathlib.Path], None]], scr
         print(line, flush=True)
     print(f"{surface}: {handled} / {len(names)} handled", flush=True)
     return 0 if handled == len(names) else 1
+
+
+# --- fixtures of the 2026-12-07 audit's surfaces ------------------------------------------------
+
+NOBODY = 65534  # the unprivileged user the permission cases drop to
+
+
+def as_nobody(cmd: Sequence[object]) -> List[str]:
+    """`cmd` run as uid/gid 65534, as the audit's permission cases did (where this process is
+    root; otherwise as this user, for whom a mode-000 file is unreadable too)."""
+    cmd = [str(c) for c in cmd]
+    if os.geteuid() != 0:
+        return cmd
+    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *cmd]
+
+
+def chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        bad("chromium is not installed (scripts/ensure-packages.sh chromium): case not run")
+    return str(found)
+
+
+class Page:
+    """What the audit checked of a page headless Chromium drew (`--dump-dom`): the elements by
+    tag, the body's data attributes (data-ready: the page drew; data-pwned: a payload ran) and
+    the visible text."""
+
+    def __init__(self, dom: str) -> None:
+        from html.parser import HTMLParser
+
+        self.dom, self.tags, self.body, self.text = dom, [], {}, []
+        page = self
+
+        class Parser(HTMLParser):
+            def __init__(self) -> None:
+                super().__init__()
+                self.skip = 0
+
+            def handle_starttag(self, tag, attrs):  # type: ignore[no-untyped-def]
+                page.tags.append(tag)
+                if tag == "body":
+                    page.body = {k: v for k, v in attrs if k.startswith("data-")}
+                if tag in ("script", "style"):
+                    self.skip += 1
+
+            def handle_endtag(self, tag):  # type: ignore[no-untyped-def]
+                if tag in ("script", "style") and self.skip:
+                    self.skip -= 1
+
+            def handle_data(self, data):  # type: ignore[no-untyped-def]
+                if not self.skip:
+                    page.text.append(data)
+
+        Parser().feed(dom)
+        self.text = " ".join(" ".join(self.text).split())
+
+    @property
+    def drew(self) -> bool:
+        return "data-ready" in self.body
+
+    @property
+    def pwned(self) -> bool:
+        return "data-pwned" in self.body
+
+    def summary(self) -> str:
+        return (f"drew {self.drew}, payload ran {self.pwned}, "
+                f"{len(self.tags)} elements")
+
+
+def browse(page: object, query: str = "", timeout: float = 120) -> Page:
+    """`page` (+ `query`) opened in headless Chromium: the DOM after its script ran."""
+    profile = tempfile.mkdtemp(prefix="audit-chromium-")
+    try:
+        done = run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                    "--disable-extensions", f"--user-data-dir={profile}",
+                    "--window-size=1200,900", "--virtual-time-budget=10000", "--dump-dom",
+                    f"file://{page}{query}"], timeout=timeout)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    if done.returncode != 0 or "<body" not in done.stdout:
+        bad(f"chromium exit {done.returncode}: {clip(done.stderr, 150)}")
+    return Page(done.stdout)
+
+
+def cxx(d: pathlib.Path, sources: Sequence[object], output: str, *, include: object = None,
+        plugin: bool = False, flags: Sequence[str] = ()) -> pathlib.Path:
+    """Builds `sources` (a program, or with `plugin` a plugin module exporting only its entry
+    point, as accgraph_add_plugin does) against the headers under `include` (default: the
+    source tree's include/, which the install copies) and the release build's libaccgraph;
+    bad() with the compiler's message when it fails."""
+    out = pathlib.Path(d) / output
+    lib = BUILD / "lib"
+    cmd = ["g++", "-std=c++17", "-O1", "-fPIC", "-I", str(include or ROOT / "include"),
+           *flags, *[str(s) for s in sources], "-o", str(out), "-L", str(lib), "-laccgraph",
+           f"-Wl,-rpath,{lib}", "-pthread"]
+    if plugin:
+        cmd[1:1] = ["-shared", "-fvisibility=hidden", "-fvisibility-inlines-hidden",
+                    f"-Wl,--version-script={ROOT / 'cmake' / 'accgraph_plugin.map'}"]
+    done = run(cmd, timeout=600)
+    if done.returncode != 0:
+        bad(f"building {output} failed: {clip(done.stderr, 300)}")
+    return out

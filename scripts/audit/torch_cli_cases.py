@@ -15,12 +15,11 @@ Every refused case also checks that the script did not run (it prints SCRIPT_RAN
 
 from __future__ import annotations
 
-import os
 import pathlib
 import sys
 import time
 
-from _harness import TESTS, bad, cases, check, clip, crashed, main, ok, python
+from _harness import TESTS, bad, cases, check, clip, crashed, main, ok, python, without_torch
 
 SCRIPT_RAN = "script ran"
 
@@ -66,11 +65,7 @@ def standin(d: pathlib.Path, *args: object):
 
 def no_torch(d: pathlib.Path, *args: object):
     """`python -m accgraph.torch ARGS` where `import torch` fails as a missing torch does."""
-    shadow = d / "notorch" / "torch"
-    shadow.mkdir(parents=True, exist_ok=True)
-    (shadow / "__init__.py").write_text(
-        "raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
-    env = {**os.environ, "PYTHONPATH": str(d / "notorch"), "PYTHONUNBUFFERED": "1"}
+    env = without_torch(d)
     return python("-m", "accgraph.torch", *args, env=env, cwd=d)
 
 

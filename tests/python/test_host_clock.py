@@ -226,3 +226,20 @@ def test_a_directory_given_to_the_merge_is_named_as_one(tmp_path):
                        match=r"'.*dir.pftrace': not a Perfetto trace: it is a directory: give "
                              r"the rank traces in it"):
         accgraph.merge_traces([paths[0], folder], tmp_path / "merged.pftrace")
+
+
+# Audit M15: an offset of the whole clock (rank 0 answered 0: rank 1's own clock, 56 years),
+# recorded at the run's start, placed rank 1's events at 1970 with only a drift warning; the
+# merge says the offset cannot be right. A real offset of hours gets no such warning.
+@pytest.mark.skipif(not accgraph.perfetto_supported(), reason="built without Perfetto support")
+def test_an_offset_of_the_whole_clock_is_named_implausible(tmp_path):
+    start = accgraph.host_clock_ns()
+    paths = _two_host_traces(tmp_path, [accgraph.HostClockOffset(start, 50, start)])
+    summary = accgraph.merge_traces(paths, tmp_path / "merged.pftrace")
+    assert any(w.startswith(f"rank 1 (node1) has a host clock offset of +{start} ns (") and
+               "says rank 0's host clock read 0.000 s past its epoch (1970)" in w and
+               "measure the offset again" in w for w in summary.warnings), summary.warnings
+    hours = 3 * 3600 * 10**9
+    paths = _two_host_traces(tmp_path, [accgraph.HostClockOffset(hours, 50, start)])
+    summary = accgraph.merge_traces(paths, tmp_path / "merged.pftrace")
+    assert not any("past its epoch" in w for w in summary.warnings), summary.warnings

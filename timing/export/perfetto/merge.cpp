@@ -442,11 +442,42 @@ void add_drift(MergeSummary& summary, std::vector<Input>& inputs) {
   }
 }
 
+// Note [Implausible host offsets]: a host offset says what rank 0's clock read when it was
+// measured: measured_at_ns - offset_ns. Host clocks are CLOCK_REALTIME, so an offset of a day or
+// more that leaves rank 0 a reading within a day of 1970 is the whole clock: rank 0 answered 0
+// (an unfilled receive buffer) or garbage, which places the rank's events decades away from the
+// others. measure_host_clock_offset refuses such answers (Note [Implausible answers]); an offset
+// recorded by other means, or by an older accgraph, gets a warning here. (Small offsets with
+// small times, as synthetic traces have, are no such sign.)
+constexpr long double kDayNs = 86400e9L;
+constexpr double kYearNs = 365.25 * 86400e9;
+
+void add_implausible_offset_warnings(MergeSummary& summary, const std::vector<Input>& inputs) {
+  for (const Input& input : inputs)
+    for (const HostClockOffset& h : input.host_offsets) {
+      if (h.measured_at_ns == 0 || h.offset_ns == 0) continue;  // not measured, or rank 0's own
+      const long double reading =
+          static_cast<long double>(h.measured_at_ns) - static_cast<long double>(h.offset_ns);
+      if (reading >= kDayNs || std::fabs(static_cast<long double>(h.offset_ns)) < kDayNs)
+        continue;
+      summary.warnings.push_back(fmt::format(
+          "rank {} ({}) has a host clock offset of {:+} ns ({:.1f} years), which says rank 0's "
+          "host clock read {:.3f} s past its epoch (1970) when it was measured: no running host's "
+          "clock reads that (rank 0 answered 0 or garbage?), so its events are placed that far "
+          "from the others; measure the offset again (measure_host_clock_offset refuses such "
+          "answers)",
+          input.rank, input.host, h.offset_ns, static_cast<double>(h.offset_ns) / kYearNs,
+          static_cast<double>(reading) * 1e-9));
+      break;  // one warning per rank
+    }
+}
+
 // New pids and the summary, in rank order.
 MergeSummary summarise(std::vector<Input>& inputs) {
   MergeSummary summary;
   summary.world_size = inputs.front().world_size;
   const bool unknown_hosts = add_job_warnings(summary, inputs);
+  add_implausible_offset_warnings(summary, inputs);
   add_drift(summary, inputs);
   std::vector<uint64_t> uncertainties;  // per calibrated (rank, device)
   int next_pid = 1;

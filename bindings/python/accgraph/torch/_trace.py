@@ -1262,7 +1262,8 @@ def _perfetto_event(ev: Any) -> Optional[Tuple[Any, ...]]:
 def _write_perfetto(data: Dict[str, Any], output: str) -> None:
     """`data`'s events as a native Perfetto trace, through accgraph::timing::
     write_perfetto_events (Note [Trace events in Perfetto] in timing/export/perfetto/events.cpp).
-    Events whose time a Perfetto trace cannot hold are left out with a warning (A12)."""
+    Events whose time a Perfetto trace cannot hold are left out with one RuntimeWarning,
+    attributed to the line that called annotate_trace."""
     events = []
     left_out = 0
     try:
@@ -1282,7 +1283,7 @@ def _write_perfetto(data: Dict[str, Any], output: str) -> None:
         warnings.warn(f"{_WHAT}: {left_out} event(s) of the trace left out of {output!r}: "
                       "their ts or dur is negative, not a number or beyond 2^63 ns, which a "
                       "Perfetto trace cannot hold; write .json or .json.gz to keep them as "
-                      "they are", RuntimeWarning, stacklevel=3)
+                      "they are", RuntimeWarning, stacklevel=4)  # annotate_trace's caller
     try:
         write_perfetto_events(output, events)
     except OSError as e:
