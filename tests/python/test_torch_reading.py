@@ -466,6 +466,19 @@ def test_c08_a_cut_down_csv_is_refused_naming_the_missing_columns(tmp_path, caps
         accgraph.torch.compare([{"path": "M", "count": 1, "p50_ns": 1.0}], [])
 
 
+def test_c11_c22_a_cut_row_and_a_second_header_are_named_as_such(tmp_path, capsys):
+    a, b = two_runs(tmp_path)
+    lines = open(b).read().splitlines()
+    cut = tmp_path / "cut.csv"
+    cut.write_text("\n".join(lines[:2] + [lines[2][: len(lines[2]) // 2]]) + "\n")
+    err = refused(capsys, a, cut)
+    assert "cut.csv:3: wrong number of fields" in err and "cut short" in err, err
+    joined = tmp_path / "joined.csv"
+    joined.write_text("\n".join(lines + lines) + "\n")
+    err = refused(capsys, a, joined)
+    assert f"joined.csv:{len(lines) + 1}: a second header line" in err, err
+
+
 @pytest.mark.parametrize("row_id, field, value", [("C12", "p50", "nan"), ("C13", "p50", "inf"),
                                                   ("C13", "p95", "inf"), ("C14", "p50", "-9000"),
                                                   ("C14", "p05", "-12000")])

@@ -200,8 +200,12 @@ def _read_csv(name: str, text: str) -> List[Row]:
     if fields is None or "path" not in fields or "p50_ns" not in fields:
         raise _invalid(f"{name}: not a statistics CSV of accgraph (no path and p50_ns "
                        f"columns): {WHERE_FROM}")
-    if "schema_version" in fields:
-        for line, raw in raw_rows:
+    for line, raw in raw_rows:
+        if [raw.get(key) for key in fields] == list(fields):
+            raise _invalid(f"{name}:{line}: a second header line (two files put together?): "
+                           f"give each run's file on its own; {WHERE_FROM}")
+        # A row cut short is the field check's below (it names the line and the cause).
+        if "schema_version" in fields and None not in raw and None not in raw.values():
             _check_version(f"{name}:{line}", raw.get("schema_version"))
     missing = [key for key in REQUIRED if key not in fields]
     if missing:
