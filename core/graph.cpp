@@ -110,6 +110,7 @@ AcceleratorGraph::AcceleratorGraph(ForeignTag, std::string_view backend_name,
   backend_name_ = std::move(resolved.name);
   backend_ = resolved.backend;
   impl_ = std::move(impl);
+  untimed_replay_ = untimed_replay_of(*impl_);  // Note [Untimed foreign replays]
 }
 
 AcceleratorGraph::~AcceleratorGraph() {

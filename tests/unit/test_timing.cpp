@@ -2157,7 +2157,8 @@ TEST_CASE("sampling: a graph two profilers time has every replay timed, and says
   CHECK(counts[0].timed == 20);
   CHECK_FALSE(counts[0].sampled);
   CHECK(first.stats_table().find("every replay timed: its backend cannot launch it without "
-                                 "markers, or another profiler times it too") != std::string::npos);
+                                 "markers, a foreign graph's owner did not allow it, or "
+                                 "another profiler times it too") != std::string::npos);
 }
 
 TEST_CASE("sampling: bad options are refused when the profiler is made") {

@@ -254,7 +254,7 @@ void GraphTiming::after_replay(AcceleratorGraph& graph, Stream& stream) {
   if (detail::GraphAccess::fenced_launch(graph))
     ring_->after_foreign_launch(detail::GraphAccess::impl(graph),
                                 detail::StreamAccess::impl(stream), layout_,
-                                MarkerRing::LaunchOutcome::Returned, waits);
+                                MarkerRing::LaunchOutcome::Returned, replays_, waits);
   else
     ring_->after_launch(detail::GraphAccess::impl(graph), detail::StreamAccess::impl(stream),
                         layout_, replays_, waits);
@@ -280,7 +280,7 @@ void GraphTiming::after_failed_replay(AcceleratorGraph& graph, Stream& stream) n
     if (!detail::GraphAccess::fenced_launch(graph) || !reporting()) return;
     ring_->after_foreign_launch(
         detail::GraphAccess::impl(graph), detail::StreamAccess::impl(stream), layout_,
-        MarkerRing::LaunchOutcome::Raised, detail::GraphAccess::launch_waits(graph));
+        MarkerRing::LaunchOutcome::Raised, replays_, detail::GraphAccess::launch_waits(graph));
   } catch (const std::exception& e) {
     log(LogLevel::Warning,
         fmt::format("timing: foreign graph {}: checking a launch that raised failed: {}",

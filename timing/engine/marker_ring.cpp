@@ -214,8 +214,10 @@ TimestampMarkers& MarkerRing::fence_for(StreamImpl& stream) {
 
 void MarkerRing::after_foreign_launch(GraphImplInterface& graph, StreamImpl& stream,
                                       const std::shared_ptr<const ReportLayout>& layout,
-                                      LaunchOutcome outcome, LaunchWaits* waits) {
+                                      LaunchOutcome outcome, uint64_t replay_index,
+                                      LaunchWaits* waits) {
   const bool raised = outcome == LaunchOutcome::Raised;
+  if (replay_index != kNextReplay) launches_ = replay_index;
   if (!mutex_.try_lock()) lock_contended(waits);  // Note [Launch waits]
   std::lock_guard<RingLock> lock(mutex_, std::adopt_lock);
   const uint64_t sequence = next_sequence_;

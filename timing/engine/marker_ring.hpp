@@ -105,9 +105,12 @@ class MarkerRing {
   /// waiting for a sequence that may not run (Note [Launch fences]). `raised`: the owner's
   /// launch threw (it may or may not have launched); nothing is reported for it.
   enum class LaunchOutcome { Returned, Raised };
+  /// `replay_index` as after_launch's: the graph's replays counted untimed ones too (Note
+  /// [Sampled replays]).
   void after_foreign_launch(GraphImplInterface& graph, StreamImpl& stream,
                             const std::shared_ptr<const ReportLayout>& layout,
-                            LaunchOutcome outcome, LaunchWaits* waits = nullptr);
+                            LaunchOutcome outcome, uint64_t replay_index = kNextReplay,
+                            LaunchWaits* waits = nullptr);
   /// Closes an eager sequence (end_sequence, then after_eager_sequence); `layout` as above.
   void close_eager_sequence(StreamImpl& stream, const std::shared_ptr<const ReportLayout>& layout);
 
