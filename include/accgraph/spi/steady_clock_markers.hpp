@@ -82,7 +82,10 @@ class SteadyClockMarkerRing {
   /// device-side counter), so K replays of one graph need no host work per region. Launches of
   /// one graph run one after another, so one "current" sequence suffices.
   void begin() noexcept {
-    current_.store(started_.fetch_add(1, std::memory_order_relaxed), std::memory_order_release);
+    const uint64_t sequence = started_.fetch_add(1, std::memory_order_relaxed);
+    slot_base_.store(static_cast<size_t>(sequence % depth()) * kChunkMarkers,
+                     std::memory_order_release);
+    current_.store(sequence, std::memory_order_release);
   }
 
   /// Run by an operation enqueued before a launch whose number is not the next one: the next
@@ -91,10 +94,15 @@ class SteadyClockMarkerRing {
     started_.store(sequence, std::memory_order_relaxed);
   }
 
-  /// Run by a marker operation: the time, into the running sequence's slot.
-  void write(Chunk* chunk, uint32_t marker) noexcept {
-    const uint64_t slot = current_.load(std::memory_order_acquire) % depth();
-    chunk->stamps[slot * kChunkMarkers + marker % kChunkMarkers] = steady_clock_ns();
+  /// Where marker `marker` sits in its chunk's slot row: pass it to write() with its chunk.
+  static constexpr uint32_t offset_in_chunk(uint32_t marker) noexcept {
+    return marker % kChunkMarkers;
+  }
+
+  /// Run by a marker operation: the time, into the running sequence's slot (begin() computed
+  /// where that slot's row starts, so a marker does no division).
+  void write(Chunk* chunk, uint32_t offset) noexcept {
+    chunk->stamps[slot_base_.load(std::memory_order_acquire) + offset] = steady_clock_ns();
   }
 
   /// Run by the end_sequence operation: publishes completion of the running sequence.
@@ -152,6 +160,7 @@ class SteadyClockMarkerRing {
 
   std::atomic<uint64_t> started_{0};  // sequences whose begin_sequence ran
   std::atomic<uint64_t> current_{0};  // the sequence now running
+  std::atomic<size_t> slot_base_{0};  // (current_ % depth) * kChunkMarkers, set with current_
 
   std::mutex done_mutex_;
   std::condition_variable done_cv_;
@@ -204,7 +213,8 @@ class SteadyClockMarkers final : public TimestampMarkers {
   void record(StreamImpl& stream, uint32_t marker) override {
     SteadyClockMarkerRing::Chunk* chunk = ring_->chunk_for(marker);  // resolved now
     // A constant name: recording a marker formats no string.
-    enqueue_(stream, "marker", [ring = ring_, chunk, marker] { ring->write(chunk, marker); });
+    const uint32_t offset = SteadyClockMarkerRing::offset_in_chunk(marker);
+    enqueue_(stream, "marker", [ring = ring_, chunk, offset] { ring->write(chunk, offset); });
   }
 
   void end_sequence(StreamImpl& stream) override {
