@@ -63,7 +63,9 @@ HISTORY = (
     (re.compile(r"\b20\d\d-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])\b"), "a date"),
     (re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE), "an issue number"),
     (re.compile(r"\baudit(?:s|ed|'s)?\b", re.IGNORECASE), "an audit reference"),
-    (re.compile(r"(?<![A-Za-z0-9_])[A-Z]\d\d(?![A-Za-z0-9_])"), "an audit row id"),
+    # A capital and two digits, but not an accelerator's model name (an L40, an A40, an H20).
+    (re.compile(r"(?<![A-Za-z0-9_])(?!(?:A10|A16|A30|A40|H20|L20|L40|K80|M60|P40)\b)[A-Z]\d\d"
+                r"(?![A-Za-z0-9_])"), "an audit row id"),
 )
 HISTORY_ADVICE = ("library code carries no history: keep the reason, move the figure to "
                   "bench/README.md or into the test that pins it, and cite that")
@@ -78,11 +80,14 @@ def tracked_files(root):
             return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
     except (OSError, subprocess.CalledProcessError):
         pass
-    files = []
-    for folder, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "build")
-        rel = os.path.relpath(folder, root)
-        files += [n if rel == "." else f"{rel}/{n}".replace(os.sep, "/") for n in sorted(names)]
+    # No checkout: the scanned folders and the root's files, so that build trees, venvs and
+    # caches beside the sources are not read.
+    files = sorted(n for n in os.listdir(root) if os.path.isfile(os.path.join(root, n)))
+    for top in SCANNED_DIRS:
+        for folder, dirs, names in os.walk(os.path.join(root, top)):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+            rel = os.path.relpath(folder, root).replace(os.sep, "/")
+            files += [f"{rel}/{n}" for n in sorted(names)]
     return files
 
 

@@ -36,7 +36,7 @@ CLEAN = {
         f"/// {note('Whole line')}\n"
         "/// A name alone on its line defines it too.\n"
         "// - (core.gates) [core] " + note("Capability gates") + ": rule list items define.\n"
-        "int api();  // version 1.2.3, 0x1A2B, an H100 and sm_90 are no history\n"),
+        "int api();  // version 1.2.3, 0x1A2B, an H100, an L40, an H20 and sm_90 are no history\n"),
     "core/pool.cpp": (
         "// Pools.\n"
         f"// Shares them ({note('Pool sharing')} in `lib/api.hpp`), see\n"
