@@ -308,14 +308,14 @@ void AcceleratorGraph::replay_with(LaunchWaits* waits) {
                 backend_name_);
   if (foreign_) throw foreign_replay_error(id_, backend_name_);
   if (state_ == GraphState::Capturing) throw still_capturing_error(id_, backend_name_);
-  // Note [Replay fast path]: Python's Graph.replay() comes this way on every call (issue 21:
-  // under 0.5x torch's replay), so it does only what a replay needs. capture_begin checked this
-  // stream's backend and read device_ from it, so replay(stream)'s checks of the stream hold
-  // without asking again (no exported Stream call, no string compare). Whether hooks run is
-  // decided once per replay (instruments of this capture, replay observers: one relaxed load);
-  // without them no Stream handle is made and the replay is the backend's launch plus a few
-  // loads; with them the hooked path is the one it always was (replay_hooked). An observer
-  // installed during a replay sees the next one, both begin and end.
+  // Note [Replay fast path]: Python's Graph.replay() comes this way on every call (its target:
+  // under 0.5x torch's replay, bench/README.md, "Targets and figures the code cites"), so it does
+  // only what a replay needs. capture_begin checked this stream's backend and read device_ from it,
+  // so replay(stream)'s checks of the stream hold without asking again (no exported Stream call, no
+  // string compare). Whether hooks run is decided once per replay (instruments of this capture,
+  // replay observers: one relaxed load); without them no Stream handle is made and the replay is
+  // the backend's launch plus a few loads; with them the hooked path is the one it always was
+  // (replay_hooked). An observer installed during a replay sees the next one, both begin and end.
   std::optional<ReplayWaits> tracked;  // Note [Replay waits]
   if (waits != nullptr) tracked.emplace(*waits);
   ReplayWaits* replay_waits = tracked ? &*tracked : nullptr;

@@ -43,7 +43,7 @@ void check_device(Backend& backend, const std::string& name, int device) {
 }
 
 // The sized Buffer overloads: a Buffer knows its size, so a count past it is refused before
-// anything is written past the allocation (audit 2026-11-25 #3).
+// anything is written past the allocation.
 void check_fits(const char* operation, size_t bytes, const char* which, const Buffer& buffer,
                 const std::string& backend_name) {
   if (bytes > buffer.size())
@@ -217,7 +217,7 @@ void Stream::delay(std::chrono::nanoseconds duration) {
                 fmt::format("delay of {} ns: the duration must not be negative", duration.count()),
                 s.backend_name);
   // The documented maximum (stream.hpp) keeps every backend's deadline arithmetic far from
-  // overflow (audit 2.25: nanoseconds::max() wrapped the host backend's deadline).
+  // overflow (nanoseconds::max() would wrap the host backend's deadline).
   constexpr std::chrono::hours kMaxDelay{24};
   if (duration > kMaxDelay)
     throw Error(ErrorCode::InvalidArgument,

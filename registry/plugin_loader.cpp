@@ -90,7 +90,7 @@ std::string current_exception_type() {
 // Runs `call` and describes what it threw ("an exception of type T (what)"), empty when it
 // returned. The exception object is destroyed before this returns, while the plugin that threw it
 // (its destructor, its type information) is still loaded; only then may a rejection close the
-// library (audit 3.13: closing it during the unwinding crashed in the personality routine).
+// library (closing it during the unwinding crashed in the personality routine).
 template <class Call>
 std::string what_it_threw(Call call) {
   try {
@@ -267,9 +267,9 @@ std::unique_ptr<Backend> create_plugin_backend(const AccgraphPluginApi* api,
                             thrown),
                 name);
   if (status != ACCGRAPH_STATUS_OK || created == nullptr) {
-    // Bounded: a plugin may fill the whole buffer without the NUL it owes (audit 3.17).
+    // Bounded: a plugin may fill the whole buffer without the NUL it owes.
     std::string reason(message, strnlen(message, sizeof(message)));
-    if (reason.empty() && status == ACCGRAPH_STATUS_OK)  // audit P08: a factory that made none
+    if (reason.empty() && status == ACCGRAPH_STATUS_OK)  // a factory that made none
       reason =
           "its create_backend returned OK but no backend (a null pointer: "
           "ACCGRAPH_DEFINE_PLUGIN's factory returned an empty std::unique_ptr); the plugin must "

@@ -121,7 +121,7 @@ DeviceList list_devices(const Backend& backend) {
 
 // Why a created backend cannot run work, or empty. It must list at least one device: a backend
 // with none is listed unavailable and never chosen as the default, where it would make every
-// default stream fail (audit 3.19).
+// default stream fail.
 std::string why_unusable(const DeviceList& list) {
   if (!list.problem.empty()) return list.problem;
   if (list.devices.empty()) return "it has no devices";
@@ -151,7 +151,7 @@ Registry& Registry::instance() {
   // Leaked on purpose: backends must not be torn down during static destruction, after the
   // vendor runtimes they use may already be gone. The initialiser never throws: a throwing
   // static initialiser would run again (and leak another Registry) on every call, so every
-  // failure here becomes a rejected plugin or a warning instead (audit 3.12).
+  // failure here becomes a rejected plugin or a warning instead.
   static Registry* registry = [] {
     auto* created = new Registry();
     try {

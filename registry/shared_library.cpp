@@ -6,7 +6,7 @@
 // then mmap()s every PT_LOAD segment from the file and touches it (relocations, zeroing the tail
 // of the last page). A segment that ends past the end of the file is mapped anyway, and the first
 // touch of a page beyond EOF raises SIGBUS: a truncated library (a copy cut short, a full disk)
-// kills the process instead of failing dlopen (audit 3.3, 4.13). So before any dlopen the core
+// kills the process instead of failing dlopen. So before any dlopen the core
 // (and the level_zero backend, for the driver paths the Level Zero loader will dlopen) checks
 //   - the ELF magic, the class and data encoding of this process, the ELF version,
 //   - the type ET_DYN and the machine of this process,

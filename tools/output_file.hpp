@@ -25,10 +25,10 @@ inline std::string with_option(const timing::FileError& e, const std::string& pa
 }
 
 // A file the program writes at the end. The constructor checks that it can be created, so a
-// path that cannot be written fails at once with the system's reason (audit 4.8), without
-// touching an existing file; write() replaces it only once the content is complete and checked
-// through the close (4.9), so a failed or interrupted run leaves the old file as it was (the
-// 2026-11-25 audit, #24 and #75). `what` names the content ("the Chrome trace") in the errors.
+// path that cannot be written fails at once with the system's reason, without touching an
+// existing file; write() replaces it only once the content is complete and checked through the
+// close, so a failed or interrupted run leaves the old file as it was. `what` names the content
+// ("the Chrome trace") in the errors.
 class OutputFile {
  public:
   OutputFile(std::string path, const char* option, const char* what)

@@ -158,7 +158,7 @@ class ACCGRAPH_API AcceleratorGraph {
   // Streams that joined the capture by a fork (Stream::wait): each points back at this graph
   // until the capture ends, fails or is reset (finish_capture_streams clears them), so no
   // stream keeps the address of a graph that has moved on or is gone, whatever its backend
-  // says about is_capturing() (audit 2026-11-25, rule fork-join.leave broken by a plugin).
+  // says about is_capturing() (a plugin may break rule fork-join.leave).
   std::vector<std::weak_ptr<detail::StreamState>> joined_streams_;
   bool capture_stream_destroyed_ = false;  // the capture was aborted because its stream died
   int device_ = -1;

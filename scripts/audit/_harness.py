@@ -1,5 +1,5 @@
-"""What the rerun scripts of the reliability audits (shared/reviews/reliability-2026-11-28.md:
-the *_cases.py scripts; reliability-2026-12-07.md: the r1207_*.py scripts) share: the verdicts,
+"""What the rerun scripts of the reliability audits (2026-11-28:
+the *_cases.py scripts; 2026-12-07: the r1207_*.py scripts) share: the verdicts,
 the checks of an error, the environment the auditors ran in, the loop that runs each case in its
 own process (a crash or a hang is caught: 150 s limit) and prints `ID | handled/NOT | evidence`,
 then `<surface>: N / M handled`, and the fixtures several surfaces need (a page opened in

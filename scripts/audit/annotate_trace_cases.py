@@ -1,5 +1,5 @@
 """Re-runs the annotate_trace cases (A01-A45) of the 2026-11-28 reliability audit
-(shared/reviews/reliability-2026-11-28.md) against the installed accgraph package, each in its
+(scripts/audit/README.md) against the installed accgraph package, each in its
 own process (a crash or a hang is caught: 150 s limit), printing `ID | handled/NOT | evidence`
 as the audit did, then a count (scripts/audit/_harness.py). No GPU and no torch needed: reports come from the host backend,
 traces are Kineto-shaped (tests/python/test_torch_trace.py's kineto_trace) or the recorded

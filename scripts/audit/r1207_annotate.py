@@ -1,5 +1,5 @@
 """Re-runs the annotate_trace marker_kernels= cases (T01-T08) of the 2026-12-07 reliability audit
-(shared/reviews/reliability-2026-12-07.md, area (f)), each in its own process
+(area (f)), each in its own process
 (scripts/audit/_harness.py), on the recorded H100 fixture (tests/python/data/torch_trace.json.gz
 and its reports CSV torch_trace_reports.csv: 4 traced replays of 12 regions, a CSV written
 before it carried the marker kernels' names), as the auditor did; no torch, no GPU.

@@ -1,5 +1,5 @@
 """Re-runs the host clock offset cases (K01-K16) and the merge-traces cases (M01-M17) of the
-2026-12-07 reliability audit (shared/reviews/reliability-2026-12-07.md, area (c)), each in its
+2026-12-07 reliability audit (area (c)), each in its
 own process (scripts/audit/_harness.py).
 
     build/venv/bin/python scripts/audit/r1207_clock.py            # every case

@@ -1,5 +1,5 @@
 """Re-runs the compare cases (C01-C28) of the 2026-12-07 reliability audit
-(shared/reviews/reliability-2026-12-07.md, area (a)), each in its own process
+(area (a)), each in its own process
 (scripts/audit/_harness.py): `python -m accgraph.torch compare` run as a command, and
 accgraph.torch.compare from Python where the row says so.
 

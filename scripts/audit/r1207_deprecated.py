@@ -1,5 +1,5 @@
 """Re-runs the deprecated-path cases (D01-D06) of the 2026-12-07 reliability audit
-(shared/reviews/reliability-2026-12-07.md, area (e)), each in its own process
+(area (e)), each in its own process
 (scripts/audit/_harness.py). Each case runs a user's script in a fresh interpreter, with the
 default warning filters (or -W error::DeprecationWarning where the row says), and a `torch`
 whose import fails as a missing one does (so the cases hold where torch is installed too).

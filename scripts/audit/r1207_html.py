@@ -1,5 +1,5 @@
 """Re-runs the HTML report cases (H01-H17) of the 2026-12-07 reliability audit
-(shared/reviews/reliability-2026-12-07.md, area (b)), each in its own process
+(area (b)), each in its own process
 (scripts/audit/_harness.py). Pages are written by accgraph.torch.write_html (H15: by
 `python -m accgraph.torch --html`) and opened in headless Chromium (`--dump-dom`), as the
 auditor did: the page drew (body[data-ready]), no payload ran (each would set body[data-pwned])

@@ -1,5 +1,5 @@
 """Re-runs the plugin ABI cases (P01-P16) of the 2026-12-07 reliability audit
-(shared/reviews/reliability-2026-12-07.md, area (g)), each in its own process
+(area (g)), each in its own process
 (scripts/audit/_harness.py). The fixture plugins are built as the review says: the toy backend
 of examples/out_of_tree_backend (its backend, stream, graph and markers sources) with the entry
 point each row names, against the source tree's headers (what the install copies) and the

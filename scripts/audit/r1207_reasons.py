@@ -1,5 +1,5 @@
 """Re-runs the error reason cases (R01-R12) of the 2026-12-07 reliability audit
-(shared/reviews/reliability-2026-12-07.md, area (d)), each in its own process
+(area (d)), each in its own process
 (scripts/audit/_harness.py), on the host backend. R09 runs in a fresh interpreter where
 `import torch` fails as a missing torch does; R11 builds a small C++ program against the
 source tree's headers (what the install copies) and the release build's libaccgraph.

@@ -1,5 +1,5 @@
 """Re-runs the threads / fork / exit cases (X01-X10) of the 2026-12-07 reliability audit
-(shared/reviews/reliability-2026-12-07.md, area (h)), each in its own process
+(area (h)), each in its own process
 (scripts/audit/_harness.py), on the host backend. The exit, signal and fork cases (X03-X07,
 X09, X10) run a script in a fresh interpreter and judge it by its exit status, its stderr (a
 C++ terminate, a fatal Python error) and what it wrote.

@@ -1,7 +1,7 @@
 """Re-runs every case of a reliability audit, each in its own process, and prints each surface's
 `N / M handled` and the total `handled / <the audit's cases>`. Exit 0 only when every case was
-handled. The audits: 2026-11-28 (shared/reviews/reliability-2026-11-28.md: 139 cases in six
-surfaces, the *_cases.py scripts; the default) and 2026-12-07 (reliability-2026-12-07.md: 130
+handled. The audits: 2026-11-28 (139 cases in six
+surfaces, the *_cases.py scripts; the default) and 2026-12-07 (130
 cases in eight surfaces, the r1207_*.py scripts).
 
     build/venv/bin/python scripts/audit/run_all.py                      # 2026-11-28

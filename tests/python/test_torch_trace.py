@@ -879,7 +879,7 @@ def test_a_trace_recorded_here_on_the_gpu(tmp_path):
     check_annotated(load(out), summary)
 
 
-# --- the 2026-11-28 reliability audit's rows (shared/reviews/reliability-2026-11-28.md) ---------
+# --- the rows of the 2026-11-28 reliability audit (kept outside the repository): one test each ----
 
 needs_fixture = pytest.mark.skipif(
     not (FIXTURE_TRACE.exists() and FIXTURE_REPORTS.exists()),

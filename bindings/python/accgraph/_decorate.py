@@ -46,7 +46,7 @@ def region_decorator(region: Any, fn: F) -> F:
     """Wraps `fn` so that each call runs inside `region` (a context manager), keeping `fn`'s
     name, docstring and signature (functools.wraps). Generator, async generator and coroutine
     functions are refused (InvalidArgumentError): a call only creates their object, so the
-    region would time that and not the work (audit 2026-11-25 #15, #16)."""
+    region would time that and not the work."""
     refusal = _refusal(region, fn)
     if refusal:
         raise make_error(InvalidArgumentError, refusal)

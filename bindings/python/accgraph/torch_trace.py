@@ -17,7 +17,7 @@ __all__ = ["annotate_trace"]
 warnings.warn("accgraph.torch_trace is deprecated and goes in accgraph 0.3: use "
               "accgraph.torch.annotate_trace", DeprecationWarning, stacklevel=2)
 
-# 0.2's public constants (audit D05): their values then, and where that knowledge lives now.
+# 0.2's public constants: their values then, and where that knowledge lives now.
 _MARKERS = "ReplayReport.marker_kernels names the marker kernels of the backend that timed it"
 _REMOVED = {
     "CATEGORY": ("gpu_user_annotation", "the category of annotate_trace's region slices"),

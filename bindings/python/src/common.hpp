@@ -144,7 +144,7 @@ bool python_host_calls_alive() noexcept;
 /// and every C++ frame that gives the GIL up has one: a destructor taking it back (nanobind's
 /// gil_scoped_release), LaunchWaits::reacquire, and nanobind's dispatch, which catches (...).
 /// A daemon thread inside a replay that waits for a full marker ring, a synchronize() or a
-/// flush() when the interpreter exits did so (audit 2026-11-28 F04). So the binding never asks
+/// flush() when the interpreter exits would do so. So the binding never asks
 /// CPython for the GIL on a thread that finalisation would end: from the atexit hook on
 /// (mark_interpreter_exiting), a thread other than the exiting one that would take it back is
 /// parked instead, forever and holding nothing (as CPython 3.14 parks such threads itself), and
@@ -339,8 +339,8 @@ timing::StatsMode parse_stats_mode(const EnumOrName<timing::StatsMode>& value);
 
 /// Note [Integer arguments]: nanobind's int casters refuse a Python int outside the C++ type's
 /// range (-1 for a size_t, 2**64 for a uint64_t), and the call then fails with the "incompatible
-/// function arguments" TypeError listing every overload's signature, naming no argument (audit
-/// 2026-11-28 B09, D02, D04, D05). So an integer parameter is taken as IntArg (any object; "int"
+/// function arguments" TypeError listing every overload's signature, naming no argument. So
+/// an integer parameter is taken as IntArg (any object; "int"
 /// in the signature and the stubs) and converted with int_arg, which raises
 /// InvalidArgumentError (also a ValueError) naming the argument and its range, or a TypeError
 /// naming it for what is not an integer.

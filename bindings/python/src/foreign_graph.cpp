@@ -74,13 +74,13 @@ void launch(PyForeignGraph& self, PyStream& py_stream, PyObject* fn, PyObject* o
 }
 
 // Note [Launch method]: ForeignGraph.launch is the call accgraph.torch makes on every replay of
-// a timed torch graph (Note [Wrapping CUDAGraph]: issue 21 asks that loop to cost at most 1.10x
-// the untimed one), so like Graph.replay (Note [Replay method] in graph.cpp) it is a plain
-// CPython method: nanobind's dispatch of a keyword argument (trusted=True), its casters and
-// the GIL's PyGILState round trip around `fn` cost 660-880 instructions more per launch
-// (bench/callgrind/run_foreign_launch.sh, host backend: 7157-7341 -> 6460-6494 per launch
-// with a bound-method callable, against 3226-3567 for the owner's launch alone). The
-// arguments are the nanobind version's (stream and fn positional or keyword, trusted
+// a timed torch graph (Note [Wrapping CUDAGraph]; that loop's target is at most 1.10x the untimed
+// one: bench/README.md, "Targets and figures the code cites"), so like Graph.replay (Note [Replay
+// method] in graph.cpp) it is a plain CPython method: nanobind's dispatch of a keyword argument
+// (trusted=True), its casters and the GIL's PyGILState round trip around `fn` cost 660-880
+// instructions more per launch (bench/callgrind/run_foreign_launch.sh, host backend: 7157-7341 ->
+// 6460-6494 per launch with a bound-method callable, against 3226-3567 for the owner's launch
+// alone). The arguments are the nanobind version's (stream and fn positional or keyword, trusted
 // keyword-only, a bool) and the errors TypeErrors naming them; its stub entry comes from
 // bindings/python/stubgen_patterns.txt.
 PyObject* launch_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
@@ -166,18 +166,18 @@ PyMethodDef launch_method_def = {
 
 // Note [Owner replay]: accgraph.torch gives each timed torch.cuda.CUDAGraph instance a `replay`
 // of its own (Note [Wrapping CUDAGraph] in accgraph/torch/__init__.py). That call is the one a
-// back-to-back replay loop pays on every iteration (issue 21: at most 1.10x the untimed loop),
-// and as a Python function it cost about as much again as ForeignGraph.launch itself (bench_torch
-// part 5's split on the H100: wrapper +0.27-0.65 us, launch +0.61-0.64 us). So it is this C
-// object (bench/callgrind/run_foreign_launch.sh, torch stand-in: a timed replay() costs 1,788
-// instructions more than an untimed one, against 4,158 with the Python function): a call
-// without arguments while `enabled` reads the owner's current native queue
-// (`current_queue(device)`, PyTorch's raw-stream read), finds its accgraph Stream (the last one
-// found is kept; else `streams[(device, queue)]`) and launches `fn(owner)` through the
-// ForeignGraph, trusted, with the GIL held (Note [Launch callables]). Everything else (a call
-// with arguments, `enabled` cleared, the owner gone, a queue with no Stream yet) goes to
-// `fallback(*args, **kwargs)`, which accgraph.torch writes in Python. The owner is held weakly;
-// `__wrapped__` is `fn`.
+// back-to-back replay loop pays on every iteration (at most 1.10x the untimed loop:
+// bench/README.md, "Targets and figures the code cites"), and as a Python function it cost about as
+// much again as ForeignGraph.launch itself (bench_torch part 5's split on the H100: wrapper
+// +0.27-0.65 us, launch +0.61-0.64 us). So it is this C object
+// (bench/callgrind/run_foreign_launch.sh, torch stand-in: a timed replay() costs 1,788 instructions
+// more than an untimed one, against 4,158 with the Python function): a call without arguments while
+// `enabled` reads the owner's current native queue (`current_queue(device)`, PyTorch's raw-stream
+// read), finds its accgraph Stream (the last one found is kept; else `streams[(device, queue)]`)
+// and launches `fn(owner)` through the ForeignGraph, trusted, with the GIL held (Note [Launch
+// callables]). Everything else (a call with arguments, `enabled` cleared, the owner gone, a queue
+// with no Stream yet) goes to `fallback(*args, **kwargs)`, which accgraph.torch writes in Python.
+// The owner is held weakly; `__wrapped__` is `fn`.
 struct OwnerReplay {
   PyObject ob_base;  // PyObject_HEAD
   vectorcallfunc vectorcall;

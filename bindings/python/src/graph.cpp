@@ -182,11 +182,12 @@ using GraphClass = nb::class_<PyGraph>;
 // a captured one's CUDA graph was dropped, until CUDA runs the user object's destructor on its
 // own thread, which it may defer: seen still pending 10 s after reset() on the H200). Giving it
 // up and taking it back was 425 of the 588 instructions the binding and the core added to the
-// backend's launch (bench/callgrind/run_python_replay.sh), and issue 21 asks Python's replay()
-// to cost under 0.5x of torch.cuda.CUDAGraph.replay(). A launch that blocks on a full device
-// queue holds the GIL meanwhile, as a PyTorch kernel launch does. No new host call can appear
-// while the GIL is held; one made during a wait that gave the GIL up is covered by Note [Replay
-// waits] (the rest of that replay gives the GIL up around the backend's launch).
+// backend's launch (bench/callgrind/run_python_replay.sh), and Python's replay() is to cost under
+// 0.5x of torch.cuda.CUDAGraph.replay() (bench/README.md, "Targets and figures the code cites"). A
+// launch that blocks on a full device queue holds the GIL meanwhile, as a PyTorch kernel launch
+// does. No new host call can appear while the GIL is held; one made during a wait that gave the GIL
+// up is covered by Note [Replay waits] (the rest of that replay gives the GIL up around the
+// backend's launch).
 // Graph.replay(stream=None): the capture stream when `stream` is null (GIL held on entry).
 void replay(PyGraph& self, PyStream* stream) {
   AcceleratorGraph& graph = *self.graph;
@@ -215,12 +216,13 @@ void replay(PyGraph& self, PyStream* stream) {
 // function: nanobind's dispatch of a method with a keyword default (the bound-method call, the
 // overload loop with its default substitution, the argument casters) cost 340 instructions per
 // call, 41% of what the binding and the core add to the backend's launch (callgrind,
-// bench/callgrind/run_python_replay.sh), and issue 21 asks Python's replay() to cost under 0.5x
-// of torch.cuda.CUDAGraph.replay(). The arguments are the nanobind version's (stream=None,
-// positional or keyword, an accgraph.Stream or None) and so are the errors: a C++ exception is
-// rethrown inside a nanobind function (raise_cpp_error), whose translators raise what nanobind
-// would. stubgen cannot type it (it would write a MethodDescriptorType attribute): its stub
-// entry comes from bindings/python/stubgen_patterns.txt; inspect.signature reads the docstring.
+// bench/callgrind/run_python_replay.sh), and Python's replay() is to cost under 0.5x of
+// torch.cuda.CUDAGraph.replay() (bench/README.md, "Targets and figures the code cites"). The
+// arguments are the nanobind version's (stream=None, positional or keyword, an accgraph.Stream or
+// None) and so are the errors: a C++ exception is rethrown inside a nanobind function
+// (raise_cpp_error), whose translators raise what nanobind would. stubgen cannot type it (it would
+// write a MethodDescriptorType attribute): its stub entry comes from
+// bindings/python/stubgen_patterns.txt; inspect.signature reads the docstring.
 PyObject* replay_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
                         PyObject* kwnames) {
   Py_ssize_t given = nargs + (kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0);

@@ -47,11 +47,11 @@ nb::object default_stream(const PyRegion& region) {
 
 // Note [Region entries]: one Region object may be entered by several threads at once (a
 // decorated function called from a thread pool, a shared `with` object), each entry opening its
-// own C++ region (audit 2026-11-25 #18, #19). Creating and ending a C++ region may wait for the
+// own C++ region. Creating and ending a C++ region may wait for the
 // stream, so it runs without the GIL, given up and taken back by GilRelease: a thread that would
 // take it back once the interpreter exits is parked there instead of being ended inside these
-// frames (Note [Threads at exit] in common.hpp; until 2026-12-07 nb::gil_scoped_acquire took it
-// back, and a daemon thread in a region at exit aborted the process: audit 2026-12-07 X03, X09).
+// frames (Note [Threads at exit] in common.hpp; with nb::gil_scoped_acquire taking it back, a
+// daemon thread in a region at exit aborted the process).
 // The entries are pushed, marked and removed with the GIL held; an entry being ended stays in
 // `open`, marked `ending`, until its end() returned.
 //
@@ -60,9 +60,9 @@ nb::object default_stream(const PyRegion& region) {
 // region either ends, and is reported, or raises: ended while a region that began after it on
 // the stream is open, it is dropped with a RegionOrder error, and no other thread's region
 // begins on a stream while one of this thread's is open there (Note [Regions out of order] in
-// timing/engine/region_recorder.cpp). Until 2026-12-07 the entries of several threads nested on
-// one stream and an exit whose entry enclosed another thread's later one waited for that one to
-// end: A's region was reported ending where B's did, silently (audit 2026-11-25 #19).
+// timing/engine/region_recorder.cpp). Were the entries of several threads nested on one
+// stream, an exit whose entry enclosed another thread's later one would wait for that one to
+// end: A's region would be reported ending where B's did, silently.
 void region_enter(PyRegion& self) {
   Profiler& profiler = nb::cast<PyProfiler&>(self.profiler).get();
   nb::object stream_object = self.stream.is_valid() ? self.stream : default_stream(self);

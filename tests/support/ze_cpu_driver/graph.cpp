@@ -5,7 +5,7 @@
 // in cmdlist.cpp); instantiation snapshots the recorded commands; appending the executable graph
 // runs them, in order, as one command of the destination list. Both API flavours share one
 // implementation and differ only in argument order and result codes (Note [Graph Ext vs Exp] in
-// ze_graph_ext.h).
+// backends/level_zero/level_zero_graph_ext.hpp).
 //
 // Not modelled: forks/joins across lists, subgraphs, mutable graphs, and the spec's rule that host
 // waits on recorded work fail with ERROR_GRAPH_CAPTURE_UNSUPPORTED (such a wait here simply blocks
