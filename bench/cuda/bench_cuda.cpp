@@ -1,6 +1,6 @@
-// accgraph-bench-cuda: issue 3's benchmarks a-e on one GPU, the timing layer v2 measures and
-// issue 21's run-ahead loop (r), every figure a ratio measured side by side in one process on the
-// same captured work. Prints a table with the targets; --json FILE.
+// accgraph-bench-cuda: issue 3's benchmarks a-e on one GPU, the device cost per region boundary
+// by kind (k), the timing layer v2 measures and issue 21's run-ahead loop (r), every figure a
+// ratio measured side by side in one process on the same captured work. Prints a table with the targets; --json FILE.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -435,6 +435,76 @@ void bench_accuracy() {
   cudaFreeHost(truth);
 }
 
+// (k) Device cost per region boundary by the kind of work on each side of it: a graph of 100
+// regions, each around one operation of that kind, timed (device_timestamps) against the same
+// operations untimed; (timed - untimed) / 101 marker transitions. Rounds interleaved as in (b):
+// the median over rounds of (event span of 16 replays) / 16, the first rounds warm-up.
+void bench_boundary_kinds() {
+  row("");
+  row("(k) device cost per region boundary, by kind (100 regions of one operation each, "
+      "device_timestamps, (timed - untimed) / 101 transitions)");
+  row(fmt::format("{:>34} {:>12} {:>12} {:>16}", "operations", "untimed us", "timed us",
+                  "ns per boundary"));
+  Stream s = Stream::create("cuda");
+  constexpr size_t kBytes = 4096;
+  void* src = nullptr;
+  void* dst = nullptr;
+  uint64_t* stamps = nullptr;  // the spin kernels' own start/end stamps (not read here)
+  check(cudaMalloc(&src, kBytes), "copy source");
+  check(cudaMalloc(&dst, kBytes), "copy destination");
+  check(cudaMalloc(&stamps, 4 * sizeof(uint64_t)), "stamps");
+  const cudaStream_t cs = native(s);
+  const std::vector<std::pair<std::string, std::function<void()>>> kinds = {
+      {"kernel -> kernel (2 us spins)",
+       [&] { check(accgraph_test::launch_timed_spin(cs, 2000, stamps), "spin"); }},
+      {"PDL kernel -> PDL kernel (2 us)",
+       [&] { check(accgraph_test::launch_pdl_spin(cs, 500, 2000, 1, true, stamps), "pdl"); }},
+      {"empty kernel -> empty kernel", [&] { check(accgraph_test::launch_empty(cs), "empty"); }},
+      {"copy -> copy (4 KiB on device)",
+       [&] { check(cudaMemcpyAsync(dst, src, kBytes, cudaMemcpyDeviceToDevice, cs), "copy"); }},
+      {"fill -> fill (4 KiB memset)",
+       [&] { check(cudaMemsetAsync(dst, 0, kBytes, cs), "fill"); }},
+  };
+  cudaEvent_t e0, e1;
+  check(cudaEventCreate(&e0), "event");
+  check(cudaEventCreate(&e1), "event");
+  const int regions = 100, batch = 16, warmup = 3, rounds = warmup + 30;
+  for (const auto& [name, work] : kinds) {
+    timing::ProfilerOptions options;
+    options.keep_reports = 0;
+    TimedGraph graphs[2] = {make_graph(s, regions, "", work, options),
+                            make_graph(s, regions, "device_timestamps", work, options)};
+    std::vector<double> device[2];
+    for (int round = 0; round < rounds; ++round) {
+      for (int k = 0; k < 2; ++k) {
+        const int v = (k + round) % 2;
+        s.synchronize();
+        check(cudaEventRecord(e0, cs), "event");
+        for (int i = 0; i < batch; ++i) graphs[v].graph->replay();
+        check(cudaEventRecord(e1, cs), "event");
+        s.synchronize();
+        float ms = 0;
+        check(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
+        if (graphs[v].profiler) graphs[v].profiler->flush();
+        if (round >= warmup) device[v].push_back(ms * 1000.0 / batch);
+      }
+    }
+    const double untimed = median(device[0]), timed = median(device[1]);
+    const double per_boundary_ns = (timed - untimed) * 1000.0 / (regions + 1);
+    row(fmt::format("{:>34} {:>12.2f} {:>12.2f} {:>16.0f}", name, untimed, timed,
+                    per_boundary_ns));
+    results["k_boundary_kinds"].push_back({{"operations", name},
+                                           {"untimed_us_per_replay", untimed},
+                                           {"timed_us_per_replay", timed},
+                                           {"ns_per_boundary", per_boundary_ns}});
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaFree(stamps);
+  cudaFree(dst);
+  cudaFree(src);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -464,6 +534,7 @@ int main(int argc, char** argv) {
     bench_timed_replay();
     bench_pipelined();
     bench_accuracy();
+    bench_boundary_kinds();
     row("");
     row("(v2) timing layer v2 (issue 8), device_timestamps, each figure against its baseline in "
         "this run");
