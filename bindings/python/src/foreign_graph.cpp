@@ -165,7 +165,7 @@ PyMethodDef launch_method_def = {
     "InvalidStateError before a finished capture."};
 
 // Note [Owner replay]: accgraph.torch gives each timed torch.cuda.CUDAGraph instance a `replay`
-// of its own (Note [Wrapping CUDAGraph] in accgraph/torch/__init__.py). That call is the one a
+// of its own (Note [Wrapping CUDAGraph] in accgraph/torch/_graphs.py). That call is the one a
 // back-to-back replay loop pays on every iteration (issue 21: at most 1.10x the untimed loop),
 // and as a Python function it cost about as much again as ForeignGraph.launch itself (bench_torch
 // part 5's split on the H100: wrapper +0.27-0.65 us, launch +0.61-0.64 us). So it is this C

@@ -105,7 +105,8 @@ def _parser() -> argparse.ArgumentParser:
                           help="or the share of each graph's device time, in percent (e.g. "
                           "0.5), its markers may cost: N chosen per graph")
     parser.add_argument("--trace", metavar="FILE", help="write the kept reports as a trace "
-                        "(*.pftrace: Perfetto, else Chrome JSON)")
+                        "in the format its name asks for (*.pftrace: Perfetto, *.speedscope.json: "
+                        "speedscope, else Chrome JSON)")
     parser.add_argument("--csv", metavar="FILE", help="write the per-module statistics as CSV")
     parser.add_argument("--json", metavar="FILE", help="write the per-module statistics as "
                         "versioned JSON, with the run's metadata (device, driver, torch version, "
@@ -124,13 +125,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _split(argv: List[str]) -> Tuple[List[str], List[str]]:
+def _split(argv: List[str], parser: argparse.ArgumentParser) -> Tuple[List[str], List[str]]:
     """The options before the target, and the target with its arguments (the target's own
-    options are not parsed: the first word that is not an option of ours starts it)."""
-    takes_value = {"--depth", "--include", "--exclude", "--graph-region", "--ring", "--keep",
-                   "--sample", "--overhead", "--trace", "--csv", "--json", "--html", "--sort",
-                   "--top",
-                   "--min-share"}
+    options are not parsed: the first word that is not an option of ours starts it). Which of
+    ours take a value, the parser says (every option but a flag's, whose nargs is 0)."""
+    takes_value = {name for action in parser._actions if action.nargs != 0
+                   for name in action.option_strings}
     index = 0
     while index < len(argv):
         word = argv[index]
@@ -324,8 +324,8 @@ def main(argv: Optional[List[str]] = None) -> Any:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "compare":
         return _compare_main(args[1:])
-    ours, target = _split(args)
     parser = _parser()
+    ours, target = _split(args, parser)
     try:
         options = parser.parse_args(ours)
     except SystemExit as e:  # --help (0) or a usage error (2)
