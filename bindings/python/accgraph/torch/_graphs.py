@@ -48,7 +48,7 @@ from ._modules import ModuleTiming
 #   markers recorded into the capture (bench/python/bench_torch.py measures both). Every other
 #   graph (a capture in which no region was recorded, whose ForeignGraph.replay_hooks is 0 after
 #   its capture_end; a graph captured before instrument()) keeps PyTorch's own method: no
-#   instrumentation code runs on its replays at all (issue 20: host cost per replay()). The
+#   instrumentation code runs on its replays at all (no host cost per replay()). The
 #   attribute holds the graph weakly (no reference cycle delays freeing a dropped graph's
 #   memory) and goes when the graph is reset, recaptured or uninstrumented.
 # - reset: ForeignGraph.reset() (the reports of pending replays are delivered), then the
@@ -151,7 +151,7 @@ class GraphTiming:
 # destructor, and PyTorch 2.11 does it in the thread's own capture mode: a torch graph freed
 # while another capture is in progress in Global mode (PyTorch's default) is refused ("CUDA
 # warning: operation not permitted when stream is capturing (function reset)") and invalidates
-# that capture, whose next kernel then fails (issue 36: CUBLAS_STATUS_INTERNAL_ERROR in
+# that capture, whose next kernel then fails (CUBLAS_STATUS_INTERNAL_ERROR in
 # make_graphed_callables' backward capture in test_graph_make_graphed_callables_same_pool).
 # Torch graphs are freed at such moments by Python's cycle collector: every module that
 # make_graphed_callables returns references itself (its `forward` is a closure over the module),

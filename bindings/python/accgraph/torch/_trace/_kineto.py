@@ -244,7 +244,7 @@ def trace_kernels(events: List[Any], names: KernelNames) -> Tuple[List[TraceKern
     an object)."""
     out = []
     unusable = 0
-    no_correlation = 0  # marker kernels whose correlation cannot be an id (audit A13)
+    no_correlation = 0  # marker kernels whose correlation cannot be an id
     for ev in events:
         if not isinstance(ev, dict) or ev.get("ph") != "X":
             continue
@@ -345,12 +345,12 @@ def marker_sequences(kernels: List[TraceKernel]) -> List[MarkerSequence]:
 # 19 digits, more than a double holds (a step of 0.25 us). A number a double would change is
 # read as an ExactNumber, which keeps its text (parse_float), and the new slices' edges are made
 # ExactNumbers where a double cannot hold them (to_us). json's encoder writes floats through
-# float.__repr__ whatever their class, and has no way to write raw text, so a ExactNumber goes
+# float.__repr__ whatever their class, and has no way to write raw text, so an ExactNumber goes
 # through `default` as a string placeholder that the text then loses: "<token>", 128 random
 # bits drawn per write, and used only when the text holds it exactly as often as there are
-# placeholders (else a new token is drawn), so no string of the trace can be taken for one
-# (A18); the placeholders are replaced in the order the encoder met the ExactNumbers, and any
-# notation comes back as written (A19). A pure-Python encoder that writes
+# placeholders (else a new token is drawn), so no string of the trace can be taken for one;
+# the placeholders are replaced in the order the encoder met the ExactNumbers, and any
+# notation comes back as written. A pure-Python encoder that writes
 # the text itself would be 5-10x slower on traces of a million events.
 
 

@@ -20,8 +20,8 @@ from ._common import WHAT, cut, error
 # once, in C++; tests/python/test_torch_trace.py checks that these are among its columns.
 CSV_NEEDED = ("graph_id", "replay_index", "path", "depth", "lane", "start_ns", "end_ns")
 CSV_OPTIONAL = ("stream_id", "self_ns", "raw_start_ns", "raw_end_ns")
-# Note [Trace input checks]: what annotate_trace refuses and what it takes (the 2026-11-28
-# reliability audit's rows A03-A36):
+# Note [Trace input checks]: what annotate_trace refuses and what it takes
+# (tests/python/test_torch_trace.py names the audit rows that each check answers):
 # - The reports CSV is read by column name: columns it does not know (a later version's) are
 #   ignored. A row with fewer or more fields than the header, a field that is not a whole
 #   number, a region that ends before it starts and a region's row given twice in one report
@@ -176,7 +176,7 @@ def from_replay_report(report: Any, names: KernelNames,
 
 
 class CsvRow:
-    """One row of the reports CSV, its errors naming the file and line (A30, A31, A35)."""
+    """One row of the reports CSV, its errors naming the file and line."""
 
     def __init__(self, path: str, line: int, row: Dict[Any, Any]) -> None:
         self.path, self.line, self.row = path, line, row
@@ -223,7 +223,7 @@ def csv_rows(path: str) -> Tuple[List[str], List[Tuple[int, Dict[Any, Any]]]]:
 def marker_kernels_arg(value: Any) -> Optional[MarkerKernels]:
     """annotate_trace's `marker_kernels`: None or a MarkerKernels; a dict of its fields (as
     ReplayReport.to_dict() gives it: the three lists of names) is taken as the same; anything
-    else is a TypeError naming it (audit T03-T05: a str, a list of names)."""
+    else is a TypeError naming it (a str, a list of names)."""
     if value is None or isinstance(value, MarkerKernels):
         return value
     fields = ("record_at_start", "record_at_end", "end")
