@@ -32,21 +32,13 @@ inline constexpr long kMaxDemoRing = 65536;
 /// With --trace: at most this many layers times replays.
 inline constexpr long kMaxDemoTracedLayers = 50000;
 
-/// The format of a --trace file, by its name: ".pftrace" is a native Perfetto trace, anything
-/// else Chrome trace JSON (".json").
-enum class TraceFormat { Chrome, Perfetto };
-TraceFormat trace_format_for(const std::string& path);
-/// Whether this build writes Perfetto traces (accgraph::perfetto was built: libprotobuf found).
-bool perfetto_supported();
-
 /// `accgraph demo`'s options.
 struct DemoOptions {
   bool help = false;  ///< --help: print the usage and run nothing
   std::string backend;
   long layers = 4;
   long replays = 50;
-  std::string trace_path;
-  TraceFormat trace_format = TraceFormat::Chrome;  ///< by trace_path's extension
+  std::string trace_path;  ///< its format by its name (timing::write_trace_file)
   std::string csv_path;
   std::string strategy;
   long ring = 0;

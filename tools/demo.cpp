@@ -18,10 +18,6 @@
 #include "cli.hpp"
 #include "output_file.hpp"
 
-#if ACCGRAPH_CLI_WITH_PERFETTO
-#include "accgraph/perfetto.hpp"
-#endif
-
 namespace accgraph::cli {
 
 namespace {
@@ -49,9 +45,12 @@ const char* const kDemoUsage =
     "  --layers N       number of layers, 1 to 64 (default 4); layer i copies 64 KiB * (i + 1),\n"
     "                   so N layers take 64 KiB * N * (N + 1) of memory (260 MiB at 64)\n"
     "  --replays R      number of replays, 1 to 100000 (default 50)\n"
-    "  --trace FILE     write a trace of every region of every replay: FILE.pftrace a native\n"
-    "                   Perfetto trace, any other name a Chrome trace (JSON); open either in\n"
-    "                   ui.perfetto.dev. Keeps every report in memory: N * R at most 50000\n"
+    "  --trace FILE     write a trace of every region of every replay in the format FILE's\n"
+    "                   name asks for: FILE.pftrace (or .perfetto-trace) a native Perfetto\n"
+    "                   trace, FILE.speedscope.json a speedscope profile, any other name a\n"
+    "                   Chrome trace (JSON); open the first and last in ui.perfetto.dev, the\n"
+    "                   speedscope one in speedscope.app. Keeps every report in memory: N * R\n"
+    "                   at most 50000\n"
     "  --csv FILE       write the per-region statistics as CSV\n"
     "  --strategy NAME  timestamp marker strategy (default: the backend's default)\n"
     "  --ring K         replays in flight per graph, 1 to 65536 (default: the backend's\n"
@@ -69,30 +68,6 @@ const char* const kDemoUsage =
     "The --trace and --csv paths are checked before the run, so a path that cannot be\n"
     "written fails at once; an existing file is replaced only once its new content is\n"
     "complete (written to FILE.tmp.XXXXXX, then renamed), so a failed run leaves it as it was.\n";
-
-}  // namespace
-
-TraceFormat trace_format_for(const std::string& path) {
-  return timing::is_perfetto_trace_path(path) ? TraceFormat::Perfetto : TraceFormat::Chrome;
-}
-
-bool perfetto_supported() { return ACCGRAPH_CLI_WITH_PERFETTO != 0; }
-
-namespace {
-
-// --trace PATH: its format, refused at once when this build cannot write it.
-TraceFormat trace_option(const std::string& path) {
-  const TraceFormat format = trace_format_for(path);
-  if (format == TraceFormat::Perfetto && !perfetto_supported())
-    throw UsageError(fmt::format("--trace {}: this build of accgraph cannot write Perfetto "
-                                 "traces (libprotobuf and protoc were not found when it was "
-                                 "configured): install libprotobuf-dev and "
-                                 "protobuf-compiler and configure again, or write a .json "
-                                 "trace",
-                                 path),
-                     kDemoUsage);
-  return format;
-}
 
 // A trace keeps every report: its bound on layers times replays (kDemoUsage's comment).
 void check_trace_bound(const DemoOptions& options) {
@@ -124,7 +99,6 @@ DemoOptions parse_demo_options(const std::vector<std::string>& args) {
       options.replays = parse_count(arg, value(), 1, kMaxDemoReplays, kDemoUsage);
     } else if (arg == "--trace") {
       options.trace_path = value();
-      options.trace_format = trace_option(options.trace_path);
     } else if (arg == "--csv") {
       options.csv_path = value();
     } else if (arg == "--strategy") {
@@ -340,26 +314,16 @@ struct DemoOutputs {
   std::optional<OutputFile> trace_file, csv_file;
 
   explicit DemoOutputs(const DemoOptions& options) {
-    if (!options.trace_path.empty())
-      trace_file.emplace(options.trace_path, "--trace",
-                         options.trace_format == TraceFormat::Perfetto ? "the Perfetto trace"
-                                                                       : "the Chrome trace");
+    if (!options.trace_path.empty())  // a format this build cannot write fails here too
+      trace_file.emplace(options.trace_path, "--trace", "the trace", &timing::check_trace_file);
     if (!options.csv_path.empty())
       csv_file.emplace(options.csv_path, "--csv", "the statistics CSV");
   }
 
-  void write(const DemoOptions& options, const timing::Profiler& profiler,
+  void write(const timing::Profiler& profiler,
              const std::vector<timing::RegionStats>& stats) {
     if (trace_file) {
-      trace_file->write([&](std::ostream& out) {
-        if (options.trace_format == TraceFormat::Perfetto) {
-#if ACCGRAPH_CLI_WITH_PERFETTO
-          timing::write_perfetto_trace(out, profiler.reports());
-#endif
-        } else {
-          timing::write_chrome_trace(out, profiler.reports());
-        }
-      });
+      trace_file->write_trace(profiler.reports());
       fmt::print("\ntrace written to {}\n", trace_file->path());
     }
     if (csv_file) {
@@ -387,7 +351,7 @@ int run_demo(const DemoOptions& options) {
 
   std::vector<timing::RegionStats> stats = profiler.stats();
   print_results(options, workload, profiler, stats, wall_ms);
-  outputs.write(options, profiler, stats);
+  outputs.write(profiler, stats);
   if (wrong_layers != 0) {
     fmt::print(stderr, "accgraph demo: {} layer(s) hold wrong data after the replays\n",
                wrong_layers);

@@ -6,10 +6,12 @@
 #include <ostream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "accgraph/output_file.hpp"
+#include "accgraph/trace_file.hpp"
 #include "cli.hpp"
 
 namespace accgraph::cli {
@@ -28,31 +30,40 @@ inline std::string with_option(const timing::FileError& e, const std::string& pa
 // path that cannot be written fails at once with the system's reason, without touching an
 // existing file; write() replaces it only once the content is complete and checked through the
 // close, so a failed or interrupted run leaves the old file as it was. `what` names the content
-// ("the Chrome trace") in the errors.
+// ("the Chrome trace") in the errors. `check` is what checks it: timing::check_output_file, or
+// timing::check_trace_file for a trace (which also refuses a format this build cannot write).
 class OutputFile {
  public:
-  OutputFile(std::string path, const char* option, const char* what)
+  OutputFile(std::string path, const char* option, const char* what,
+             void (*check)(const std::string&) = &timing::check_output_file)
       : path_(std::move(path)), option_(option), what_(what) {
-    try {
-      timing::check_output_file(path_);
-    } catch (const timing::FileError& e) {
-      throw OutputError(with_option(e, path_, option_));
-    }
+    with_option_errors([&] { check(path_); });
   }
 
   /// Writes the file with `write`; an OutputError naming the file, the option and the system's
   /// reason on a failed system call.
   void write(const std::function<void(std::ostream&)>& write) {
-    try {
-      timing::write_output_file(path_, what_, write);
-    } catch (const timing::FileError& e) {
-      throw OutputError(with_option(e, path_, option_));
-    }
+    with_option_errors([&] { timing::write_output_file(path_, what_, write); });
+  }
+
+  /// Writes `reports` as a trace in the format the file's name asks for (timing::
+  /// write_trace_file); errors as write().
+  void write_trace(const std::vector<timing::ReplayReport>& reports) {
+    with_option_errors([&] { timing::write_trace_file(path_, reports); });
   }
 
   const std::string& path() const { return path_; }
 
  private:
+  template <class Call>
+  void with_option_errors(Call&& call) {
+    try {
+      call();
+    } catch (const timing::FileError& e) {
+      throw OutputError(with_option(e, path_, option_));
+    }
+  }
+
   std::string path_;
   const char* option_;
   const char* what_;

@@ -428,7 +428,8 @@ def enclosed_span_diffs(report: Any, events: List[Tuple[str, float, float]]
                         ) -> Dict[str, Tuple[float, float]]:
     """Per region path: (duration - span, raw duration - span) in ns, where span runs from the
     first start to the last end of the kernels whose end lies between the region's marker
-    kernels' timestamps (Note [Trace replay matching], 2 and 5, in accgraph/torch/_trace.py)."""
+    kernels' timestamps (Note [Trace replay matching], 2 and 5, in
+    accgraph/torch/_trace/_match.py)."""
     records = [(name, start, end) for name, start, end in events if "marker_record" in name]
     anchors = [end if "programmatic" in name else start for name, start, end in records]
     times: Dict[int, int] = {}

@@ -16,6 +16,7 @@
 #include "accgraph/report.hpp"
 #include "accgraph/stats.hpp"
 #include "accgraph/stream.hpp"
+#include "accgraph/trace_file.hpp"
 #include "accgraph/timing.hpp"
 #include "accgraph/types.hpp"
 #include "accgraph/version.hpp"

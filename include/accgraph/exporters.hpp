@@ -1,5 +1,7 @@
-// The exporters of replay reports and their statistics: text table, CSV, Chrome trace JSON, and
-// the trace format a file name asks for. Native Perfetto traces: accgraph/perfetto.hpp.
+// The exporters of replay reports and their statistics: text table, CSV, Chrome trace JSON,
+// speedscope JSON, and the trace format a file name asks for. Native Perfetto traces:
+// accgraph/perfetto.hpp; a trace written to a file in the format its name asks for:
+// accgraph/trace_file.hpp.
 #pragma once
 
 #include <cstdint>
@@ -115,13 +117,35 @@ ACCGRAPH_API const std::vector<std::string>& reports_csv_columns();
 /// buffer, never the whole trace.
 ACCGRAPH_API void write_chrome_trace(std::ostream& out, const std::vector<ReplayReport>& reports);
 
-/// The trace format a file name asks for: a name ending in ".pftrace" is a native Perfetto trace
-/// (write_perfetto_trace, accgraph/perfetto.hpp), any other Chrome trace JSON. The CLI's
-/// --trace and Python's Profiler.write_trace choose by it.
+/// Speedscope's JSON (https://www.speedscope.app/file-format-schema.json; open it in
+/// speedscope.app): one "evented" profile per stack of the trace layout's tracks (the Chrome
+/// trace's threads: "<backend> device <n>: stream <id>", a lane, "... (overlap <k>)"), its
+/// regions as open ("O") and close ("C") events of shared frames (one per region path: "name" the
+/// region's name, "file" its path), in nanoseconds from the earliest start. Unmeasurable regions are left out; text is valid UTF-8.
+ACCGRAPH_API void write_speedscope(std::ostream& out, const std::vector<ReplayReport>& reports);
+
+/// The trace formats that write_trace_file (accgraph/trace_file.hpp) writes, chosen by the
+/// file name's suffix (trace_format_for). The one list of them is timing/export/trace_file.cpp
+/// (Note [Trace formats]).
+enum class TraceFormat {
+  ChromeJson,  ///< any name no other format claims: Chrome trace JSON (write_chrome_trace)
+  Perfetto,    ///< ".pftrace", ".perfetto-trace": native Perfetto (accgraph/perfetto.hpp)
+  Speedscope,  ///< ".speedscope.json": speedscope's JSON (write_speedscope)
+};
+
+/// The trace format a file name asks for, by its suffix: the CLI's --trace, Python's
+/// write_trace and annotate_trace all choose by it.
+///
+///   trace_format_for("run.pftrace") == TraceFormat::Perfetto
+///   trace_format_for("run.json") == TraceFormat::ChromeJson
+ACCGRAPH_API TraceFormat trace_format_for(const std::string& path);
+
+/// The format's short name: "chrome", "perfetto", "speedscope".
+ACCGRAPH_API const char* to_string(TraceFormat format) noexcept;
+
+/// Whether a file name asks for a native Perfetto trace (trace_format_for).
 inline bool is_perfetto_trace_path(const std::string& path) {
-  const std::string extension = ".pftrace";
-  return path.size() >= extension.size() &&
-         path.compare(path.size() - extension.size(), extension.size(), extension) == 0;
+  return trace_format_for(path) == TraceFormat::Perfetto;
 }
 
 }  // namespace accgraph::timing

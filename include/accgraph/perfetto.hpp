@@ -11,6 +11,7 @@
 #include "accgraph/clock.hpp"       // DeviceClockOffset, ClockSample, calibrate_clock
 #include "accgraph/host_clock.hpp"  // HostClockOffset, measure_host_clock_offset
 #include "accgraph/report.hpp"
+#include "accgraph/trace_file.hpp"  // PerfettoOptions, write_trace_file
 
 #if defined(_WIN32)
 #if defined(ACCGRAPH_BUILDING_PERFETTO)
@@ -23,28 +24,6 @@
 #endif
 
 namespace accgraph::timing {
-
-/// What a trace says about the process that wrote it, for merge_perfetto_traces.
-struct PerfettoOptions {
-  int rank = -1;       ///< this process's rank in a multi-process job; -1 for none
-  int world_size = 0;  ///< the job's number of ranks (rank < world_size); 0 with rank -1
-  std::string host;    ///< the host's name (tells ranks on different hosts apart)
-  /// The reference clock that the device offsets are against.
-  std::string host_clock = "CLOCK_REALTIME";
-  /// How far this host's clock may be from the job's reference (the NTP/PTP synchronisation
-  /// error bound, e.g. chronyc tracking's "Root dispersion" + |"System time"|); 0 when every
-  /// rank runs on one host.
-  uint64_t host_clock_uncertainty_ns = 0;
-  /// This host's clock against the job's reference host (rank 0's), measured over the job's
-  /// transport (measure_host_clock_offset): none, one (at profiling start) or two (at start and
-  /// at flush, measured_at_ns increasing: the merge interpolates the drift between them). With
-  /// none, the merge falls back to host_clock_uncertainty_ns, and warns when the ranks run on
-  /// several hosts. More than two, or two out of order, is InvalidArgument.
-  std::vector<HostClockOffset> host_clock_offsets;
-  /// Per device (backend, device): its clock offset. A device without one is written as
-  /// uncalibrated; a merge leaves its times as they are and says so.
-  std::vector<DeviceClockOffset> clocks;
-};
 
 /// Writes `reports` as a native Perfetto trace (protobuf, .pftrace; open in ui.perfetto.dev).
 /// Timestamps are the marker clock's nanoseconds (not shifted: merge_perfetto_traces puts

@@ -1018,3 +1018,23 @@ TEST_CASE("merge_perfetto_traces: no descriptor to spare at all says so and what
                              "(ulimit -n)") != std::string::npos,
                 message);
 }
+
+TEST_CASE("write_trace_file: with accgraph::perfetto loaded, both Perfetto names write Perfetto") {
+  // accgraph::perfetto hands its writer to libaccgraph when it is loaded (Note [Trace formats]).
+  CHECK(trace_format_supported(TraceFormat::Perfetto));
+  TempDir dir;
+  const std::vector<ReplayReport> reports = {
+      ReplayReport::from_samples(source("cuda", 0), 5, 0, {sample("step", 1000, 2000)})};
+  PerfettoOptions options;
+  options.rank = 0;
+  options.world_size = 1;
+  for (const std::string name : {"t.pftrace", "t.perfetto-trace"}) {
+    const std::string path = (dir.path / name).string();
+    check_trace_file(path);
+    write_trace_file(path, reports, options);
+    CHECK(file_text(path) == write(reports, options));
+  }
+  const std::string json = (dir.path / "t.json").string();
+  write_trace_file(json, reports);
+  CHECK(file_text(json).rfind("{\"traceEvents\":", 0) == 0);
+}

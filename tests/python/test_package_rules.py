@@ -200,6 +200,11 @@ def test_the_package_holds_the_torch_modules():
     sources = package_sources()
     assert {"accgraph.torch", "accgraph.torch._runtime", "accgraph.torch._trace",
             "accgraph.torch._distributed", "accgraph.torch._modules"} <= set(sources)
+    # annotate_trace, split by concern: its package is the face, its modules the parts.
+    assert {"accgraph.torch._trace._sources", "accgraph.torch._trace._kineto",
+            "accgraph.torch._trace._match", "accgraph.torch._trace._annotate",
+            "accgraph.torch._trace._output"} <= set(sources)
+    assert "accgraph.torch._trace" in _packages(sources)
 
 
 def test_no_module_uses_another_modules_private_names():

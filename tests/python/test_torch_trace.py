@@ -119,7 +119,7 @@ def test_the_stand_in_marker_kernels_are_the_cuda_backends():
 def test_the_csv_reader_reads_columns_of_the_writers_schema(tmp_path, host):
     # The reports CSV's header is declared once, in C++ (reports_csv_columns()); the reader
     # finds by name the columns it reads, each one of those.
-    from accgraph.torch import _trace
+    from accgraph.torch._trace import _sources
 
     prof = accgraph.Profiler()
     timed_model(prof, host, replays=1)
@@ -127,7 +127,7 @@ def test_the_csv_reader_reads_columns_of_the_writers_schema(tmp_path, host):
     prof.write_csv(tmp_path / "reports.csv")
     header = (tmp_path / "reports.csv").read_text().splitlines()[0].split(",")
     assert header == accgraph.reports_csv_columns()
-    assert set(_trace.CSV_NEEDED + _trace.CSV_OPTIONAL) <= set(header)
+    assert set(_sources.CSV_NEEDED + _sources.CSV_OPTIONAL) <= set(header)
     edited = tmp_path / "edited.csv"
     edited.write_text((tmp_path / "reports.csv").read_text().replace("start_ns", "begin_ns", 1))
     with pytest.raises(accgraph.InvalidArgumentError,
@@ -623,6 +623,11 @@ def test_outputs_it_does_not_write(tmp_path, reports, monkeypatch):
     # audit 2026-11-28 A23 (output out.txt) and A02 (a JSON trace cut in half).
     with pytest.raises(accgraph.InvalidArgumentError, match=r"\.json or \.json\.gz"):
         annotate_trace(kineto_trace(reports), tmp_path / "out.txt", reports)
+    # The library names the format (trace_format_for): a speedscope name is not a trace of
+    # events, and a gzip Perfetto name is no name of either.
+    for name in ("out.speedscope.json", "out.pftrace.gz"):
+        with pytest.raises(accgraph.InvalidArgumentError, match=r"\.pftrace or \.perfetto-trace"):
+            annotate_trace(kineto_trace(reports), tmp_path / name, reports)
     text = dumps(kineto_trace(reports))
     (tmp_path / "half.json").write_text(text[: len(text) // 2])
     with pytest.raises(accgraph.InvalidArgumentError,
@@ -634,9 +639,10 @@ def test_outputs_it_does_not_write(tmp_path, reports, monkeypatch):
         annotate_trace(tmp_path / "bad.json", tmp_path / "out.json", reports)
     # A package built without accgraph::perfetto says so, and writes nothing.
     monkeypatch.setattr(accgraph._accgraph, "perfetto_supported", lambda: False)
-    with pytest.raises(accgraph.UnsupportedError, match="built without Perfetto support"):
-        annotate_trace(kineto_trace(reports), tmp_path / "out.pftrace", reports)
-    assert not (tmp_path / "out.pftrace").exists()
+    for name in ("out.pftrace", "out.perfetto-trace"):
+        with pytest.raises(accgraph.UnsupportedError, match="built without Perfetto support"):
+            annotate_trace(kineto_trace(reports), tmp_path / name, reports)
+        assert not (tmp_path / name).exists()
 
 
 # --- .pftrace output, read back with the perfetto package's own protos ---------------------------
@@ -970,29 +976,6 @@ def test_a_failed_write_in_place_leaves_the_trace(tmp_path):
     assert len(slices(load(trace))) == 48 and no_temporaries(tmp_path) == []
 
 
-def test_a_write_that_raises_part_way_leaves_the_old_output(tmp_path, reports, monkeypatch):
-    # A24 without a subprocess: the file object's write fails after the first bytes.
-    src = tmp_path / "trace.json"
-    src.write_text(dumps(kineto_trace(reports)))
-    out = tmp_path / "out.json"
-    out.write_text("old")
-    from accgraph.torch import _trace as torch_trace
-
-    real = torch_trace._write_atomically
-
-    def failing(output, write):
-        def partial(f):
-            f.write(b'{"traceEvents": [')
-            raise OSError(28, "No space left on device")
-        return real(output, partial)
-
-    monkeypatch.setattr(torch_trace, "_write_atomically", failing)
-    with pytest.raises(accgraph.InvalidArgumentError,
-                       match=r"No space left on device: the file was left as it was; free space"):
-        annotate_trace(src, out, reports)
-    assert out.read_text() == "old" and no_temporaries(tmp_path) == []
-
-
 def test_output_is_the_input_only_when_asked(tmp_path, reports):
     # A25: the same file, also under another spelling or through a symbolic link, is refused.
     src = tmp_path / "trace.json"
@@ -1017,7 +1000,7 @@ def test_the_output_is_checked_before_the_work(tmp_path, reports, monkeypatch):
     # 2026-11-28 A21 (.json), A26 (.pftrace); A22: the output is a directory.
     from accgraph.torch import _trace as torch_trace
 
-    monkeypatch.setattr(torch_trace, "_load_trace", lambda trace: pytest.fail("read first"))
+    monkeypatch.setattr(torch_trace, "load_trace", lambda trace: pytest.fail("read first"))
     with pytest.raises(accgraph.InvalidArgumentError,
                        match=r"cannot write '.*missing/out.json': No such file or directory"):
         annotate_trace(tmp_path / "trace.json", tmp_path / "missing" / "out.json", reports)
@@ -1065,10 +1048,10 @@ def test_strings_that_look_like_the_old_placeholder_stay_strings(tmp_path, repor
 
 def test_a_string_holding_the_token_is_never_replaced(tmp_path, reports, monkeypatch):
     # Note [Exact numbers]: should a string hold the very token drawn, another is drawn.
-    from accgraph.torch import _trace as torch_trace
+    import secrets
 
     tokens = iter(["0" * 32, "1" * 32])
-    monkeypatch.setattr(torch_trace.secrets, "token_hex",
+    monkeypatch.setattr(secrets, "token_hex",
                         lambda n: next(tokens) if n == 16 else "abcd1234")
     trace = kineto_trace(reports, start_ns=1_764_000_000_000_000_123)  # exact numbers to write
     trap = f"@accgraph-exact-{'0' * 32}:0"
@@ -1440,18 +1423,18 @@ def test_replays_at_a_fixed_period_are_matched_in_bounded_time(tmp_path):
 
 
 def test_a_doubles_nanoseconds_are_its_texts():
-    # _ns reads a double below 2^43 us without Decimal: the same ns as the three-decimal text.
+    # to_ns reads a double below 2^43 us without Decimal: the same ns as the three-decimal text.
     import random
 
-    from accgraph.torch import _trace as torch_trace
+    from accgraph.torch._trace import _kineto
 
     rng = random.Random(7)
     for _ in range(20_000):
         n = rng.choice([rng.randrange(-2**53, 2**53), rng.randrange(2**52, 2**53),
                         rng.randrange(-10**6, 10**6)])
         text = f"{'-' if n < 0 else ''}{abs(n) // 1000}.{abs(n) % 1000:03d}"
-        value = torch_trace._parse_float(text)
-        assert torch_trace._ns(value) == n, text
+        value = _kineto.parse_float(text)
+        assert _kineto.to_ns(value) == n, text
 
 
 @pytest.mark.parametrize("which", [0, 2])

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
 #include <sstream>
 #include <streambuf>
 #include <string>
@@ -15,6 +16,7 @@
 #include "accgraph/exporters.hpp"
 #include "accgraph/report.hpp"
 #include "accgraph/stats.hpp"
+#include "accgraph/trace_file.hpp"
 #include "check_error.hpp"
 
 using namespace accgraph::timing;
@@ -587,4 +589,81 @@ TEST_CASE("chrome trace: a stream that fails part way is an InvalidArgument erro
                        "writing the Chrome trace failed: the output stream reported an error "
                        "(badbit)");
   CHECK(filling.taken == 100'000);
+}
+
+TEST_CASE("trace formats: the file name's suffix chooses, the catch-all is Chrome JSON") {
+  CHECK(trace_format_for("run.pftrace") == TraceFormat::Perfetto);
+  CHECK(trace_format_for("dir/run.perfetto-trace") == TraceFormat::Perfetto);
+  CHECK(trace_format_for("run.speedscope.json") == TraceFormat::Speedscope);
+  CHECK(trace_format_for("dir/run.json") == TraceFormat::ChromeJson);
+  CHECK(trace_format_for("run.pftrace.json") == TraceFormat::ChromeJson);
+  CHECK(trace_format_for("pftrace") == TraceFormat::ChromeJson);
+  CHECK(trace_format_for("/dev/full") == TraceFormat::ChromeJson);
+  CHECK(is_perfetto_trace_path("run.perfetto-trace"));
+  CHECK_FALSE(is_perfetto_trace_path("run.json"));
+  CHECK(std::string(to_string(TraceFormat::Speedscope)) == "speedscope");
+  CHECK(std::string(to_string(TraceFormat::ChromeJson)) == "chrome");
+}
+
+TEST_CASE("write_trace_file: Perfetto without accgraph::perfetto is Unsupported, saying how") {
+  // This test does not link accgraph::perfetto, so nothing registered its writer.
+  CHECK_FALSE(trace_format_supported(TraceFormat::Perfetto));
+  CHECK(trace_format_supported(TraceFormat::ChromeJson));
+  const std::vector<ReplayReport> reports = {report_of({region("a", 0, 10)})};
+  CHECK_ACCGRAPH_ERROR(write_trace_file("never-written.pftrace", reports), ErrorCode::Unsupported,
+                       "libprotobuf-dev");
+  CHECK_ACCGRAPH_ERROR(check_trace_file("never-written.perfetto-trace"), ErrorCode::Unsupported,
+                       "link");
+  PerfettoOptions rank;
+  rank.rank = 0;
+  rank.world_size = 1;
+  CHECK_ACCGRAPH_ERROR(write_trace_file("never-written.json", reports, rank),
+                       ErrorCode::InvalidArgument, "*.pftrace");
+  CHECK_ACCGRAPH_ERROR(write_trace_file("never-written.speedscope.json", reports, rank),
+                       ErrorCode::InvalidArgument, "the speedscope profile");
+  CHECK_FALSE(std::ifstream("never-written.json").good());
+}
+
+TEST_CASE("speedscope: one evented profile per track stack, regions as nested open/close") {
+  // "outer" holds "inner"; "late" follows after a gap; "cross" overlaps "outer" without nesting,
+  // so it goes to an overlap stack (its own profile).
+  std::vector<RegionSample> regions = {region("outer", 100, 200), region("inner", 120, 150),
+                                       region("late", 300, 340), region("cross", 180, 260)};
+  regions[1].info.path = "outer/inner";
+  regions[1].info.depth = 1;
+  std::ostringstream out;
+  write_speedscope(out, {report_of(regions)});
+  const nlohmann::json doc = nlohmann::json::parse(out.str());
+  CHECK(doc["$schema"] == "https://www.speedscope.app/file-format-schema.json");
+  const auto& frames = doc["shared"]["frames"];
+  REQUIRE(doc["profiles"].size() == 2);
+  std::vector<std::string> shown;
+  for (const auto& profile : doc["profiles"]) {
+    CHECK(profile["type"] == "evented");
+    CHECK(profile["unit"] == "nanoseconds");
+    std::vector<std::string> open;  // the events must nest
+    uint64_t last = 0;
+    for (const auto& e : profile["events"]) {
+      const std::string file = frames.at(e["frame"].get<size_t>())["file"];
+      const uint64_t at = e["at"];
+      CHECK(at >= last);
+      last = at;
+      if (e["type"] == "O") {
+        open.push_back(file);
+        shown.push_back(file + "@" + std::to_string(at));
+      } else {
+        REQUIRE_FALSE(open.empty());
+        CHECK(open.back() == file);
+        open.pop_back();
+      }
+    }
+    CHECK(open.empty());
+    CHECK(profile["endValue"].get<uint64_t>() == last);
+  }
+  std::sort(shown.begin(), shown.end());
+  // Times are relative to the earliest start (100 ns).
+  CHECK(shown == std::vector<std::string>{"cross@80", "late@200", "outer/inner@20", "outer@0"});
+  CHECK(doc["profiles"][0]["name"] == "host device 0 (cpu" + kFFFD + "): stream 1");
+  CHECK(doc["profiles"][1]["name"] == "host device 0 (cpu" + kFFFD + "): stream 1 (overlap 1)");
+  for (const auto& f : frames) CHECK(f["name"] != "outer/inner");  // the name, not the path
 }

@@ -1,5 +1,5 @@
 """Deprecated, removed in accgraph 0.3: ``annotate_trace`` moved into :mod:`accgraph.torch`
-(``accgraph.torch.annotate_trace``; the code is accgraph/torch/_trace.py). This module
+(``accgraph.torch.annotate_trace``; the code is accgraph/torch/_trace/). This module
 re-exports it, with a DeprecationWarning at import (Note [One torch package] in
 accgraph/torch/_runtime.py). The constants of 0.2's module (CATEGORY, RECORD_KERNEL, ...: scripts
 filtered traces with them) stay, each with a DeprecationWarning where it is used."""

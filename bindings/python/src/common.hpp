@@ -416,7 +416,7 @@ void bind_stream(nb::module_& m);
 void bind_graph(nb::module_& m);
 void bind_foreign_graph(nb::module_& m);
 void bind_timing(nb::module_& m);
-void bind_perfetto(nb::module_& m);
+void bind_traces(nb::module_& m);
 
 /// Writes `file` through timing::write_output_file (Note [Atomic output]: an existing file is
 /// replaced only once the new content is complete), with the GIL released; `write` must not
@@ -424,9 +424,9 @@ void bind_perfetto(nb::module_& m);
 void write_output(const std::string& file, const char* what,
                   const std::function<void(std::ostream&)>& write);
 
-/// Writes `reports` to `path` in the format its name asks for (timing::is_perfetto_trace_path):
-/// a Perfetto trace with the given rank, host and clock options, or Chrome JSON (which refuses
-/// those options). Defined in perfetto.cpp; called with the GIL held (released while writing).
+/// Writes `reports` to `path` in the format its name asks for (timing::write_trace_file): a
+/// Perfetto trace with the given rank, host and clock options, or a format that refuses those
+/// options. Defined in traces.cpp; called with the GIL held (released while writing).
 /// rank, world_size and host_clock_uncertainty_ns are checked there (Note [Integer arguments]).
 void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& reports,
                       const IntArg& rank, const IntArg& world_size, const std::string& host,

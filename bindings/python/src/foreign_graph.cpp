@@ -165,7 +165,7 @@ PyMethodDef launch_method_def = {
     "InvalidStateError before a finished capture."};
 
 // Note [Owner replay]: accgraph.torch gives each timed torch.cuda.CUDAGraph instance a `replay`
-// of its own (Note [Wrapping CUDAGraph] in accgraph/torch/__init__.py). That call is the one a
+// of its own (Note [Wrapping CUDAGraph] in accgraph/torch/_graphs.py). That call is the one a
 // back-to-back replay loop pays on every iteration (at most 1.10x the untimed loop:
 // bench/README.md, "Targets and figures the code cites"), and as a Python function it cost about as
 // much again as ForeignGraph.launch itself (bench_torch part 5's split on the H100: wrapper

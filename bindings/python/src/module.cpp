@@ -11,5 +11,5 @@ NB_MODULE(_accgraph, m) {
   py::bind_graph(m);
   py::bind_foreign_graph(m);
   py::bind_timing(m);
-  py::bind_perfetto(m);
+  py::bind_traces(m);
 }

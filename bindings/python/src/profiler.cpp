@@ -362,8 +362,9 @@ void def_profiler_results(ProfilerClass& cls) {
                   "world_size: int = 0, host: str = '', host_clock_uncertainty_ns: int = 0, "
                   "clocks: collections.abc.Sequence[ClockOffset] = [], host_clock_offsets: "
                   "collections.abc.Sequence[HostClockOffset] = []) -> None"),
-          "Writes the kept reports as accgraph.write_trace() does: *.pftrace a native "
-          "Perfetto trace (with the rank and clock options a merge_traces() needs), any other "
+          "Writes the kept reports as accgraph.write_trace() does, in the format the name asks "
+          "for: *.pftrace or *.perfetto-trace a native Perfetto trace (with the rank and clock "
+          "options a merge_traces() needs), *.speedscope.json a speedscope profile, any other "
           "name Chrome trace JSON.")
       .def("write_csv", exporter([](std::ostream& out, Profiler& profiler) {
              timing::write_reports_csv(out, profiler.reports());

@@ -17,6 +17,7 @@
 #include "annotations.hpp"
 #include "packet_io.hpp"
 #include "trace_info.hpp"
+#include "trace_writers.hpp"
 #include "tracks.hpp"
 
 namespace accgraph::timing {
@@ -253,5 +254,14 @@ void write_perfetto_trace(std::ostream& out, const std::vector<ReplayReport>& re
     PerfettoTraceWriter(out, reports, options).write();
   });
 }
+
+namespace {
+
+// write_trace_file's writer of .pftrace files, handed over as this library is loaded (Note [Trace
+// formats] in timing/export/trace_file.cpp).
+[[maybe_unused]] const bool registered = (detail::register_trace_writer(TraceFormat::Perfetto, &write_perfetto_trace),
+                         true);
+
+}  // namespace
 
 }  // namespace accgraph::timing

@@ -105,7 +105,8 @@ def _parser() -> argparse.ArgumentParser:
                           help="or the share of each graph's device time, in percent (e.g. "
                           "0.5), its markers may cost: N chosen per graph")
     parser.add_argument("--trace", metavar="FILE", help="write the kept reports as a trace "
-                        "(*.pftrace: Perfetto, else Chrome JSON)")
+                        "in the format its name asks for (*.pftrace: Perfetto, *.speedscope.json: "
+                        "speedscope, else Chrome JSON)")
     parser.add_argument("--csv", metavar="FILE", help="write the per-module statistics as CSV")
     parser.add_argument("--json", metavar="FILE", help="write the per-module statistics as "
                         "versioned JSON, with the run's metadata (device, driver, torch version, "
@@ -124,13 +125,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _split(argv: List[str]) -> Tuple[List[str], List[str]]:
+def _split(argv: List[str], parser: argparse.ArgumentParser) -> Tuple[List[str], List[str]]:
     """The options before the target, and the target with its arguments (the target's own
-    options are not parsed: the first word that is not an option of ours starts it)."""
-    takes_value = {"--depth", "--include", "--exclude", "--graph-region", "--ring", "--keep",
-                   "--sample", "--overhead", "--trace", "--csv", "--json", "--html", "--sort",
-                   "--top",
-                   "--min-share"}
+    options are not parsed: the first word that is not an option of ours starts it). Which of
+    ours take a value, the parser says (every option but a flag's, whose nargs is 0)."""
+    takes_value = {name for action in parser._actions if action.nargs != 0
+                   for name in action.option_strings}
     index = 0
     while index < len(argv):
         word = argv[index]
@@ -319,39 +319,43 @@ def _compare_main(argv: List[str]) -> int:
     return 0
 
 
+def _usage_problem(parser: argparse.ArgumentParser, options: argparse.Namespace,
+                   target: List[str]) -> Optional[str]:
+    """What is wrong with the command line, said as its error (None: nothing)."""
+    if not options.module and not target:
+        parser.print_usage(sys.stderr)
+        return f"{PROG}: error: give a script (or -m module) to run"
+    if not options.module and os.path.isdir(target[0]):
+        return (f"{PROG}: can't open file {target[0]!r}: it is a directory: give the script "
+                "(a .py file) to run, or -m and a module")
+    if not options.module and not os.path.isfile(target[0]):
+        return f"{PROG}: can't open file {target[0]!r}: no such file"
+    for option, value in (("--top", options.top), ("--min-share", options.min_share)):
+        if value is not None and value < 0:
+            return f"{PROG}: {option} must be >= 0 (got {value:g})"
+    if options.sample is not None and options.sample < 1:
+        return (f"{PROG}: --sample must be >= 1 (got {options.sample}): time 1 replay in N "
+                "(1: every replay)")
+    if options.overhead is not None and not 0 < options.overhead < 100:  # NaN too
+        return (f"{PROG}: --overhead must be a percentage above 0 and below 100 (got "
+                f"{options.overhead:g}), e.g. 0.5")
+    return None
+
+
 def main(argv: Optional[List[str]] = None) -> Any:
     """The command line; returns the exit code (an int, or SystemExit's message)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "compare":
         return _compare_main(args[1:])
-    ours, target = _split(args)
     parser = _parser()
+    ours, target = _split(args, parser)
     try:
         options = parser.parse_args(ours)
     except SystemExit as e:  # --help (0) or a usage error (2)
         return e.code
-    if not options.module and not target:
-        parser.print_usage(sys.stderr)
-        print(f"{PROG}: error: give a script (or -m module) to run", file=sys.stderr)
-        return 2
-    if not options.module and os.path.isdir(target[0]):
-        print(f"{PROG}: can't open file {target[0]!r}: it is a directory: give the script "
-              "(a .py file) to run, or -m and a module", file=sys.stderr)
-        return 2
-    if not options.module and not os.path.isfile(target[0]):
-        print(f"{PROG}: can't open file {target[0]!r}: no such file", file=sys.stderr)
-        return 2
-    for option, value in (("--top", options.top), ("--min-share", options.min_share)):
-        if value is not None and value < 0:
-            print(f"{PROG}: {option} must be >= 0 (got {value:g})", file=sys.stderr)
-            return 2
-    if options.sample is not None and options.sample < 1:
-        print(f"{PROG}: --sample must be >= 1 (got {options.sample}): time 1 replay in N "
-              "(1: every replay)", file=sys.stderr)
-        return 2
-    if options.overhead is not None and not 0 < options.overhead < 100:  # NaN too
-        print(f"{PROG}: --overhead must be a percentage above 0 and below 100 (got "
-              f"{options.overhead:g}), e.g. 0.5", file=sys.stderr)
+    problem = _usage_problem(parser, options, target)
+    if problem is not None:
+        print(problem, file=sys.stderr)
         return 2
     if not _check_outputs(options):
         return 2

@@ -72,6 +72,19 @@ def verdict(row: Mapping[str, Any]) -> str:
     return "few" if _few(a, b) else ""
 
 
+def _cells(r: Dict[str, Any]) -> Tuple[str, ...]:
+    """A compared row's cells, in COLUMNS' order ("-" where a run lacks the module)."""
+    a, b = r["a"], r["b"]
+    if a is None or b is None:
+        return (us(a["p50_ns"]) if a else "-", us(b["p50_ns"]) if b else "-", "-", "-",
+                us(a["self_p50_ns"]) if a else "-", us(b["self_p50_ns"]) if b else "-",
+                verdict(r))
+    ratio = r["ratio"]
+    return (us(a["p50_ns"]), us(b["p50_ns"]), f"{r['delta_ns'] / 1000.0:+.2f}"[:8],
+            f"{ratio:.3f}" if ratio is not None else "-", us(a["self_p50_ns"]),
+            us(b["self_p50_ns"]), verdict(r))
+
+
 def _changed(a: Row, b: Row) -> bool:
     if _few(a, b):
         return False
@@ -171,22 +184,15 @@ class Comparison:
             out.append(f"{'module (full path)':<{name_width}}" +
                        "".join(f"  {t:>{w}}" for t, w in COLUMNS))
             for r in rows:
-                a, b = r["a"], r["b"]
-                if a is None or b is None:
-                    cells = (us(a["p50_ns"]) if a else "-", us(b["p50_ns"]) if b else "-", "-",
-                             "-", us(a["self_p50_ns"]) if a else "-",
-                             us(b["self_p50_ns"]) if b else "-",
-                             verdict(r))
-                else:
-                    delta = r["delta_ns"] / 1000.0
-                    ratio = r["ratio"]
-                    change = verdict(r)
-                    cells = (us(a["p50_ns"]), us(b["p50_ns"]), f"{delta:+.2f}"[:8],
-                             f"{ratio:.3f}" if ratio is not None else "-", us(a["self_p50_ns"]),
-                             us(b["self_p50_ns"]), change)
                 out.append(f"{elide(table_text(r['path']), name_width):<{name_width}}" +
-                           "".join(f"  {c:>{w}}" for c, (_, w) in zip(cells, COLUMNS)))
+                           "".join(f"  {c:>{w}}" for c, (_, w) in zip(_cells(r), COLUMNS)))
             out.append("")
+        out += self._summary()
+        return "\n".join(out) + "\n"
+
+    def _summary(self) -> List[str]:
+        """The lines under the tables: changes, modules of one run, few samples, not compared."""
+        out: List[str] = []
         changes, only = self.changes, self.one_run_only
         few = sum(1 for r in self.rows if r["a"] is not None and r["b"] is not None and
                   _few(r["a"], r["b"]))
@@ -197,7 +203,7 @@ class Comparison:
         not_compared = self.not_compared
         if not_compared:
             out.append(f"not compared: {not_compared}")
-        return "\n".join(out) + "\n"
+        return out
 
 
 class _Graph(NamedTuple):

@@ -188,6 +188,18 @@ def library_text() -> str:
     return "{}.{}.{}".format(*library_version())
 
 
+def _check_header_and_versions(name: str, fields: Sequence[str],
+                               raw_rows: List[Tuple[int, Dict[Any, Any]]]) -> None:
+    """No row is a second header, and every row's schema_version is one this reader knows."""
+    for line, raw in raw_rows:
+        if [raw.get(key) for key in fields] == list(fields):
+            raise _invalid(f"{name}:{line}: a second header line (two files put together?): "
+                           f"give each run's file on its own; {WHERE_FROM}")
+        # A row cut short is the field check's in _csv_row (it names the line and the cause).
+        if "schema_version" in fields and None not in raw and None not in raw.values():
+            _check_version(f"{name}:{line}", raw.get("schema_version"))
+
+
 def _read_csv(name: str, text: str) -> List[Row]:
     with wide_csv_fields():
         try:
@@ -200,13 +212,7 @@ def _read_csv(name: str, text: str) -> List[Row]:
     if fields is None or "path" not in fields or "p50_ns" not in fields:
         raise _invalid(f"{name}: not a statistics CSV of accgraph (no path and p50_ns "
                        f"columns): {WHERE_FROM}")
-    for line, raw in raw_rows:
-        if [raw.get(key) for key in fields] == list(fields):
-            raise _invalid(f"{name}:{line}: a second header line (two files put together?): "
-                           f"give each run's file on its own; {WHERE_FROM}")
-        # A row cut short is the field check's below (it names the line and the cause).
-        if "schema_version" in fields and None not in raw and None not in raw.values():
-            _check_version(f"{name}:{line}", raw.get("schema_version"))
+    _check_header_and_versions(name, fields, raw_rows)
     missing = [key for key in REQUIRED if key not in fields]
     if missing:
         raise _invalid(f"{name}: no {', '.join(missing)} column(s): a statistics CSV of accgraph "
@@ -215,26 +221,33 @@ def _read_csv(name: str, text: str) -> List[Row]:
     lines: List[int] = []
     for line, raw in raw_rows:
         try:
-            row: Row = {}
-            for key, value in raw.items():
-                if key is None or value is None:
-                    raise ValueError("wrong number of fields")
-                if key in TEXT_FIELDS:
-                    row[key] = value
-                elif key in NUMBER_FIELDS or key == "graph_id":
-                    row[key] = int(value)
-                elif key == "first_call":
-                    row[key] = value in ("1", "true", "True")
-                else:
-                    row[key] = float(value)
+            row = _csv_row(raw)
         except ValueError as e:
             raise _invalid(f"{name}:{line}: {e}: the file is not a statistics CSV of accgraph "
                            "(or it was cut short)") from None
-        if not row.get("graph_label"):
-            row.pop("graph_label", None)
         rows.append(row)
         lines.append(line)
     return check_rows(rows, lambda index: f"{name}:{lines[index]}")
+
+
+def _csv_row(raw: Dict[Any, Any]) -> Row:
+    """One row of a statistics CSV with its fields typed; ValueError for a field that is not
+    of its type, or a row of another number of fields than the header."""
+    row: Row = {}
+    for key, value in raw.items():
+        if key is None or value is None:
+            raise ValueError("wrong number of fields")
+        if key in TEXT_FIELDS:
+            row[key] = value
+        elif key in NUMBER_FIELDS or key == "graph_id":
+            row[key] = int(value)
+        elif key == "first_call":
+            row[key] = value in ("1", "true", "True")
+        else:
+            row[key] = float(value)
+    if not row.get("graph_label"):
+        row.pop("graph_label", None)
+    return row
 
 
 def _read_json(name: str, text: str) -> List[Row]:

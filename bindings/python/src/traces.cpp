@@ -1,6 +1,6 @@
-// Traces in either format chosen by the file name (Chrome JSON, native Perfetto), Chrome trace
-// events as a Perfetto trace (annotate_trace's .pftrace), the merge of several ranks' Perfetto
-// traces (accgraph/perfetto.hpp), and device clock offsets
+// Traces in the format the file name asks for (accgraph/trace_file.hpp: Chrome JSON, native
+// Perfetto, speedscope), Chrome trace events as a Perfetto trace (annotate_trace's .pftrace), the
+// merge of several ranks' Perfetto traces (accgraph/perfetto.hpp), and device clock offsets
 // (accgraph/clock.hpp). The Perfetto half needs accgraph::perfetto (libprotobuf); a package
 // built without it raises UnsupportedError from those calls and says how to get them.
 #include <nanobind/stl/function.h>
@@ -13,10 +13,12 @@
 #include <functional>
 #include <optional>
 #include <ostream>
+#include <string_view>
 #include <tuple>
 
 #include <accgraph/output_file.hpp>
 #include <accgraph/perfetto.hpp>
+#include <accgraph/trace_file.hpp>
 
 #include "common.hpp"
 
@@ -135,23 +137,6 @@ void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& 
   const int world_size = int_arg<int>(world_size_arg, "write_trace: world_size");
   const auto host_clock_uncertainty_ns =
       int_arg<uint64_t>(uncertainty_arg, "write_trace: host_clock_uncertainty_ns");
-  const std::string file = fs_path(path);
-  if (!timing::is_perfetto_trace_path(file)) {
-    // Chrome JSON has nowhere to put what a merge needs: refuse rather than drop it.
-    if (rank != -1 || world_size != 0 || !host.empty() || host_clock_uncertainty_ns != 0 ||
-        !clocks.empty() || !host_clock_offsets.empty())
-      throw Error(ErrorCode::InvalidArgument,
-                  "write_trace('" + file +
-                      "'): rank, world_size, host, host_clock_uncertainty_ns, clocks and "
-                      "host_clock_offsets are "
-                      "recorded in native Perfetto traces only: name the file *.pftrace, or "
-                      "leave them out for a Chrome trace");
-    write_output(file, "the Chrome trace",
-                 [&](std::ostream& out) { timing::write_chrome_trace(out, reports); });
-    return;
-  }
-  require_perfetto("write_trace('" + file + "')");
-#if ACCGRAPH_PYTHON_WITH_PERFETTO
   timing::PerfettoOptions options;
   options.rank = rank;
   options.world_size = world_size;
@@ -159,9 +144,8 @@ void write_trace_file(nb::handle path, const std::vector<timing::ReplayReport>& 
   options.host_clock_uncertainty_ns = host_clock_uncertainty_ns;
   options.clocks = clocks;
   options.host_clock_offsets = host_clock_offsets;
-  write_output(file, "the Perfetto trace",
-               [&](std::ostream& out) { timing::write_perfetto_trace(out, reports, options); });
-#endif
+  const std::string file = fs_path(path);
+  with_file_errors([&] { timing::write_trace_file(file, reports, options); });
 }
 
 namespace {
@@ -369,22 +353,31 @@ void bind_trace_writing(nb::module_& m) {
               "host: str = '', host_clock_uncertainty_ns: int = 0, clocks: "
               "collections.abc.Sequence[ClockOffset] = [], host_clock_offsets: "
               "collections.abc.Sequence[HostClockOffset] = []) -> None"),
-      "Writes `reports` as a trace whose format the name chooses: *.pftrace a native Perfetto "
-      "trace (one track per stream and per lane, overlapping regions on backing tracks merged "
-      "into one row, metadata as typed annotations), anything else Chrome trace JSON. For a "
+      "Writes `reports` as a trace whose format the name chooses (accgraph::timing::"
+      "write_trace_file): *.pftrace or *.perfetto-trace a native Perfetto trace (one track per "
+      "stream and per lane, overlapping regions on backing tracks merged into one row, metadata "
+      "as typed annotations), *.speedscope.json a speedscope profile, anything else Chrome "
+      "trace JSON. For a "
       "job of several ranks give each rank's `rank` and `world_size`, this `host`, the host "
       "clock's synchronisation error bound and each device's ClockOffset, and for ranks on "
       "several hosts the HostClockOffset(s) measured at start and at flush "
       "(measure_host_clock_offset, accgraph.torch.measure_host_clock_offset), "
-      "then merge the ranks' files with merge_traces(). Those options are refused for Chrome JSON, "
-      "which "
-      "cannot hold them.");
+      "then merge the ranks' files with merge_traces(). Those options are refused for the other "
+      "formats, which cannot hold them; UnsupportedError for a Perfetto trace in a package "
+      "built without Perfetto support.");
 }
 
 // _write_perfetto_events: what annotate_trace writes for a .pftrace output. _check_output_file
 // and _write_text_file: what python -m accgraph.torch checks before the script runs and writes
 // after it (its HTML report), through the same atomic writer as the exporters.
 void bind_event_writing(nb::module_& m) {
+  m.def(
+      "_trace_format",
+      [](nb::handle path) { return timing::to_string(timing::trace_format_for(fs_path(path))); },
+      nb::arg("path"), nb::sig("def _trace_format(path: str | os.PathLike[str]) -> str"),
+      "The trace format the file name asks for (accgraph::timing::trace_format_for): 'chrome', "
+      "'perfetto' or 'speedscope'. Internal: annotate_trace chooses its output by it, as "
+      "write_trace does.");
   m.def(
       "_check_output_file",
       [](const std::string& path) { with_file_errors([&] { timing::check_output_file(path); }); },
@@ -400,6 +393,17 @@ void bind_event_writing(nb::module_& m) {
       nb::arg("path"), nb::arg("what"), nb::arg("text"),
       "Writes `text` (UTF-8) to `path` through accgraph::timing::write_output_file (replaced "
       "only once complete); OSError with the system's reason. Internal: the HTML report.");
+  m.def(
+      "_write_bytes_file",
+      [](const std::string& path, const std::string& what, nb::bytes data) {
+        const std::string_view bytes(data.c_str(), data.size());
+        write_output(path, what.c_str(), [&](std::ostream& out) {
+          out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+        });
+      },
+      nb::arg("path"), nb::arg("what"), nb::arg("data"),
+      "Writes `data` to `path` as _write_text_file does. Internal: annotate_trace's .json and "
+      ".json.gz outputs (gzip is compressed in Python, written here).");
   m.def("_write_perfetto_events", &write_events_file, nb::arg("path"), nb::arg("events"),
         nb::sig("def _write_perfetto_events(path: str | os.PathLike[str], events: "
                 "collections.abc.Sequence[tuple[str, str, str, str, str, int, int, "
@@ -477,7 +481,7 @@ void bind_trace_merging(nb::module_& m) {
 
 }  // namespace
 
-void bind_perfetto(nb::module_& m) {
+void bind_traces(nb::module_& m) {
   bind_clock_offsets(m);
   bind_host_clock_offsets(m);
   bind_trace_writing(m);
