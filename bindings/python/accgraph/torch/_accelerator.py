@@ -32,7 +32,7 @@ __all__ = ["GraphAdapter", "accelerator_graph_build_seconds", "load_extension",
 # - GraphAdapter is the logic: it composes torch.cuda.CUDAGraph (at::cuda::CUDAGraph: pools, the
 #   caching allocator, the RNG state are torch's own), so a graph captured through
 #   torch.accelerator.Graph is a torch.cuda.CUDAGraph to instrument(): timed exactly as every
-#   other, module timing included, by the same code (Note [Wrapping CUDAGraph] in __init__.py).
+#   other, module timing included, by the same code (Note [Wrapping CUDAGraph] in _graphs.py).
 # - Registration at FALLBACK, and only when the registry holds no "CUDA" entry yet: PyTorch's own
 #   implementation, on the day it lands, wins (a higher priority replaces ours; ours is skipped
 #   when it is there first), and a second registration at the same priority, which

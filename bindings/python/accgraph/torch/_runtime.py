@@ -78,7 +78,7 @@ def require_backend() -> None:
 
 
 # (device, cudaStream_t) -> the accgraph Stream wrapping it, for the life of the process (Note
-# [Wrapping CUDAGraph] in __init__.py). Read without the lock (a dict look-up is atomic), and
+# [Wrapping CUDAGraph] in _graphs.py). Read without the lock (a dict look-up is atomic), and
 # natively by timed replays (Note [Owner replay] in bindings/python/src/foreign_graph.cpp).
 streams: Dict[Tuple[int, int], Stream] = {}
 _streams_lock = threading.Lock()
