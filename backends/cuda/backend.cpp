@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "accgraph/spi/dlpack_device.hpp"
 #include "accgraph/spi/plugin.hpp"  // ACCGRAPH_DEFINE_PLUGIN and accgraph::priority
 #include "accgraph/version.hpp"
 #include "cuda_backend.hpp"
@@ -117,7 +118,7 @@ struct DeviceEntry {
   DeviceMarkerModes marker_modes;
 };
 
-class CudaBackend final : public Backend, public ClockSampling {
+class CudaBackend final : public Backend, public ClockSampling, public DlpackDevices {
  public:
   explicit CudaBackend(std::vector<DeviceEntry> devices) : devices_(std::move(devices)) {}
 
@@ -142,6 +143,12 @@ class CudaBackend final : public Backend, public ClockSampling {
     caps.marker_ring_depth = kDefaultRingDepth;
     caps.timer_resolution_ns = entry.resolution_ns;
     return caps;
+  }
+
+  // Note [DLPack devices] (spi/dlpack_device.hpp): host memory is pinned (cudaMallocHost).
+  DlpackDevice dlpack_device(int device, MemoryKind kind) const noexcept override {
+    return kind == MemoryKind::Host ? DlpackDevice{dlpack::kDLCUDAHost, 0}
+                                    : DlpackDevice{dlpack::kDLCUDA, device};
   }
 
   std::unique_ptr<StreamImpl> create_stream(int device) override {
