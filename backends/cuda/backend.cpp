@@ -8,10 +8,16 @@
 
 #include <fmt/format.h>
 
+#include "accgraph/spi/device_index.hpp"
 #include "accgraph/spi/dlpack_device.hpp"
 #include "accgraph/spi/plugin.hpp"  // ACCGRAPH_DEFINE_PLUGIN and accgraph::priority
 #include "accgraph/version.hpp"
 #include "cuda_backend.hpp"
+#include "cuda_buffer.hpp"
+#include "cuda_graph.hpp"
+#include "cuda_kernels.hpp"
+#include "cuda_markers.hpp"
+#include "cuda_stream.hpp"
 #include "cuda_check.hpp"
 
 namespace accgraph::detail::cuda {
