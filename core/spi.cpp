@@ -33,10 +33,6 @@ CapturedWork* captured_work_of(StreamImpl& stream) noexcept {
   return dynamic_cast<CapturedWork*>(&stream);
 }
 
-const DlpackDevices* dlpack_devices_of(const Backend& backend) noexcept {
-  return dynamic_cast<const DlpackDevices*>(&backend);
-}
-
 const MarkerKernelNames* marker_kernel_names_of(const TimestampMarkers& markers) noexcept {
   return dynamic_cast<const MarkerKernelNames*>(&markers);
 }

@@ -33,7 +33,9 @@ class ACCGRAPH_API DlpackDevices {
   virtual DlpackDevice dlpack_device(int device, MemoryKind kind) const noexcept = 0;
 };
 
-/// The DlpackDevices of `backend`, or nullptr when its class does not implement it.
+/// The DlpackDevices of `backend` (a Registry backend, built-in or a plugin's), or nullptr when it
+/// has none. Use it rather than dynamic_cast: the Registry holds a plugin's backend behind a
+/// forwarding owner that is not the plugin's class.
 ACCGRAPH_API const DlpackDevices* dlpack_devices_of(const Backend& backend) noexcept;
 
 /// What dlpack_device() reports for a backend without DlpackDevices.
