@@ -7,11 +7,10 @@
 
 namespace {
 
-constexpr int32_t kDLROCM = 10;
-constexpr int32_t kDLROCMHost = 11;
-
 #ifdef DLPACK_STATED
 constexpr const char* kName = "test_dlpack_stated";
+constexpr int32_t kDLROCM = 10;
+constexpr int32_t kDLROCMHost = 11;
 #else
 constexpr const char* kName = "test_dlpack_default";
 #endif
