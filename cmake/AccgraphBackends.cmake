@@ -1,5 +1,6 @@
-# Decides which vendor backends to build from ACCGRAPH_BACKEND_<NAME>=AUTO|ON|OFF and defines
-# accgraph_add_backend(), the one way every built-in backend's CMakeLists.txt builds it.
+# Defines accgraph_backend(), the one call per vendor backend that decides from
+# ACCGRAPH_BACKEND_<NAME>=AUTO|ON|OFF whether to build it, and accgraph_add_backend(), the one way
+# every built-in backend's CMakeLists.txt builds it.
 include("${CMAKE_CURRENT_LIST_DIR}/accgraphPlugin.cmake")  # accgraph_plugin_exports()
 
 # accgraph_backends: every backend module built here, for a build of what the `accgraph` program
@@ -61,60 +62,105 @@ function(accgraph_add_backend)
   endif()
 endfunction()
 
-set(ACCGRAPH_WITH_CUDA OFF)
-if(NOT ACCGRAPH_BACKEND_CUDA STREQUAL "OFF" AND EXISTS "${PROJECT_SOURCE_DIR}/backends/cuda/CMakeLists.txt")
-  # The toolkit first: FindCUDAToolkit honours CUDAToolkit_ROOT, CUDA_PATH and nvcc on PATH and
-  # knows the platform's default install locations, so the compiler is taken from the toolkit
-  # found (unless CMAKE_CUDA_COMPILER or CUDACXX names one) instead of a machine-specific path.
-  find_package(CUDAToolkit QUIET)
-  if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND CUDAToolkit_NVCC_EXECUTABLE)
-    set(CMAKE_CUDA_COMPILER "${CUDAToolkit_NVCC_EXECUTABLE}")
+# accgraph_backend(<name> TITLE <title> NEEDS <what to install> [TESTS <folder of tests/>...])
+# One vendor backend, one call and one switch (as IREE keys each HAL driver on one
+# IREE_HAL_DRIVER_<X>); the top-level CMakeLists.txt lists them. The call
+# - defines the option ACCGRAPH_BACKEND_<NAME>=AUTO|ON|OFF ("Build the <title> backend");
+# - runs the backend's detection, backends/<name>/detect.cmake, unless the option is OFF or the
+#   folder has no CMakeLists.txt. The file runs at the caller's scope (this is a macro: the CUDA
+#   detection enables a language, which CMake allows only at file scope); it sets
+#   accgraph_backend_found to ON, or accgraph_backend_missing to what is missing and how to
+#   install it, which ACCGRAPH_BACKEND_<NAME>=ON turns into a configure error;
+# - sets ACCGRAPH_WITH_<NAME> ON or OFF, prints "accgraph: <name> backend ON|OFF", and when ON
+#   adds backends/<name> and records the TESTS folders (default: <name>) that tests/CMakeLists.txt
+#   adds, in the order of the calls;
+# - gives the core's list of built-in modules (registry/builtin_backends.cpp) the backend's row,
+#   built or not: its name, the priority its module's entry table declares (read from the
+#   ACCGRAPH_DEFINE_PLUGIN line of backends/<name>/backend.cpp, the one place it is written) and
+#   how to build it ("configure accgraph with <NEEDS> installed (ACCGRAPH_BACKEND_<NAME>=AUTO or
+#   ON)").
+macro(accgraph_backend accgraph_backend_name)
+  accgraph_backend_declare(${accgraph_backend_name} ${ARGN})
+  set(accgraph_backend_found OFF)
+  set(accgraph_backend_missing "")
+  if(accgraph_backend_detect)
+    include("${PROJECT_SOURCE_DIR}/backends/${accgraph_backend_name}/detect.cmake")
   endif()
-  include(CheckLanguage)
-  check_language(CUDA)
-  if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND)
-    set(ACCGRAPH_WITH_CUDA ON)
-    # Enabled here, at the top-level scope, because the cuda backend, its tests and its
-    # benchmark all compile .cu files (CMake requires the common parent directory).
-    enable_language(CUDA)
-  elseif(ACCGRAPH_BACKEND_CUDA STREQUAL "ON")
-    message(FATAL_ERROR "ACCGRAPH_BACKEND_CUDA=ON but no CUDA compiler/toolkit was found: "
-      "install the CUDA Toolkit, and point CMake at it if it is not on PATH "
-      "(-DCUDAToolkit_ROOT=/usr/local/cuda, or -DCMAKE_CUDA_COMPILER=<nvcc>), or set "
-      "ACCGRAPH_BACKEND_CUDA=AUTO|OFF")
+  accgraph_backend_decide(${accgraph_backend_name} ${ARGN})
+  if(ACCGRAPH_WITH_${accgraph_backend_option})
+    add_subdirectory(backends/${accgraph_backend_name})
   endif()
-endif()
-message(STATUS "accgraph: cuda backend ${ACCGRAPH_WITH_CUDA}")
+endmacro()
 
-set(ACCGRAPH_WITH_LEVEL_ZERO OFF)
-if(NOT ACCGRAPH_BACKEND_LEVEL_ZERO STREQUAL "OFF" AND EXISTS "${PROJECT_SOURCE_DIR}/backends/level_zero/CMakeLists.txt")
-  find_package(PkgConfig QUIET)
-  if(PkgConfig_FOUND)
-    pkg_check_modules(LevelZero QUIET IMPORTED_TARGET libze_loader)
+# The option and the registry row of accgraph_backend(); sets accgraph_backend_option (<NAME>)
+# and accgraph_backend_detect in the caller's scope.
+function(accgraph_backend_declare name)
+  cmake_parse_arguments(ARG "" "TITLE;NEEDS" "TESTS" ${ARGN})
+  if(NOT ARG_TITLE OR NOT ARG_NEEDS)
+    message(FATAL_ERROR "accgraph_backend(${name}): give its TITLE (\"Build the <TITLE> backend\") "
+      "and what it NEEDS installed (\"configure accgraph with <NEEDS> installed\")")
   endif()
-  if(LevelZero_FOUND)
-    set(ACCGRAPH_WITH_LEVEL_ZERO ON)
-  elseif(ACCGRAPH_BACKEND_LEVEL_ZERO STREQUAL "ON")
-    message(FATAL_ERROR "ACCGRAPH_BACKEND_LEVEL_ZERO=ON but pkg-config found no libze_loader: "
-      "install libze-dev (Debian) or set ACCGRAPH_BACKEND_LEVEL_ZERO=AUTO|OFF")
+  string(TOUPPER "${name}" option)
+  set(ACCGRAPH_BACKEND_${option} AUTO CACHE STRING "Build the ${ARG_TITLE} backend (AUTO|ON|OFF)")
+  set_property(CACHE ACCGRAPH_BACKEND_${option} PROPERTY STRINGS AUTO ON OFF)
+  set(folder "${PROJECT_SOURCE_DIR}/backends/${name}")
+  set(detect OFF)
+  if(NOT ACCGRAPH_BACKEND_${option} STREQUAL "OFF" AND EXISTS "${folder}/CMakeLists.txt")
+    set(detect ON)
   endif()
-endif()
-message(STATUS "accgraph: level_zero backend ${ACCGRAPH_WITH_LEVEL_ZERO}")
+  if(EXISTS "${folder}/backend.cpp")
+    set(entry_regex "ACCGRAPH_DEFINE_PLUGIN\\(\"${name}\", *accgraph::priority::([a-z_]+)")
+    file(STRINGS "${folder}/backend.cpp" entry REGEX "${entry_regex}")
+    if(NOT entry MATCHES "${entry_regex}")
+      message(FATAL_ERROR "backends/${name}/backend.cpp has no "
+        "'ACCGRAPH_DEFINE_PLUGIN(\"${name}\", accgraph::priority::<name>, ...' line, from which "
+        "accgraph_backend() reads the priority the core lists the module with when it is "
+        "absent: keep the entry on one line in that form")
+    endif()
+    set(how_to_build
+      "configure accgraph with ${ARG_NEEDS} installed (ACCGRAPH_BACKEND_${option}=AUTO or ON)")
+    set_property(GLOBAL APPEND PROPERTY ACCGRAPH_BUILTIN_MODULE_ROWS
+      "    {\"${name}\", priority::${CMAKE_MATCH_1},\n     \"${how_to_build}\"},")
+  endif()
+  get_property(scheduled GLOBAL PROPERTY ACCGRAPH_BUILTIN_MODULES_SCHEDULED)
+  if(NOT scheduled)
+    set_property(GLOBAL PROPERTY ACCGRAPH_BUILTIN_MODULES_SCHEDULED ON)
+    cmake_language(DEFER DIRECTORY "${PROJECT_SOURCE_DIR}" CALL accgraph_write_builtin_modules)
+  endif()
+  set(accgraph_backend_option ${option} PARENT_SCOPE)
+  set(accgraph_backend_detect ${detect} PARENT_SCOPE)
+endfunction()
 
-# Vulkan: only the headers are needed at build time (the module dlopen()s the loader, Note
-# [Loading the loader] in backends/vulkan/vulkan_api.cpp); glslangValidator, when found, compiles
-# the spin shader behind Stream::delay.
-set(ACCGRAPH_WITH_VULKAN OFF)
-if(NOT ACCGRAPH_BACKEND_VULKAN STREQUAL "OFF" AND EXISTS "${PROJECT_SOURCE_DIR}/backends/vulkan/CMakeLists.txt")
-  find_package(Vulkan QUIET COMPONENTS glslangValidator)
-  if(NOT TARGET Vulkan::Headers)
-    find_package(Vulkan QUIET)
+# What accgraph_backend() decides from the detection's result: ACCGRAPH_WITH_<NAME> in the
+# caller's scope, the status line, or the configure error of ACCGRAPH_BACKEND_<NAME>=ON.
+function(accgraph_backend_decide name)
+  cmake_parse_arguments(ARG "" "TITLE;NEEDS" "TESTS" ${ARGN})
+  string(TOUPPER "${name}" option)
+  if(accgraph_backend_detect AND NOT accgraph_backend_found
+     AND ACCGRAPH_BACKEND_${option} STREQUAL "ON")
+    message(FATAL_ERROR "ACCGRAPH_BACKEND_${option}=ON but ${accgraph_backend_missing} "
+      "or set ACCGRAPH_BACKEND_${option}=AUTO|OFF")
   endif()
-  if(TARGET Vulkan::Headers)
-    set(ACCGRAPH_WITH_VULKAN ON)
-  elseif(ACCGRAPH_BACKEND_VULKAN STREQUAL "ON")
-    message(FATAL_ERROR "ACCGRAPH_BACKEND_VULKAN=ON but CMake found no Vulkan headers: "
-      "install libvulkan-dev (Debian) or set ACCGRAPH_BACKEND_VULKAN=AUTO|OFF")
+  set(found OFF)
+  if(accgraph_backend_detect AND accgraph_backend_found)
+    set(found ON)
+    if(NOT ARG_TESTS)
+      set(ARG_TESTS ${name})
+    endif()
+    set_property(GLOBAL APPEND PROPERTY ACCGRAPH_BACKEND_TEST_FOLDERS ${ARG_TESTS})
   endif()
-endif()
-message(STATUS "accgraph: vulkan backend ${ACCGRAPH_WITH_VULKAN}")
+  message(STATUS "accgraph: ${name} backend ${found}")
+  set(ACCGRAPH_WITH_${option} ${found} PARENT_SCOPE)
+endfunction()
+
+# Writes the rows of every accgraph_backend() call into the table registry/builtin_backends.cpp
+# includes (deferred to the end of the top-level CMakeLists.txt, after the last call).
+function(accgraph_write_builtin_modules)
+  get_property(rows GLOBAL PROPERTY ACCGRAPH_BUILTIN_MODULE_ROWS)
+  list(JOIN rows "\n" rows)
+  file(CONFIGURE OUTPUT "${PROJECT_BINARY_DIR}/generated/accgraph_builtin_modules.inc"
+    CONTENT "// Generated by accgraph_backend() (cmake/AccgraphBackends.cmake): a row per backend.
+${rows}
+"
+    @ONLY)
+endfunction()

@@ -3,6 +3,7 @@
 #include "accgraph/spi/backend.hpp"
 #include "accgraph/spi/capture_tail.hpp"
 #include "accgraph/spi/clock_sampling.hpp"
+#include "accgraph/spi/dlpack_device.hpp"
 #include "accgraph/spi/marker_kernels.hpp"
 #include "accgraph/spi/untimed_replay.hpp"
 
@@ -18,6 +19,7 @@ CaptureTail::~CaptureTail() = default;
 MarkerKernelNames::~MarkerKernelNames() = default;
 UntimedReplay::~UntimedReplay() = default;
 CapturedWork::~CapturedWork() = default;
+DlpackDevices::~DlpackDevices() = default;
 
 CaptureTail* capture_tail_of(StreamImpl& stream) noexcept {
   return dynamic_cast<CaptureTail*>(&stream);

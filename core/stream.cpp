@@ -6,9 +6,11 @@
 
 #include <fmt/format.h>
 
+#include "accgraph/dlpack.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/graph.hpp"
 #include "accgraph/spi/backend.hpp"
+#include "accgraph/spi/dlpack_device.hpp"
 #include "internal/backend_lookup.hpp"
 #include "internal/observers.hpp"
 #include "stream_state.hpp"
@@ -351,5 +353,14 @@ Buffer Buffer::allocate(std::string_view backend_name, int device, size_t bytes,
 void* Buffer::data() const { return impl_ ? impl_->data() : nullptr; }
 size_t Buffer::size() const { return impl_ ? impl_->size() : 0; }
 MemoryKind Buffer::kind() const { return impl_ ? impl_->kind() : MemoryKind::Host; }
+
+// Note [DLPack devices] (spi/dlpack_device.hpp).
+DlpackDevice dlpack_device(std::string_view backend_name, int device, MemoryKind kind) {
+  std::string name;
+  const Backend& backend = resolve_backend(backend_name, name);
+  if (const DlpackDevices* devices = dlpack_devices_of(backend))
+    return devices->dlpack_device(device, kind);
+  return default_dlpack_device(device, kind);
+}
 
 }  // namespace accgraph

@@ -1,5 +1,6 @@
 // The explicit list of built-in backends: host (linked into the core) and the vendor modules
-// (cuda, level_zero, vulkan) loaded from lib/accgraph/ next to libaccgraph at run time.
+// (one per accgraph_backend() call of the top-level CMakeLists.txt) loaded from lib/accgraph/
+// next to libaccgraph at run time.
 #include <dlfcn.h>
 #include <sys/stat.h>
 
@@ -26,14 +27,12 @@ struct BuiltinModule {
   const char* how_to_build;  // shown when the module is absent from this installation
 };
 
-// Highest priority first is only for the reader; the registry sorts by priority.
+// One row per vendor backend, written by its accgraph_backend() call
+// (cmake/AccgraphBackends.cmake) whether or not this build has it: the priority is the one its
+// module's entry table declares (ACCGRAPH_DEFINE_PLUGIN in backends/<name>/backend.cpp), read
+// from there at configure time.
 constexpr BuiltinModule kBuiltinModules[] = {
-    {"cuda", priority::preferred,
-     "configure accgraph with the CUDA Toolkit installed (ACCGRAPH_BACKEND_CUDA=AUTO or ON)"},
-    {"level_zero", priority::normal,
-     "configure accgraph with libze-dev installed (ACCGRAPH_BACKEND_LEVEL_ZERO=AUTO or ON)"},
-    {"vulkan", priority::normal,
-     "configure accgraph with libvulkan-dev installed (ACCGRAPH_BACKEND_VULKAN=AUTO or ON)"},
+#include "accgraph_builtin_modules.inc"
 };
 
 bool file_exists(const std::string& path) {

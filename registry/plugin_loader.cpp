@@ -36,6 +36,7 @@
 
 #include "accgraph/error.hpp"
 #include "accgraph/spi/clock_sampling.hpp"
+#include "accgraph/spi/dlpack_device.hpp"
 #include "accgraph/spi/library_check.hpp"
 #include "accgraph/spi/message_escape.hpp"
 #include "accgraph/spi/plugin.h"
@@ -184,7 +185,10 @@ std::string dlopen_failure(const std::string& path, const std::string& why) {
 class PluginBackend final : public Backend {
  public:
   PluginBackend(Backend* inner, void (*destroy)(void*))
-      : inner_(inner), clock_(dynamic_cast<ClockSampling*>(inner)), destroy_(destroy) {}
+      : inner_(inner),
+        clock_(dynamic_cast<ClockSampling*>(inner)),
+        dlpack_(dynamic_cast<DlpackDevices*>(inner)),
+        destroy_(destroy) {}
   ~PluginBackend() override { destroy_(inner_); }
   std::string name() const override { return inner_->name(); }
   std::vector<DeviceInfo> devices() const override { return inner_->devices(); }
@@ -207,10 +211,12 @@ class PluginBackend final : public Backend {
   }
   /// The plugin backend's optional interfaces (found on the plugin's own object).
   ClockSampling* clock_sampling() const noexcept { return clock_; }
+  const DlpackDevices* dlpack_devices() const noexcept { return dlpack_; }
 
  private:
   Backend* inner_;
   ClockSampling* clock_;
+  const DlpackDevices* dlpack_;
   void (*destroy_)(void*);
 };
 
@@ -223,6 +229,12 @@ ClockSampling* clock_sampling(Backend& backend) noexcept {
   if (auto* plugin = dynamic_cast<detail::PluginBackend*>(&backend))
     return plugin->clock_sampling();
   return dynamic_cast<ClockSampling*>(&backend);
+}
+
+const DlpackDevices* dlpack_devices_of(const Backend& backend) noexcept {
+  if (auto* plugin = dynamic_cast<const detail::PluginBackend*>(&backend))
+    return plugin->dlpack_devices();
+  return dynamic_cast<const DlpackDevices*>(&backend);
 }
 
 }  // namespace accgraph

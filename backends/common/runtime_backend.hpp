@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -13,6 +14,7 @@
 #include "accgraph/error.hpp"
 #include "accgraph/spi/backend.hpp"
 #include "accgraph/spi/device_index.hpp"
+#include "accgraph/spi/dlpack_device.hpp"
 #include "accgraph/types.hpp"
 
 namespace accgraph::detail {
@@ -50,7 +52,7 @@ struct RingDepths {
 /// strategies a device offers (marker_strategies, which both create_markers and capabilities use,
 /// so they agree).
 template <class Runtime>
-class RuntimeBackend : public Backend {
+class RuntimeBackend : public Backend, public DlpackDevices {
  public:
   using DeviceState = std::decay_t<decltype(*std::declval<Runtime&>().devices.front())>;
 
@@ -75,6 +77,12 @@ class RuntimeBackend : public Backend {
     return allocate_buffer(runtime_, device_state(device, "allocate"), bytes, kind);
   }
 
+  // Note [DLPack devices] (spi/dlpack_device.hpp): host memory is plain CPU memory.
+  DlpackDevice dlpack_device(int device, MemoryKind kind) const noexcept override {
+    return kind == MemoryKind::Host ? DlpackDevice{dlpack::kDLCPU, 0}
+                                    : DlpackDevice{dlpack_device_type_, device};
+  }
+
   std::unique_ptr<GraphImplInterface> create_graph(const GraphArgs& args) override {
     return make_graph(runtime_, args);
   }
@@ -89,8 +97,13 @@ class RuntimeBackend : public Backend {
   }
 
  protected:
-  RuntimeBackend(std::string name, std::shared_ptr<Runtime> runtime, RingDepths depths)
-      : name_(std::move(name)), runtime_(std::move(runtime)), depths_(depths) {}
+  /// `dlpack_device_type`: the DLDeviceType of the backend's device memory (dlpack::kDLOneAPI...).
+  RuntimeBackend(std::string name, std::shared_ptr<Runtime> runtime, RingDepths depths,
+                 int32_t dlpack_device_type)
+      : name_(std::move(name)),
+        runtime_(std::move(runtime)),
+        depths_(depths),
+        dlpack_device_type_(dlpack_device_type) {}
 
   /// What `state` can do, but for the marker fields and timer_resolution_ns, which
   /// capabilities() fills in.
@@ -121,6 +134,7 @@ class RuntimeBackend : public Backend {
   std::string name_;
   std::shared_ptr<Runtime> runtime_;
   RingDepths depths_;
+  int32_t dlpack_device_type_;
 };
 
 }  // namespace accgraph::detail

@@ -8,9 +8,16 @@
 
 #include <fmt/format.h>
 
+#include "accgraph/spi/device_index.hpp"
+#include "accgraph/spi/dlpack_device.hpp"
 #include "accgraph/spi/plugin.hpp"  // ACCGRAPH_DEFINE_PLUGIN and accgraph::priority
 #include "accgraph/version.hpp"
 #include "cuda_backend.hpp"
+#include "cuda_buffer.hpp"
+#include "cuda_graph.hpp"
+#include "cuda_kernels.hpp"
+#include "cuda_markers.hpp"
+#include "cuda_stream.hpp"
 #include "cuda_check.hpp"
 
 namespace accgraph::detail::cuda {
@@ -117,7 +124,7 @@ struct DeviceEntry {
   DeviceMarkerModes marker_modes;
 };
 
-class CudaBackend final : public Backend, public ClockSampling {
+class CudaBackend final : public Backend, public ClockSampling, public DlpackDevices {
  public:
   explicit CudaBackend(std::vector<DeviceEntry> devices) : devices_(std::move(devices)) {}
 
@@ -142,6 +149,12 @@ class CudaBackend final : public Backend, public ClockSampling {
     caps.marker_ring_depth = kDefaultRingDepth;
     caps.timer_resolution_ns = entry.resolution_ns;
     return caps;
+  }
+
+  // Note [DLPack devices] (spi/dlpack_device.hpp): host memory is pinned (cudaMallocHost).
+  DlpackDevice dlpack_device(int device, MemoryKind kind) const noexcept override {
+    return kind == MemoryKind::Host ? DlpackDevice{dlpack::kDLCUDAHost, 0}
+                                    : DlpackDevice{dlpack::kDLCUDA, device};
   }
 
   std::unique_ptr<StreamImpl> create_stream(int device) override {

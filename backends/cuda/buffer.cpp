@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cuda_backend.hpp"
+#include "cuda_buffer.hpp"
 #include "cuda_check.hpp"
 
 namespace accgraph::detail::cuda {

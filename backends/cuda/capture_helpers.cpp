@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include "cuda_backend.hpp"
+#include "cuda_capture_helpers.hpp"
+#include "cuda_kernels.hpp"
 #include "cuda_check.hpp"
 
 namespace accgraph::detail::cuda {

@@ -1,6 +1,6 @@
 // Internal: turns a failed CUDA runtime call into accgraph::Error naming the operation, the call,
 // the cudaError_t and, for the capture errors users hit most, what to do next (Note [Native
-// calls] in accgraph/native_call.hpp).
+// calls] in accgraph/spi/native_call.hpp).
 #pragma once
 
 #include <string>

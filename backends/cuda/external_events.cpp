@@ -11,6 +11,11 @@
 #include <fmt/format.h>
 
 #include "cuda_backend.hpp"
+#include "cuda_capture_helpers.hpp"
+#include "cuda_graph.hpp"
+#include "cuda_kernels.hpp"
+#include "cuda_markers.hpp"
+#include "cuda_stream.hpp"
 #include "cuda_check.hpp"
 
 namespace accgraph::detail::cuda {

@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include "cuda_backend.hpp"
+#include "cuda_capture_helpers.hpp"
+#include "cuda_graph.hpp"
 #include "cuda_check.hpp"
 
 namespace accgraph::detail::cuda {
@@ -55,7 +57,7 @@ PoolState::~PoolState() {
 namespace {
 
 // A pool of the device's memory for the graph's stream-ordered allocations (Note [Pool
-// sharing] in accgraph/pool_table.hpp); with an id from another graph, that graph's pool, which
+// sharing] in accgraph/spi/pool_table.hpp); with an id from another graph, that graph's pool, which
 // must be on the same device.
 std::shared_ptr<PoolState> acquire_pool(Pools& pools, PoolId id, int device) {
   std::shared_ptr<PoolState> state = pools.acquire(id, [device](PoolId new_id) {

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda_backend.hpp"
+#include "cuda_kernels.hpp"
 #include "cuda_check.hpp"
 
 namespace accgraph::detail::cuda {

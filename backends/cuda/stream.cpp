@@ -7,6 +7,10 @@
 #include <fmt/format.h>
 
 #include "cuda_backend.hpp"
+#include "cuda_capture_helpers.hpp"
+#include "cuda_graph.hpp"
+#include "cuda_kernels.hpp"
+#include "cuda_stream.hpp"
 #include "cuda_check.hpp"
 
 namespace accgraph::detail::cuda {
@@ -259,15 +263,16 @@ bool CudaStream::is_capturing() const {
 // stream captures, cudaStreamGetCaptureInfo names the set of nodes the next captured operation
 // on it will depend on: every operation captured on the stream (accgraph's or a framework's on
 // the same cudaStream_t) becomes a new node and replaces that set by itself, and a join (a wait
-// on an event recorded on another capturing stream) adds that stream's nodes. A detached marker
-// (Note [Detached markers] in markers.cpp) puts the set back as it was. So the set changes
-// exactly when something was enqueued (or joined), and the token names the set:
+// on an event recorded on another capturing stream) adds that stream's nodes. A marker is a link
+// of its stream's chain like any kernel while the capture runs (Note [Exact marker placement] in
+// capture_helpers.cpp). So the set changes exactly when something was enqueued (or joined), and
+// the token names the set:
 // - one node: its handle, XOR the capture id shifted into the top 16 bits (node handles are host
 //   pointers, unique among live nodes of one capture; the id tells two captures apart should a
 //   handle be reused). Within one capture the XOR with a constant keeps distinct nodes distinct.
-// - several nodes (after a join, or after a detached marker following a join): a 64-bit mix of
-//   the capture id and the handles, independent of their order. Two different sets share a
-//   token with probability about 2^-64 (then one boundary would share a marker wrongly).
+// - several nodes (after a join): a 64-bit mix of the capture id and the handles, independent of
+//   their order. Two different sets share a token with probability about 2^-64 (then one
+//   boundary would share a marker wrongly).
 // Any other answer gives 0: not capturing (or an invalidated capture), an empty set (nothing
 // captured on the stream yet), the call failing. One runtime call, no device switch (the query
 // takes the stream itself), nothing enqueued.

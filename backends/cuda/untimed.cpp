@@ -5,6 +5,9 @@
 #include <exception>
 
 #include "cuda_backend.hpp"
+#include "cuda_capture_helpers.hpp"
+#include "cuda_graph.hpp"
+#include "cuda_stream.hpp"
 #include "cuda_check.hpp"
 
 namespace accgraph::detail::cuda {

@@ -4,13 +4,14 @@
 
 #include "accgraph/spi/clock_sampling.hpp"
 #include "accgraph/spi/device_index.hpp"
+#include "accgraph/spi/dlpack_device.hpp"
 #include "accgraph/spi/steady_clock_markers.hpp"
 
 namespace accgraph::detail::host {
 
 namespace {
 
-class HostBackend final : public Backend, public ClockSampling {
+class HostBackend final : public Backend, public ClockSampling, public DlpackDevices {
  public:
   std::string name() const override { return kBackendName; }
 
@@ -50,6 +51,11 @@ class HostBackend final : public Backend, public ClockSampling {
                   kBackendName);
     // Device and Host kinds alike: the "device" of the host backend is the CPU.
     return std::make_unique<HostMemoryBuffer>(bytes, kind, kBackendName);
+  }
+
+  // Note [DLPack devices] (spi/dlpack_device.hpp): all of its memory is the CPU's.
+  DlpackDevice dlpack_device(int /*device*/, MemoryKind /*kind*/) const noexcept override {
+    return {dlpack::kDLCPU, 0};
   }
 
   std::unique_ptr<GraphImplInterface> create_graph(const GraphArgs& args) override {

@@ -90,7 +90,7 @@ void HostGraph::launch(StreamImpl& stream_impl,
     throw Error(ErrorCode::InvalidState, "replay: the graph has no executable: instantiate first",
                 kBackendName);
   // A constant name (errors name graphs by AcceleratorGraph::id(), which only the core knows):
-  // a replay formats no string. Note [Replays run every node] in accgraph/backend_support.hpp.
+  // a replay formats no string. Note [Replays run every node] in accgraph/spi/run_every_node.hpp.
   static const std::string name = "replay of host graph";
   auto run_all = [ops = executable] {
     run_every_node(

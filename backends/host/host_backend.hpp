@@ -170,7 +170,7 @@ inline HostStream& as_host_stream(StreamImpl& stream, const char* operation) {
 // --- pools -----------------------------------------------------------------------------------
 
 /// Host graphs allocate nothing during capture, so a pool is only an identity that graphs
-/// share by PoolId (Note [Pool sharing] in accgraph/pool_table.hpp).
+/// share by PoolId (Note [Pool sharing] in accgraph/spi/pool_table.hpp).
 struct PoolState {
   PoolId id;
 };

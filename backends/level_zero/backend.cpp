@@ -343,7 +343,8 @@ std::shared_ptr<Runtime> discover() {
 // RuntimeBackend's (Note [Runtime backends] in common/runtime_backend.hpp).
 class ZeBackend final : public RuntimeBackend<Runtime> {
  public:
-  ZeBackend() : RuntimeBackend(kBackendName, discover(), {kDefaultRingDepth, kMaxRingDepth}) {}
+  ZeBackend() : RuntimeBackend(kBackendName, discover(), {kDefaultRingDepth, kMaxRingDepth},
+                         dlpack::kDLOneAPI) {}
 
   std::unique_ptr<StreamImpl> create_stream(int device) override {
     DeviceState& state = device_state(device, "create_stream");

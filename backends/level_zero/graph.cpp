@@ -71,7 +71,7 @@ class ZeGraph final : public PrivatePoolGraph<Runtime> {
     device_ = &device;
     path_ = device.capture.path;
     // pool_sharing is false: the core passes only new private pools (Note [Capability gates]
-    // in accgraph/backend.hpp).
+    // in accgraph/spi/backend.hpp).
     if (pool.is_new_private()) take_new_pool_id();
   }
 

@@ -25,7 +25,7 @@ std::string_view result_meaning(ze_result_t result) noexcept;
 ErrorCode error_code_for(ze_result_t result) noexcept;
 
 /// ze_result_t for accgraph's native-call checks (Note [Native calls] in
-/// accgraph/native_call.hpp): "<what>: <call> failed with <NAME> (<meaning>)[: <advice>]".
+/// accgraph/spi/native_call.hpp): "<what>: <call> failed with <NAME> (<meaning>)[: <advice>]".
 struct ZeCall {
   using Result = ze_result_t;
   static constexpr const char* kBackend = kBackendName;

@@ -626,7 +626,8 @@ std::shared_ptr<Runtime> discover() {
 // RuntimeBackend's (Note [Runtime backends] in common/runtime_backend.hpp).
 class VkBackend final : public RuntimeBackend<Runtime>, public ClockSampling {
  public:
-  VkBackend() : RuntimeBackend(kBackendName, discover(), {kDefaultRingDepth, kMaxRingDepth}) {}
+  VkBackend() : RuntimeBackend(kBackendName, discover(), {kDefaultRingDepth, kMaxRingDepth},
+                         dlpack::kDLVulkan) {}
 
   std::unique_ptr<StreamImpl> create_stream(int device) override {
     DeviceState& state = device_state(device, "create_stream");

@@ -33,7 +33,7 @@ class VkGraph final : public PrivatePoolGraph<Runtime> {
   }
 
   // pool_sharing is false: the core passes only new private pools (Note [Capability gates] in
-  // accgraph/backend.hpp), so every capture gets a new pool id.
+  // accgraph/spi/backend.hpp), so every capture gets a new pool id.
   void capture_begin(StreamImpl& stream_impl, PoolId /*pool*/, CaptureMode /*mode*/) override {
     std::shared_ptr<StreamCore> core = as_vk_stream(stream_impl, "capture_begin").core();
     if (device_ != nullptr && device_ != &core->device)

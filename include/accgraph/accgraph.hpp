@@ -5,6 +5,7 @@
 #pragma once
 
 #include "accgraph/clock.hpp"
+#include "accgraph/dlpack.hpp"
 #include "accgraph/host_clock.hpp"
 #include "accgraph/error.hpp"
 #include "accgraph/exporters.hpp"

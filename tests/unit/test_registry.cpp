@@ -112,7 +112,7 @@ TEST_CASE("malformed plugins are rejected with the file and the reason") {
     const char* reason;
   };
   const Case cases[] = {
-      {BAD_ABI_MAJOR_PLUGIN, "built for plugin ABI 3.5 but this accgraph"},
+      {BAD_ABI_MAJOR_PLUGIN, "built for plugin ABI 3.6 but this accgraph"},
       {BAD_ABI_MAJOR_PLUGIN, "the major versions must match"},
       {SMALL_TABLE_PLUGIN, "smaller than the"},
       {BAD_NAME_PLUGIN, "'Not A Name!' is not a valid name"},
@@ -462,11 +462,11 @@ TEST_CASE("check_plugin_table accepts a good table and rejects each bad field") 
                             destroy};
   check_plugin_table(&good, "/p.so");  // returns
   // Older minors of the same major still load: 2.0, 2.1 (before CaptureTail, ABI 2.2), 2.2
-  // (before MarkerOptions::memory_budget, ABI 2.3), 2.3 (before MarkerKernelNames, ABI 2.4) and 2.4
-  // (before UntimedReplay, ABI 2.5);
-  // a newer minor is refused.
-  static_assert(ACCGRAPH_PLUGIN_ABI_MINOR == 5u, "a new minor: add it to the list below");
-  for (uint32_t minor : {0u, 1u, 2u, 3u, 4u}) {
+  // (before MarkerOptions::memory_budget, ABI 2.3), 2.3 (before MarkerKernelNames, ABI 2.4), 2.4
+  // (before UntimedReplay, ABI 2.5) and 2.5 (before DlpackDevices, ABI 2.6: test_dlpack.cpp
+  // checks the default such a plugin's memory gets); a newer minor is refused.
+  static_assert(ACCGRAPH_PLUGIN_ABI_MINOR == 6u, "a new minor: add it to the list below");
+  for (uint32_t minor : {0u, 1u, 2u, 3u, 4u, 5u}) {
     AccgraphPluginApi older = good;
     older.abi_minor = minor;
     check_plugin_table(&older, "/older.so");  // returns
@@ -474,9 +474,9 @@ TEST_CASE("check_plugin_table accepts a good table and rejects each bad field") 
   AccgraphPluginApi newer = good;
   newer.abi_minor = ACCGRAPH_PLUGIN_ABI_MINOR + 1;
   require_error([&] { check_plugin_table(&newer, "/newer.so"); }, ErrorCode::PluginError,
-                {"plugin '/newer.so' was rejected: it was built for plugin ABI 2.6 but this "
-                 "accgraph (0.2.0) speaks ABI 2.5: it needs a newer accgraph; install one whose "
-                 "plugin ABI is 2.6 or later, or rebuild the plugin against this one"});
+                {"plugin '/newer.so' was rejected: it was built for plugin ABI 2.7 but this "
+                 "accgraph (0.2.0) speaks ABI 2.6: it needs a newer accgraph; install one whose "
+                 "plugin ABI is 2.7 or later, or rebuild the plugin against this one"});
   require_error([] { check_plugin_table(nullptr, "/p.so"); }, ErrorCode::PluginError,
                 {"plugin '/p.so' was rejected: its entry point returned no table"});
   // A plugin built before TimestampMarkers::read filled the caller's buffer (ABI 1) implements
@@ -486,7 +486,7 @@ TEST_CASE("check_plugin_table accepts a good table and rejects each bad field") 
   bad.abi_minor = 0;
   require_error([&] { check_plugin_table(&bad, "/old.so"); }, ErrorCode::PluginError,
                 {"plugin '/old.so' was rejected: it was built for plugin ABI 1.0 but this "
-                 "accgraph (0.2.0) speaks ABI 2.5 and the major versions must match; rebuild the "
+                 "accgraph (0.2.0) speaks ABI 2.6 and the major versions must match; rebuild the "
                  "plugin against this accgraph"});
   bad = good;
   bad.create_backend = nullptr;

@@ -267,9 +267,13 @@ struct PyBuffer {
   std::optional<Buffer> buffer;
   std::string backend;
   int device = 0;
+  DlpackDevice dlpack;  // as the backend states it (Note [DLPack devices])
   StreamUses used_on;
   PyBuffer(Buffer b, std::string backend_name, int device_index)
-      : buffer(std::move(b)), backend(std::move(backend_name)), device(device_index) {}
+      : buffer(std::move(b)),
+        backend(std::move(backend_name)),
+        device(device_index),
+        dlpack(dlpack_device(backend, device, buffer->kind())) {}
   ~PyBuffer();
   Buffer& get();
 };

@@ -20,32 +20,8 @@ namespace accgraph::python {
 
 namespace {
 
-// DLPack device types (dlpack.h DLDeviceType).
-constexpr int kDLCPU = 1;
-constexpr int kDLCUDA = 2;
-constexpr int kDLCUDAHost = 3;
-constexpr int kDLExtDev = 12;
-constexpr int kDLOneAPI = 14;
-
-// Note [DLPack devices]: a Buffer does not know its device type, only its backend and kind, so
-// the mapping is by backend: host memory of every backend is CPU memory (cuda's is pinned:
-// kDLCUDAHost); device memory is kDLCUDA on cuda, kDLOneAPI on level_zero, CPU memory on the host
-// backend, and kDLExtDev (unknown to consumers) on vulkan (whose device Buffers have addresses of
-// accgraph's own, not VkDeviceMemory) and on a plugin, whose device memory may not be
-// addressable by the CPU. The buffer protocol is offered for the CPU-addressable cases only.
-std::pair<int, int> dlpack_device(const PyBuffer& b, MemoryKind kind) {
-  if (b.backend == "host") return {kDLCPU, 0};
-  if (b.backend == "cuda")
-    return kind == MemoryKind::Host ? std::pair{kDLCUDAHost, 0} : std::pair{kDLCUDA, b.device};
-  if (kind == MemoryKind::Host) return {kDLCPU, 0};
-  if (b.backend == "level_zero") return {kDLOneAPI, b.device};
-  return {kDLExtDev, b.device};
-}
-
-bool host_addressable(int device_type) {
-  return device_type == kDLCPU || device_type == kDLCUDAHost;
-}
-
+// Note [DLPack devices] (accgraph/spi/dlpack_device.hpp): the backend states where its memory
+// lives (PyBuffer::dlpack); the buffer protocol is offered where the CPU can address it.
 int buffer_getbuffer(PyObject* self, Py_buffer* view, int flags) {
   PyBuffer* b = nb::inst_ptr<PyBuffer>(self);
   if (!b->buffer) {
@@ -53,8 +29,7 @@ int buffer_getbuffer(PyObject* self, Py_buffer* view, int flags) {
     return -1;
   }
   const Buffer& buffer = *b->buffer;
-  auto [type, id] = dlpack_device(*b, buffer.kind());
-  if (!host_addressable(type)) {
+  if (!dlpack::host_addressable(b->dlpack.device_type)) {
     std::string message = "accgraph.Buffer: " + std::string(to_string(buffer.kind())) +
                           " memory of the " + b->backend +
                           " backend is not addressable by the CPU, so it has no buffer "
@@ -543,21 +518,23 @@ void def_buffer_views(BufferClass& cls) {
       .def(
           "__dlpack_device__",
           [](PyBuffer& self) {
-            auto [type, id] = dlpack_device(self, self.get().kind());
-            return nb::make_tuple(type, id);
+            self.get();  // raises for a freed buffer
+            return nb::make_tuple(self.dlpack.device_type, self.dlpack.device_id);
           },
           nb::sig("def __dlpack_device__(self) -> tuple[int, int]"),
-          "The DLPack (device_type, device_id): CPU for host memory, CUDA for cuda device "
-          "memory, oneAPI for level_zero device memory (Note [DLPack devices]).")
+          "The DLPack (device_type, device_id) the backend states for this memory: CPU for "
+          "host memory (CUDAHost for cuda's pinned memory), CUDA, oneAPI or Vulkan for the "
+          "device memory of cuda, level_zero or vulkan, ExtDev for a plugin that states "
+          "none (Note [DLPack devices]).")
       .def(
           "__dlpack__",
           [](nb::handle self, nb::kwargs kwargs) {
             PyBuffer& b = *nb::inst_ptr<PyBuffer>(self);
             Buffer& buffer = b.get();
-            auto [type, id] = dlpack_device(b, buffer.kind());
             size_t shape[1] = {buffer.size()};
             nb::ndarray<nb::array_api, uint8_t, nb::ndim<1>> view(
-                buffer.data(), 1, shape, self, nullptr, nb::dtype<uint8_t>(), type, id);
+                buffer.data(), 1, shape, self, nullptr, nb::dtype<uint8_t>(), b.dlpack.device_type,
+                b.dlpack.device_id);
             // nanobind's ndarray implements the protocol (versions, dl_device, copy); `stream`
             // is accepted and ignored: synchronize the producing stream first.
             return nb::cast(view).attr("__dlpack__")(**kwargs);

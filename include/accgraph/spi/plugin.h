@@ -9,7 +9,8 @@
  * headers, which is why a change to backend.hpp's classes bumps the major; a new class a backend
  * may also derive from (2.1: ClockSampling; 2.2: CaptureTail, spi/capture_tail.hpp; 2.4:
  * MarkerKernelNames, spi/marker_kernels.hpp, with the Error constructor that takes an
- * ErrorReason; 2.5: UntimedReplay, spi/untimed_replay.hpp), or a field appended to an options struct the core passes (2.3:
+ * ErrorReason; 2.5: UntimedReplay, spi/untimed_replay.hpp; 2.6: DlpackDevices,
+ * spi/dlpack_device.hpp), or a field appended to an options struct the core passes (2.3:
  * MarkerOptions::memory_budget, rule marker.budget) bumps the minor: an older-minor plugin still loads, and a plugin of a newer
  * minor than the core's is rejected (it may derive from a class the core's library lacks, or
  * read a field the core does not pass). */
@@ -24,7 +25,7 @@ extern "C" {
 #endif
 
 #define ACCGRAPH_PLUGIN_ABI_MAJOR 2u
-#define ACCGRAPH_PLUGIN_ABI_MINOR 5u
+#define ACCGRAPH_PLUGIN_ABI_MINOR 6u
 /* The oldest minor the core accepts. */
 #define ACCGRAPH_PLUGIN_ABI_MINOR_REQUIRED 0u
 /* The plugin ABI a library was built for ("accgraph-plugin-abi:2u.4u"), as text the loader can find
