@@ -358,10 +358,17 @@ inline ReplayReport::Regions ReplayReport::regions() const { return Regions(this
 
 }  // namespace accgraph::timing
 
-// Until 0.2 this header also held the statistics and the exporters, and code that included it
-// for them keeps compiling for one minor version: it still brings in stats.hpp and
-// exporters.hpp, after the model they build on. In 0.3 it holds the model only; include
-// accgraph/stats.hpp or accgraph/exporters.hpp (or accgraph/accgraph.hpp) for them.
+// Until 0.2 this header also held the statistics and the exporters. It holds the model only:
+// include accgraph/stats.hpp or accgraph/exporters.hpp (or accgraph/accgraph.hpp) for them. Code
+// that included it for them compiles unchanged until 0.3 where ACCGRAPH_DEPRECATED_HEAVY_REPORT
+// is defined (opt-in, as fmt's FMT_DEPRECATED_HEAVY_CORE: by default the model's header opens
+// neither, so that the exporters, which include it, are not in a loop with it).
 // See Note [Forwarding headers] in accgraph/backend.hpp.
+#if defined(ACCGRAPH_DEPRECATED_HEAVY_REPORT)
+#if defined(ACCGRAPH_WARN_DEPRECATED_HEADERS)
+#pragma message( \
+    "ACCGRAPH_DEPRECATED_HEAVY_REPORT is deprecated and goes in accgraph 0.3: include accgraph/stats.hpp and accgraph/exporters.hpp")
+#endif
 #include "accgraph/exporters.hpp"
 #include "accgraph/stats.hpp"
+#endif
