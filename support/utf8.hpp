@@ -1,9 +1,11 @@
 // UTF-8 well-formedness, the one check the library's text handling shares (core-internal, not
-// installed): the exporters' valid text (Note [Exported text] in timing/export/exported_text.hpp)
-// and the loader's escaping of plugin names and paths (registry/shared_library.cpp).
+// installed): the exporters' valid text (Note [Exported text] in timing/export/exported_text.hpp),
+// the engine's untimed lines (timing/engine/report_store.cpp) and the loader's escaping of plugin
+// names and paths (registry/shared_library.cpp).
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace accgraph::detail {
@@ -33,6 +35,27 @@ inline size_t utf8_sequence_length(std::string_view text) {
   for (size_t i = 2; i < length; ++i)
     if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
   return length;
+}
+
+/// What stands for a byte that belongs to no well-formed sequence: U+FFFD.
+inline constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+
+/// `text` as valid UTF-8: each byte that belongs to no well-formed sequence becomes U+FFFD, so
+/// valid text comes back unchanged (Note [Exported text] in timing/export/exported_text.hpp).
+inline std::string valid_utf8(std::string_view text) {
+  std::string result;
+  result.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const size_t length = utf8_sequence_length(text.substr(i));
+    if (length == 0) {
+      result += kReplacement;
+      ++i;
+    } else {
+      result.append(text, i, length);
+      i += length;
+    }
+  }
+  return result;
 }
 
 }  // namespace accgraph::detail

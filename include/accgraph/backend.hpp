@@ -8,9 +8,11 @@
 // so that code which relied on that compiles unchanged. They compile silently by default:
 // plugins in the wild build with -Werror, and clang turns #pragma message into a warning. Define
 // ACCGRAPH_WARN_DEPRECATED_HEADERS to make each one name its replacement (a note on GCC, a
-// warning on clang). 0.3 removes them (and report.hpp stops including stats.hpp and
-// exporters.hpp). The package test package_old_include_paths builds a plugin and an
-// application that include only the old paths; README.md ("Porting a backend") lists the moves.
+// warning on clang). 0.3 removes them. report.hpp, which held the statistics and exporters too,
+// brings in stats.hpp and exporters.hpp only where ACCGRAPH_DEPRECATED_HEAVY_REPORT is defined
+// (opt-in, as fmt's FMT_DEPRECATED_HEAVY_CORE), and not at all from 0.3. The package test
+// package_old_include_paths builds a plugin and an application that include only the old paths
+// (with that define); README.md ("Porting a backend") lists the moves.
 #pragma once
 
 #if defined(ACCGRAPH_WARN_DEPRECATED_HEADERS)

@@ -13,6 +13,22 @@
 #include <vector>
 
 #include "accgraph/export.hpp"
+#include "accgraph/types.hpp"  // kUnmeasurable
+
+namespace accgraph::detail {
+
+/// A leaf's duration from its begin and end marker times: a region that spans one ordinary
+/// marker transition (Note [Marker transitions] in timing/model/report.cpp) takes what its
+/// markers read beyond `overhead_ns` (0: what they read), never below 0 (0 when end < start);
+/// kUnmeasurable when either time is. The one rule RegionTiming, ReportLayout::work_ns() and the
+/// statistics (timing/model/stats.cpp) apply.
+inline uint64_t span_duration(uint64_t begin_ns, uint64_t end_ns, uint64_t overhead_ns) {
+  const uint64_t later = std::max(begin_ns, end_ns);  // kUnmeasurable when either is
+  if (later == kUnmeasurable) return kUnmeasurable;
+  return later - begin_ns > overhead_ns ? later - begin_ns - overhead_ns : 0;
+}
+
+}  // namespace accgraph::detail
 
 namespace accgraph::timing {
 
@@ -142,8 +158,8 @@ class ACCGRAPH_API ReportLayout {
 class RegionTiming {
  public:
   RegionTiming() = default;
-  /// `start_ns`/`end_ns` on the backend's marker clock; either equal to
-  /// TimestampMarkers::kUnmeasurable (UINT64_MAX) makes the region unmeasurable.
+  /// `start_ns`/`end_ns` on the backend's marker clock; either equal to kUnmeasurable
+  /// (accgraph/types.hpp) makes the region unmeasurable.
   /// A timing made this way knows no children: self_ns() is duration_ns() (a report's
   /// regions() and region() know them), and subtracts no marker overhead.
   ACCGRAPH_API RegionTiming(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns);
@@ -158,7 +174,7 @@ class RegionTiming {
   const Metadata& metadata() const { return info_->metadata; }
 
   /// False when the backend could not place one of the region's markers in time (for example
-  /// its timestamp counter may have wrapped more than once: TimestampMarkers::kUnmeasurable).
+  /// its timestamp counter may have wrapped more than once: kUnmeasurable).
   /// start_ns(), end_ns() and duration_ns() are then 0 and the statistics leave the region out.
   bool measurable() const { return measurable_; }
   /// The region's edges on the backend's marker clock, with the report's marker overhead
@@ -182,7 +198,7 @@ class RegionTiming {
   uint64_t raw_start_ns() const { return raw_start_ns_; }
   uint64_t raw_end_ns() const { return raw_end_ns_; }
   uint64_t raw_duration_ns() const {
-    return raw_end_ns_ >= raw_start_ns_ ? raw_end_ns_ - raw_start_ns_ : 0;
+    return ::accgraph::detail::span_duration(raw_start_ns_, raw_end_ns_, 0);
   }
 
   /// The region's own time: duration_ns() minus the time its direct children in the same
@@ -203,7 +219,6 @@ class RegionTiming {
   // `work_ns`: the layout's work_ns() for it, or what the markers read (kUnmeasurable: that).
   void assign(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns, uint64_t overhead_ns,
               uint64_t work_ns) {
-    constexpr uint64_t kUnmeasurable = UINT64_MAX;  // TimestampMarkers::kUnmeasurable
     info_ = &info;
     measurable_ = start_ns != kUnmeasurable && end_ns != kUnmeasurable;
     self_measurable_ = measurable_;
@@ -211,7 +226,8 @@ class RegionTiming {
     raw_start_ns_ = start_ns_ = start_ns;
     raw_end_ns_ = end_ns_ = end_ns;
     take_overhead(start_ns_, end_ns_, overhead_ns);
-    duration_ns_ = work_ns == kUnmeasurable ? raw_duration_ns() : work_ns;
+    duration_ns_ =
+        work_ns == kUnmeasurable ? ::accgraph::detail::span_duration(start_ns, end_ns, 0) : work_ns;
     self_ns_ = duration_ns_;
   }
   // The edges of a region whose markers read [start, end] (Note [Marker overhead] in
@@ -251,8 +267,8 @@ class ACCGRAPH_API ReplayReport {
   /// An empty report (no regions).
   ReplayReport();
   /// InvalidArgument when `layout` is null or `marker_times` does not hold exactly
-  /// layout->marker_count() values. A time equal to TimestampMarkers::kUnmeasurable (UINT64_MAX)
-  /// makes the regions that use it unmeasurable.
+  /// layout->marker_count() values. A time equal to kUnmeasurable (accgraph/types.hpp) makes
+  /// the regions that use it unmeasurable.
   ReplayReport(std::shared_ptr<const ReportLayout> layout, uint64_t graph_id, uint64_t replay_index,
                std::vector<uint64_t> marker_times);
   /// Builds a layout from `samples` (each region gets markers 2i and 2i+1) and its report:
@@ -342,10 +358,17 @@ inline ReplayReport::Regions ReplayReport::regions() const { return Regions(this
 
 }  // namespace accgraph::timing
 
-// Until 0.2 this header also held the statistics and the exporters, and code that included it
-// for them keeps compiling for one minor version: it still brings in stats.hpp and
-// exporters.hpp, after the model they build on. In 0.3 it holds the model only; include
-// accgraph/stats.hpp or accgraph/exporters.hpp (or accgraph/accgraph.hpp) for them.
+// Until 0.2 this header also held the statistics and the exporters. It holds the model only:
+// include accgraph/stats.hpp or accgraph/exporters.hpp (or accgraph/accgraph.hpp) for them. Code
+// that included it for them compiles unchanged until 0.3 where ACCGRAPH_DEPRECATED_HEAVY_REPORT
+// is defined (opt-in, as fmt's FMT_DEPRECATED_HEAVY_CORE: by default the model's header opens
+// neither, so that the exporters, which include it, are not in a loop with it).
 // See Note [Forwarding headers] in accgraph/backend.hpp.
+#if defined(ACCGRAPH_DEPRECATED_HEAVY_REPORT)
+#if defined(ACCGRAPH_WARN_DEPRECATED_HEADERS)
+#pragma message( \
+    "ACCGRAPH_DEPRECATED_HEAVY_REPORT is deprecated and goes in accgraph 0.3: include accgraph/stats.hpp and accgraph/exporters.hpp")
+#endif
 #include "accgraph/exporters.hpp"
 #include "accgraph/stats.hpp"
+#endif

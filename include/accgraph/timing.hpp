@@ -197,7 +197,7 @@ using Sink = std::function<void(const ReplayReport&)>;
 /// does not stop delivery. Thread-safe; destroy the profiler while no other thread is driving a
 /// graph.
 class ACCGRAPH_API Profiler {
-  struct Impl;  // private: the units behind the facade (timing/engine/profiler.cpp)
+  struct Impl;  // private: the units behind the facade (timing/facade/profiler.cpp)
 
  public:
   explicit Profiler(ProfilerOptions options = {});

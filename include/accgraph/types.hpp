@@ -11,6 +11,12 @@
 
 namespace accgraph {
 
+/// A marker time that could not be determined (a backend's TimestampMarkers::read() gives it,
+/// e.g. when the device counter may have wrapped more than once since the sequence began): a
+/// region that starts or ends at it is unmeasurable, and the statistics leave it out. The one
+/// definition; TimestampMarkers::kUnmeasurable (accgraph/spi/backend.hpp) is this value.
+inline constexpr uint64_t kUnmeasurable = UINT64_MAX;
+
 /// How a capture treats potentially unsafe calls made by other threads while it runs (CUDA's
 /// cudaStreamCaptureMode). Default is the backend's documented default (Global on every in-tree
 /// backend). A mode the backend does not honour is an Unsupported error, never a silent fallback.

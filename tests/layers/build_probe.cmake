@@ -17,9 +17,13 @@ else()
                         "(Note [Layer targets])")
   endif()
   string(REGEX REPLACE "([][+.*()^$])" "\\\\\\1" header_pattern "${HEADER}")
-  if(NOT log MATCHES "${header_pattern}: No such file or directory|'${header_pattern}' file not found")
+  # A private header is not found; an installed header the layer's CANNOT_INCLUDE names stops
+  # the compile with the layer's own error.
+  set(not_found "${header_pattern}: No such file or directory|'${header_pattern}' file not found")
+  set(not_for_layer "cannot include ${header_pattern} \\(Note \\[Layer targets\\]")
+  if(NOT log MATCHES "${not_found}|${not_for_layer}")
     message(FATAL_ERROR "${TARGET}: the build failed, but not because \"${HEADER}\" was not "
-                        "found:\n${log}")
+                        "found or is not for this layer:\n${log}")
   endif()
-  message("${TARGET}: \"${HEADER}\" is not found, as it should not be")
+  message("${TARGET}: \"${HEADER}\" is not found or not for this layer, as it should not be")
 endif()

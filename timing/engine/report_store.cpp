@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "accgraph/error.hpp"
-#include "exported_text.hpp"
+#include "utf8.hpp"
 
 namespace accgraph::timing {
 
@@ -80,7 +80,8 @@ std::string ReportStore::untimed_lines() const {
   std::string lines;
   for (const UntimedCalls& u : untimed())
     lines += fmt::format("untimed: {} call(s) not timed: {} (first: {})\n", u.count,
-                         detail::valid_utf8(u.reason), detail::valid_utf8(u.first_name));
+                         ::accgraph::detail::valid_utf8(u.reason),
+                         ::accgraph::detail::valid_utf8(u.first_name));
   return lines;
 }
 

@@ -22,26 +22,9 @@ namespace accgraph::timing::detail {
 // escapes control characters, CSV quotes fields per RFC 4180, the text table shows control
 // characters as \xNN (\u00NN for C1 controls) so every row stays one line and no terminal
 // escape sequence gets through.
-inline constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
-
+using ::accgraph::detail::kReplacement;  // U+FFFD
 using ::accgraph::detail::utf8_sequence_length;
-
-// `text` as valid UTF-8 (Note [Exported text]).
-inline std::string valid_utf8(std::string_view text) {
-  std::string result;
-  result.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    const size_t length = utf8_sequence_length(text.substr(i));
-    if (length == 0) {
-      result += kReplacement;
-      ++i;
-    } else {
-      result.append(text, i, length);
-      i += length;
-    }
-  }
-  return result;
-}
+using ::accgraph::detail::valid_utf8;  // `text` as valid UTF-8 (Note [Exported text])
 
 // True when `a` and `b` are the same text once made valid UTF-8 (Note [Exported text]).
 inline bool same_valid_utf8(std::string_view a, std::string_view b) {

@@ -8,7 +8,7 @@
 
 #include "accgraph/error.hpp"
 #include "accgraph/report.hpp"
-#include "accgraph/spi/backend.hpp"
+#include "accgraph/types.hpp"  // kUnmeasurable
 #include "marker_transitions.hpp"
 
 namespace accgraph::timing {
@@ -131,9 +131,8 @@ uint64_t ReportLayout::work_ns(const uint64_t* times, size_t index) const {
   if (source_.marker_overhead_ns == 0 && source_.marker_back_to_back_ns == 0) {
     // Nothing subtracted: what the region's two markers read, whatever their indices' order
     // (a layout made by hand may number an end before its begin).
-    const uint64_t begin = times[regions_[index].begin_marker];
-    const uint64_t end = times[regions_[index].end_marker];
-    return end > begin ? end - begin : 0;
+    return ::accgraph::detail::span_duration(times[regions_[index].begin_marker],
+                                             times[regions_[index].end_marker], 0);
   }
   return detail::work_ns(times, ordered_.data(), back_to_back_at_.data(), first_[index],
                          last_[index], source_.marker_overhead_ns, source_.marker_back_to_back_ns);
@@ -170,7 +169,6 @@ ReplayReport ReplayReport::from_samples(ReportSource source, uint64_t graph_id,
   std::vector<uint64_t> times;
   regions.reserve(samples.size());
   times.reserve(samples.size() * 2);
-  constexpr uint64_t kUnmeasurable = TimestampMarkers::kUnmeasurable;
   for (RegionSample& sample : samples) {
     sample.info.begin_marker = static_cast<uint32_t>(times.size());
     sample.info.end_marker = static_cast<uint32_t>(times.size() + 1);
@@ -192,16 +190,14 @@ RegionTiming ReplayReport::region(size_t index) const {
 }
 
 RegionTiming::RegionTiming(const RegionInfo& info, uint64_t start_ns, uint64_t end_ns) {
-  static_assert(TimestampMarkers::kUnmeasurable == UINT64_MAX, "RegionTiming::assign assumes it");
-  assign(info, start_ns, end_ns, 0, UINT64_MAX);
+  assign(info, start_ns, end_ns, 0, kUnmeasurable);
 }
 
 RegionTiming ReplayReport::timing_of(size_t index) const {
   const RegionInfo& info = layout_->regions()[index];
   RegionTiming timing;
   const uint64_t begin = times_[info.begin_marker], end = times_[info.end_marker];
-  const bool measured =
-      begin != TimestampMarkers::kUnmeasurable && end != TimestampMarkers::kUnmeasurable;
+  const bool measured = begin != kUnmeasurable && end != kUnmeasurable;
   timing.assign(info, begin, end, layout_->source().marker_overhead_ns,
                 measured ? layout_->work_ns(times_.data(), index) : 0);
   if (timing.measurable_ && layout_->child_begin_[index] != layout_->child_begin_[index + 1])
@@ -253,7 +249,6 @@ uint64_t union_length(std::vector<Interval>& intervals) {
 }  // namespace
 
 void ReplayReport::set_self_time(RegionTiming& timing, size_t index) const {
-  constexpr uint64_t kUnmeasurable = TimestampMarkers::kUnmeasurable;
   const std::vector<RegionInfo>& regions = layout_->regions();
   const uint32_t* first = layout_->children_.data() + layout_->child_begin_[index];
   const uint32_t* last = layout_->children_.data() + layout_->child_begin_[index + 1];

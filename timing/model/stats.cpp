@@ -166,20 +166,14 @@ uint64_t thread_cpu_ns() {
 // over or staged is folded before stats() and sketch_buckets() read the series, so no sample is
 // lost and no result changes: count, min, max, the sum, the sketch's counts and (Exact) the sorted
 // samples do not depend on the order of the samples, and each series still sees its own samples in
-// order (a sketch window grows as before). In the batch, kNotMeasured (UINT64_MAX, never a
-// duration: that needs times 0 and UINT64_MAX, the unmeasurable marker time) means "not measurable"
-// (for a self time: not self_measurable).
-constexpr uint64_t kNotMeasured = UINT64_MAX;
+// order (a sketch window grows as before). In the batch, kNotMeasured (kUnmeasurable, never a
+// duration: that needs times 0 and kUnmeasurable, the unmeasurable marker time) means "not
+// measurable" (for a self time: not self_measurable).
+constexpr uint64_t kNotMeasured = kUnmeasurable;
 constexpr size_t kStageReplays = 16;
 
-// A region that spans one ordinary marker transition (a leaf: Note [Marker transitions] in
-// report.cpp): its duration from its begin and end marker times, as RegionTiming computes it (0
-// when end < start or the distance is no more than the overhead), or kNotMeasured.
-inline uint64_t span_duration(uint64_t begin, uint64_t end, uint64_t overhead) {
-  const uint64_t later = std::max(begin, end);  // kNotMeasured when either is
-  if (later == kNotMeasured) return kNotMeasured;
-  return later - begin > overhead ? later - begin - overhead : 0;
-}
+// A leaf's duration from its begin and end marker times, or kNotMeasured: RegionTiming's rule.
+using ::accgraph::detail::span_duration;
 constexpr size_t kStageBytes = size_t{256} << 10;
 
 // Note [Stats contexts]

@@ -376,8 +376,8 @@ class ACCGRAPH_API TimestampMarkers {
  public:
   /// read() returns this for a marker whose time cannot be determined, e.g. when the device
   /// counter may have wrapped more than once since the sequence began; the profiler reports
-  /// regions that use it as unmeasurable.
-  static constexpr uint64_t kUnmeasurable = UINT64_MAX;
+  /// regions that use it as unmeasurable. The sentinel of accgraph/types.hpp, by its SPI name.
+  static constexpr uint64_t kUnmeasurable = ::accgraph::kUnmeasurable;
 
   virtual ~TimestampMarkers();
 
