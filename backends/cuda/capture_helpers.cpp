@@ -99,11 +99,11 @@ cudaGraphNode_t last_captured_node(cudaStream_t stream) {
 //   Measured on an H200 (bench_modules, GPT-2-small-like stack, decode shape, 122 regions):
 //   1.140x the untimed replay, against 1.321x chained; the CUPTI referee (bench_accuracy.py) saw
 //   a region begin 0.13 us before its first kernel (median; p95 0.06 us after) and end 0.20 us
-//   after its last. A launch-completion edge M -> N instead (N waits only for M to have begun,
-//   the placement probe's cheapest row, shared/reviews/marker-placement-2026-11-28.md) cost
-//   1.086x but was not exact on real kernels: N, launched while M waited, began 0.42 us
-//   (median) before M read the clock. ACCGRAPH_CUDA_MARKER_PLACEMENT=launch_completion keeps it
-//   for comparison.
+//   after its last. A launch-completion edge M -> N instead (N waits only for M to have begun, the
+//   marker placement probe's cheapest row: bench/README.md, 'Targets and figures the code cites')
+//   cost 1.086x but was not exact on real kernels: N, launched while M waited, began 0.42 us
+//   (median) before M read the clock. ACCGRAPH_CUDA_MARKER_PLACEMENT=launch_completion keeps it for
+//   comparison.
 // - PDL (an edge K -prog-> N of the user's): any edge into N, or a second programmatic edge out
 //   of K, turns the overlap into a full dependency (1.27-1.60x on the probe). Then M hangs off
 //   K by an ordinary edge and has no edge to N: the overlap stays, and the boundary is K's end

@@ -60,21 +60,21 @@ class RelaxedCaptureModeGuard {
 // capture: while any thread captures in Global mode (PyTorch's default), such a call fails with
 // cudaErrorStreamCaptureUnsupported and invalidates that capture, which is not ours, and what it
 // was to free leaks. Objects are freed at moments nobody chooses (Python frees one when its last
-// reference goes, the cycle collector at any allocation): in a bench on the H200 (2026-11-27) a
-// timed graph freed in the middle of the next torch.cuda.graph capture freed its markers there,
-// and the capture failed with cudaErrorStreamCaptureInvalidated. So the backend frees and
-// destroys (markers, buffers, streams, graphs and their pools, the clock sampler's memory), and
-// waits for an external_events marker while a dropped graph collects its last replays, under
-// RelaxedCaptureModeGuard: in relaxed mode the same calls succeed and the capture goes on (seen
-// on the H200, CUDA 13.0, driver 580.159: cudaFree and cudaFreeHost from the capturing thread and
-// from another thread, during Global, ThreadLocal and Relaxed captures, and the captured graph
-// replayed correctly). Not covered: a dropped graph whose own graph allocations are still live
-// after a launch waits for the device (cudaDeviceSynchronize in CudaGraph::release_allocations),
-// which a capture may still refuse; and a torch graph freed during a capture breaks it by itself
-// (PyTorch's CUDAGraph reset is refused the same way and warns). Checked by tests/cuda
-// ("dropping timed graphs, buffers and streams during another capture", both marker strategies,
-// on the capturing thread and another) and tests/python/test_torch.py (timed accgraph objects
-// freed during a torch capture).
+// reference goes, the cycle collector at any allocation): in a bench on the H200 (bench/README.md,
+// 'Targets and figures the code cites') a timed graph freed in the middle of the next
+// torch.cuda.graph capture freed its markers there, and the capture failed with
+// cudaErrorStreamCaptureInvalidated. So the backend frees and destroys (markers, buffers, streams,
+// graphs and their pools, the clock sampler's memory), and waits for an external_events marker
+// while a dropped graph collects its last replays, under RelaxedCaptureModeGuard: in relaxed mode
+// the same calls succeed and the capture goes on (seen on the H200, CUDA 13.0, driver 580.159:
+// cudaFree and cudaFreeHost from the capturing thread and from another thread, during Global,
+// ThreadLocal and Relaxed captures, and the captured graph replayed correctly). Not covered: a
+// dropped graph whose own graph allocations are still live after a launch waits for the device
+// (cudaDeviceSynchronize in CudaGraph::release_allocations), which a capture may still refuse; and
+// a torch graph freed during a capture breaks it by itself (PyTorch's CUDAGraph reset is refused
+// the same way and warns). Checked by tests/cuda ("dropping timed graphs, buffers and streams
+// during another capture", both marker strategies, on the capturing thread and another) and
+// tests/python/test_torch.py (timed accgraph objects freed during a torch capture).
 
 // Note [Capture-mode rules]: while any thread of the process captures in Global mode (PyTorch's
 // default), every other thread in the default (Global) mode is refused the "potentially unsafe"

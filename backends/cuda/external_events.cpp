@@ -34,8 +34,8 @@ namespace {
 class ExternalEventMarkers final : public TimestampMarkers {
  public:
   // Nothing is created here: the events, the reference pair and its pinned word come with the
-  // first sequence (a set that never records costs nothing: issue 20), the marker events as
-  // record() reaches them.
+  // first sequence (a set that never records costs nothing), the marker events as record()
+  // reaches them.
   ExternalEventMarkers(int device, size_t ring, uint64_t resolution_ns)
       : device_(device), ring_(ring), resolution_ns_(resolution_ns), events_(ring), end_(ring) {}
 

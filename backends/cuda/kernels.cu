@@ -43,15 +43,15 @@ __global__ void write_globaltimer_kernel(uint64_t* out) {
 // There is no head node.
 //
 // Storage grows with the markers a set's sequences record, never with a fixed capacity
-// (issue 20: a graph without regions holds no marker memory). A marker kernel bakes its
-// address when it is captured, so staging never moves: it grows in chunks of kStagingChunk
-// stamps, allocated by record() as the markers reach them, and the tail kernel receives the
-// chunk pointers by value (StagingChunks, kernel parameters). The pinned ring is sized when a
-// sequence ends (end_sequence): ring x the markers in it; a sequence with more markers than the
-// current ring's stride gets a larger ring, and the older rings stay (a sequence in flight may
-// still write one: the host notes per ring slot which ring its sequence writes). Nothing is
-// allocated when the set is created; the replay counter comes with the first captured tail,
-// the done flags with the first sequence. kMarkerCapacity only bounds one sequence.
+// (a graph without regions holds no marker memory). A marker kernel bakes its address when it is
+// captured, so staging never moves: it grows in chunks of kStagingChunk stamps, allocated by
+// record() as the markers reach them, and the tail kernel receives the chunk pointers by value
+// (StagingChunks, kernel parameters). The pinned ring is sized when a sequence ends (end_sequence):
+// ring x the markers in it; a sequence with more markers than the current ring's stride gets a
+// larger ring, and the older rings stay (a sequence in flight may still write one: the host notes
+// per ring slot which ring its sequence writes). Nothing is allocated when the set is created; the
+// replay counter comes with the first captured tail, the done flags with the first sequence.
+// kMarkerCapacity only bounds one sequence.
 //
 // Why staging may be reused: the launches of one cudaGraphExec_t are serialised by CUDA (each
 // is ordered behind the previous launch of the same executable, whatever the streams), so

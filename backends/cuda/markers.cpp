@@ -264,9 +264,10 @@ class DeviceTimestampMarkers final : public TimestampMarkers, public MarkerKerne
                               "at most the markers its sequence recorded",
                               count, sequence, stamps.stride),
                   kBackendName);
-    // One copy (not a volatile load per marker: issue 21 (v2-1), 1000 markers per report):
-    // is_complete() saw the sequence's done flag, which the device writes after its stamps,
-    // and fenced (acquire) before returning, so the stamps are read after the flag.
+    // One copy, not a volatile load per marker (a report reads up to 1000 markers: bench/README.md,
+    // 'Targets and figures the code cites'): is_complete() saw the sequence's done flag, which the
+    // device writes after its stamps, and fenced (acquire) before returning, so the stamps are read
+    // after the flag.
     std::memcpy(times, stamps.host + (sequence % ring_) * stamps.stride, count * sizeof(uint64_t));
   }
 

@@ -204,15 +204,15 @@ void CudaStream::synchronize() {
 // Note [Driver capture query]: a timed replay on a stream whose native handle was handed out
 // asks whether it captures on every launch (Note [Native captures] in
 // core/seam/stream_state.hpp). The runtime's cudaStreamIsCapturing cost 57-100 ns per call on
-// the H100, its driver function cuStreamIsCapturing 13-37 ns (accgraph-bench-cuda (q),
-// 2026-11-28): most of the runtime's cost is its own per-call bookkeeping. So is_capturing()
-// calls the driver's function through the runtime's entry point (no link to libcuda: the
-// runtime loaded it), resolved once when the backend starts, and falls back to the runtime's
-// query whenever the driver's does not answer plainly: not resolved (a runtime before CUDA
-// 12.5), or any error (an implicitly captured legacy stream, no current context for the legacy
-// stream, a bad handle), so that every answer and every error is the runtime's as before. The
-// driver's CUstream is the runtime's cudaStream_t (and its special handles the same values), and
-// its capture statuses are the runtime's.
+// the H100, its driver function cuStreamIsCapturing 13-37 ns (accgraph-bench-cuda (q):
+// bench/README.md, 'Targets and figures the code cites'): most of the runtime's cost is its own
+// per-call bookkeeping. So is_capturing() calls the driver's function through the runtime's entry
+// point (no link to libcuda: the runtime loaded it), resolved once when the backend starts, and
+// falls back to the runtime's query whenever the driver's does not answer plainly: not resolved (a
+// runtime before CUDA 12.5), or any error (an implicitly captured legacy stream, no current context
+// for the legacy stream, a bad handle), so that every answer and every error is the runtime's as
+// before. The driver's CUstream is the runtime's cudaStream_t (and its special handles the same
+// values), and its capture statuses are the runtime's.
 namespace {
 using DriverStreamIsCapturing = CUresult (*)(CUstream, CUstreamCaptureStatus*);
 

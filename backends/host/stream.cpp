@@ -163,7 +163,7 @@ void HostStream::host_call(std::function<void()> fn) {
 }
 
 void HostStream::delay(std::chrono::nanoseconds duration) {
-  // Saturating for any duration (audit 2.25): a caller of the SPI may not bound it.
+  // Saturating for any duration: a caller of the SPI may not bound it.
   queue_->enqueue({"delay", 0, [duration] { delay_on_this_thread(duration); }});
 }
 

@@ -151,11 +151,11 @@ void set_up_delay(const Runtime& runtime, DeviceState& device) {
 
 // Note [Alternative drivers]: ZE_ENABLE_ALT_DRIVERS replaces the Level Zero loader's list of
 // drivers by its comma-separated entries, each dlopen()ed inside zeInit (loader 1.8 onwards). A
-// truncated library there kills the process with SIGBUS inside that dlopen (audit 4.13), so
-// before zeInit every entry that names an existing file (it has a '/') goes through the core's
-// library check (Note [Library check], accgraph/plugin.hpp); a broken one makes level_zero
-// unavailable without calling zeInit. Entries without a '/' are searched for by dlopen in the
-// library path, and paths that do not exist are skipped by the loader: both are left to it.
+// truncated library there kills the process with SIGBUS inside that dlopen, so before zeInit every
+// entry that names an existing file (it has a '/') goes through the core's library check (Note
+// [Library check], accgraph/plugin.hpp); a broken one makes level_zero unavailable without calling
+// zeInit. Entries without a '/' are searched for by dlopen in the library path, and paths that do
+// not exist are skipped by the loader: both are left to it.
 std::vector<std::string> alt_driver_entries(const std::string& value) {
   std::vector<std::string> entries;
   size_t start = 0;
@@ -185,7 +185,7 @@ void check_alt_drivers(const std::string& value) {
 }
 
 // What to do when the loader offers no usable driver. With ZE_ENABLE_ALT_DRIVERS set the loader
-// loads only its entries (Note [Alternative drivers]), so the advice is about those (audit 4.12).
+// loads only its entries (Note [Alternative drivers]), so the advice is about those.
 std::string no_driver_advice() {
   const char* alt = std::getenv("ZE_ENABLE_ALT_DRIVERS");
   if (alt == nullptr) return kInstallAdvice;

@@ -33,25 +33,23 @@ namespace {
 // zeEventHostSynchronize returning ZE_RESULT_SUCCESS makes that data visible to the host
 // (Level Zero's event semantics; the CPU test driver pairs the signal and the query with one
 // mutex, Note [Event memory order] in its cmdlist.cpp). Polling the host memory the copies write
-// would be a data race with the device's writes (audit row 1.3). The host resets a slot's event
-// only when no signal of it is still pending: SlotRingMarkers publishes into a slot only after
-// an unobserved earlier use of it completed (only replays of a graph without regions are
-// launched without being read), so a signalled event always belongs to the slot's latest
-// sequence.
+// would be a data race with the device's writes. The host resets a slot's event only when no signal
+// of it is still pending: SlotRingMarkers publishes into a slot only after an unobserved earlier
+// use of it completed (only replays of a graph without regions are launched without being read), so
+// a signalled event always belongs to the slot's latest sequence.
 //
-// Note [Counting executions]: a ForeignGraph's owner whose launch runs the graph twice (audit
-// 2026-11-25 #31) leaves, on this backend, one publication of the second execution's markers:
-// the ring's fence check (Note [Launch fences] in timing/engine/marker_ring.cpp) finds them inside
-// the launch's window and the next sequence's slot unwritten, so the launch was reported measured,
-// where the host and cuda backends, whose executions pick their own slots, report it
-// unmeasurable. So a captured sequence first copies marker 0's staging place (what the last
-// execution wrote) into a device cell, `prior`, and each publication copies `prior` and the
-// `expected` cell into the slot, then marker 0's place into `expected`. One execution since the
-// last publication read exactly what that publication saw; a second one read what the first
-// wrote. read() gives kUnmeasurable for a sequence whose two cells differ (its first
-// publication, with nothing before it to compare, is not checked; a launch of nothing also
-// differs, and is unmeasurable anyway). Three copies of 8-16 bytes per launch, one per
-// execution.
+// Note [Counting executions]: a ForeignGraph's owner whose launch runs the graph twice leaves, on
+// this backend, one publication of the second execution's markers: the ring's fence check (Note
+// [Launch fences] in timing/engine/marker_ring.cpp) finds them inside the launch's window and the
+// next sequence's slot unwritten, so the launch was reported measured, where the host and cuda
+// backends, whose executions pick their own slots, report it unmeasurable. So a captured sequence
+// first copies marker 0's staging place (what the last execution wrote) into a device cell,
+// `prior`, and each publication copies `prior` and the `expected` cell into the slot, then marker
+// 0's place into `expected`. One execution since the last publication read exactly what that
+// publication saw; a second one read what the first wrote. read() gives kUnmeasurable for a
+// sequence whose two cells differ (its first publication, with nothing before it to compare, is not
+// checked; a launch of nothing also differs, and is unmeasurable anyway). Three copies of 8-16
+// bytes per launch, one per execution.
 //
 // Note [Counter period]: the device counter keeps timestampValidBits bits and wraps every
 // period. Markers are converted by masked differences (TickConverter::to_ns), exact only when
@@ -60,7 +58,7 @@ namespace {
 // first observation of its completion (Note [Slot ring markers]): when the window (plus margin)
 // is shorter than one period (TickConverter::window_is_unambiguous), the differences are exact;
 // otherwise read() gives kUnmeasurable for the sequence and warns once per marker set, never a
-// silently short duration (audit row 5.2).
+// silently short duration.
 
 constexpr size_t kFirstChunkMarkers = 64;
 constexpr size_t kChunkCount = 8;  // 64 * (2^8 - 1) = 16320 >= kMarkerCapacity

@@ -356,12 +356,12 @@ std::string calibrate_spin(DeviceState& device, Calibration& calibration) {
   // The clock mode measures wall time and its rate comes from differences of spins of 1 ms and
   // more between timestamps (well under 0.1% of error), so 1% covers it: with 10% a delay was
   // exactly that much too long (the H200's NVIDIA driver: regions around delays of 200 us and
-  // 2 ms read 1.112x and 1.102x the asked time, issue 35; the timestamps were right, the spin was
-  // long by its margin). A work spin's rate is
-  // the device's speed at calibration, and on a CPU device (lavapipe) whose cores other
-  // processes shared then or share later it varies a lot: with two test processes on two cores,
-  // 300 us delays measured 274-299 us with a margin of 10% and of 50%. 2.5x keeps them at least
-  // as long as asked (rule caps.honest); they are longer than asked when the cores are idle.
+  // 2 ms read 1.112x and 1.102x the asked time, bench/README.md, 'Targets and figures the code
+  // cites'; the timestamps were right, the spin was long by its margin). A work spin's rate is the
+  // device's speed at calibration, and on a CPU device (lavapipe) whose cores other processes
+  // shared then or share later it varies a lot: with two test processes on two cores, 300 us delays
+  // measured 274-299 us with a margin of 10% and of 50%. 2.5x keeps them at least as long as asked
+  // (rule caps.honest); they are longer than asked when the cores are idle.
   device.spin_units_per_ns = static_cast<double>(rate * (clock ? 1.01L : 2.50L));
   constexpr uint64_t kCheckNs = 200'000;
   const std::optional<uint64_t> check =

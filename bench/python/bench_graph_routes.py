@@ -1,5 +1,5 @@
 """Host cost per replay() of a timed torch.cuda.CUDAGraph on accgraph.torch's two routes (Note
-[Lifecycle hooks] in accgraph/torch/__init__.py), against the same graph untimed, measured in the
+[Lifecycle hooks] in accgraph/torch/_graphs.py), against the same graph untimed, measured in the
 same run (numbers, not pass/fail):
 
   untimed  captured without instrument(): PyTorch's replay() alone

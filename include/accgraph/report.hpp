@@ -39,7 +39,7 @@ using Metadata = std::vector<std::pair<std::string, std::string>>;
 /// torch.profiler's Chrome traces): each name is part of the trace's name of its kernel (which
 /// may be demangled, with namespace and parameters). What a trace reader aligns markers by
 /// (Python's accgraph.torch.annotate_trace, Note [Trace replay matching] in
-/// bindings/python/accgraph/torch/_trace.py). Filled by the backend (the optional
+/// bindings/python/accgraph/torch/_trace/_match.py). Filled by the backend (the optional
 /// MarkerKernelNames of spi/marker_kernels.hpp); empty where markers are not kernels.
 struct MarkerKernels {
   /// Write a marker's time as they start (the store is their first instruction).

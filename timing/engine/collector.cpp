@@ -68,10 +68,11 @@ void Collector::make_room(MarkerRing& ring) {
 
 // Note [Bounded collection]: a sink may launch what makes another report of the ring it is
 // being delivered from (it replays the graph whose report it got, or times its own work with an
-// eager region on the stream: audit 2026-11-28 F06). Collecting "until the ring is empty" then
-// never ends: flush() delivered 400,000 reports in 10 s and never returned. So a collection
-// (flush, collect_all, the background pass) takes only the sequences queued when it began;
-// what its sinks launch is pending for the next one (flush again, the collector, a full ring).
+// eager region on the stream). Collecting "until the ring is empty" then never ends: flush()
+// delivered 400,000 reports in 10 s and never returned (tests/python/test_threads.py). So a
+// collection (flush, collect_all, the background pass) takes only the sequences queued when it
+// began; what its sinks launch is pending for the next one (flush again, the collector, a full
+// ring).
 void Collector::collect_all(MarkerRing& ring) {
   std::lock_guard<std::recursive_mutex> delivery(delivery_);
   const uint64_t before = ring.queued();

@@ -185,8 +185,9 @@ void GraphTiming::retire(ProfilerCore& core) {
 // itself (PyTorch's CUDAGraph.replay raises "Cannot prepare for replay during capturing stage"
 // and leaves the outer capture valid: seen on the H200, torch 2.11), and the owner's launch
 // raising is the after_failed_replay path. Asking again cost a wrapped CUDA stream a
-// cudaStreamIsCapturing on every replay (about 0.13 us on the H100, 2026-11-27, 2% of
-// bench_torch part 5's untimed replay() call), which accgraph.torch's replay no longer pays.
+// cudaStreamIsCapturing on every replay (about 0.13 us on the H100, 2% of bench_torch part 5's
+// untimed replay() call: bench/README.md, 'Targets and figures the code cites'), which
+// accgraph.torch's replay no longer pays.
 void GraphTiming::before_replay(AcceleratorGraph& graph, Stream& stream) {
   launch_timed_ = false;
   if (!reporting()) return;
@@ -232,9 +233,10 @@ void GraphTiming::measure_overhead(ProfilerCore& core) {
 }
 
 // Note [Launch path]: every timed launch pays before_replay and after_replay on the launching
-// thread (issue 21: <= 100 ns beyond the backend's own marker calls). Each atomic
-// read-modify-write there costs about 20 cycles uncontended and far more when another thread
-// touched its cache line, so a launch takes the fewest it can:
+// thread (the target: <= 100 ns beyond the backend's own marker calls, bench/README.md, 'Targets
+// and figures the code cites'). Each atomic read-modify-write there costs about 20 cycles
+// uncontended and far more when another thread touched its cache line, so a launch takes the fewest
+// it can:
 // - the ring's lock twice (before: the room check and the backend call together; after: the
 //   backend call and the pending entry): the SPI does not promise thread-safe markers, and a
 //   collecting thread reads them. A RingLock: one exchange to take, a store to give up (Note

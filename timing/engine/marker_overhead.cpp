@@ -21,13 +21,13 @@ namespace accgraph::timing {
 // includes the markers' own cost: after the start marker took its time, the rest of its work and
 // the launch of what follows it; before the end marker takes its time, its own launch. On an
 // H100 that was +1.1 us per region (median) against the span of the kernels the region encloses,
-// as CUPTI sees them (issue 21). So the first time a profiler times work on a device (its first
-// eager region there, or a timed graph's first launch: never inside a capture, where a CUDA
-// capture forbids allocations and launches on other streams), this unit captures, on a stream
-// of its own and with the backend's own TimestampMarkers and the profiler's strategy, kAroundWork
-// regions each around a delay of kWork (Stream::delay, where the backend has timed_delay) and
-// kBackToBack empty ones (two markers back to back), replays it kReplays times, and keeps, once
-// per (backend, device, strategy) per process:
+// as CUPTI sees them (bench/README.md, 'Targets and figures the code cites'). So the first time a
+// profiler times work on a device (its first eager region there, or a timed graph's first launch:
+// never inside a capture, where a CUDA capture forbids allocations and launches on other streams),
+// this unit captures, on a stream of its own and with the backend's own TimestampMarkers and the
+// profiler's strategy, kAroundWork regions each around a delay of kWork (Stream::delay, where the
+// backend has timed_delay) and kBackToBack empty ones (two markers back to back), replays it
+// kReplays times, and keeps, once per (backend, device, strategy) per process:
 // - the smallest (region - kWork) around a delay: what a region adds to the work it encloses,
 //   the transitions between markers and work included (with CUDA's programmatic markers the
 //   marker after a kernel is already resident, so two markers back to back read 0.48 us on the

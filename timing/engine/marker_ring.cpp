@@ -157,16 +157,16 @@ void MarkerRing::after_launch(GraphImplInterface& graph, StreamImpl& stream,
 
 // Note [Kept layouts]: every timed launch queues a pending entry naming its report's layout.
 // A shared_ptr per entry cost the launching thread a reference count increment per launch (an
-// atomic read-modify-write, issue 21's <= 100 ns), and the collecting thread the matching
-// decrement on the same cache line. The entry holds a plain pointer instead, and the ring keeps
-// each distinct layout alive while an entry points at it: `layouts_` lists them in launch order
-// with the last sequence launched with each, so a launch with the same layout as the one before
-// (every replay of a graph, but its first after a change: the marker overhead measured at the
-// first launch, eager trees) only updates that sequence. The report gets its counted reference
-// at collection. A collection releases every kept layout whose last sequence is below every
-// pending one (entries are collected in sequence order; a raised foreign launch's number is
-// used again by the next launch, so not <=), except the newest: the next launch most likely
-// uses it again (a graph holds it anyway).
+// atomic read-modify-write, out of Note [Launch path]'s <= 100 ns), and the collecting thread the
+// matching decrement on the same cache line. The entry holds a plain pointer instead, and the ring
+// keeps each distinct layout alive while an entry points at it: `layouts_` lists them in launch
+// order with the last sequence launched with each, so a launch with the same layout as the one
+// before (every replay of a graph, but its first after a change: the marker overhead measured at
+// the first launch, eager trees) only updates that sequence. The report gets its counted reference
+// at collection. A collection releases every kept layout whose last sequence is below every pending
+// one (entries are collected in sequence order; a raised foreign launch's number is used again by
+// the next launch, so not <=), except the newest: the next launch most likely uses it again (a
+// graph holds it anyway).
 const ReportLayout* MarkerRing::keep_layout(const std::shared_ptr<const ReportLayout>& layout,
                                             uint64_t sequence) {
   if (layouts_.empty() || layouts_.back().layout != layout)

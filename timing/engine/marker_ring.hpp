@@ -29,7 +29,8 @@ namespace accgraph::timing {
 /// launching thread meets a collecting one) and already long (the holder waits for the device),
 /// so their latency grows by at most one step; the uncontended launch pays one exchange. A timed
 /// launch's before_replay + after_replay went from 458 to 312 instructions (callgrind, host
-/// backend, 2026-11-28: bench/README.md). BasicLockable, for std::lock_guard.
+/// backend: bench/README.md, 'Targets and figures the code cites'). BasicLockable, for
+/// std::lock_guard.
 class RingLock {
  public:
   bool try_lock() noexcept {

@@ -134,15 +134,15 @@ void ProfilerCore::retire_timing(AcceleratorGraph& graph, const char* event) {
 // that runs ahead of the device (or simply runs without flush(), with no background collector)
 // counts a ring wait at every call once the ring is full. At the backend's default depth (16 on
 // cuda) a torch.compile(mode="reduce-overhead") model under instrument(prof, modules=True) did
-// so at calls 16 to 30 of 30 (issue 36: 15 ring waits), since the compiled module's own call is
-// an eager region around each CUDA-graph replay. Eager sets cannot size themselves by the budget
-// (marker.budget applies to a captured sequence, and an eager set's storage is laid out per slot
-// at its first record), so an eager ring is made with an explicit depth: what marker_memory
-// holds at kEagerSlotBytes per slot (a tree of up to 128 markers: staged on the device and read
-// back, 8 bytes each), at most kMaxEagerDepth (every in-tree backend's maximum or less); 512
-// with the default 1 MiB. A backend whose maximum is smaller refuses that depth
-// (InvalidArgument): its default depth is used then. An explicit ProfilerOptions::ring_depth
-// wins, as for graphs; marker_memory 0 keeps the backend's default.
+// so at calls 16 to 30 of 30 (15 ring waits: bench/README.md, 'Targets and figures the code
+// cites'), since the compiled module's own call is an eager region around each CUDA-graph replay.
+// Eager sets cannot size themselves by the budget (marker.budget applies to a captured sequence,
+// and an eager set's storage is laid out per slot at its first record), so an eager ring is made
+// with an explicit depth: what marker_memory holds at kEagerSlotBytes per slot (a tree of up to 128
+// markers: staged on the device and read back, 8 bytes each), at most kMaxEagerDepth (every in-tree
+// backend's maximum or less); 512 with the default 1 MiB. A backend whose maximum is smaller
+// refuses that depth (InvalidArgument): its default depth is used then. An explicit
+// ProfilerOptions::ring_depth wins, as for graphs; marker_memory 0 keeps the backend's default.
 namespace {
 constexpr size_t kEagerSlotBytes = 2 * 128 * sizeof(uint64_t);
 constexpr size_t kMaxEagerDepth = 1024;

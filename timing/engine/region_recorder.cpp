@@ -159,7 +159,7 @@ std::shared_ptr<Recording> RegionRecorder::start_eager_tree(Stream& stream, Stre
                             stream.id()),
                 stream.backend_name());
   // Full between the close of the last tree and the room its closer makes next, outside this
-  // lock (another thread begins in between: audit 2026-12-07 X02 got a false "collecting its
+  // lock (another thread begins in between, which must not read as a false "collecting its
   // reports failed earlier" here), or after a collection that failed as the last tree closed.
   // The profiler makes room (or raises that collection's error) and begins again.
   if (ring->full()) throw EagerRingFull{ring};
@@ -297,23 +297,22 @@ bool RegionRecorder::is_open(uint64_t stream_id, uint64_t serial) const {
 }
 
 // Note [Regions out of order]: regions nest per stream. Two rules keep every region either
-// reported or refused with an error, never neither (audit 2026-12-07 R12, X02; 2026-11-25 #19):
+// reported or refused with an error, never neither:
 // - A region whose end comes while a region that began after it on the stream is still open (a
 //   server that caught an error between two `with` blocks, interleaved asyncio tasks) is
 //   dropped: taken off the stream's stack and left out of the layout when its tree or capture
 //   closes (kept_regions: the regions inside it move up to its parent, their paths without its
-//   name), and end() raises RegionOrder saying so. Until 2026-12-07 it stayed open, to be ended
-//   again, which no `with` statement does: every later region on the stream nested in it and
-//   was never reported, without an error. The markers it recorded stay in the sequence (its
-//   begin may be shared with the next region's, Note [Boundary sharing]); no region refers to
-//   them.
+//   name), and end() raises RegionOrder saying so. Left open, to be ended again, which no `with`
+//   statement does, it would have every later region on the stream nest in it and never be
+//   reported, without an error. The markers it recorded stay in the sequence (its begin may be
+//   shared with the next region's, Note [Boundary sharing]); no region refers to them.
 // - The regions open on a stream belong to one thread: a begin while the stream's innermost
 //   open region was begun by another thread is a RegionOrder error. Threads sharing a stream
 //   (PyTorch's default stream) open and end their regions in any order relative to each other,
 //   which nesting cannot record: accepted, one thread's end would later find the other's region
-//   inside its own (dropped, above) or end where the other's ends (the Python binding's way
-//   until 2026-12-07, silently). Refused at the begin, the error comes at the first overlap and
-//   names the fix: a stream per thread. A region may still be ended on another thread.
+//   inside its own (dropped, above) or end where the other's ends, silently. Refused at the begin,
+//   the error comes at the first overlap and names the fix: a stream per thread. A region may still
+//   be ended on another thread.
 std::shared_ptr<MarkerRing> RegionRecorder::end(Stream& stream,
                                                 const std::shared_ptr<Recording>& capture,
                                                 uint64_t serial) {

@@ -129,7 +129,7 @@ class RegionRecorder {
     std::shared_ptr<Recording> eager_tree;   // the eager tree being recorded, if any
     // Regions begun with begin() in a capture that was aborted or reset while they were open
     // (forget took them off `stack`): what an end() that finds no region open ends instead,
-    // with CaptureEnded rather than "no region is open" (audit R07).
+    // with CaptureEnded rather than "no region is open".
     size_t abandoned = 0;
   };
 

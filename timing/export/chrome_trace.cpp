@@ -76,8 +76,8 @@ class ChromeTraceWriter {
       append_metadata_event("process_name", pid(p), 0, "name", [&] {
         append_json_string(buffer_, detail::process_name(p, *p.named_by));
       });
-      // What the times ran at (issue 35: every trace states its timer step and the marker costs
-      // taken off, Note [Marker transitions] in report.cpp).
+      // What the times ran at (every trace states its timer step and the marker costs taken
+      // off, Note [Marker transitions] in report.cpp).
       const ReportSource& source = p.named_by->source();
       append_metadata_event("process_labels", pid(p), 0, "labels", [&] {
         append_json_string(buffer_, fmt::format("timer step {} ns, marker transition {} ns, "

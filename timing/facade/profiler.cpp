@@ -40,11 +40,11 @@ namespace accgraph::timing {
 // Note [Profiler after fork]: fork() copies the memory of the process but only the thread that
 // called it: a lock that another thread (the collector, a stream's worker, a thread timing a
 // region) held at that instant stays locked in the child forever, and the collector thread is
-// gone. An inherited Profiler would deadlock at its first lock (audit X06: RegionRecorder's
-// mutex, 2 to 29 children in 30). So each Profiler remembers the process that made it: in
-// another process every call raises InvalidState saying to make a new Profiler there (or start
-// children with multiprocessing's "spawn" or "forkserver"), its graph hooks do nothing, and
-// its destructor leaves it as it is (neither its locks nor its thread can be waited for).
+// gone. An inherited Profiler would deadlock at its first lock (RegionRecorder's mutex: 2 to 29
+// children in 30 did; tests/python/test_threads.py). So each Profiler remembers the process that
+// made it: in another process every call raises InvalidState saying to make a new Profiler there
+// (or start children with multiprocessing's "spawn" or "forkserver"), its graph hooks do nothing,
+// and its destructor leaves it as it is (neither its locks nor its thread can be waited for).
 namespace {
 
 // Counts the fork()s this process descends through: pthread_atfork's child handler adds one, so

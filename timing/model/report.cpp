@@ -65,7 +65,8 @@ ReportLayout::ReportLayout(ReportSource source, std::vector<RegionInfo> regions,
 //   children one after the other on its stream, parent = sum(children) + self exactly, and a
 //   container with no work of its own has a self time of 0 up to the jitter of its transitions
 //   (with one overhead per region, (children - 1) overheads stayed in every parent's self time:
-//   issue 35, 2-3 us per call in GPT-2's containers).
+//   2-3 us per call in GPT-2's containers, bench/README.md, 'Targets and figures the code
+//   cites').
 // Markers of other streams are not counted: they run beside this stream's work, not in it.
 // Indices stand for record order: the profiler numbers a sequence's markers as it records them
 // (a layout made by hand, whose regions each have markers of their own, counts one per region).

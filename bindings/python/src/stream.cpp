@@ -167,7 +167,7 @@ Buffer* buffer_of(nb::handle value) {
 }
 
 // Stream.copy. A Buffer given with nbytes goes to the overload that checks nbytes against its
-// size (audit 2026-11-25 #3); an int address is the caller's to answer for.
+// size; an int address is the caller's to answer for.
 void stream_copy(PyStream& self, nb::handle dst, nb::handle src, std::optional<IntArg> nbytes) {
   std::shared_ptr<Stream> stream_owner = self.share();
   Stream& stream = *stream_owner;

@@ -357,17 +357,17 @@ struct MarkerOptions {
 ///   a backend built before this rule). See Note [Marker budget].
 ///
 /// Note [Marker budget]: a fixed ring of K replays makes a replay loop that runs ahead of the
-/// device wait for it once K replays are unread, so the host is paced by the device (issue 21:
-/// 9.6x host time per replay on an H100 at K = 16). What K replays cost in memory is known only
-/// when the capture ended (markers per sequence x bytes per stamp), and the set is created at
-/// the capture's first region (Note [Deferred ring] in timing/engine/graph_timing.hpp); before the
-/// first launch nothing has written the storage, so the set can still size it then. The timing
-/// layer (MarkerRing) reads ring_depth() again after end_sequence() and after the first
-/// before_launch(), and waits for the oldest replay only when that many are unread; it counts
-/// every such wait (Profiler::ring_waits). The budget is a ProfilerOptions field
-/// (marker_memory); ring_depth stays an explicit override. The field is appended to
-/// MarkerOptions, so a plugin built before it (which never reads it) keeps working; the field
-/// is plugin ABI 2.3, and a core refuses a plugin of a newer minor than its own, so a plugin
+/// device wait for it once K replays are unread, so the host is paced by the device (9.6x host time
+/// per replay on an H100 at K = 16: bench/README.md, 'Targets and figures the code cites'). What K
+/// replays cost in memory is known only when the capture ended (markers per sequence x bytes per
+/// stamp), and the set is created at the capture's first region (Note [Deferred ring] in
+/// timing/engine/graph_timing.hpp); before the first launch nothing has written the storage, so the
+/// set can still size it then. The timing layer (MarkerRing) reads ring_depth() again after
+/// end_sequence() and after the first before_launch(), and waits for the oldest replay only when
+/// that many are unread; it counts every such wait (Profiler::ring_waits). The budget is a
+/// ProfilerOptions field (marker_memory); ring_depth stays an explicit override. The field is
+/// appended to MarkerOptions, so a plugin built before it (which never reads it) keeps working; the
+/// field is plugin ABI 2.3, and a core refuses a plugin of a newer minor than its own, so a plugin
 /// that reads it never loads into a core that does not pass it (Note [Plugin ABI]). cuda's device
 /// timestamps size at end_sequence (the pinned ring is allocated there), SteadyClockMarkers at the
 /// first before_launch (its capture's operations have not run); slot rings and external events keep

@@ -100,7 +100,7 @@ struct Input {
   uint64_t drift_ns = 0;
 
   // The process a track belongs to (following parent_uuid), or none. Every track on the walked
-  // chain is remembered, so a chain of N tracks costs O(N) in all, not O(N^2) (audit #56).
+  // chain is remembered, so a chain of N tracks costs O(N) in all, not O(N^2).
   std::optional<size_t> process_of_track(uint64_t uuid) {
     std::vector<uint64_t> walked;
     std::optional<size_t> result;
@@ -124,8 +124,8 @@ struct Input {
   }
 };
 
-// An integer field of a trace info event, which must lie in [low, high] (audit #48: an int64 or
-// a string is refused, never truncated or read as 0).
+// An integer field of a trace info event, which must lie in [low, high] (an int64 or a string
+// is refused, never truncated or read as 0).
 int64_t integer_field(const Input& input, const pb::DebugAnnotation& a, const char* field,
                       int64_t low, int64_t high) {
   std::optional<int64_t> value;
@@ -146,7 +146,7 @@ int64_t integer_field(const Input& input, const pb::DebugAnnotation& a, const ch
 }
 
 // The rank and world size of one info event: rank -1 with world size 0 (written without a
-// rank), or 0 <= rank < world_size <= INT_MAX (audit #47, #48).
+// rank), or 0 <= rank < world_size <= INT_MAX.
 std::pair<int, int> rank_and_world(const Input& input, const pb::DebugAnnotation& rank,
                                    const pb::DebugAnnotation& world) {
   const auto r = static_cast<int>(integer_field(input, rank, "rank", -1, INT_MAX - 1));
@@ -340,8 +340,8 @@ std::vector<Input> scan_inputs(const std::vector<std::string>& paths) {
   return inputs;
 }
 
-// The ranks of 0..world_size-1 that no input has, as at most kShown ranges and a count (audit
-// #49: a world of INT_MAX ranks costs as much as one of 2); "" when none is missing.
+// The ranks of 0..world_size-1 that no input has, as at most kShown ranges and a count (a world
+// of INT_MAX ranks costs as much as one of 2); "" when none is missing.
 std::string missing_ranks_warning(const std::vector<Input>& inputs, int world_size) {
   constexpr size_t kShown = 5;
   std::vector<std::string> shown;
@@ -549,8 +549,8 @@ struct Cursor {
 // times log of the inputs). At most kMaxOpenInputs inputs are open at once, and fewer when the
 // process runs out of descriptors (EMFILE/ENFILE: the least recently used input is closed and
 // the open tried again), so a merge of 1,024 ranks works under the usual limit of 1,024
-// descriptors (audit #51); a closed input is reopened at the byte where its window ended, once
-// per window at worst.
+// descriptors; a closed input is reopened at the byte where its window ended, once per window at
+// worst.
 constexpr size_t kWindowPackets = 64;
 constexpr size_t kMinWindowPackets = 8;
 constexpr size_t kWindowBudget = 8192;
@@ -734,7 +734,7 @@ class Interleaver {
 
 // Refuses an output that is one of the inputs under another name (./r0, an absolute path, a
 // symbolic or hard link): same device and inode, or, for an output that does not exist yet, the
-// same canonical path (audit #52).
+// same canonical path.
 void refuse_output_among_inputs(const std::string& output, const std::vector<std::string>& paths) {
   struct stat out_st {};
   const bool output_exists = ::stat(output.c_str(), &out_st) == 0;

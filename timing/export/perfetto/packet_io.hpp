@@ -92,8 +92,8 @@ class PacketReader {
         continue;
       }
       // Read as 64 bits: ReadVarint32 keeps the low 32 bits of a longer varint, so a packet
-      // claiming 2^62 bytes read as an empty one and the next bytes as packets (audit
-      // 2026-11-28 E26); and a length of 2^31 or more must not become a negative limit.
+      // claiming 2^62 bytes read as an empty one and the next bytes as packets; and a length
+      // of 2^31 or more must not become a negative limit.
       uint64_t length = 0;
       if (!coded.ReadVarint64(&length)) return fail("a truncated packet length");
       if (length > static_cast<uint64_t>(std::numeric_limits<int>::max()))

@@ -212,7 +212,7 @@ class PerfettoTraceWriter {
                    static_cast<int64_t>(options_.host_clock_uncertainty_ns));
     add_annotation(*event, "backend", p.backend);
     add_annotation(*event, "device", p.device);
-    const ReportSource& source = p.named_by->source();  // what its times ran at (issue 35)
+    const ReportSource& source = p.named_by->source();  // what its times ran at
     add_annotation(*event, "timer_step_ns", static_cast<int64_t>(source.resolution_ns));
     add_annotation(*event, "marker_overhead_ns", static_cast<int64_t>(source.marker_overhead_ns));
     add_annotation(*event, "marker_back_to_back_ns",

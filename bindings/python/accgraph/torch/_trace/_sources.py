@@ -21,7 +21,7 @@ from ._common import WHAT, cut, error
 CSV_NEEDED = ("graph_id", "replay_index", "path", "depth", "lane", "start_ns", "end_ns")
 CSV_OPTIONAL = ("stream_id", "self_ns", "raw_start_ns", "raw_end_ns")
 # Note [Trace input checks]: what annotate_trace refuses and what it takes
-# (tests/python/test_torch_trace.py names the audit rows that each check answers):
+# (tests/python/test_torch_trace.py has a test for each check):
 # - The reports CSV is read by column name: columns it does not know (a later version's) are
 #   ignored. A row with fewer or more fields than the header, a field that is not a whole
 #   number, a region that ends before it starts and a region's row given twice in one report
