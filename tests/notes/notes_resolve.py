@@ -72,12 +72,15 @@ HISTORY_ADVICE = ("library code carries no history: keep the reason, move the fi
 
 
 def tracked_files(root):
-    """The repository's tracked files (git ls-files), or every file under root without git."""
+    """The repository's files: those git tracks that exist, and those it does not ignore (a
+    copy of a working tree whose index lags behind its files, as the GPU machines get, has new
+    files git does not track yet); or every file under root without git."""
     try:
-        out = subprocess.run(["git", "-C", root, "ls-files", "-z"], check=True,
-                             capture_output=True).stdout
+        out = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", "--others",
+                              "--exclude-standard"], check=True, capture_output=True).stdout
         if out:
-            return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
+            listed = out.decode("utf-8", "surrogateescape").split("\0")
+            return sorted({p for p in listed if p and os.path.isfile(os.path.join(root, p))})
     except (OSError, subprocess.CalledProcessError):
         pass
     # No checkout: the scanned folders and the root's files, so that build trees, venvs and

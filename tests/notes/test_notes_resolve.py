@@ -165,18 +165,25 @@ class PlantedTree(unittest.TestCase):
         self.assert_only("include/lib/g.hpp:2", "history", "bench/README.md")
 
     def test_listed_by_git(self):
-        """With git, only tracked files count: an untracked file does not resolve a path."""
+        """With git, the files git lists count: tracked ones that exist and untracked ones it
+        does not ignore (a copied working tree whose index lags behind, as on the GPU machines);
+        an ignored file (a build tree) or a tracked file deleted from disk resolves no path."""
         if shutil.which("git") is None:
             self.skipTest("git is not installed")
         git = ["git", "-C", self.root, "-c", "user.name=t", "-c", "user.email=t@t"]
         subprocess.run(git + ["init", "-q"], check=True)
         subprocess.run(git + ["add", "-A"], check=True)
         self.assertEqual(self.findings(), [])
-        self.write({"bench/untracked.cpp": "// x\n",
+        self.write({".gitignore": "bench/out/\n", "bench/out/ignored.cpp": "// x\n",
+                    "bench/untracked.cpp": "// x\n", "bench/deleted.cpp": "// x\n",
                     "scripts/run.sh": "#!/bin/sh\n# see bench/untracked.cpp\n"})
-        subprocess.run(git + ["add", "scripts/run.sh"], check=True)
-        self.assert_only("scripts/run.sh:2", "missing-path", "bench/untracked.cpp")
-
+        subprocess.run(git + ["add", "scripts/run.sh", "bench/deleted.cpp"], check=True)
+        self.assertEqual(self.findings(), [])
+        self.write({"scripts/run.sh": "#!/bin/sh\n# see bench/out/ignored.cpp\n"})
+        self.assert_only("scripts/run.sh:2", "missing-path", "bench/out/ignored.cpp")
+        os.remove(os.path.join(self.root, "bench", "deleted.cpp"))
+        self.write({"scripts/run.sh": "#!/bin/sh\n# see bench/deleted.cpp\n"})
+        self.assert_only("scripts/run.sh:2", "missing-path", "bench/deleted.cpp")
 
 if __name__ == "__main__":
     unittest.main()
