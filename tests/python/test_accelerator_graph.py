@@ -199,11 +199,27 @@ def test_debug_dump_writes_the_graph(tmp_path):
     assert path.exists() and path.stat().st_size > 0
 
 
+def end_torchs_refused_capture():
+    """torch's CUDAGraph.capture_begin runs its generators' capture prologue before it checks the
+    stream (torch 2.11), so a capture it refuses on the legacy default stream leaves the default
+    CUDA generator capturing: the next random op raises "Offset increment outside graph capture
+    encountered unexpectedly" (seen on the H100, in every later test that draws random numbers).
+    torch.cuda.CUDAGraph does the same; a capture that ends runs the epilogue that clears it."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=torch.cuda.Stream()):
+        torch.ones(1, device="cuda").mul_(2)
+    torch.cuda.synchronize()
+
+
 def test_torchs_errors_arrive_unchanged():
     ours = driver()
     torch.cuda.synchronize()
-    with pytest.raises(RuntimeError, match="non-default stream"):  # the legacy default stream
-        ours.capture_begin(0, 0, DEFAULT)
+    try:
+        with pytest.raises(RuntimeError, match="non-default stream"):  # the legacy default stream
+            ours.capture_begin(0, 0, DEFAULT)
+    finally:
+        end_torchs_refused_capture()
+    torch.randn(4, device="cuda")  # the generator left as it was
     with pytest.raises(accgraph.InvalidStateError, match="nothing was captured"):
         driver().replay()
     with pytest.raises(ValueError, match="capture mode 7"):

@@ -58,7 +58,7 @@ def test_the_adapter_composes_a_cuda_graph_timed_with_its_modules(torch):
     assert reports == [gpt_paths()] * 3
 
 
-def test_the_adapter_passes_its_arguments_through(torch):
+def test_the_adapter_passes_its_arguments_through(torch, tmp_path):
     adapter = GraphAdapter(keep_graph=True)
     assert adapter.graph is None  # made at the first capture: construction needs no device
     adapter.enable_debug_mode()
@@ -68,8 +68,11 @@ def test_the_adapter_passes_its_arguments_through(torch):
     graph = adapter.graph
     assert graph.keep_graph and graph.debug and graph.pool_id == (0, 9)
     assert adapter.pool() == (0, 9)
+    assert not graph.instantiated  # keep_graph: the caller instantiates
     adapter.instantiate()
-    adapter.debug_dump("unused.dot")
+    assert graph.instantiated
+    adapter.debug_dump(str(tmp_path / "kept.dot"))
+    assert (tmp_path / "kept.dot").stat().st_size > 0
     adapter.reset()
     assert graph.native is None
     with torch.cuda.stream(torch.cuda.side_stream):  # recaptured on the same torch graph
@@ -151,3 +154,22 @@ def test_the_hooks_route_needs_the_hooks(torch):
     with pytest.raises(TypeError, match="route must be 'patch' or 'hooks'"):
         accgraph.torch.instrument(accgraph.Profiler(), route="wrap")
     assert not accgraph.torch.is_instrumented()
+
+
+def test_debug_mode_keeps_the_graph_for_debug_dump_and_instantiates_it(torch, tmp_path):
+    """Note [Debug dumps]: torch's CUDAGraph writes a debug dump only of a graph it kept, so the
+    adapter keeps the graph in debug mode and instantiates it at capture_end (as a graph without
+    keep_graph is), and debug_dump writes the file."""
+    adapter = GraphAdapter()
+    adapter.enable_debug_mode()
+    with torch.cuda.stream(torch.cuda.side_stream):
+        adapter.capture_begin((0, 0), "default")
+        adapter.capture_end()
+    assert adapter.graph.keep_graph and adapter.graph.debug and adapter.graph.instantiated
+    adapter.debug_dump(str(tmp_path / "graph.dot"))
+    assert (tmp_path / "graph.dot").stat().st_size > 0
+    plain = GraphAdapter()  # without debug mode: torch's own behaviour, nothing kept
+    with torch.cuda.stream(torch.cuda.side_stream):
+        plain.capture_begin((0, 0), "default")
+        plain.capture_end()
+    assert not plain.graph.keep_graph and not plain.graph.instantiated

@@ -134,6 +134,7 @@ def make_torch(*, cuda_available: bool = True, end_in_two_steps: bool = False,
             self.keep_graph = keep_graph
             self.pool_id: Any = None
             self.debug = False
+            self.instantiated = False
 
         def capture_begin(self, pool: Any = None, capture_error_mode: str = "global") -> None:
             self.pool_id = tuple(pool) if pool is not None else (next(_pool_ids), 0)
@@ -160,6 +161,7 @@ def make_torch(*, cuda_available: bool = True, end_in_two_steps: bool = False,
         def instantiate(self) -> None:
             if self.native is None:
                 raise RuntimeError("instantiate: nothing captured")
+            self.instantiated = True
 
         def pool(self) -> Any:
             if self.native is None:
@@ -172,6 +174,11 @@ def make_torch(*, cuda_available: bool = True, end_in_two_steps: bool = False,
         def debug_dump(self, path: str) -> None:
             if self.native is None:
                 raise RuntimeError("debug_dump: nothing captured")
+            # As torch 2.11: capture_end drops the cudaGraph_t unless keep_graph, debug mode or
+            # not, and debug_dump then only warns and writes nothing.
+            if self.keep_graph:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write("digraph standin {}\n")
 
     class CUDAGraphEndingInTwoSteps(CUDAGraph):
         def capture_end_pre(self) -> None:

@@ -60,7 +60,7 @@ class GraphAdapter:
     name). `graph_class`: the graph class composed (None: torch.cuda.CUDAGraph of
     accgraph.torch's torch, read at the first capture)."""
 
-    __slots__ = ("keep_graph", "graph", "graph_class", "debug")
+    __slots__ = ("keep_graph", "graph", "graph_class", "debug", "kept_for_debug")
 
     def __init__(self, keep_graph: bool = False, graph_class: Optional[Callable[..., Any]] = None
                  ) -> None:
@@ -68,6 +68,7 @@ class GraphAdapter:
         self.graph: Any = None  # made at the first capture_begin
         self.graph_class = graph_class
         self.debug = False
+        self.kept_for_debug = False  # Note [Debug dumps]
 
     def __repr__(self) -> str:
         return (f"GraphAdapter(keep_graph={self.keep_graph}, graph={self.graph!r}, "
@@ -83,7 +84,13 @@ class GraphAdapter:
             graph_class = self.graph_class
             if graph_class is None:
                 graph_class = _runtime.load_torch().cuda.CUDAGraph  # says why without a GPU
-            self.graph = graph_class(keep_graph=self.keep_graph)
+            # Note [Debug dumps]: torch's CUDAGraph drops its cudaGraph_t at capture_end unless
+            # keep_graph is set, debug mode or not (torch 2.11: debug_dump then only warns
+            # "DEBUG: calling debug_dump()" and writes nothing). So a graph in debug mode keeps
+            # its graph, and capture_end instantiates it when the caller did not ask keep_graph:
+            # replays behave as without debug mode, and debug_dump has a graph to write.
+            self.kept_for_debug = self.debug and not self.keep_graph
+            self.graph = graph_class(keep_graph=self.keep_graph or self.debug)
             if self.debug:
                 self.graph.enable_debug_mode()
         # {0, 0}: a new private pool, as CUDAGraph's pool=None.
@@ -91,7 +98,10 @@ class GraphAdapter:
         self.graph.capture_begin(pool=pool_id, capture_error_mode=cuda_mode)
 
     def capture_end(self) -> None:
-        self._captured("capture_end").capture_end()
+        graph = self._captured("capture_end")
+        graph.capture_end()
+        if self.kept_for_debug:
+            graph.instantiate()  # Note [Debug dumps]
 
     def instantiate(self) -> None:
         self._captured("instantiate").instantiate()
