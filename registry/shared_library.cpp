@@ -98,14 +98,9 @@ bool inside(uint64_t offset, uint64_t bytes, uint64_t file_size) {
   return offset <= file_size && bytes <= file_size - offset;
 }
 
-// The checks of Note [Library check] on a file of `file_size` bytes; `read(offset, out, bytes)`
-// copies bytes of the file and is called only for ranges inside it.
-template <class Read>
-std::optional<std::string> check_image(uint64_t file_size, Read read) {
-  Header header{};
-  const uint64_t ident_bytes = std::min<uint64_t>(file_size, EI_NIDENT);
-  if (!read(0, &header, static_cast<size_t>(ident_bytes)))
-    return std::string("its ELF header could not be read; check the file");
+// The identification bytes of Note [Library check]: magic, class, data encoding and version of a
+// file of `file_size` bytes whose first min(file_size, EI_NIDENT) bytes are in `header`.
+std::optional<std::string> check_identification(uint64_t file_size, const Header& header) {
   if (file_size < SELFMAG || std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0)
     return fmt::format(
         "it is not an ELF shared library (it does not start with the ELF magic "
@@ -128,10 +123,12 @@ std::optional<std::string> check_image(uint64_t file_size, Read read) {
   if (header.e_ident[EI_VERSION] != EV_CURRENT)
     return fmt::format("its ELF version is {}, not {} (EV_CURRENT); the file is corrupt; {}",
                        header.e_ident[EI_VERSION], EV_CURRENT, kTruncatedAdvice);
-  if (file_size < sizeof(Header)) return truncated("the ELF header", 0, sizeof(Header), file_size);
-  if (!read(0, &header, sizeof(Header)))
-    return std::string("its ELF header could not be read; check the file");
+  return std::nullopt;
+}
 
+// The ELF header fields of Note [Library check]: type, machine and the program-header table's
+// shape, checked against a file of `file_size` bytes.
+std::optional<std::string> check_header_fields(uint64_t file_size, const Header& header) {
   if (header.e_type != ET_DYN)
     return fmt::format("it is {}, not a shared library (ET_DYN); {}",
                        header.e_type == ET_EXEC  ? "an executable (ET_EXEC)"
@@ -155,7 +152,13 @@ std::optional<std::string> check_image(uint64_t file_size, Read read) {
   const uint64_t table_bytes = uint64_t{header.e_phnum} * sizeof(ProgramHeader);
   if (!inside(header.e_phoff, table_bytes, file_size))
     return truncated("its program-header table", header.e_phoff, table_bytes, file_size);
+  return std::nullopt;
+}
 
+// The PT_LOAD segments of Note [Library check]: each lies inside the file of `file_size` bytes.
+template <class Read>
+std::optional<std::string> check_load_segments(uint64_t file_size, const Header& header,
+                                               Read& read) {
   for (uint64_t i = 0; i < header.e_phnum; ++i) {
     ProgramHeader segment{};
     if (!read(header.e_phoff + i * sizeof(ProgramHeader), &segment, sizeof(segment)))
@@ -166,6 +169,22 @@ std::optional<std::string> check_image(uint64_t file_size, Read read) {
                        file_size);
   }
   return std::nullopt;
+}
+
+// The checks of Note [Library check] on a file of `file_size` bytes; `read(offset, out, bytes)`
+// copies bytes of the file and is called only for ranges inside it.
+template <class Read>
+std::optional<std::string> check_image(uint64_t file_size, Read read) {
+  Header header{};
+  const uint64_t ident_bytes = std::min<uint64_t>(file_size, EI_NIDENT);
+  if (!read(0, &header, static_cast<size_t>(ident_bytes)))
+    return std::string("its ELF header could not be read; check the file");
+  if (auto problem = check_identification(file_size, header)) return problem;
+  if (file_size < sizeof(Header)) return truncated("the ELF header", 0, sizeof(Header), file_size);
+  if (!read(0, &header, sizeof(Header)))
+    return std::string("its ELF header could not be read; check the file");
+  if (auto problem = check_header_fields(file_size, header)) return problem;
+  return check_load_segments(file_size, header, read);
 }
 
 // An open file descriptor, closed on every path.

@@ -46,6 +46,48 @@ std::string offset_text(int64_t ns) {
 std::string uncertainty_text(uint64_t ns) {
   return ns == UINT64_MAX ? "unknown (saturated)" : std::to_string(ns);
 }
+
+// One row per rank and device clock: its offset against its host and the alignment's
+// uncertainty, the host clock's part included.
+void print_rank_table(const timing::MergeSummary& summary) {
+  fmt::print("{:>5}  {:<16}  {:<20}  {:>14}  {:>16}  {:>10}  {}\n", "rank", "host", "device",
+             "device-host", "uncertainty_ns", "packets", "file");
+  for (const timing::MergedRank& rank : summary.ranks) {
+    const std::string host = rank.host.empty() ? "-" : rank.host;
+    // The host clock's part: its measured offsets' larger uncertainty, else its declared bound.
+    uint64_t host_uncertainty = rank.host_clock_uncertainty_ns;
+    if (!rank.host_clock_offsets.empty()) host_uncertainty = 0;
+    for (const timing::HostClockOffset& h : rank.host_clock_offsets)
+      host_uncertainty = std::max(host_uncertainty, h.uncertainty_ns);
+    host_uncertainty = timing::add_uncertainties(host_uncertainty, rank.host_clock_drift_ns);
+    for (const timing::DeviceClockOffset& clock : rank.clocks)
+      fmt::print(
+          "{:>5}  {:<16}  {:<20}  {:>14}  {:>16}  {:>10}  {}\n", rank.rank, host,
+          fmt::format("{} device {}", clock.backend, clock.device), offset_text(clock.offset_ns),
+          uncertainty_text(timing::add_uncertainties(clock.uncertainty_ns, host_uncertainty)),
+          rank.packets, rank.path);
+    for (const std::string& device : rank.uncalibrated)
+      fmt::print("{:>5}  {:<16}  {:<20}  {:>14}  {:>16}  {:>10}  {}\n", rank.rank, host, device,
+                 "none", "unknown", rank.packets, rank.path);
+  }
+}
+
+// Each rank's measured host clock offsets against rank 0's host, where any were measured.
+void print_host_clocks(const timing::MergeSummary& summary) {
+  bool header = false;
+  for (const timing::MergedRank& rank : summary.ranks) {
+    if (rank.host_clock_offsets.empty()) continue;
+    if (!header) fmt::print("\nhost clocks against rank 0's host (measured over the job):\n");
+    header = true;
+    std::string measured;
+    for (size_t i = 0; i < rank.host_clock_offsets.size(); ++i) {
+      const timing::HostClockOffset& h = rank.host_clock_offsets[i];
+      measured += fmt::format("{}{:+} ns +-{} ns {}", i == 0 ? "" : ", ", h.offset_ns,
+                              h.uncertainty_ns, i == 0 ? "at start" : "at flush");
+    }
+    fmt::print("{:>5}  {:<16}  {}\n", rank.rank, rank.host.empty() ? "-" : rank.host, measured);
+  }
+}
 #endif
 
 }  // namespace
@@ -96,39 +138,8 @@ int run_merge(const MergeOptions& options) {
   }
   fmt::print("merged {} trace(s) of a job of {} rank(s) into {}\n\n", summary.ranks.size(),
              summary.world_size, options.output_path);
-  fmt::print("{:>5}  {:<16}  {:<20}  {:>14}  {:>16}  {:>10}  {}\n", "rank", "host", "device",
-             "device-host", "uncertainty_ns", "packets", "file");
-  for (const timing::MergedRank& rank : summary.ranks) {
-    const std::string host = rank.host.empty() ? "-" : rank.host;
-    // The host clock's part: its measured offsets' larger uncertainty, else its declared bound.
-    uint64_t host_uncertainty = rank.host_clock_uncertainty_ns;
-    if (!rank.host_clock_offsets.empty()) host_uncertainty = 0;
-    for (const timing::HostClockOffset& h : rank.host_clock_offsets)
-      host_uncertainty = std::max(host_uncertainty, h.uncertainty_ns);
-    host_uncertainty = timing::add_uncertainties(host_uncertainty, rank.host_clock_drift_ns);
-    for (const timing::DeviceClockOffset& clock : rank.clocks)
-      fmt::print(
-          "{:>5}  {:<16}  {:<20}  {:>14}  {:>16}  {:>10}  {}\n", rank.rank, host,
-          fmt::format("{} device {}", clock.backend, clock.device), offset_text(clock.offset_ns),
-          uncertainty_text(timing::add_uncertainties(clock.uncertainty_ns, host_uncertainty)),
-          rank.packets, rank.path);
-    for (const std::string& device : rank.uncalibrated)
-      fmt::print("{:>5}  {:<16}  {:<20}  {:>14}  {:>16}  {:>10}  {}\n", rank.rank, host, device,
-                 "none", "unknown", rank.packets, rank.path);
-  }
-  bool header = false;
-  for (const timing::MergedRank& rank : summary.ranks) {
-    if (rank.host_clock_offsets.empty()) continue;
-    if (!header) fmt::print("\nhost clocks against rank 0's host (measured over the job):\n");
-    header = true;
-    std::string measured;
-    for (size_t i = 0; i < rank.host_clock_offsets.size(); ++i) {
-      const timing::HostClockOffset& h = rank.host_clock_offsets[i];
-      measured += fmt::format("{}{:+} ns +-{} ns {}", i == 0 ? "" : ", ", h.offset_ns,
-                              h.uncertainty_ns, i == 0 ? "at start" : "at flush");
-    }
-    fmt::print("{:>5}  {:<16}  {}\n", rank.rank, rank.host.empty() ? "-" : rank.host, measured);
-  }
+  print_rank_table(summary);
+  print_host_clocks(summary);
   fmt::print(
       "\nalignment uncertainty between ranks: {} (device offsets and host clocks; "
       "the two largest added)\n",

@@ -207,13 +207,9 @@ class GlobalTimestampMarkers final : public SlotRingMarkers {
     unpublished_.push_back(core);
   }
 
-  // Note [Staging ring]; the slot is free (SlotRingMarkers waited for it).
-  void publish_slot(StreamImpl& stream_impl, uint64_t sequence, size_t index) override {
-    const std::shared_ptr<StreamCore>& shared = as_ze_stream(stream_impl, "after_launch").core();
-    StreamCore& core = *shared;
-    SlotMemory& slot = memory_[index];
-    ze_event_handle_t event = (*events_)[index];
-    const size_t used = this->used();
+  /// Grows the slot's stamps to hold `used` markers, and gives it execution cells when
+  /// `counting` (Note [Counting executions]).
+  void allocate_slot(SlotMemory& slot, size_t index, size_t used, bool counting) {
     if (slot.capacity < used) {
       const size_t capacity = chunk_first(chunk_of(used - 1) + 1);
       uint64_t* stamps = nullptr;
@@ -227,13 +223,45 @@ class GlobalTimestampMarkers final : public SlotRingMarkers {
       slot.stamps = stamps;
       slot.capacity = capacity;
     }
-    const bool counting = counts_executions_ && used > 0;  // Note [Counting executions]
     if (counting && slot.executions == nullptr) {
       ze_host_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC, nullptr, 0};
       ACCGRAPH_ZE_CHECK(zeMemAllocHost(runtime_->context, &desc, 2 * sizeof(uint64_t), 64,
                                        reinterpret_cast<void**>(&slot.executions)),
                         fmt::format("markers: allocating ring slot {}'s execution cells", index));
     }
+  }
+
+  /// Appends to `core`'s list (caller holds its mutex) the copies of the `used` staged markers
+  /// into the slot, the last one signalling `event` (a barrier signals it when none is staged).
+  void append_slot_copies(StreamCore& core, SlotMemory& slot, ze_event_handle_t event,
+                          uint64_t sequence, size_t index, size_t used) {
+    ze_command_list_handle_t list = core.list;
+    if (used == 0) {
+      ACCGRAPH_ZE_CHECK(zeCommandListAppendBarrier(list, event, 0, nullptr),
+                        fmt::format("markers: publishing sequence {}", sequence));
+    } else {
+      const size_t last = chunk_of(used - 1);
+      for (size_t c = 0; c <= last; ++c) {
+        const size_t markers = std::min(chunk_size(c), used - chunk_first(c));
+        ACCGRAPH_ZE_CHECK(
+            zeCommandListAppendMemoryCopy(list, slot.stamps + chunk_first(c), staging_[c],
+                                          markers * sizeof(uint64_t), c == last ? event : nullptr,
+                                          0, nullptr),
+            fmt::format("markers: copying sequence {} into ring slot {}", sequence, index));
+        core.order_after_append(list);
+      }
+    }
+  }
+
+  // Note [Staging ring]; the slot is free (SlotRingMarkers waited for it).
+  void publish_slot(StreamImpl& stream_impl, uint64_t sequence, size_t index) override {
+    const std::shared_ptr<StreamCore>& shared = as_ze_stream(stream_impl, "after_launch").core();
+    StreamCore& core = *shared;
+    SlotMemory& slot = memory_[index];
+    ze_event_handle_t event = (*events_)[index];
+    const size_t used = this->used();
+    const bool counting = counts_executions_ && used > 0;  // Note [Counting executions]
+    allocate_slot(slot, index, used, counting);
     slot.checked = counting && published_counting_;
     ACCGRAPH_ZE_CHECK(zeEventHostReset(event), "markers: reusing a ring slot");
     std::shared_ptr<StreamCore> keep = core.keep_list_alive("after_launch");
@@ -253,21 +281,7 @@ class GlobalTimestampMarkers final : public SlotRingMarkers {
       core.order_after_append(list);
       published_counting_ = true;
     }
-    if (used == 0) {
-      ACCGRAPH_ZE_CHECK(zeCommandListAppendBarrier(list, event, 0, nullptr),
-                        fmt::format("markers: publishing sequence {}", sequence));
-    } else {
-      const size_t last = chunk_of(used - 1);
-      for (size_t c = 0; c <= last; ++c) {
-        const size_t markers = std::min(chunk_size(c), used - chunk_first(c));
-        ACCGRAPH_ZE_CHECK(
-            zeCommandListAppendMemoryCopy(list, slot.stamps + chunk_first(c), staging_[c],
-                                          markers * sizeof(uint64_t), c == last ? event : nullptr,
-                                          0, nullptr),
-            fmt::format("markers: copying sequence {} into ring slot {}", sequence, index));
-        core.order_after_append(list);
-      }
-    }
+    append_slot_copies(core, slot, event, sequence, index, used);
     // The slot's event now follows everything this stream's list holds of this marker set.
     unpublished_.erase(std::remove_if(unpublished_.begin(), unpublished_.end(),
                                       [&](const std::weak_ptr<StreamCore>& stream) {

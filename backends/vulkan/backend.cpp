@@ -89,6 +89,29 @@ struct Candidate {
   std::string problem;
 };
 
+/// Sets the candidate's queue family (its count and timestamp bits too); false when the device
+/// has no queue family with compute.
+bool choose_compute_family(Candidate& candidate) {
+  const Api& api = vk();
+  uint32_t count = 0;
+  api.vkGetPhysicalDeviceQueueFamilyProperties(candidate.physical, &count, nullptr);
+  std::vector<VkQueueFamilyProperties> families(count);
+  api.vkGetPhysicalDeviceQueueFamilyProperties(candidate.physical, &count, families.data());
+  bool found = false;
+  for (uint32_t i = 0; i < count; ++i) {
+    if ((families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) == 0 || families[i].queueCount == 0)
+      continue;
+    // The first compute family, or a later one that writes timestamps when it does not.
+    if (!found || (candidate.timestamp_bits == 0 && families[i].timestampValidBits > 0)) {
+      candidate.family = i;
+      candidate.queue_count = families[i].queueCount;
+      candidate.timestamp_bits = families[i].timestampValidBits;
+      found = true;
+    }
+  }
+  return found;
+}
+
 Candidate inspect(VkPhysicalDevice physical) {
   const Api& api = vk();
   Candidate candidate;
@@ -105,23 +128,7 @@ Candidate inspect(VkPhysicalDevice physical) {
                                     version_string(candidate.properties.apiVersion));
     return candidate;
   }
-  uint32_t count = 0;
-  api.vkGetPhysicalDeviceQueueFamilyProperties(physical, &count, nullptr);
-  std::vector<VkQueueFamilyProperties> families(count);
-  api.vkGetPhysicalDeviceQueueFamilyProperties(physical, &count, families.data());
-  bool found = false;
-  for (uint32_t i = 0; i < count; ++i) {
-    if ((families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) == 0 || families[i].queueCount == 0)
-      continue;
-    // The first compute family, or a later one that writes timestamps when it does not.
-    if (!found || (candidate.timestamp_bits == 0 && families[i].timestampValidBits > 0)) {
-      candidate.family = i;
-      candidate.queue_count = families[i].queueCount;
-      candidate.timestamp_bits = families[i].timestampValidBits;
-      found = true;
-    }
-  }
-  if (!found) {
+  if (!choose_compute_family(candidate)) {
     candidate.problem = "it has no queue family with compute";
     return candidate;
   }
@@ -166,6 +173,26 @@ bool offers_device_domain(VkPhysicalDevice physical) {
   return std::find(domains.begin(), domains.end(), VK_TIME_DOMAIN_DEVICE_EXT) != domains.end();
 }
 
+/// The device's queues of the candidate's family, each with its timeline semaphore.
+void create_queues(DeviceState& state, const Candidate& candidate) {
+  const Api& api = vk();
+  for (uint32_t i = 0; i < candidate.queue_count; ++i) {
+    auto queue = std::make_unique<QueueState>();
+    queue->index = i;
+    api.vkGetDeviceQueue(state.device, candidate.family, i, &queue->queue);
+    VkSemaphoreTypeCreateInfo type =
+        info_struct<VkSemaphoreTypeCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO);
+    type.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
+    type.initialValue = 0;
+    VkSemaphoreCreateInfo semaphore =
+        info_struct<VkSemaphoreCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO);
+    semaphore.pNext = &type;
+    ACCGRAPH_VK_CHECK(api.vkCreateSemaphore(state.device, &semaphore, nullptr, &queue->timeline),
+                      "start-up: creating a queue's timeline semaphore");
+    state.queues.push_back(std::move(queue));
+  }
+}
+
 void create_device(DeviceState& state, const Candidate& candidate) {
   const Api& api = vk();
   std::vector<float> priorities(candidate.queue_count, 1.0f);
@@ -206,21 +233,7 @@ void create_device(DeviceState& state, const Candidate& candidate) {
   ACCGRAPH_VK_CHECK(api.vkCreateDevice(candidate.physical, &info, nullptr, &state.device),
                     fmt::format("start-up: creating a logical device for '{}'", state.name));
 
-  for (uint32_t i = 0; i < candidate.queue_count; ++i) {
-    auto queue = std::make_unique<QueueState>();
-    queue->index = i;
-    api.vkGetDeviceQueue(state.device, candidate.family, i, &queue->queue);
-    VkSemaphoreTypeCreateInfo type =
-        info_struct<VkSemaphoreTypeCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO);
-    type.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
-    type.initialValue = 0;
-    VkSemaphoreCreateInfo semaphore =
-        info_struct<VkSemaphoreCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO);
-    semaphore.pNext = &type;
-    ACCGRAPH_VK_CHECK(api.vkCreateSemaphore(state.device, &semaphore, nullptr, &queue->timeline),
-                      "start-up: creating a queue's timeline semaphore");
-    state.queues.push_back(std::move(queue));
-  }
+  create_queues(state, candidate);
 
   if (candidate.calibrated != nullptr && offers_device_domain(candidate.physical)) {
     const bool ext = std::strcmp(candidate.calibrated, "VK_EXT_calibrated_timestamps") == 0;

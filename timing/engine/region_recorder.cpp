@@ -214,6 +214,58 @@ uint32_t RegionRecorder::record_marker(StreamEntry& entry,
   return marker;
 }
 
+void RegionRecorder::check_begin_order(const StreamEntry& entry,
+                                       const std::shared_ptr<Recording>& capture,
+                                       const std::string& name, std::thread::id thread,
+                                       Stream& stream) {
+  if (!entry.stack.empty() &&
+      (capture ? capture : entry.eager_tree) != entry.stack.back().recording) {
+    const OpenRegion& open = entry.stack.back();
+    throw Error(ErrorCode::InvalidState, ErrorReason::RegionOrder,
+                fmt::format("{}: region '{}' on stream {} was opened {} and is still open: end "
+                            "it before regions {} begin on this stream",
+                            describe("begin", name), path_of(open), stream.id(),
+                            open.recording->eager ? "eagerly" : "in a capture",
+                            capture ? "of the capture" : "outside the capture"),
+                stream.backend_name());
+  }
+  if (!entry.stack.empty() && entry.stack.back().thread != thread) {
+    // Note [Regions out of order]: one thread's region cannot nest in another's.
+    throw Error(ErrorCode::InvalidState, ErrorReason::RegionOrder,
+                fmt::format("{}: region '{}' on stream {} was begun by another thread and is "
+                            "still open: regions on one stream nest, so another thread's "
+                            "cannot begin inside it (they would end out of order); give each "
+                            "thread a stream of its own, or time this stream from one thread at "
+                            "a time",
+                            describe("begin", name), path_of(entry.stack.back()), stream.id()),
+                stream.backend_name());
+  }
+  if (capture && !capture->ring)
+    throw Error(ErrorCode::InvalidState,
+                fmt::format("{}: the capture on stream {} has no marker sequence (internal: the "
+                            "profiler begins it before the capture's first region)",
+                            describe("begin", name), stream.id()),
+                stream.backend_name());
+}
+
+RegionInfo RegionRecorder::new_region_info(const StreamEntry& entry, Stream& stream,
+                                           std::string&& name, Metadata&& metadata,
+                                           std::string&& lane) {
+  RegionInfo info;
+  info.name = std::move(name);
+  info.depth = static_cast<int>(entry.stack.size());
+  if (!entry.stack.empty()) {
+    info.parent = static_cast<int>(entry.stack.back().index);
+    info.path = path_of(entry.stack.back()) + "/" + info.name;
+  } else {
+    info.path = info.name;
+  }
+  info.stream_id = stream.id();
+  info.lane = std::move(lane);
+  info.metadata = std::move(metadata);
+  return info;
+}
+
 uint64_t RegionRecorder::begin(Stream& stream, const std::shared_ptr<Recording>& capture,
                                std::string&& name, Metadata&& metadata, std::string&& lane) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -225,52 +277,14 @@ uint64_t RegionRecorder::begin(Stream& stream, const std::shared_ptr<Recording>&
                 stream.backend_name());
   StreamEntry* entry = &streams_[stream.id()];
   if (entry->stream.expired()) entry->stream = detail::StreamAccess::shared(stream, "begin");
-  if (!entry->stack.empty() &&
-      (capture ? capture : entry->eager_tree) != entry->stack.back().recording) {
-    const OpenRegion& open = entry->stack.back();
-    throw Error(ErrorCode::InvalidState, ErrorReason::RegionOrder,
-                fmt::format("{}: region '{}' on stream {} was opened {} and is still open: end "
-                            "it before regions {} begin on this stream",
-                            describe("begin", name), path_of(open), stream.id(),
-                            open.recording->eager ? "eagerly" : "in a capture",
-                            capture ? "of the capture" : "outside the capture"),
-                stream.backend_name());
-  }
   const std::thread::id thread = std::this_thread::get_id();
-  if (!entry->stack.empty() && entry->stack.back().thread != thread) {
-    // Note [Regions out of order]: one thread's region cannot nest in another's.
-    throw Error(ErrorCode::InvalidState, ErrorReason::RegionOrder,
-                fmt::format("{}: region '{}' on stream {} was begun by another thread and is "
-                            "still open: regions on one stream nest, so another thread's "
-                            "cannot begin inside it (they would end out of order); give each "
-                            "thread a stream of its own, or time this stream from one thread at "
-                            "a time",
-                            describe("begin", name), path_of(entry->stack.back()), stream.id()),
-                stream.backend_name());
-  }
-  if (capture && !capture->ring)
-    throw Error(ErrorCode::InvalidState,
-                fmt::format("{}: the capture on stream {} has no marker sequence (internal: the "
-                            "profiler begins it before the capture's first region)",
-                            describe("begin", name), stream.id()),
-                stream.backend_name());
+  check_begin_order(*entry, capture, name, thread, stream);
   std::shared_ptr<Recording> recording = capture;
   if (!recording)
     recording = entry->eager_tree ? entry->eager_tree : start_eager_tree(stream, *entry);
 
-  RegionInfo info;
-  info.name = std::move(name);
-  info.depth = static_cast<int>(entry->stack.size());
-  if (!entry->stack.empty()) {
-    info.parent = static_cast<int>(entry->stack.back().index);
-    info.path = path_of(entry->stack.back()) + "/" + info.name;
-  } else {
-    info.path = info.name;
-  }
-  info.stream_id = stream.id();
-  info.lane = std::move(lane);
-  info.metadata = std::move(metadata);
-
+  RegionInfo info =
+      new_region_info(*entry, stream, std::move(name), std::move(metadata), std::move(lane));
   if (std::optional<uint32_t> shared = shared_marker(*entry, *recording, stream)) {
     info.begin_marker = *shared;  // Note [Boundary sharing]
   } else {
@@ -296,27 +310,7 @@ bool RegionRecorder::is_open(uint64_t stream_id, uint64_t serial) const {
   return it != streams_.end() && open_region_path(it->second, serial) != nullptr;
 }
 
-// Note [Regions out of order]: regions nest per stream. Two rules keep every region either
-// reported or refused with an error, never neither:
-// - A region whose end comes while a region that began after it on the stream is still open (a
-//   server that caught an error between two `with` blocks, interleaved asyncio tasks) is
-//   dropped: taken off the stream's stack and left out of the layout when its tree or capture
-//   closes (kept_regions: the regions inside it move up to its parent, their paths without its
-//   name), and end() raises RegionOrder saying so. Left open, to be ended again, which no `with`
-//   statement does, it would have every later region on the stream nest in it and never be
-//   reported, without an error. The markers it recorded stay in the sequence (its begin may be
-//   shared with the next region's, Note [Boundary sharing]); no region refers to them.
-// - The regions open on a stream belong to one thread: a begin while the stream's innermost
-//   open region was begun by another thread is a RegionOrder error. Threads sharing a stream
-//   (PyTorch's default stream) open and end their regions in any order relative to each other,
-//   which nesting cannot record: accepted, one thread's end would later find the other's region
-//   inside its own (dropped, above) or end where the other's ends, silently. Refused at the begin,
-//   the error comes at the first overlap and names the fix: a stream per thread. A region may still
-//   be ended on another thread.
-std::shared_ptr<MarkerRing> RegionRecorder::end(Stream& stream,
-                                                const std::shared_ptr<Recording>& capture,
-                                                uint64_t serial) {
-  std::lock_guard<std::mutex> lock(mutex_);
+RegionRecorder::StreamEntry& RegionRecorder::entry_to_end(Stream& stream, uint64_t serial) {
   auto it = streams_.find(stream.id());
   if (serial != 0 && (it == streams_.end() || !open_region_path(it->second, serial))) {
     if (it != streams_.end() && it->second.abandoned > 0) --it->second.abandoned;
@@ -343,34 +337,30 @@ std::shared_ptr<MarkerRing> RegionRecorder::end(Stream& stream,
                             "(every end() closes the innermost begin() on its stream)",
                             stream.id()),
                 stream.backend_name());
-  StreamEntry& entry = it->second;
-  OpenRegion open = entry.stack.back();
-  if (serial != 0 && open.serial != serial) {
-    // Note [Regions out of order]: dropped, so that it does not hold every later region open.
-    auto dropped = std::find_if(entry.stack.begin(), entry.stack.end(),
-                                [&](const OpenRegion& r) { return r.serial == serial; });
-    const std::string path = path_of(*dropped);
-    dropped->recording->dropped.push_back(dropped->index);
-    --dropped->recording->open_regions;
-    entry.stack.erase(dropped);
-    throw Error(ErrorCode::InvalidState, ErrorReason::RegionOrder,
-                fmt::format("Region::end: region '{}' on stream {} is not the innermost open "
-                            "region: '{}' began after it and is still open, so '{}' is dropped "
-                            "and not reported (the regions that began inside it still are); "
-                            "end regions in the reverse order they began",
-                            path, stream.id(), path_of(open), path),
-                stream.backend_name());
-  }
-  if ((capture ? capture : entry.eager_tree) != open.recording)
-    throw Error(
-        ErrorCode::InvalidState, ErrorReason::RegionOrder,
-        fmt::format("end: region '{}' on stream {} was opened {} but the stream is {} "
-                    "now: end a region where it began (before capture_begin or before "
-                    "capture_end)",
-                    path_of(open), stream.id(), open.recording->eager ? "eagerly" : "in a capture",
-                    capture ? "capturing" : "not capturing"),
-        stream.backend_name());
+  return it->second;
+}
 
+void RegionRecorder::drop_out_of_order(StreamEntry& entry, const OpenRegion& open,
+                                       uint64_t serial, Stream& stream) {
+  // Note [Regions out of order]: dropped, so that it does not hold every later region open.
+  auto dropped = std::find_if(entry.stack.begin(), entry.stack.end(),
+                              [&](const OpenRegion& r) { return r.serial == serial; });
+  const std::string path = path_of(*dropped);
+  dropped->recording->dropped.push_back(dropped->index);
+  --dropped->recording->open_regions;
+  entry.stack.erase(dropped);
+  throw Error(ErrorCode::InvalidState, ErrorReason::RegionOrder,
+              fmt::format("Region::end: region '{}' on stream {} is not the innermost open "
+                          "region: '{}' began after it and is still open, so '{}' is dropped "
+                          "and not reported (the regions that began inside it still are); "
+                          "end regions in the reverse order they began",
+                          path, stream.id(), path_of(open), path),
+              stream.backend_name());
+}
+
+std::shared_ptr<MarkerRing> RegionRecorder::close_innermost(StreamEntry& entry,
+                                                            const OpenRegion& open,
+                                                            Stream& stream) {
   Recording& recording = *open.recording;
   RegionInfo& info = recording.regions[open.index];
   // Never its own begin marker: an empty region keeps two (Note [Boundary sharing]), whose
@@ -395,6 +385,42 @@ std::shared_ptr<MarkerRing> RegionRecorder::end(Stream& stream,
   entry.eager_tree.reset();
   entry.last_marker.reset();
   return ring;
+}
+
+// Note [Regions out of order]: regions nest per stream. Two rules keep every region either
+// reported or refused with an error, never neither:
+// - A region whose end comes while a region that began after it on the stream is still open (a
+//   server that caught an error between two `with` blocks, interleaved asyncio tasks) is
+//   dropped: taken off the stream's stack and left out of the layout when its tree or capture
+//   closes (kept_regions: the regions inside it move up to its parent, their paths without its
+//   name), and end() raises RegionOrder saying so. Left open, to be ended again, which no `with`
+//   statement does, it would have every later region on the stream nest in it and never be
+//   reported, without an error. The markers it recorded stay in the sequence (its begin may be
+//   shared with the next region's, Note [Boundary sharing]); no region refers to them.
+// - The regions open on a stream belong to one thread: a begin while the stream's innermost
+//   open region was begun by another thread is a RegionOrder error. Threads sharing a stream
+//   (PyTorch's default stream) open and end their regions in any order relative to each other,
+//   which nesting cannot record: accepted, one thread's end would later find the other's region
+//   inside its own (dropped, above) or end where the other's ends, silently. Refused at the begin,
+//   the error comes at the first overlap and names the fix: a stream per thread. A region may still
+//   be ended on another thread.
+std::shared_ptr<MarkerRing> RegionRecorder::end(Stream& stream,
+                                                const std::shared_ptr<Recording>& capture,
+                                                uint64_t serial) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  StreamEntry& entry = entry_to_end(stream, serial);
+  OpenRegion open = entry.stack.back();
+  if (serial != 0 && open.serial != serial) drop_out_of_order(entry, open, serial, stream);
+  if ((capture ? capture : entry.eager_tree) != open.recording)
+    throw Error(
+        ErrorCode::InvalidState, ErrorReason::RegionOrder,
+        fmt::format("end: region '{}' on stream {} was opened {} but the stream is {} "
+                    "now: end a region where it began (before capture_begin or before "
+                    "capture_end)",
+                    path_of(open), stream.id(), open.recording->eager ? "eagerly" : "in a capture",
+                    capture ? "capturing" : "not capturing"),
+        stream.backend_name());
+  return close_innermost(entry, open, stream);
 }
 
 // --- streams and shutdown ----------------------------------------------------------------------

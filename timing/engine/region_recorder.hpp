@@ -142,6 +142,23 @@ class RegionRecorder {
   static uint32_t record_marker(StreamEntry& entry, const std::shared_ptr<Recording>& recording,
                                 Stream& stream);
   void forget(const std::shared_ptr<Recording>& recording);  // caller holds mutex_
+  // begin()'s refusals once the stream's entry exists: a region of the other recording, or of
+  // another thread, still open on the stream, or a capture without a marker sequence.
+  static void check_begin_order(const StreamEntry& entry, const std::shared_ptr<Recording>& capture,
+                                const std::string& name, std::thread::id thread, Stream& stream);
+  // The new region's name, place in the stream's tree, lane and metadata (markers not yet set).
+  static RegionInfo new_region_info(const StreamEntry& entry, Stream& stream, std::string&& name,
+                                    Metadata&& metadata, std::string&& lane);
+  // The entry of the stream whose innermost region end() closes, or end()'s refusal when none
+  // is open (caller holds mutex_).
+  StreamEntry& entry_to_end(Stream& stream, uint64_t serial);
+  // Drops the open region `serial`, which is not the innermost (`open`), and throws RegionOrder.
+  [[noreturn]] static void drop_out_of_order(StreamEntry& entry, const OpenRegion& open,
+                                             uint64_t serial, Stream& stream);
+  // Records the end marker of the innermost region `open` and pops it; returns the eager ring
+  // when that closed the stream's eager tree.
+  static std::shared_ptr<MarkerRing> close_innermost(StreamEntry& entry, const OpenRegion& open,
+                                                     Stream& stream);
   // The recording's regions without the dropped ones, parents, depths and paths made anew.
   static std::vector<RegionInfo> kept_regions(Recording& recording);
   static void abandon_eager_tree(StreamEntry& entry, Stream& stream);

@@ -207,104 +207,131 @@ void write_stats_csv(std::ostream& out, const std::vector<RegionStats>& stats,
   });
 }
 
+namespace {
+
+void append_json_key(std::string& text, std::string_view name) {
+  append_json_string(text, name);
+  text += ':';
+}
+
+void append_json_number(std::string& text, std::string_view name, double value) {
+  append_json_key(text, name);
+  append_json_double(text, value);
+}
+
+// The statistics JSON's "devices" entries: one object per device of the run.
+void append_stats_devices(std::string& text, const std::vector<ReportSource>& sources) {
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const ReportSource& source = sources[i];
+    text += i ? ",{" : "{";
+    append_json_key(text, "backend");
+    append_json_string(text, source.backend);
+    fmt::format_to(std::back_inserter(text), ",\"device\":{},", source.device);
+    append_json_key(text, "device_name");
+    append_json_string(text, source.device_name);
+    text += ',';
+    append_json_key(text, "marker_strategy");
+    append_json_string(text, source.marker_strategy);
+    fmt::format_to(std::back_inserter(text),
+                   ",\"timer_step_ns\":{},\"marker_overhead_ns\":{},"
+                   "\"marker_back_to_back_ns\":{}}}",
+                   source.resolution_ns, source.marker_overhead_ns,
+                   source.marker_back_to_back_ns);
+  }
+}
+
+// The statistics JSON's "run" object, without its closing brace.
+void append_stats_run(std::string& text, const StatsRun& run) {
+  fmt::format_to(std::back_inserter(text), ",\"run\":{{\"sample_every\":{},",
+                 run.sample_every);
+  append_json_number(text, "overhead", run.overhead);
+  fmt::format_to(std::back_inserter(text), ",\"sample_seed\":{},\"devices\":[",
+                 run.sample_seed);
+  append_stats_devices(text, run.sources);
+  text += "],\"metadata\":{";
+  for (size_t i = 0; i < run.metadata.size(); ++i) {
+    if (i) text += ',';
+    append_json_key(text, run.metadata[i].first);
+    append_json_string(text, run.metadata[i].second);
+  }
+  text += '}';
+}
+
+// The statistics JSON's "graphs" entries.
+void append_stats_graphs(std::string& text, const std::vector<RegionStats>& stats,
+                         const StatsRun& run, const std::map<uint64_t, std::string>& labels) {
+  // Every graph of the statistics, with its replays where the run counted them.
+  std::map<uint64_t, const GraphReplays*> graphs;
+  for (const RegionStats& s : stats)
+    if (s.graph_id != 0) graphs.emplace(s.graph_id, nullptr);
+  for (const GraphReplays& g : run.replays) graphs[g.graph_id] = &g;
+  bool first = true;
+  for (const auto& [id, replays] : graphs) {
+    text += first ? "{" : ",{";
+    first = false;
+    fmt::format_to(std::back_inserter(text), "\"graph_id\":{},", id);
+    append_json_key(text, "label");
+    const auto label = labels.find(id);
+    if (label != labels.end())
+      append_json_string(text, label->second);
+    else
+      text += "null";
+    if (replays)
+      fmt::format_to(std::back_inserter(text),
+                     ",\"replays_run\":{},\"replays_timed\":{},\"sample_every\":{},"
+                     "\"sampled\":{}",
+                     replays->run, replays->timed, replays->sample_every,
+                     replays->sampled ? "true" : "false");
+    text += '}';
+  }
+}
+
+// One region's object of the statistics JSON's "regions".
+void append_stats_region(std::string& text, const RegionStats& s) {
+  append_json_key(text, "path");
+  append_json_string(text, s.path);
+  fmt::format_to(std::back_inserter(text),
+                 ",\"depth\":{},\"graph_id\":{},\"first_call\":{},\"count\":{},", s.depth,
+                 s.graph_id, s.first_call ? "true" : "false", s.count);
+  for (const auto& [name, value] :
+       {std::pair{"min_ns", s.min_ns}, std::pair{"mean_ns", s.mean_ns},
+        std::pair{"p05_ns", s.p05_ns}, std::pair{"p50_ns", s.p50_ns},
+        std::pair{"p95_ns", s.p95_ns}, std::pair{"max_ns", s.max_ns}}) {
+    append_json_number(text, name, value);
+    text += ',';
+  }
+  fmt::format_to(std::back_inserter(text), "\"self_count\":{},", s.self_count);
+  for (const auto& [name, value] :
+       {std::pair{"self_min_ns", s.self_min_ns}, std::pair{"self_mean_ns", s.self_mean_ns},
+        std::pair{"self_p50_ns", s.self_p50_ns}, std::pair{"self_p95_ns", s.self_p95_ns},
+        std::pair{"self_max_ns", s.self_max_ns}}) {
+    append_json_number(text, name, value);
+    text += ',';
+  }
+  fmt::format_to(std::back_inserter(text), "\"replays_run\":{},\"replays_timed\":{}}}",
+                 s.replays_run, s.replays_timed);
+}
+
+}  // namespace
+
 void write_stats_json(std::ostream& out, const std::vector<RegionStats>& stats,
                       const StatsRun& run) {
   export_to(out, "the statistics JSON", [&] {
     const std::map<uint64_t, std::string> labels = labels_by_graph(run);
     std::string text;
-    const auto key = [&](std::string_view name) {
-      append_json_string(text, name);
-      text += ':';
-    };
-    const auto number = [&](std::string_view name, double value) {
-      key(name);
-      append_json_double(text, value);
-    };
     text += "{\"schema\":\"accgraph.stats\",";
     fmt::format_to(std::back_inserter(text), "\"schema_version\":{},", stats_schema_version());
-    key("accgraph_version");
+    append_json_key(text, "accgraph_version");
     append_json_string(text, ACCGRAPH_VERSION_STRING);
-    fmt::format_to(std::back_inserter(text), ",\"run\":{{\"sample_every\":{},",
-                   run.sample_every);
-    number("overhead", run.overhead);
-    fmt::format_to(std::back_inserter(text), ",\"sample_seed\":{},\"devices\":[",
-                   run.sample_seed);
-    for (size_t i = 0; i < run.sources.size(); ++i) {
-      const ReportSource& source = run.sources[i];
-      text += i ? ",{" : "{";
-      key("backend");
-      append_json_string(text, source.backend);
-      fmt::format_to(std::back_inserter(text), ",\"device\":{},", source.device);
-      key("device_name");
-      append_json_string(text, source.device_name);
-      text += ',';
-      key("marker_strategy");
-      append_json_string(text, source.marker_strategy);
-      fmt::format_to(std::back_inserter(text),
-                     ",\"timer_step_ns\":{},\"marker_overhead_ns\":{},"
-                     "\"marker_back_to_back_ns\":{}}}",
-                     source.resolution_ns, source.marker_overhead_ns,
-                     source.marker_back_to_back_ns);
-    }
-    text += "],\"metadata\":{";
-    for (size_t i = 0; i < run.metadata.size(); ++i) {
-      if (i) text += ',';
-      key(run.metadata[i].first);
-      append_json_string(text, run.metadata[i].second);
-    }
-    text += "}},\"graphs\":[";
-    // Every graph of the statistics, with its replays where the run counted them.
-    std::map<uint64_t, const GraphReplays*> graphs;
-    for (const RegionStats& s : stats)
-      if (s.graph_id != 0) graphs.emplace(s.graph_id, nullptr);
-    for (const GraphReplays& g : run.replays) graphs[g.graph_id] = &g;
-    bool first = true;
-    for (const auto& [id, replays] : graphs) {
-      text += first ? "{" : ",{";
-      first = false;
-      fmt::format_to(std::back_inserter(text), "\"graph_id\":{},", id);
-      key("label");
-      const auto label = labels.find(id);
-      if (label != labels.end())
-        append_json_string(text, label->second);
-      else
-        text += "null";
-      if (replays)
-        fmt::format_to(std::back_inserter(text),
-                       ",\"replays_run\":{},\"replays_timed\":{},\"sample_every\":{},"
-                       "\"sampled\":{}",
-                       replays->run, replays->timed, replays->sample_every,
-                       replays->sampled ? "true" : "false");
-      text += '}';
-    }
+    append_stats_run(text, run);
+    text += "},\"graphs\":[";
+    append_stats_graphs(text, stats, run, labels);
     text += "],\"regions\":[";
     out << text;
     for (size_t i = 0; i < stats.size(); ++i) {
-      const RegionStats& s = stats[i];
       text.clear();
       text += i ? ",\n{" : "\n{";
-      key("path");
-      append_json_string(text, s.path);
-      fmt::format_to(std::back_inserter(text),
-                     ",\"depth\":{},\"graph_id\":{},\"first_call\":{},\"count\":{},", s.depth,
-                     s.graph_id, s.first_call ? "true" : "false", s.count);
-      for (const auto& [name, value] :
-           {std::pair{"min_ns", s.min_ns}, std::pair{"mean_ns", s.mean_ns},
-            std::pair{"p05_ns", s.p05_ns}, std::pair{"p50_ns", s.p50_ns},
-            std::pair{"p95_ns", s.p95_ns}, std::pair{"max_ns", s.max_ns}}) {
-        number(name, value);
-        text += ',';
-      }
-      fmt::format_to(std::back_inserter(text), "\"self_count\":{},", s.self_count);
-      for (const auto& [name, value] :
-           {std::pair{"self_min_ns", s.self_min_ns}, std::pair{"self_mean_ns", s.self_mean_ns},
-            std::pair{"self_p50_ns", s.self_p50_ns}, std::pair{"self_p95_ns", s.self_p95_ns},
-            std::pair{"self_max_ns", s.self_max_ns}}) {
-        number(name, value);
-        text += ',';
-      }
-      fmt::format_to(std::back_inserter(text), "\"replays_run\":{},\"replays_timed\":{}}}",
-                     s.replays_run, s.replays_timed);
+      append_stats_region(text, stats[i]);
       out << text;
     }
     out << "\n]}\n";

@@ -1,5 +1,6 @@
 // ForeignGraph from Python: a graph its owner (PyTorch's torch.cuda.CUDAGraph, code calling the
 // native API) captures and launches natively, told to accgraph so that a Profiler times it.
+#include <array>
 #include <exception>
 #include <optional>
 
@@ -73,6 +74,36 @@ void launch(PyForeignGraph& self, PyStream& py_stream, PyObject* fn, PyObject* o
   waits.park_if_lost();
 }
 
+// ForeignGraph.launch's keyword arguments (Note [Launch method]) into `slots` (stream, fn, owner,
+// trusted); false, with a TypeError set, for an unknown or repeated one.
+bool take_launch_keywords(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                          const std::array<PyObject**, 4>& slots) {
+  const Py_ssize_t keywords = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
+  // A call site's keyword names are interned strings, so they are compared by identity first
+  // (accgraph.torch's benchmark split passes owner= and trusted= on every launch: comparing the
+  // text cost about 240 instructions per launch: callgrind, bench/callgrind/foreign_launch.py).
+  static const KeywordNames<4> names({"stream", "fn", "owner", "trusted"});
+  for (Py_ssize_t i = 0; i < keywords; ++i) {
+    PyObject* name = PyTuple_GET_ITEM(kwnames, i);
+    const int index = names.find(name);
+    PyObject** slot = index >= 0 ? slots[index] : nullptr;
+    if (slot == nullptr) {
+      PyErr_Format(PyExc_TypeError,
+                   "ForeignGraph.launch() got an unexpected keyword argument '%U': its "
+                   "arguments are stream, fn, owner and trusted",
+                   name);
+      return false;
+    }
+    if (*slot != nullptr) {
+      PyErr_Format(PyExc_TypeError, "ForeignGraph.launch() got multiple values for argument '%U'",
+                   name);
+      return false;
+    }
+    *slot = args[nargs + i];
+  }
+  return true;
+}
+
 // Note [Launch method]: ForeignGraph.launch is the call accgraph.torch makes on every replay of
 // a timed torch graph (Note [Wrapping CUDAGraph]; that loop's target is at most 1.10x the untimed
 // one: bench/README.md, "Targets and figures the code cites"), so like Graph.replay (Note [Replay
@@ -94,26 +125,8 @@ PyObject* launch_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
   PyObject* fn = nargs > 1 ? args[1] : nullptr;
   PyObject* trusted_arg = nullptr;
   PyObject* owner = nullptr;
-  const Py_ssize_t keywords = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
-  // A call site's keyword names are interned strings, so they are compared by identity first
-  // (accgraph.torch's benchmark split passes owner= and trusted= on every launch: comparing the
-  // text cost about 240 instructions per launch: callgrind, bench/callgrind/foreign_launch.py).
-  static const KeywordNames<4> names({"stream", "fn", "owner", "trusted"});
-  PyObject** slots[] = {&stream_arg, &fn, &owner, &trusted_arg};
-  for (Py_ssize_t i = 0; i < keywords; ++i) {
-    PyObject* name = PyTuple_GET_ITEM(kwnames, i);
-    const int index = names.find(name);
-    PyObject** slot = index >= 0 ? slots[index] : nullptr;
-    if (slot == nullptr)
-      return PyErr_Format(PyExc_TypeError,
-                          "ForeignGraph.launch() got an unexpected keyword argument '%U': its "
-                          "arguments are stream, fn, owner and trusted",
-                          name);
-    if (*slot != nullptr)
-      return PyErr_Format(PyExc_TypeError,
-                          "ForeignGraph.launch() got multiple values for argument '%U'", name);
-    *slot = args[nargs + i];
-  }
+  if (!take_launch_keywords(args, nargs, kwnames, {&stream_arg, &fn, &owner, &trusted_arg}))
+    return nullptr;
   if (stream_arg == nullptr || fn == nullptr)
     return PyErr_Format(PyExc_TypeError,
                         "ForeignGraph.launch() missing required argument '%s': call "
@@ -381,31 +394,8 @@ auto unlocked_call(void (ForeignGraph::*method)(), const char* what) {
   };
 }
 
-}  // namespace
-
-PyForeignGraph::~PyForeignGraph() {
-  GilRelease release;
-  graph.reset();
-}
-
-void bind_foreign_graph(nb::module_& m) {
-  nb::class_<PyForeignGraph> cls(
-      m, "ForeignGraph",
-      "A graph its owner captures and launches natively (a torch.cuda.CUDAGraph, a "
-      "cudaGraphExec_t), told to accgraph so that a Profiler times it like a Graph "
-      "(accgraph::ForeignGraph, Note [Foreign graphs]). accgraph.torch does this for every "
-      "torch.cuda.CUDAGraph; by hand, on a Stream wrapping the owner's native stream:\n\n"
-      "    fg = accgraph.ForeignGraph('cuda')\n"
-      "    prof.attach(fg)\n"
-      "    # ... the owner's native capture begins on the stream s wraps ...\n"
-      "    fg.capture_begin(s)                  # regions on s now record into it\n"
-      "    with prof.region(s, 'layer0'):\n"
-      "        ...\n"
-      "    fg.capture_end()                     # right before the native capture ends\n"
-      "    # ... the native capture ends ...\n"
-      "    fg.launch(s, torch_graph.replay)     # one report per launch\n"
-      "    fg.reset()                           # before the native graph is reset or dropped\n\n"
-      "Dropping it does what reset() does. Use it from one thread at a time.");
+// Making it, and what its owner tells it about a capture.
+void def_foreign_graph_capture(nb::class_<PyForeignGraph>& cls) {
   cls.def(
          "__init__",
          [](PyForeignGraph* self, std::optional<std::string> backend) {
@@ -446,27 +436,33 @@ void bind_foreign_graph(nb::module_& m) {
           "copies the capture where the backend can (CUDA: no memory or event record nodes), "
           "so that a sampling Profiler (sample_every, overhead) launches the replays it does "
           "not time as that copy without markers, once enable_untimed_launches(True) says the "
-          "owner's launch does nothing else (Note [Untimed foreign replays]).")
-      .def(
-          "enable_untimed_launches",
-          [](PyForeignGraph& self, bool enabled) {
-            self.graph->enable_untimed_launches(enabled);
-          },
-          nb::arg("enabled"),
-          "Whether a replay that sampling does not time may launch the capture's copy "
-          "(capture_end(untimed_copy=True)) instead of calling the owner's launch `fn`: only "
-          "true when `fn` enqueues the captured graph and nothing else (PyTorch's replay also "
-          "advances its RNG generators when the graph draws random numbers). Off by default.")
+          "owner's launch does nothing else (Note [Untimed foreign replays]).");
+}
+
+// Untimed launches of a copy of the capture, and reset.
+void def_foreign_graph_untimed(nb::class_<PyForeignGraph>& cls) {
+  cls.def(
+         "enable_untimed_launches",
+         [](PyForeignGraph& self, bool enabled) { self.graph->enable_untimed_launches(enabled); },
+         nb::arg("enabled"),
+         "Whether a replay that sampling does not time may launch the capture's copy "
+         "(capture_end(untimed_copy=True)) instead of calling the owner's launch `fn`: only "
+         "true when `fn` enqueues the captured graph and nothing else (PyTorch's replay also "
+         "advances its RNG generators when the graph draws random numbers). Off by default.")
       .def_prop_ro(
           "has_untimed_copy", [](PyForeignGraph& self) { return self.graph->has_untimed_copy(); },
           "Whether the last capture_end made a copy for untimed launches (reset drops it).")
       .def("reset", unlocked_call(&ForeignGraph::reset, "reset"),
            "The owner drops its graph, or its capture failed: delivers the reports of the "
            "launches still pending (which needs their markers to run: call it before the native "
-           "graph is reset or destroyed). The graph may capture again.")
-      .def_prop_ro(
-          "id", [](PyForeignGraph& self) { return self.graph->id(); },
-          "A stable process-unique id, shared with Graph ids.")
+           "graph is reset or destroyed). The graph may capture again.");
+}
+
+// What it is: ids, state, backend, device and launch counts.
+void def_foreign_graph_properties(nb::class_<PyForeignGraph>& cls) {
+  cls.def_prop_ro(
+         "id", [](PyForeignGraph& self) { return self.graph->id(); },
+         "A stable process-unique id, shared with Graph ids.")
       .def_prop_ro(
           "graph_id", [](PyForeignGraph& self) { return self.graph->graph().id(); },
           "The id its reports carry (ReplayReport.graph_id); the same as id.")
@@ -489,6 +485,36 @@ void bind_foreign_graph(nb::module_& m) {
           "capture in which no region was recorded (no profiler reports its launches): an "
           "owner may then launch natively without launch() (accgraph.torch does).")
       .def("__repr__", &foreign_repr);
+}
+}  // namespace
+
+PyForeignGraph::~PyForeignGraph() {
+  GilRelease release;
+  graph.reset();
+}
+
+
+void bind_foreign_graph(nb::module_& m) {
+  nb::class_<PyForeignGraph> cls(
+      m, "ForeignGraph",
+      "A graph its owner captures and launches natively (a torch.cuda.CUDAGraph, a "
+      "cudaGraphExec_t), told to accgraph so that a Profiler times it like a Graph "
+      "(accgraph::ForeignGraph, Note [Foreign graphs]). accgraph.torch does this for every "
+      "torch.cuda.CUDAGraph; by hand, on a Stream wrapping the owner's native stream:\n\n"
+      "    fg = accgraph.ForeignGraph('cuda')\n"
+      "    prof.attach(fg)\n"
+      "    # ... the owner's native capture begins on the stream s wraps ...\n"
+      "    fg.capture_begin(s)                  # regions on s now record into it\n"
+      "    with prof.region(s, 'layer0'):\n"
+      "        ...\n"
+      "    fg.capture_end()                     # right before the native capture ends\n"
+      "    # ... the native capture ends ...\n"
+      "    fg.launch(s, torch_graph.replay)     # one report per launch\n"
+      "    fg.reset()                           # before the native graph is reset or dropped\n\n"
+      "Dropping it does what reset() does. Use it from one thread at a time.");
+  def_foreign_graph_capture(cls);
+  def_foreign_graph_untimed(cls);
+  def_foreign_graph_properties(cls);
   // Note [Launch method]
   add_plain_method(cls, launch_method_def);
   // Note [Owner replay]

@@ -111,108 +111,113 @@ namespace {
 
 using ProfilerClass = nb::class_<PyProfiler>;
 
-// The options, and which graphs it times.
-void def_profiler_setup(ProfilerClass& cls) {
+// Profiler.__init__: the options from the keyword arguments, checked where C++ does not.
+void init_profiler(PyProfiler* self, EnumOrName<Delivery> delivery, IntArg ring_depth,
+                   std::optional<std::string> marker_strategy, bool background_collector,
+                   std::optional<IntArg> keep_reports, EnumOrName<StatsMode> stats_mode,
+                   std::optional<double> collector_period, bool collect_stats, IntArg marker_memory,
+                   bool subtract_marker_overhead, bool stats_thread,
+                   const std::string& first_eager_call, IntArg sample_every, double overhead,
+                   IntArg sample_seed) {
+  ProfilerOptions options;
+  options.delivery = parse_delivery(delivery);
+  options.ring_depth = int_arg<size_t>(ring_depth, "Profiler: ring_depth");
+  options.marker_strategy = marker_strategy.value_or("");
+  options.background_collector = background_collector;
+  const std::optional<int64_t> keep = int_arg<int64_t>(keep_reports, "Profiler: keep_reports");
+  options.keep_reports = keep ? timing::KeepReports(*keep) : timing::KeepReports::all();
+  options.stats_mode = parse_stats_mode(stats_mode);
+  options.collect_stats = collect_stats;
+  options.marker_memory = int_arg<size_t>(marker_memory, "Profiler: marker_memory");
+  options.subtract_marker_overhead = subtract_marker_overhead;
+  options.stats_thread = stats_thread;
+  // Checked by C++ (InvalidArgument: 0, a budget outside [0, 1), both given).
+  options.sample_every = int_arg<uint64_t>(sample_every, "Profiler: sample_every");
+  options.overhead = overhead;
+  options.sample_seed = int_arg<uint64_t>(sample_seed, "Profiler: sample_seed");
+  if (first_eager_call == "apart")
+    options.first_eager_call = timing::FirstEagerCall::Apart;
+  else if (first_eager_call != "pooled")
+    throw Error(
+        ErrorCode::InvalidArgument,
+        "Profiler: first_eager_call must be 'pooled' or 'apart' (got '" + first_eager_call + "')");
+  if (collector_period) {
+    if (!(*collector_period > 0 && *collector_period <= 3600))
+      throw Error(ErrorCode::InvalidArgument,
+                  "Profiler: collector_period must be from 0 to 3600 seconds (got " +
+                      std::to_string(*collector_period) + ")");
+    options.collector_period =
+        std::chrono::microseconds(static_cast<int64_t>(*collector_period * 1e6));
+  }
+  auto profiler = [&] {
+    GilRelease release;
+    return std::make_unique<Profiler>(options);
+  }();
+  new (self) PyProfiler(std::move(profiler));
+}
+
+// Profiler(...): its keyword arguments and their documentation.
+void def_profiler_init(ProfilerClass& cls) {
   cls.def(
-         "__init__",
-         [](PyProfiler* self, EnumOrName<Delivery> delivery, IntArg ring_depth,
-            std::optional<std::string> marker_strategy, bool background_collector,
-            std::optional<IntArg> keep_reports, EnumOrName<StatsMode> stats_mode,
-            std::optional<double> collector_period, bool collect_stats, IntArg marker_memory,
-            bool subtract_marker_overhead, bool stats_thread, const std::string& first_eager_call,
-            IntArg sample_every, double overhead, IntArg sample_seed) {
-           ProfilerOptions options;
-           options.delivery = parse_delivery(delivery);
-           options.ring_depth = int_arg<size_t>(ring_depth, "Profiler: ring_depth");
-           options.marker_strategy = marker_strategy.value_or("");
-           options.background_collector = background_collector;
-           const std::optional<int64_t> keep =
-               int_arg<int64_t>(keep_reports, "Profiler: keep_reports");
-           options.keep_reports = keep ? timing::KeepReports(*keep) : timing::KeepReports::all();
-           options.stats_mode = parse_stats_mode(stats_mode);
-           options.collect_stats = collect_stats;
-           options.marker_memory = int_arg<size_t>(marker_memory, "Profiler: marker_memory");
-           options.subtract_marker_overhead = subtract_marker_overhead;
-           options.stats_thread = stats_thread;
-           // Checked by C++ (InvalidArgument: 0, a budget outside [0, 1), both given).
-           options.sample_every = int_arg<uint64_t>(sample_every, "Profiler: sample_every");
-           options.overhead = overhead;
-           options.sample_seed = int_arg<uint64_t>(sample_seed, "Profiler: sample_seed");
-           if (first_eager_call == "apart")
-             options.first_eager_call = timing::FirstEagerCall::Apart;
-           else if (first_eager_call != "pooled")
-             throw Error(ErrorCode::InvalidArgument,
-                         "Profiler: first_eager_call must be 'pooled' or 'apart' (got '" +
-                             first_eager_call + "')");
-           if (collector_period) {
-             if (!(*collector_period > 0 && *collector_period <= 3600))
-               throw Error(ErrorCode::InvalidArgument,
-                           "Profiler: collector_period must be from 0 to 3600 seconds (got " +
-                               std::to_string(*collector_period) + ")");
-             options.collector_period =
-                 std::chrono::microseconds(static_cast<int64_t>(*collector_period * 1e6));
-           }
-           auto profiler = [&] {
-             GilRelease release;
-             return std::make_unique<Profiler>(options);
-           }();
-           new (self) PyProfiler(std::move(profiler));
+      "__init__", &init_profiler, nb::arg("delivery") = Delivery::Lazy, nb::arg("ring_depth") = 0,
+      nb::arg("marker_strategy") = nb::none(), nb::arg("background_collector") = false,
+      nb::arg("keep_reports").none() = 1024, nb::arg("stats_mode") = StatsMode::Sketch,
+      nb::arg("collector_period") = nb::none(), nb::arg("collect_stats") = true,
+      nb::arg("marker_memory") = ProfilerOptions{}.marker_memory,
+      nb::arg("subtract_marker_overhead") = true, nb::arg("stats_thread") = true,
+      nb::arg("first_eager_call") = "pooled", nb::arg("sample_every") = 1,
+      nb::arg("overhead") = 0.0, nb::arg("sample_seed") = 0,
+      "`delivery`: 'lazy' or 'immediate'. `ring_depth`: replays in flight per graph (0: "
+      "as many as `marker_memory` holds). `marker_memory`: bytes of marker storage per "
+      "graph (default 1 MiB; 0: the backend's default depth); a replay waits for the "
+      "device only when its graph's ring is full (ring_waits counts it). `marker_strategy`: one "
+      "of Capabilities.marker_strategies "
+      "(None: the backend's default). `background_collector`: a thread delivers completed "
+      "replays every `collector_period` seconds. `keep_reports`: how many of the last "
+      "reports reports() keeps (0: none; None: every one, memory grows without bound). "
+      "`stats_mode`: 'sketch' or 'exact'. `collect_stats=False` leaves stats() empty and "
+      "saves its cost per report. `subtract_marker_overhead`: take what one marker costs "
+      "(measured once per device) off every region's duration; the raw_* attributes keep "
+      "what the markers read. `stats_thread`: fold the statistics on a thread of their own, "
+      "so that flush() and a full ring only copy each report's times (same results); "
+      "False on a single-core host. stats() keeps each graph's replays and the eager calls "
+      "apart (RegionStats.graph_id); `first_eager_call='apart'` also gives the first eager "
+      "call of each path a row of its own (RegionStats.first_call: warm-up, compilation). "
+      "Sampled timing (Note [Sampled replays]): `sample_every=N` times 1 replay in N of each "
+      "graph (one in each window of N, at an offset drawn from `sample_seed`, the graph and "
+      "the window: is_sampled_replay), the others launch without markers; `overhead` (e.g. "
+      "0.005) instead picks each graph's N from its first 8 reports so that its markers cost "
+      "at most that share of its device time. A graph whose backend cannot launch it without "
+      "markers (Level Zero, Vulkan, foreign graphs such as PyTorch's) has every replay timed "
+      "(replay_counts(): sampled=False). Default: every replay timed.");
+}
+
+// Which graphs it times: attach, attach_all, detach.
+void def_profiler_attach(ProfilerClass& cls) {
+  cls.def(
+         "attach",
+         [](PyProfiler& self, nb::handle graph) {
+           std::atomic<bool>* busy = nullptr;
+           if (nb::isinstance<PyGraph>(graph))
+             busy = &nb::inst_ptr<PyGraph>(graph)->busy;
+           else if (nb::isinstance<PyForeignGraph>(graph))
+             busy = &nb::inst_ptr<PyForeignGraph>(graph)->busy;
+           else
+             throw nb::type_error(
+                 "Profiler.attach: graph must be an accgraph.Graph or an accgraph.ForeignGraph");
+           if (busy->load())
+             throw Error(ErrorCode::InvalidState,
+                         "Profiler.attach: the graph is in use by another call");
+           Profiler& profiler = self.get();
+           GilRelease release;
+           if (nb::isinstance<PyGraph>(graph))
+             profiler.attach(*nb::inst_ptr<PyGraph>(graph)->graph);
+           else
+             profiler.attach(*nb::inst_ptr<PyForeignGraph>(graph)->graph);
          },
-         nb::arg("delivery") = Delivery::Lazy, nb::arg("ring_depth") = 0,
-         nb::arg("marker_strategy") = nb::none(), nb::arg("background_collector") = false,
-         nb::arg("keep_reports").none() = 1024, nb::arg("stats_mode") = StatsMode::Sketch,
-         nb::arg("collector_period") = nb::none(), nb::arg("collect_stats") = true,
-         nb::arg("marker_memory") = ProfilerOptions{}.marker_memory,
-         nb::arg("subtract_marker_overhead") = true, nb::arg("stats_thread") = true,
-         nb::arg("first_eager_call") = "pooled", nb::arg("sample_every") = 1,
-         nb::arg("overhead") = 0.0, nb::arg("sample_seed") = 0,
-         "`delivery`: 'lazy' or 'immediate'. `ring_depth`: replays in flight per graph (0: "
-         "as many as `marker_memory` holds). `marker_memory`: bytes of marker storage per "
-         "graph (default 1 MiB; 0: the backend's default depth); a replay waits for the "
-         "device only when its graph's ring is full (ring_waits counts it). `marker_strategy`: one "
-         "of Capabilities.marker_strategies "
-         "(None: the backend's default). `background_collector`: a thread delivers completed "
-         "replays every `collector_period` seconds. `keep_reports`: how many of the last "
-         "reports reports() keeps (0: none; None: every one, memory grows without bound). "
-         "`stats_mode`: 'sketch' or 'exact'. `collect_stats=False` leaves stats() empty and "
-         "saves its cost per report. `subtract_marker_overhead`: take what one marker costs "
-         "(measured once per device) off every region's duration; the raw_* attributes keep "
-         "what the markers read. `stats_thread`: fold the statistics on a thread of their own, "
-         "so that flush() and a full ring only copy each report's times (same results); "
-         "False on a single-core host. stats() keeps each graph's replays and the eager calls "
-         "apart (RegionStats.graph_id); `first_eager_call='apart'` also gives the first eager "
-         "call of each path a row of its own (RegionStats.first_call: warm-up, compilation). "
-         "Sampled timing (Note [Sampled replays]): `sample_every=N` times 1 replay in N of each "
-         "graph (one in each window of N, at an offset drawn from `sample_seed`, the graph and "
-         "the window: is_sampled_replay), the others launch without markers; `overhead` (e.g. "
-         "0.005) instead picks each graph's N from its first 8 reports so that its markers cost "
-         "at most that share of its device time. A graph whose backend cannot launch it without "
-         "markers (Level Zero, Vulkan, foreign graphs such as PyTorch's) has every replay timed "
-         "(replay_counts(): sampled=False). Default: every replay timed.")
-      .def(
-          "attach",
-          [](PyProfiler& self, nb::handle graph) {
-            std::atomic<bool>* busy = nullptr;
-            if (nb::isinstance<PyGraph>(graph))
-              busy = &nb::inst_ptr<PyGraph>(graph)->busy;
-            else if (nb::isinstance<PyForeignGraph>(graph))
-              busy = &nb::inst_ptr<PyForeignGraph>(graph)->busy;
-            else
-              throw nb::type_error(
-                  "Profiler.attach: graph must be an accgraph.Graph or an accgraph.ForeignGraph");
-            if (busy->load())
-              throw Error(ErrorCode::InvalidState,
-                          "Profiler.attach: the graph is in use by another call");
-            Profiler& profiler = self.get();
-            GilRelease release;
-            if (nb::isinstance<PyGraph>(graph))
-              profiler.attach(*nb::inst_ptr<PyGraph>(graph)->graph);
-            else
-              profiler.attach(*nb::inst_ptr<PyForeignGraph>(graph)->graph);
-          },
-          nb::arg("graph"), nb::sig("def attach(self, graph: Graph | ForeignGraph) -> None"),
-          "Times `graph` (a Graph or a ForeignGraph) from its next capture on "
-          "(InvalidStateError while it captures).")
+         nb::arg("graph"), nb::sig("def attach(self, graph: Graph | ForeignGraph) -> None"),
+         "Times `graph` (a Graph or a ForeignGraph) from its next capture on "
+         "(InvalidStateError while it captures).")
       .def(
           "attach_all", [](PyProfiler& self) { self.get().attach_all(); },
           nb::call_guard<GilRelease>(), "Times every graph whose capture begins from now on.")
@@ -221,8 +226,14 @@ void def_profiler_setup(ProfilerClass& cls) {
           "Stops timing new captures; pending reports are still delivered by flush().");
 }
 
-// Regions, sinks and flush.
-void def_profiler_regions(ProfilerClass& cls) {
+// The options, and which graphs it times.
+void def_profiler_setup(ProfilerClass& cls) {
+  def_profiler_init(cls);
+  def_profiler_attach(cls);
+}
+
+// Opening and ending regions: region (context manager and decorator), begin, end.
+void def_profiler_region_calls(ProfilerClass& cls) {
   cls.def(
          "region",
          [](nb::handle self, nb::handle stream, std::optional<std::string> name, std::string lane,
@@ -277,25 +288,29 @@ void def_profiler_regions(ProfilerClass& cls) {
             GilRelease release;
             self.get().end(s);
           },
-          nb::arg("stream"), "Ends the innermost open region on `stream`.")
-      .def(
-          "add_sink",
-          [](PyProfiler& self, nb::callable sink) {
-            Profiler& profiler = self.get();
-            auto callable = std::make_shared<PythonCallable>(sink, "a report sink");
-            {
-              GilRelease release;
-              profiler.add_sink(
-                  [callable](const ReplayReport& report) { (*callable)(ReplayReport(report)); });
-            }
-            self.sinks.push_back(sink.ptr());  // held by `callable`, now the profiler's
-          },
-          nb::arg("sink"),
-          nb::sig("def add_sink(self, sink: collections.abc.Callable[[ReplayReport], object]) "
-                  "-> None"),
-          "Calls `sink(report)` for every report, in replay order per graph, with the GIL held "
-          "on the collecting thread. The report is the sink's to keep. An exception it raises "
-          "is logged (with its traceback) and delivery goes on.")
+          nb::arg("stream"), "Ends the innermost open region on `stream`.");
+}
+
+// Where reports go: sinks, flush and the kept reports.
+void def_profiler_sinks(ProfilerClass& cls) {
+  cls.def(
+         "add_sink",
+         [](PyProfiler& self, nb::callable sink) {
+           Profiler& profiler = self.get();
+           auto callable = std::make_shared<PythonCallable>(sink, "a report sink");
+           {
+             GilRelease release;
+             profiler.add_sink(
+                 [callable](const ReplayReport& report) { (*callable)(ReplayReport(report)); });
+           }
+           self.sinks.push_back(sink.ptr());  // held by `callable`, now the profiler's
+         },
+         nb::arg("sink"),
+         nb::sig("def add_sink(self, sink: collections.abc.Callable[[ReplayReport], object]) "
+                 "-> None"),
+         "Calls `sink(report)` for every report, in replay order per graph, with the GIL held "
+         "on the collecting thread. The report is the sink's to keep. An exception it raises "
+         "is logged (with its traceback) and delivery goes on.")
       .def(
           "flush", [](PyProfiler& self) { self.get().flush(); }, nb::call_guard<GilRelease>(),
           "Waits (without the GIL) for every pending replay and eager region and delivers its "
@@ -306,8 +321,14 @@ void def_profiler_regions(ProfilerClass& cls) {
           nb::call_guard<GilRelease>(), "The kept reports (keep_reports).");
 }
 
-// What it measured: reports, statistics and the exporters.
-void def_profiler_results(ProfilerClass& cls) {
+// Regions, sinks and flush.
+void def_profiler_regions(ProfilerClass& cls) {
+  def_profiler_region_calls(cls);
+  def_profiler_sinks(cls);
+}
+
+// Statistics and counters: stats, deliveries, ring waits, sampling, replay counts.
+void def_profiler_results_stats(ProfilerClass& cls) {
   cls.def(
          "stats", [](PyProfiler& self) { return self.get().stats(); }, nb::call_guard<GilRelease>(),
          "Per-region statistics over every report delivered so far.")
@@ -334,13 +355,17 @@ void def_profiler_results(ProfilerClass& cls) {
           [](PyProfiler& self) {
             return static_cast<double>(self.get().ring_wait_time().count()) / 1e9;
           },
-          "Seconds those launches spent waiting, in all.")
-      .def("write_chrome_trace", exporter([](std::ostream& out, Profiler& profiler) {
-             timing::write_chrome_trace(out, profiler.reports());
-           }),
-           nb::arg("path"),
-           nb::sig("def write_chrome_trace(self, path: str | os.PathLike[str]) -> None"),
-           "Writes the kept reports as Chrome trace JSON (Perfetto, chrome://tracing).")
+          "Seconds those launches spent waiting, in all.");
+}
+
+// The kept reports as traces and CSV.
+void def_profiler_export_reports(ProfilerClass& cls) {
+  cls.def("write_chrome_trace", exporter([](std::ostream& out, Profiler& profiler) {
+            timing::write_chrome_trace(out, profiler.reports());
+          }),
+          nb::arg("path"),
+          nb::sig("def write_chrome_trace(self, path: str | os.PathLike[str]) -> None"),
+          "Writes the kept reports as Chrome trace JSON (Perfetto, chrome://tracing).")
       .def(
           "write_trace",
           [](PyProfiler& self, nb::handle path, IntArg rank, IntArg world_size, std::string host,
@@ -370,25 +395,29 @@ void def_profiler_results(ProfilerClass& cls) {
              timing::write_reports_csv(out, profiler.reports());
            }),
            nb::arg("path"), nb::sig("def write_csv(self, path: str | os.PathLike[str]) -> None"),
-           "Writes the kept reports as CSV, one row per region per report.")
-      .def(
-          "write_stats_csv",
-          [](PyProfiler& self, nb::handle path,
-             std::optional<std::map<uint64_t, std::string>> graph_labels) {
-            Profiler& profiler = self.get();
-            timing::StatsRun run;
-            if (graph_labels) run.graph_labels.assign(graph_labels->begin(), graph_labels->end());
-            write_output(fs_path(path), "the exported data", [&](std::ostream& out) {
-              timing::write_stats_csv(out, profiler.stats(), run);
-            });
-          },
-          nb::arg("path"), nb::kw_only(), nb::arg("graph_labels") = nb::none(),
-          nb::sig("def write_stats_csv(self, path: str | os.PathLike[str], *, graph_labels: "
-                  "collections.abc.Mapping[int, str] | None = None) -> None"),
-          "Writes the statistics as CSV, one row per region path and context (the columns of "
-          "stats_csv_columns()). `graph_labels`: graph id -> its capture site or label "
-          "(accgraph.torch.graph_labels()), written in the graph_label column, which "
-          "accgraph.torch's compare matches the graphs of two runs by.")
+           "Writes the kept reports as CSV, one row per region per report.");
+}
+
+// The statistics as CSV and JSON.
+void def_profiler_export_stats(ProfilerClass& cls) {
+  cls.def(
+         "write_stats_csv",
+         [](PyProfiler& self, nb::handle path,
+            std::optional<std::map<uint64_t, std::string>> graph_labels) {
+           Profiler& profiler = self.get();
+           timing::StatsRun run;
+           if (graph_labels) run.graph_labels.assign(graph_labels->begin(), graph_labels->end());
+           write_output(fs_path(path), "the exported data", [&](std::ostream& out) {
+             timing::write_stats_csv(out, profiler.stats(), run);
+           });
+         },
+         nb::arg("path"), nb::kw_only(), nb::arg("graph_labels") = nb::none(),
+         nb::sig("def write_stats_csv(self, path: str | os.PathLike[str], *, graph_labels: "
+                 "collections.abc.Mapping[int, str] | None = None) -> None"),
+         "Writes the statistics as CSV, one row per region path and context (the columns of "
+         "stats_csv_columns()). `graph_labels`: graph id -> its capture site or label "
+         "(accgraph.torch.graph_labels()), written in the graph_label column, which "
+         "accgraph.torch's compare matches the graphs of two runs by.")
       .def(
           "write_stats_json",
           [](PyProfiler& self, nb::handle path,
@@ -411,13 +440,23 @@ void def_profiler_results(ProfilerClass& cls) {
           "README's \"Statistics as JSON\"): the CSV's facts per region, each graph's replays "
           "and label, the devices of the kept reports (timer step, marker strategy), the "
           "sampling options, and `metadata` (key -> text: what only the caller knows, e.g. the "
-          "framework's version).")
-      .def(
-          "stats_table", [](PyProfiler& self) { return self.get().stats_table(); },
-          nb::call_guard<GilRelease>(),
-          "The statistics as a fixed-width text table (microseconds), as `accgraph demo` "
-          "prints it, then one line per reason of note_untimed(): \"untimed: <count> call(s) "
-          "not timed: <reason> (first: <name>)\".")
+          "framework's version).");
+}
+
+// The exporters: traces, CSV and JSON files.
+void def_profiler_results_export(ProfilerClass& cls) {
+  def_profiler_export_reports(cls);
+  def_profiler_export_stats(cls);
+}
+
+// The text table, the calls noted as untimed, and the region loop for bench/python.
+void def_profiler_results_reports(ProfilerClass& cls) {
+  cls.def(
+         "stats_table", [](PyProfiler& self) { return self.get().stats_table(); },
+         nb::call_guard<GilRelease>(),
+         "The statistics as a fixed-width text table (microseconds), as `accgraph demo` "
+         "prints it, then one line per reason of note_untimed(): \"untimed: <count> call(s) "
+         "not timed: <reason> (first: <name>)\".")
       .def(
           "note_untimed",
           [](PyProfiler& self, std::string name, std::string reason) {
@@ -450,9 +489,15 @@ void def_profiler_results(ProfilerClass& cls) {
           "Region), returns the nanoseconds it took.");
 }
 
-}  // namespace
+// What it measured: reports, statistics and the exporters.
+void def_profiler_results(ProfilerClass& cls) {
+  def_profiler_results_stats(cls);
+  def_profiler_results_export(cls);
+  def_profiler_results_reports(cls);
+}
 
-void bind_profiler(nb::module_& m) {
+// What a Profiler counts besides its reports: UntimedCalls and GraphReplays.
+void bind_profiler_counts(nb::module_& m) {
   nb::class_<timing::UntimedCalls>(m, "UntimedCalls",
                                    "Calls noted by Profiler.note_untimed() under one reason "
                                    "(read-only).")
@@ -484,6 +529,12 @@ void bind_profiler(nb::module_& m) {
                ", sample_every=" + std::to_string(g.sample_every) +
                ", sampled=" + (g.sampled ? "True" : "False") + ")";
       });
+}
+
+}  // namespace
+
+void bind_profiler(nb::module_& m) {
+  bind_profiler_counts(m);
   m.def(
       "is_sampled_replay",
       [](IntArg replay, IntArg every, IntArg seed, IntArg graph_id) {

@@ -121,46 +121,10 @@ void region_exit(PyRegion& self) {
   if (failure) std::rethrow_exception(failure);
 }
 
-}  // namespace
-
-PyRegion::~PyRegion() {
-  if (open.empty()) return;
-  // Regions left open end here, innermost first (the C++ destructor logs a failure); ending
-  // one may wait for the stream's work, which may need the GIL. No other thread can reach
-  // this object any more.
-  GilRelease release;
-  while (!open.empty()) open.pop_back();
-}
-
-void bind_region(nb::module_& m) {
-  m.def("_set_default_stream_provider", &set_default_stream_provider, nb::arg("provider").none(),
-        nb::sig("def _set_default_stream_provider(provider: collections.abc.Callable[[], Stream] "
-                "| None) -> None"),
-        "For accgraph._default_stream: the provider region entries call (Note [Default "
-        "stream]); None: none.");
-  nb::class_<PyRegion>(m, "Region",
-                       "What Profiler.region() returns: a context manager timing its block, "
-                       "and a decorator timing every call of a function:\n\n"
-                       "    with prof.region(s, 'layer0', bytes=4096):\n"
-                       "        ...\n"
-                       "    @prof.region(s, 'step')\n"
-                       "    def step(): ...\n\n"
-                       "Made without a stream (prof.region('step')), it times on the default "
-                       "stream of each entry (accgraph.set_default_stream_provider).\n\n"
-                       "Each entry opens a region of its own: one object may be entered "
-                       "re-entrantly and from several threads at once; __exit__ ends an entry "
-                       "of the calling thread (Note [Region entries]). Regions on one stream "
-                       "nest, from one thread at a time: an entry while another thread's region "
-                       "is open on its stream raises InvalidStateError (REGION_ORDER); give "
-                       "each thread a stream of its own.\n\n"
-                       "The decorator refuses generator, async generator and coroutine "
-                       "functions (InvalidArgumentError): calling one only creates the "
-                       "generator or coroutine object, so the region would end before any of "
-                       "the work ran. Open the region inside the function body (`with "
-                       "prof.region(...):`) or around the loop that consumes the generator.")
-      .def(
-          "__enter__", [](PyRegion& self) { region_enter(self); },
-          "Opens the region on its stream.")
+// Entering and leaving the region: the context manager and the decorator.
+void def_region_entries(nb::class_<PyRegion>& cls) {
+  cls.def(
+         "__enter__", [](PyRegion& self) { region_enter(self); }, "Opens the region on its stream.")
       .def(
           "__exit__",
           [](PyRegion& self, nb::handle, nb::handle, nb::handle) {
@@ -183,8 +147,12 @@ void bind_region(nb::module_& m) {
           nb::sig("def __call__(self, fn: collections.abc.Callable[..., typing.Any]) -> "
                   "collections.abc.Callable[..., typing.Any]"),
           "Decorates `fn`: each call runs inside this region (functools.wraps keeps its name). "
-          "InvalidArgumentError for a generator, async generator or coroutine function.")
-      .def_ro("name", &PyRegion::name, "The region's name.")
+          "InvalidArgumentError for a generator, async generator or coroutine function.");
+}
+
+// What the region is: its name and lane.
+void def_region_attributes(nb::class_<PyRegion>& cls) {
+  cls.def_ro("name", &PyRegion::name, "The region's name.")
       .def_ro("lane", &PyRegion::lane, "The region's lane ('' for the stream's own track).")
       .def("__repr__", [](const PyRegion& r) {
         const auto exited = static_cast<size_t>(std::count_if(
@@ -192,6 +160,48 @@ void bind_region(nb::module_& m) {
         return "<accgraph.Region '" + r.name + "' open=" + std::to_string(r.open.size() - exited) +
                (exited != 0 ? " ending=" + std::to_string(exited) : std::string()) + ">";
       });
+}
+}  // namespace
+
+PyRegion::~PyRegion() {
+  if (open.empty()) return;
+  // Regions left open end here, innermost first (the C++ destructor logs a failure); ending
+  // one may wait for the stream's work, which may need the GIL. No other thread can reach
+  // this object any more.
+  GilRelease release;
+  while (!open.empty()) open.pop_back();
+}
+
+
+void bind_region(nb::module_& m) {
+  m.def("_set_default_stream_provider", &set_default_stream_provider, nb::arg("provider").none(),
+        nb::sig("def _set_default_stream_provider(provider: collections.abc.Callable[[], Stream] "
+                "| None) -> None"),
+        "For accgraph._default_stream: the provider region entries call (Note [Default "
+        "stream]); None: none.");
+  nb::class_<PyRegion> cls(
+      m, "Region",
+      "What Profiler.region() returns: a context manager timing its block, "
+      "and a decorator timing every call of a function:\n\n"
+      "    with prof.region(s, 'layer0', bytes=4096):\n"
+      "        ...\n"
+      "    @prof.region(s, 'step')\n"
+      "    def step(): ...\n\n"
+      "Made without a stream (prof.region('step')), it times on the default "
+      "stream of each entry (accgraph.set_default_stream_provider).\n\n"
+      "Each entry opens a region of its own: one object may be entered "
+      "re-entrantly and from several threads at once; __exit__ ends an entry "
+      "of the calling thread (Note [Region entries]). Regions on one stream "
+      "nest, from one thread at a time: an entry while another thread's region "
+      "is open on its stream raises InvalidStateError (REGION_ORDER); give "
+      "each thread a stream of its own.\n\n"
+      "The decorator refuses generator, async generator and coroutine "
+      "functions (InvalidArgumentError): calling one only creates the "
+      "generator or coroutine object, so the region would end before any of "
+      "the work ran. Open the region inside the function body (`with "
+      "prof.region(...):`) or around the loop that consumes the generator.");
+  def_region_entries(cls);
+  def_region_attributes(cls);
 }
 
 }  // namespace accgraph::python

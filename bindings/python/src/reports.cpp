@@ -66,12 +66,10 @@ std::string repr_timing(const RegionTiming& r) {
          (r.measurable() ? "" : ", measurable=False") + ")";
 }
 
-void bind_region_timing(nb::module_& m) {
-  nb::class_<PyRegionTiming>(m, "RegionTiming",
-                             "One region of one report (read-only). Times are on the backend's "
-                             "marker clock, in nanoseconds.")
-      .def_prop_ro(
-          "name", [](const PyRegionTiming& r) { return r.timing.name(); }, "The region's name.")
+// Where a region lies: its name, place in the tree, stream, lane and metadata.
+void def_region_timing_place(nb::class_<PyRegionTiming>& cls) {
+  cls.def_prop_ro(
+         "name", [](const PyRegionTiming& r) { return r.timing.name(); }, "The region's name.")
       .def_prop_ro(
           "path", [](const PyRegionTiming& r) { return r.timing.path(); },
           "The names of the enclosing regions and this one, joined by '/'.")
@@ -89,11 +87,15 @@ void bind_region_timing(nb::module_& m) {
           "The named lane within the stream's track ('' for the stream itself).")
       .def_prop_ro(
           "metadata", [](const PyRegionTiming& r) { return metadata_dict(r.timing.metadata()); },
-          "The region's key/value annotations, as a new dict.")
-      .def_prop_ro(
-          "start_ns", [](const PyRegionTiming& r) { return r.timing.start_ns(); },
-          "Start on the marker clock, half the report's marker_overhead_ns after the start "
-          "marker's time when the region is longer than that overhead (0 when not measurable).")
+          "The region's key/value annotations, as a new dict.");
+}
+
+// Its times on the marker clock and the markers they come from.
+void def_region_timing_times(nb::class_<PyRegionTiming>& cls) {
+  cls.def_prop_ro(
+         "start_ns", [](const PyRegionTiming& r) { return r.timing.start_ns(); },
+         "Start on the marker clock, half the report's marker_overhead_ns after the start "
+         "marker's time when the region is longer than that overhead (0 when not measurable).")
       .def_prop_ro(
           "end_ns", [](const PyRegionTiming& r) { return r.timing.end_ns(); },
           "End on the marker clock, half the marker overhead before the end marker's time "
@@ -125,11 +127,15 @@ void bind_region_timing(nb::module_& m) {
           "trace).")
       .def_prop_ro(
           "end_marker", [](const PyRegionTiming& r) { return r.timing.info().end_marker; },
-          "Index of the marker whose time is raw_end_ns.")
-      .def_prop_ro(
-          "measurable", [](const PyRegionTiming& r) { return r.timing.measurable(); },
-          "False when the backend could not place a marker in time; the statistics "
-          "leave such regions out.")
+          "Index of the marker whose time is raw_end_ns.");
+}
+
+// Whether it could be measured, its self time, and the dict and repr.
+void def_region_timing_self(nb::class_<PyRegionTiming>& cls) {
+  cls.def_prop_ro(
+         "measurable", [](const PyRegionTiming& r) { return r.timing.measurable(); },
+         "False when the backend could not place a marker in time; the statistics "
+         "leave such regions out.")
       .def_prop_ro(
           "self_ns", [](const PyRegionTiming& r) { return r.timing.self_ns(); },
           "The region's own time: duration_ns minus the time its direct children in the same "
@@ -142,6 +148,15 @@ void bind_region_timing(nb::module_& m) {
           "to_dict", [](const PyRegionTiming& r) { return timing_dict(r.timing); },
           "The attributes as a dict.")
       .def("__repr__", [](const PyRegionTiming& r) { return repr_timing(r.timing); });
+}
+
+void bind_region_timing(nb::module_& m) {
+  nb::class_<PyRegionTiming> cls(m, "RegionTiming",
+                                 "One region of one report (read-only). Times are on the backend's "
+                                 "marker clock, in nanoseconds.");
+  def_region_timing_place(cls);
+  def_region_timing_times(cls);
+  def_region_timing_self(cls);
 }
 
 void bind_marker_kernels(nb::module_& m) {

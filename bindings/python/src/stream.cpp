@@ -328,8 +328,8 @@ void def_stream_creation(StreamClass& cls) {
           "alive by the returned Stream; a native queue given as an int must outlive it.");
 }
 
-// The work a stream enqueues, waiting for it, and closing it.
-void def_stream_work(StreamClass& cls) {
+// The work a stream enqueues: copies, fills, host calls and delays.
+void def_stream_enqueue(StreamClass& cls) {
   cls.def("copy", &stream_copy, nb::arg("dst"), nb::arg("src"), nb::arg("nbytes") = nb::none(),
           nb::sig("def copy(self, dst: Buffer | int, src: Buffer | int, nbytes: int | None = "
                   "None) -> None"),
@@ -375,20 +375,24 @@ void def_stream_work(StreamClass& cls) {
           nb::arg("duration"),
           nb::sig("def delay(self, duration: float | datetime.timedelta) -> None"),
           "Enqueues device work lasting at least `duration` (seconds or a timedelta, 0 to 24 "
-          "hours; Capabilities.timed_delay).")
-      .def(
-          "wait",
-          [](PyStream& self, PyStream& other) {
-            std::shared_ptr<Stream> stream_owner = self.share();
-            Stream& stream = *stream_owner;
-            std::shared_ptr<Stream> origin_owner = other.share();
-            Stream& origin = *origin_owner;
-            GilRelease release;
-            stream.wait(origin);
-          },
-          nb::arg("other"),
-          "This stream waits for the work enqueued on `other` so far. During a capture on "
-          "`other` this forks the capture onto this stream; `other.wait(this)` joins it back.")
+          "hours; Capabilities.timed_delay).");
+}
+
+// Waiting: on another stream, for the enqueued work, and closing the stream.
+void def_stream_ordering(StreamClass& cls) {
+  cls.def(
+         "wait",
+         [](PyStream& self, PyStream& other) {
+           std::shared_ptr<Stream> stream_owner = self.share();
+           Stream& stream = *stream_owner;
+           std::shared_ptr<Stream> origin_owner = other.share();
+           Stream& origin = *origin_owner;
+           GilRelease release;
+           stream.wait(origin);
+         },
+         nb::arg("other"),
+         "This stream waits for the work enqueued on `other` so far. During a capture on "
+         "`other` this forks the capture onto this stream; `other.wait(this)` joins it back.")
       .def(
           "synchronize",
           [](PyStream& self) {
@@ -408,6 +412,12 @@ void def_stream_work(StreamClass& cls) {
           },
           "Destroys the queue now (after its enqueued work ran), as dropping the last reference "
           "does; a capture that began on it is aborted. Later calls raise InvalidStateError.");
+}
+
+// The work a stream enqueues, waiting for it, and closing it.
+void def_stream_work(StreamClass& cls) {
+  def_stream_enqueue(cls);
+  def_stream_ordering(cls);
 }
 
 // What a stream is: its state, native handle, device and backend.

@@ -185,14 +185,8 @@ void write_events_file(nb::handle path, const std::vector<EventTuple>& tuples) {
 #endif
 }
 
-// Whether Perfetto traces are supported, ClockOffset and estimate_clock_offset.
-void bind_clock_offsets(nb::module_& m) {
-  m.def(
-      "perfetto_supported", [] { return kWithPerfetto; },
-      "Whether this package writes and merges native Perfetto traces (*.pftrace): it was built "
-      "with libprotobuf. Without it those calls raise UnsupportedError; Chrome JSON always "
-      "works.");
-
+// ClockOffset: one device clock against the host's reference clock.
+void bind_clock_offset_class(nb::module_& m) {
   nb::class_<DeviceClockOffset>(
       m, "ClockOffset",
       "One device clock against the host's reference clock: host_time = device_time - "
@@ -222,6 +216,17 @@ void bind_clock_offsets(nb::module_& m) {
                " offset " + std::to_string(c.offset_ns) + " ns +- " +
                std::to_string(c.uncertainty_ns) + " ns>";
       });
+}
+
+// Whether Perfetto traces are supported, ClockOffset and estimate_clock_offset.
+void bind_clock_offsets(nb::module_& m) {
+  m.def(
+      "perfetto_supported", [] { return kWithPerfetto; },
+      "Whether this package writes and merges native Perfetto traces (*.pftrace): it was built "
+      "with libprotobuf. Without it those calls raise UnsupportedError; Chrome JSON always "
+      "works.");
+
+  bind_clock_offset_class(m);
 
   m.def(
       "estimate_clock_offset",
@@ -415,8 +420,8 @@ void bind_event_writing(nb::module_& m) {
         ".pftrace output. UnsupportedError in a package built without Perfetto support.");
 }
 
-// merge_traces and what it reports.
-void bind_trace_merging(nb::module_& m) {
+// MergedRank and MergeSummary: what merge_traces() returns.
+void bind_merge_results(nb::module_& m) {
   nb::class_<MergedRank>(m, "MergedRank", "One input of merge_traces(), as it was merged.")
       .def_ro("path", &MergedRank::path, "The input file.")
       .def_ro("rank", &MergedRank::rank, "Its rank.")
@@ -453,6 +458,11 @@ void bind_trace_merging(nb::module_& m) {
                std::to_string(s.world_size) + " ranks, +- " +
                std::to_string(s.alignment_uncertainty_ns) + " ns>";
       });
+}
+
+// merge_traces and what it reports.
+void bind_trace_merging(nb::module_& m) {
+  bind_merge_results(m);
 
   m.def(
       "merge_traces",
