@@ -16,4 +16,11 @@ packages=(libfmt-dev libfmt9 doctest-dev nlohmann-json3-dev libze-dev libze1
   libvulkan-dev glslang-tools spirv-tools
   libvulkan1 libglvnd0 libglx0 libgl1 libegl1 libgles2 libopengl0)
 apt-get download "${packages[@]}"
-ls -l "$root/.deps"
+# The perfetto Python package and protobuf, as wheels for the GPU machines' Python (3.12): the
+# nccl stage's multihost_skew_torch.py decodes its traces with them (gpu-check installs them from
+# here into its venv, with no index).
+mkdir -p wheels
+python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+  --platform manylinux2014_x86_64 --platform any -d wheels perfetto protobuf
+ls -l "$root/.deps" "$root/.deps/wheels"

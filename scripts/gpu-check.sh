@@ -446,7 +446,15 @@ else
     else
       skew_args=(--spawn 2 --pg gloo --device cuda)
     fi
-    "$build/venv/bin/python" -m pip install -q perfetto protobuf > /dev/null 2>&1 || true
+    # The perfetto package decodes the traces: from the wheels scripts/fetch-gpu-deps.sh carries
+    # in .deps/wheels (the GPU machines reach no index), else from the index where one is reachable.
+    wheels="$root/.deps/wheels"
+    if [ -d "$wheels" ]; then
+      "$build/venv/bin/python" -m pip install -q --no-index --find-links "$wheels" perfetto \
+        protobuf > "$out/nccl-perfetto-pip.log" 2>&1
+    else
+      "$build/venv/bin/python" -m pip install -q perfetto protobuf > "$out/nccl-perfetto-pip.log" 2>&1
+    fi || say "nccl: installing the perfetto package failed ($out/nccl-perfetto-pip.log; run scripts/fetch-gpu-deps.sh where apt and pip reach their indexes, and carry .deps)"
     t0=$SECONDS
     (cd "$root" && timeout 300 "$build/venv/bin/python" tests/python/multihost_skew_torch.py        "${skew_args[@]}" --out "$out/nccl-skew") > "$out/nccl-skew.log" 2>&1
     skew_rc=$?
