@@ -256,9 +256,9 @@ class CudaBackend final : public Backend, public ClockSampling, public DlpackDev
   throw Error(ErrorCode::Unavailable, reason, kBackendName);
 }
 
-}  // namespace
-
-std::unique_ptr<Backend> make_cuda_backend() {
+// The number of CUDA devices; Unavailable, saying what to install or update, when there is no
+// driver, no device, or a driver older than the runtime.
+int usable_device_count() {
   int driver = 0;
   // cudart is linked statically: without libcuda this reports version 0 instead of failing to
   // load the module.
@@ -294,32 +294,42 @@ std::unique_ptr<Backend> make_cuda_backend() {
     unavailable(fmt::format("the CUDA runtime could not start: {} ({})", cudaGetErrorName(err),
                             cudaGetErrorString(err)));
   }
-  std::vector<DeviceEntry> devices;
-  for (int d = 0; d < count; ++d) {
-    cudaDeviceProp prop{};
-    ACCGRAPH_CUDA_CHECK(cudaGetDeviceProperties(&prop, d), "reading device properties");
-    DeviceEntry entry;
-    entry.info.index = d;
-    entry.info.name = fmt::format("{} (sm_{}{})", prop.name, prop.major, prop.minor);
-    entry.marker_modes.programmatic =
-        prop.major >= 9 && marker_switch("ACCGRAPH_CUDA_PROGRAMMATIC_MARKERS", true);
-    entry.marker_modes.exact = prop.major >= 9 && placement() != Placement::Chained;
-    entry.marker_modes.launch_completion_after = placement() == Placement::LaunchCompletion;
-    try {
-      DeviceGuard guard(d);
-      entry.resolution_ns = measure_globaltimer_resolution_ns();
-    } catch (const Error& e) {
-      if (e.native_code() == "cudaErrorNoKernelImageForDevice")
-        unavailable(
-            fmt::format("device {} ({}, compute capability {}.{}) has no kernel image in "
-                        "this build: rebuild with ACCGRAPH_CUDA_ARCHITECTURES including "
-                        "{}{}",
-                        d, prop.name, prop.major, prop.minor, prop.major, prop.minor));
+  return count;
+}
+
+// What the backend needs of device `d`; Unavailable when it cannot run this build's kernels.
+DeviceEntry inspect_device(int d) {
+  cudaDeviceProp prop{};
+  ACCGRAPH_CUDA_CHECK(cudaGetDeviceProperties(&prop, d), "reading device properties");
+  DeviceEntry entry;
+  entry.info.index = d;
+  entry.info.name = fmt::format("{} (sm_{}{})", prop.name, prop.major, prop.minor);
+  entry.marker_modes.programmatic =
+      prop.major >= 9 && marker_switch("ACCGRAPH_CUDA_PROGRAMMATIC_MARKERS", true);
+  entry.marker_modes.exact = prop.major >= 9 && placement() != Placement::Chained;
+  entry.marker_modes.launch_completion_after = placement() == Placement::LaunchCompletion;
+  try {
+    DeviceGuard guard(d);
+    entry.resolution_ns = measure_globaltimer_resolution_ns();
+  } catch (const Error& e) {
+    if (e.native_code() == "cudaErrorNoKernelImageForDevice")
       unavailable(
-          fmt::format("device {} ({}) could not run a kernel: {}", d, prop.name, e.message()));
-    }
-    devices.push_back(std::move(entry));
+          fmt::format("device {} ({}, compute capability {}.{}) has no kernel image in "
+                      "this build: rebuild with ACCGRAPH_CUDA_ARCHITECTURES including "
+                      "{}{}",
+                      d, prop.name, prop.major, prop.minor, prop.major, prop.minor));
+    unavailable(
+        fmt::format("device {} ({}) could not run a kernel: {}", d, prop.name, e.message()));
   }
+  return entry;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend() {
+  const int count = usable_device_count();
+  std::vector<DeviceEntry> devices;
+  for (int d = 0; d < count; ++d) devices.push_back(inspect_device(d));
   resolve_driver_capture_query();
   return std::make_unique<CudaBackend>(std::move(devices));
 }

@@ -374,59 +374,78 @@ bool is_marker_kernel_node(cudaGraphNode_t node) {
   return is_marker_kernel(params.func);
 }
 
-size_t strip_marker_kernels(cudaGraph_t graph) {
-  const std::vector<cudaGraphNode_t> nodes = graph_nodes(graph, "untimed");
-  std::unordered_set<cudaGraphNode_t> markers;
+namespace {
+
+using NodeSet = std::unordered_set<cudaGraphNode_t>;
+using Successors = std::unordered_map<cudaGraphNode_t, std::vector<cudaGraphNode_t>>;
+
+NodeSet marker_kernel_nodes(const std::vector<cudaGraphNode_t>& nodes) {
+  NodeSet markers;
   for (cudaGraphNode_t node : nodes) {
     cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
     ACCGRAPH_CUDA_CHECK(cudaGraphNodeGetType(node, &type), "untimed: reading a node's type");
     if (type == cudaGraphNodeTypeKernel && is_marker_kernel_node(node)) markers.insert(node);
   }
+  return markers;
+}
+
+// Whether `to` follows `from` through the user's nodes' edges in `user_succ`.
+bool reaches(const Successors& user_succ, cudaGraphNode_t from, cudaGraphNode_t to) {
+  std::vector<cudaGraphNode_t> stack{from};
+  NodeSet seen{from};
+  while (!stack.empty()) {
+    cudaGraphNode_t n = stack.back();
+    stack.pop_back();
+    if (n == to) return true;
+    auto found = user_succ.find(n);
+    if (found == user_succ.end()) continue;
+    for (cudaGraphNode_t s : found->second)
+      if (seen.insert(s).second) stack.push_back(s);
+  }
+  return false;
+}
+
+// The user nodes before the user node `node` through markers only (none when no marker is
+// right before it).
+std::vector<cudaGraphNode_t> sources_through_markers(cudaGraphNode_t node, const NodeSet& markers) {
+  std::vector<cudaGraphNode_t> through;  // markers right before `node`
+  for (const Edge& e : in_edges(node))
+    if (markers.count(e.node) != 0) through.push_back(e.node);
+  NodeSet seen(through.begin(), through.end());
+  std::vector<cudaGraphNode_t> sources;
+  while (!through.empty()) {
+    cudaGraphNode_t m = through.back();
+    through.pop_back();
+    for (const Edge& e : in_edges(m)) {
+      if (!seen.insert(e.node).second) continue;
+      if (markers.count(e.node) != 0)
+        through.push_back(e.node);
+      else
+        sources.push_back(e.node);
+    }
+  }
+  return sources;
+}
+
+}  // namespace
+
+size_t strip_marker_kernels(cudaGraph_t graph) {
+  const std::vector<cudaGraphNode_t> nodes = graph_nodes(graph, "untimed");
+  const NodeSet markers = marker_kernel_nodes(nodes);
   if (markers.empty()) return 0;
   // Successors among the user's nodes, read once (edges between user nodes do not change below
   // except by the ones added, which only join what was already ordered through a marker).
-  std::unordered_map<cudaGraphNode_t, std::vector<cudaGraphNode_t>> user_succ;
+  Successors user_succ;
   for (cudaGraphNode_t node : nodes) {
     if (markers.count(node) != 0) continue;
     for (const Edge& e : out_edges(node))
       if (markers.count(e.node) == 0) user_succ[node].push_back(e.node);
   }
-  auto reaches = [&](cudaGraphNode_t from, cudaGraphNode_t to) {
-    std::vector<cudaGraphNode_t> stack{from};
-    std::unordered_set<cudaGraphNode_t> seen{from};
-    while (!stack.empty()) {
-      cudaGraphNode_t n = stack.back();
-      stack.pop_back();
-      if (n == to) return true;
-      auto found = user_succ.find(n);
-      if (found == user_succ.end()) continue;
-      for (cudaGraphNode_t s : found->second)
-        if (seen.insert(s).second) stack.push_back(s);
-    }
-    return false;
-  };
   // For each user node S after a marker: the user nodes P before it through markers only.
   for (cudaGraphNode_t node : nodes) {
     if (markers.count(node) != 0) continue;
-    std::vector<cudaGraphNode_t> through;  // markers right before `node`
-    for (const Edge& e : in_edges(node))
-      if (markers.count(e.node) != 0) through.push_back(e.node);
-    if (through.empty()) continue;
-    std::unordered_set<cudaGraphNode_t> seen(through.begin(), through.end());
-    std::vector<cudaGraphNode_t> sources;
-    while (!through.empty()) {
-      cudaGraphNode_t m = through.back();
-      through.pop_back();
-      for (const Edge& e : in_edges(m)) {
-        if (!seen.insert(e.node).second) continue;
-        if (markers.count(e.node) != 0)
-          through.push_back(e.node);
-        else
-          sources.push_back(e.node);
-      }
-    }
-    for (cudaGraphNode_t p : sources) {
-      if (reaches(p, node)) continue;
+    for (cudaGraphNode_t p : sources_through_markers(node, markers)) {
+      if (reaches(user_succ, p, node)) continue;
       ACCGRAPH_CUDA_CHECK(cudaGraphAddDependencies(graph, &p, &node, nullptr, 1),
                           "untimed: keeping an order a marker carried");
       user_succ[p].push_back(node);
