@@ -20,6 +20,8 @@ apt-get download "${packages[@]}"
 # nccl stage's multihost_skew_torch.py decodes its traces with them (gpu-check installs them from
 # here into its venv, with no index).
 mkdir -p wheels
+python3 -m pip --version > /dev/null 2>&1 ||
+  { echo "fetch-gpu-deps.sh: python3 has no pip: apt-get install python3-pip, then run this again" >&2; exit 1; }
 python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 --platform any -d wheels perfetto protobuf
