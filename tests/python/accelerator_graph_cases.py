@@ -165,7 +165,9 @@ def case_fake_device_arguments() -> None:
     debug.enable_debug_mode()  # before the composed graph exists: applied when it is made
     with debug:
         pass
-    assert calls[:2] == [("init", False), ("enable_debug_mode",)], calls
+    # Note [Debug dumps]: the graph is kept for debug_dump and instantiated at capture_end.
+    assert calls == [("init", True), ("enable_debug_mode",), ("capture_begin", None, "global"),
+                     ("capture_end",), ("instantiate",)], calls
     expect_error(lambda: torch.accelerator.Graph(capture_error_mode="eager").capture_begin(),
                  RuntimeError, "Unknown capture error mode")
 
