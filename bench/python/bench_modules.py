@@ -149,6 +149,12 @@ def sampled_part(torch: Any, model: Any, x: Any, untimed: Tuple[Any, Any], every
                 flagged = [c for c in result.changes]
                 print(f"    compare, every replay timed (part 1) vs 1 in 16: {len(flagged)} "
                       f"module(s) flagged (target 0)")
+                for c in flagged[:8]:  # what a flag is made of: each run's p50 and spread
+                    a, b = c["a"], c["b"]
+                    print(f"      {c['path']}: p50 {a['p50_ns'] / 1e3:.2f} -> "
+                          f"{b['p50_ns'] / 1e3:.2f} us, spread [{a['p05_ns'] / 1e3:.2f}, "
+                          f"{a['p95_ns'] / 1e3:.2f}] -> [{b['p05_ns'] / 1e3:.2f}, "
+                          f"{b['p95_ns'] / 1e3:.2f}], samples {a['count']} -> {b['count']}")
         finally:
             accgraph.torch.uninstrument()
     return ok
