@@ -302,6 +302,9 @@ class ACCGRAPH_API ReplayReport {
 
  private:
   RegionTiming timing_of(size_t index) const;
+  // A region that kept its raw edges, clamped into its parent's (Note [Edges inside the parent]
+  // in timing/model/report.cpp).
+  void keep_inside_parent(RegionTiming& timing, const RegionInfo& info) const;
   void set_self_time(RegionTiming& timing, size_t index) const;
   std::shared_ptr<const ReportLayout> layout_;
   uint64_t graph_id_ = 0;

@@ -775,7 +775,8 @@ TEST_CASE("cuda: a replay loop running ahead of the GPU never waits at the defau
   CHECK(prof.ring_waits() == 0);
   CHECK(delivered == kReplays);
   CHECK(in_order);
-  CHECK(host < 0.2 * device);
+  // A timing bound: under compute-sanitizer launches are slowed far more than the spin kernels.
+  if (timing_bounds_checked()) CHECK(host < 0.2 * device);
 }
 
 // Eager sequences enqueued one after the other on two streams run at the same time on the

@@ -578,6 +578,50 @@ TEST_CASE("marker overhead: off once per transition, half at each edge; short re
   CHECK(plain.region(0).self_ns() == 0);  // the children cover it all
 }
 
+// Note [Edges inside the parent] (timing/model/report.cpp): a child no longer than the overhead
+// keeps the edges its markers read, and its parent, longer, moves in by half the overhead at each
+// edge; a short child at the parent's start or end is clamped into the parent's edges, also
+// through a short ancestor between them, but not one on another stream. Found by gpu-check's
+// sanitizer stage, where the overhead is milliseconds and a 20 us child ended after its parent.
+TEST_CASE("marker overhead: a short child stays inside its parent's edges") {
+  ReportSource source{"host", 0, "cpu", "steady_clock", 1, 100};
+  auto info = [](std::string name, int parent, uint32_t begin, uint32_t end, uint64_t stream) {
+    RegionInfo r;
+    r.name = name;
+    r.parent = parent;
+    r.stream_id = stream;
+    r.begin_marker = begin;
+    r.end_marker = end;
+    return r;
+  };
+  // p [1000, 3050] holds first (an empty module sharing p's begin marker), work, last (sharing
+  // p's end marker) and inner inside last; other runs on stream 2.
+  auto layout = std::make_shared<const ReportLayout>(
+      source, std::vector<RegionInfo>{info("p", -1, 0, 3, 1), info("first", 0, 0, 1, 1),
+                                      info("work", 0, 1, 2, 1), info("last", 0, 2, 3, 1),
+                                      info("inner", 3, 2, 3, 1), info("other", 0, 4, 5, 2)});
+  const ReplayReport r(layout, 1, 0, {1000, 1040, 3000, 3050, 900, 980});
+  struct Want {
+    uint64_t start, end, duration;
+  };
+  const std::vector<Want> want = {
+      {1050, 3000, 1860},  // p: moved in
+      {1050, 1050, 0},     // first: read [1000, 1040], clamped to p's start
+      {1090, 2950, 1860},  // work: moved in
+      {3000, 3000, 0},     // last: read [3000, 3050], clamped to p's end
+      {3000, 3000, 0},     // inner: clamped through last (which did not move in) into p
+      {900, 980, 0},       // other: another stream, as read
+  };
+  for (size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(i);
+    const RegionTiming t = r.region(i);
+    CHECK(t.start_ns() == want[i].start);
+    CHECK(t.end_ns() == want[i].end);
+    CHECK(t.duration_ns() == want[i].duration);
+    CHECK(t.raw_start_ns() == r.marker_times()[layout->regions()[i].begin_marker]);
+  }
+}
+
 // Note [Marker transitions]: a parent loses every transition between its children, so with
 // children back to back (shared markers) and glue work between two of them, parent =
 // sum(children) + self exactly, the self time is the glue alone, and an empty region (two

@@ -194,6 +194,41 @@ RegionTiming::RegionTiming(const RegionInfo& info, uint64_t start_ns, uint64_t e
   assign(info, start_ns, end_ns, 0, kUnmeasurable);
 }
 
+// Note [Edges inside the parent]: take_overhead moves a region's edges in by half the overhead
+// each only when the region is longer than the overhead; a shorter one keeps what its markers
+// read (its duration is 0 or what its transitions read beyond their cost: Note [Marker
+// transitions]). Its parent, longer, moved in: a short child at the parent's start (an empty
+// module sharing the parent's begin marker) then started before its parent, and a short child at
+// its end ended after it (seen under compute-sanitizer, where the calibrated overhead is
+// milliseconds), which breaks the nesting every trace viewer draws. On one stream the markers'
+// raw times nest as the regions do, and a region moved in lies inside its parent moved in (the
+// parent is at least as long, so it moved in too, by the same amount). So only a region that
+// kept its raw edges is clamped, into the moved-in edges of its nearest ancestor on its stream
+// that moved in (the ancestors between them kept their raw edges, which hold its own). Its
+// duration is unchanged.
+namespace {
+bool moves_in(uint64_t start, uint64_t end, uint64_t overhead_ns) {
+  return overhead_ns != 0 && end > start && end - start > overhead_ns;
+}
+}  // namespace
+
+void ReplayReport::keep_inside_parent(RegionTiming& timing, const RegionInfo& info) const {
+  const uint64_t overhead = layout_->source().marker_overhead_ns;
+  if (overhead == 0 || moves_in(timing.raw_start_ns_, timing.raw_end_ns_, overhead)) return;
+  const std::vector<RegionInfo>& regions = layout_->regions();
+  for (int p = info.parent; p >= 0; p = regions[static_cast<size_t>(p)].parent) {
+    const RegionInfo& ancestor = regions[static_cast<size_t>(p)];
+    uint64_t lo = times_[ancestor.begin_marker], hi = times_[ancestor.end_marker];
+    if (ancestor.stream_id != info.stream_id || lo == kUnmeasurable || hi == kUnmeasurable)
+      return;
+    if (!moves_in(lo, hi, overhead)) continue;
+    RegionTiming::take_overhead(lo, hi, overhead);
+    timing.start_ns_ = std::clamp(timing.start_ns_, lo, hi);
+    timing.end_ns_ = std::clamp(timing.end_ns_, timing.start_ns_, hi);
+    return;
+  }
+}
+
 RegionTiming ReplayReport::timing_of(size_t index) const {
   const RegionInfo& info = layout_->regions()[index];
   RegionTiming timing;
@@ -201,6 +236,7 @@ RegionTiming ReplayReport::timing_of(size_t index) const {
   const bool measured = begin != kUnmeasurable && end != kUnmeasurable;
   timing.assign(info, begin, end, layout_->source().marker_overhead_ns,
                 measured ? layout_->work_ns(times_.data(), index) : 0);
+  if (measured) keep_inside_parent(timing, info);
   if (timing.measurable_ && layout_->child_begin_[index] != layout_->child_begin_[index + 1])
     set_self_time(timing, index);
   return timing;
