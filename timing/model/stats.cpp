@@ -112,8 +112,13 @@ struct Sketch {
       new_low = new_end > want ? new_end - want : 0;
     else
       new_end = std::min(low + want, kSketchMaxBuckets);
-    std::vector<uint64_t> grown(new_end - new_low, 0);
-    std::copy(counts.begin(), counts.end(), grown.begin() + static_cast<ptrdiff_t>(low - new_low));
+    // Zeros only where no old count goes (a window's growth is most of a fold's cost until the
+    // windows settle), and exactly new_end - new_low allocated, as before.
+    std::vector<uint64_t> grown;
+    grown.reserve(new_end - new_low);
+    grown.resize(low - new_low);
+    grown.insert(grown.end(), counts.begin(), counts.end());
+    grown.resize(new_end - new_low);
     counts.swap(grown);
     low = new_low;
   }
