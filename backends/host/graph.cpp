@@ -94,7 +94,7 @@ void HostGraph::launch(StreamImpl& stream_impl,
   static const std::string name = "replay of host graph";
   auto run_all = [ops = executable] {
     // The nodes' address in a local: through `ops` every node reloaded the shared_ptr and the
-    // vector after the previous node's call (4 of a marker node's 9 loop instructions).
+    // vector after the previous node's call (2 more instructions a node).
     const Operation* const nodes = ops->data();
     run_every_node(
         ops->size(), [nodes](size_t i) { nodes[i].run(); },

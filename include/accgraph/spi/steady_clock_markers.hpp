@@ -219,7 +219,7 @@ class SteadyClockMarkers final : public TimestampMarkers {
     const uint32_t offset = SteadyClockMarkerRing::offset_in_chunk(marker);
     enqueue_(stream, "marker", [ring = ring_, chunk, offset] {
       // The clock first, then the captures: loaded before the clock's call, they had to be kept
-      // in saved registers across it (8 more instructions a marker).
+      // in callee-saved registers across it (4 more instructions a marker: pushes and pops).
       const uint64_t now = steady_clock_ns();
       ring->store(chunk, offset, now);
     });
