@@ -93,9 +93,12 @@ void HostGraph::launch(StreamImpl& stream_impl,
   // a replay formats no string. Note [Replays run every node] in accgraph/spi/run_every_node.hpp.
   static const std::string name = "replay of host graph";
   auto run_all = [ops = executable] {
+    // The nodes' address in a local: through `ops` every node reloaded the shared_ptr and the
+    // vector after the previous node's call (2 more instructions a node).
+    const Operation* const nodes = ops->data();
     run_every_node(
-        ops->size(), [&](size_t i) { (*ops)[i].run(); },
-        [&](size_t i) -> const std::string& { return (*ops)[i].name; }, name);
+        ops->size(), [nodes](size_t i) { nodes[i].run(); },
+        [nodes](size_t i) -> const std::string& { return nodes[i].name; }, name);
   };
   if (stream.is_capturing()) {
     // Replayed into another capture: it becomes one node of that graph and runs whenever that

@@ -9,6 +9,7 @@
 #include <ostream>  // doctest prints a shared_ptr with operator<< (backend_support.hpp brought it in)
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "accgraph/spi/device_index.hpp"
@@ -147,6 +148,25 @@ TEST_CASE("run_every_node: every node runs after a failure; the first failure na
     CHECK(std::string(failure.what()) == "node broke");
   }
   CHECK(ran == std::vector<int>{0, 1, 2, 3});
+}
+
+TEST_CASE("run_every_node: a functor the caller names runs in place, not as a copy") {
+  // A temporary trivially copyable functor may be run from a copy (no one can tell); one the
+  // caller passes by name keeps what its calls change.
+  struct Counting {
+    size_t calls = 0;
+    void operator()(size_t) { ++calls; }
+  } counting;
+  static_assert(std::is_trivially_copyable_v<Counting>);
+  const std::string name = "node";
+  accgraph::run_every_node(
+      3, counting, [&](size_t) -> const std::string& { return name; }, "replay of fake graph");
+  CHECK(counting.calls == 3);
+  size_t through_capture = 0;
+  accgraph::run_every_node(
+      4, [calls = &through_capture](size_t) { ++*calls; },
+      [&](size_t) -> const std::string& { return name; }, "replay of fake graph");
+  CHECK(through_capture == 4);
 }
 
 TEST_CASE("delay_on_this_thread: at least the duration, and saturating for huge ones") {

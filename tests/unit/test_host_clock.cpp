@@ -3,6 +3,7 @@
 // errors, and the test-only skew hook (Note [Host clock skew hook]), set before its first read.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
@@ -123,4 +124,19 @@ TEST_CASE("measure_host_clock_offset: a peer answering 0 or garbage is refused")
                              }};
   CHECK_ACCGRAPH_ERROR(measure_host_clock_offset(1, 2, garbage), ErrorCode::BackendError,
                        "rank 0's answers are not its clock: round 2 answered");
+}
+
+TEST_CASE("steady_clock_ns reads steady_clock's nanoseconds (the clock of SteadyClockMarkers)") {
+  // Bracketed by steady_clock::now(): the same clock and unit, whichever way it is read.
+  for (int i = 0; i < 1000; ++i) {
+    const auto ns = [](std::chrono::steady_clock::time_point t) {
+      return static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+    };
+    const uint64_t before = ns(std::chrono::steady_clock::now());
+    const uint64_t read = accgraph::steady_clock_ns();
+    const uint64_t after = ns(std::chrono::steady_clock::now());
+    REQUIRE(before <= read);
+    REQUIRE(read <= after);
+  }
 }

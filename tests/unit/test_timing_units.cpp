@@ -250,6 +250,27 @@ TEST_CASE("MarkerRing: collect_oldest reads into the report's own storage, oldes
   CHECK(r.markers->violations == 0);
 }
 
+TEST_CASE("MarkerRing: recycled times are the next report's storage, every value read anew") {
+  // Note [Recycled times]: the storage of a report nobody kept is read into again, without a
+  // fill first; read() overwrites each value, also when the next layout has more markers.
+  HostObjects host;
+  Ring r = make_ring(4);
+  launch(*r.ring, host, layout_of(2));
+  launch(*r.ring, host, layout_of(4));
+  std::vector<uint64_t> stale{7, 7, 7};
+  const uint64_t* storage = stale.data();
+  r.ring->recycle_times(std::move(stale));
+  std::optional<ReplayReport> first = r.ring->collect_oldest();
+  REQUIRE(first.has_value());
+  CHECK(first->marker_times().data() == storage);  // no new vector
+  CHECK(first->marker_times() == std::vector<uint64_t>{0, 1, 2});
+  r.ring->recycle_times(std::vector<uint64_t>{9, 9, 9});
+  std::optional<ReplayReport> second = r.ring->collect_oldest();
+  REQUIRE(second.has_value());
+  CHECK(second->marker_times() == std::vector<uint64_t>{1000, 1001, 1002, 1003, 1004});
+  CHECK(second->marker_times().data() == r.markers->last_read);  // still zero-copy
+}
+
 TEST_CASE("MarkerRing: a report gets its launch's layout, kept while a pending launch names it") {
   // Note [Kept layouts]: pending entries point at their layout; the ring keeps each alive.
   HostObjects host;

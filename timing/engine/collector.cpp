@@ -56,7 +56,12 @@ std::vector<std::shared_ptr<MarkerRing>> Collector::rings_snapshot() const {
 bool Collector::collect_oldest(MarkerRing& ring, uint64_t before) {
   // A raised foreign launch is collected without a report (Note [Launch fences]).
   MarkerRing::Collected next = ring.collect_next(before);
-  if (next.report) store_.deliver(std::move(*next.report));
+  if (!next.report) return next.collected;
+  store_.deliver(std::move(*next.report));
+  // Note [Recycled times] in marker_ring.cpp: a report that was not kept (deliver() moves a
+  // kept one away, leaving no times) still owns its times, and is dropped here; its storage
+  // goes back to the ring. The const_cast is on our own, non-const report.
+  ring.recycle_times(std::move(const_cast<std::vector<uint64_t>&>(next.report->marker_times())));
   return next.collected;
 }
 

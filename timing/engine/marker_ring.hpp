@@ -134,6 +134,10 @@ class MarkerRing {
   /// (queued()), so that a caller collecting "what is pending now" ends (Note [Bounded
   /// collection] in collector.cpp); nothing collected past it.
   Collected collect_next(uint64_t before = UINT64_MAX);
+  /// Note [Recycled times]: hands a collected report's marker times back once nobody keeps the
+  /// report (delivered, not kept), so that the next collection reads into that storage instead
+  /// of a vector it first fills with zeros.
+  void recycle_times(std::vector<uint64_t> times);
   /// How many sequences were ever queued for collection (launches and eager sequences with a
   /// report, raised foreign launches): collect_next(queued()) stops after those.
   uint64_t queued() const;
@@ -218,6 +222,7 @@ class MarkerRing {
   uint64_t next_sequence_ = 0;
   uint64_t launches_ = 0;  // counted launches: the next report's replay_index
   PendingQueue pending_;
+  std::vector<uint64_t> recycled_times_;  // Note [Recycled times]
   // The layouts pending entries point at, in the order they were first launched with, each with
   // the last sequence launched with it: usually one (Note [Kept layouts]).
   struct KeptLayout {

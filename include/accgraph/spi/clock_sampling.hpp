@@ -11,6 +11,9 @@
 #include "accgraph/clock.hpp"  // timing::ClockSample, timing::realtime_ns (public types)
 #include "accgraph/export.hpp"
 
+#if defined(__linux__)
+#include <time.h>  // clock_gettime, CLOCK_MONOTONIC
+#endif
 
 namespace accgraph {
 
@@ -42,11 +45,23 @@ class ACCGRAPH_API ClockSampling {
 ACCGRAPH_API ClockSampling* clock_sampling(Backend& backend) noexcept;
 
 /// Nanoseconds since steady_clock's epoch: the clock of SteadyClockMarkers
-/// (accgraph/spi/steady_clock_markers.hpp).
+/// (accgraph/spi/steady_clock_markers.hpp), read once per marker on a host worker.
 inline uint64_t steady_clock_ns() noexcept {
+#if defined(__linux__)
+  // steady_clock is CLOCK_MONOTONIC in nanoseconds on Linux (libstdc++ and libc++ both read it
+  // with clock_gettime): read it directly, without steady_clock::now()'s out-of-line call
+  // (3 instructions a marker fewer under callgrind). The same clock and value, so times from
+  // here and from steady_clock::now() compare (test_host_clock.cpp checks).
+  // Its result unchecked, as libstdc++'s steady_clock::now() leaves it: it cannot fail for this
+  // clock and a valid pointer (a check was 2 more instructions a marker).
+  timespec now;
+  (void)clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(now.tv_nsec);
+#else
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::steady_clock::now().time_since_epoch())
                                    .count());
+#endif
 }
 
 /// ClockSampling::sample_clock for a backend whose marker clock is steady_clock (clock.sample):

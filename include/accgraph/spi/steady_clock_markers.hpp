@@ -101,8 +101,11 @@ class SteadyClockMarkerRing {
 
   /// Run by a marker operation: the time, into the running sequence's slot (begin() computed
   /// where that slot's row starts, so a marker does no division).
-  void write(Chunk* chunk, uint32_t offset) noexcept {
-    chunk->stamps[slot_base_.load(std::memory_order_acquire) + offset] = steady_clock_ns();
+  void write(Chunk* chunk, uint32_t offset) noexcept { store(chunk, offset, steady_clock_ns()); }
+
+  /// write() with the time already read: `time` into the running sequence's slot.
+  void store(Chunk* chunk, uint32_t offset, uint64_t time) noexcept {
+    chunk->stamps[slot_base_.load(std::memory_order_acquire) + offset] = time;
   }
 
   /// Run by the end_sequence operation: publishes completion of the running sequence.
@@ -214,7 +217,12 @@ class SteadyClockMarkers final : public TimestampMarkers {
     SteadyClockMarkerRing::Chunk* chunk = ring_->chunk_for(marker);  // resolved now
     // A constant name: recording a marker formats no string.
     const uint32_t offset = SteadyClockMarkerRing::offset_in_chunk(marker);
-    enqueue_(stream, "marker", [ring = ring_, chunk, offset] { ring->write(chunk, offset); });
+    enqueue_(stream, "marker", [ring = ring_, chunk, offset] {
+      // The clock first, then the captures: loaded before the clock's call, they had to be kept
+      // in callee-saved registers across it (4 more instructions a marker: pushes and pops).
+      const uint64_t now = steady_clock_ns();
+      ring->store(chunk, offset, now);
+    });
   }
 
   void end_sequence(StreamImpl& stream) override {
