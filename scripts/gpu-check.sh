@@ -174,6 +174,17 @@ fi
 # warnings)"; memcheck: no leaked bytes), so a sanitizer that did not run, or stopped early,
 # cannot pass. The sanitizer serialises kernels and slows launches, so test_cuda skips its timing
 # upper bounds there (ACCGRAPH_TEST_SKIP_TIMING_BOUNDS=1, see tests/cuda/test_cuda.cpp).
+# racecheck and synccheck look at shared memory and barriers, which only the backend's sequence
+# tail (marker_end_kernel in backends/cuda/kernels.cu) has; they run the conformance suite and
+# the test_cuda cases below, which launch that tail with 32 and 256 threads, captured and eager,
+# with each marker kind. All of test_cuda under racecheck ran over 4 minutes on an H100 (memcheck
+# 42 s), more than a gpu-check call of the device tool may take with the other stages.
+sync_cases='cuda: the profiler reports every replay with both strategies'
+sync_cases+=',cuda: device_timestamps sequences longer than one staging chunk keep every stamp'
+sync_cases+=',cuda: concurrent eager sequences on two streams keep their own stamps'
+sync_cases+=',cuda: captured markers hang off the work before them and are exact'
+sync_cases+=',cuda: a region boundary between PDL kernels keeps their overlap'
+sync_cases+=',cuda: sampled replays run every replay*'
 if wants sanitizer; then
 begin_stage sanitizer
 sanitizer_rc=0
@@ -211,8 +222,10 @@ else
     tool_args=(--tool "$tool" --error-exitcode 1 --report-api-errors no)
     if [ "$tool" = memcheck ]; then tool_args+=(--leak-check full); fi
     for target in test_cuda conformance; do
-      if [ "$target" = test_cuda ]; then
+      if [ "$target" = test_cuda ] && [ "$tool" = memcheck ]; then
         command=("$bin/test_cuda")
+      elif [ "$target" = test_cuda ]; then
+        command=("$bin/test_cuda" "--test-case=$sync_cases")
       else
         command=("$bin/accgraph-conformance" --backend cuda)
       fi
@@ -222,11 +235,18 @@ else
         "${command[@]}" > "$log" 2>&1
       rc=$?
       summary_line="$(grep -E "(ERROR|RACECHECK|LEAK) SUMMARY:" "$log" | sed 's/^=* *//' | paste -sd ';' -)"
-      if [ "$rc" -eq 0 ] && clean_sanitizer_log "$tool" "$log"; then
+      # The filtered run must have run each of its cases (a filter that matches none runs
+      # nothing, cleanly).
+      cases_ran=ok
+      if [ "${command[1]:-}" = "--test-case=$sync_cases" ]; then
+        want_cases=$(( $(tr -cd ',' <<<"$sync_cases" | wc -c) + 1 ))
+        grep -qE "test cases: +$want_cases \| +$want_cases passed" "$log" || cases_ran=missing
+      fi
+      if [ "$rc" -eq 0 ] && [ "$cases_ran" = ok ] && clean_sanitizer_log "$tool" "$log"; then
         say "compute-sanitizer $tool $target: ok in $((SECONDS - t0)) s ($summary_line)"
       else
         sanitizer_rc=1
-        say "compute-sanitizer $tool $target: FAILED, rc $rc in $((SECONDS - t0)) s (${summary_line:-no summary line: the tool did not finish}); log: $log"
+        say "compute-sanitizer $tool $target: FAILED, rc $rc in $((SECONDS - t0)) s (${summary_line:-no summary line: the tool did not finish}$([ "$cases_ran" = ok ] || echo "; not every case of the filter ran"); log: $log"
         grep -E "^========= (Invalid|Race|Barrier|Leaked|Program hit|Error|Warning|Saved host backtrace)|^[^=].*(FAILED|ERROR|error:)" "$log" \
           | head -20 | sed 's/^/    /' | tee -a "$summary"
       fi
