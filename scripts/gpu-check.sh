@@ -387,7 +387,7 @@ else
   [ "$rc" -eq 0 ] || torch_rc=1
   # The same with the markers chained, as before exact placement (Note [Exact marker placement]).
   (cd "$root" && ACCGRAPH_CUDA_MARKER_PLACEMENT=chained "$py" bench/python/bench_modules.py \
-     --rounds 5) > "$out/bench-modules-chained.log" 2>&1
+     --rounds 5 --models gpt) > "$out/bench-modules-chained.log" 2>&1
   rc=$?; say "torch: ACCGRAPH_CUDA_MARKER_PLACEMENT=chained bench/python/bench_modules.py: rc $rc"
   grep -E "^===|^  (graph|untimed|all modules|depth|blocks) " "$out/bench-modules-chained.log" \
     | tee -a "$summary"

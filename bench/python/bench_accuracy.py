@@ -73,26 +73,8 @@ def summary(values: List[float]) -> str:
 
 
 def load_model(torch: Any, which: str) -> Optional[Any]:
-    if which == "gpt":
-        from bench_modules import make_model  # this folder, the script's, is on sys.path
-        return make_model(torch)
-    try:
-        import transformers  # noqa: F401
-    except ImportError:
-        print("  transformers is not installed: the Hugging Face GPT-2 part is skipped")
-        return None
-    from transformers import GPT2Config, GPT2Model
-    config = GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=1024)
-    config._attn_implementation = "sdpa"
-    model = GPT2Model(config).to(device="cuda", dtype=torch.bfloat16).eval()
-    return model
-
-
-def model_input(torch: Any, which: str, shape: str) -> Any:
-    batch, seq = SHAPES[shape]
-    if which == "gpt":
-        return torch.randn(batch, seq, 768, device="cuda", dtype=torch.bfloat16)
-    return torch.randint(0, 50257, (batch, seq), device="cuda")
+    from bench_modules import make_hf_model, make_model  # this folder, the script's, is on sys.path
+    return make_model(torch) if which == "gpt" else make_hf_model(torch)
 
 
 def run_one(torch: Any, accgraph: Any, which: str, shape: str, replays: int,
@@ -102,8 +84,10 @@ def run_one(torch: Any, accgraph: Any, which: str, shape: str, replays: int,
     model = load_model(torch, which)
     if model is None:
         return None
+    from bench_modules import forward_of, model_input
     x = model_input(torch, which, shape)
-    call = (lambda: model(x)) if which == "gpt" else (lambda: model(input_ids=x).last_hidden_state)
+    forward = forward_of(model, which)
+    call = lambda: forward(x)  # noqa: E731
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.no_grad(), torch.cuda.stream(side):

@@ -4,11 +4,14 @@ blocks, d_model 768, 12 heads, bf16, eval) captured with torch.cuda.graph at two
 kernels, where every marker shows) (numbers, not pass/fail; every figure against the untimed
 graph of the same shape measured in the same run). Needs torch and a GPU; says why and exits 0
 without them. The marker placement is the backend's default (exact on sm_90+;
-ACCGRAPH_CUDA_MARKER_PLACEMENT=chained for the old one, to compare).
+ACCGRAPH_CUDA_MARKER_PLACEMENT=chained for the old one, to compare). Then the same for Hugging
+Face transformers' GPT-2 (GPT2Model from its config, random weights, no download; the same
+sizes, token ids in) where transformers is installed (--models picks).
 
 Four graphs of the same forward: untimed (captured before instrument()), every module timed
-(122 regions), depth <= 2 (the model, blocks, ln_1, attn, ln_2, mlp, ln_f: 62) and the blocks
-only (12), all timed by one Profiler (lazy delivery) and replayed in interleaved rounds:
+(the stack: 122 regions), depth <= 2 (the model, blocks, ln_1, attn, ln_2, mlp, ln_f: 62) and
+the blocks only (12), all timed by one Profiler (lazy delivery) and replayed in interleaved
+rounds:
 
   1. device  device time per replay (CUDA events around --replays back-to-back replays, the
              order of the four graphs rotated each round; median over --rounds of each
@@ -28,7 +31,7 @@ only (12), all timed by one Profiler (lazy delivery) and replayed in interleaved
              against part 1's every-replay timing of the same modules (target: none).
 
     python bench/python/bench_modules.py [--shape prefill|decode|both] [--replays N]
-        [--rounds R] [--host-replays K] [--standin]
+        [--rounds R] [--host-replays K] [--models gpt,hf] [--standin]
 
 --standin: without torch or a GPU, as CI runs it: the model's modules and tensors are the torch
 stand-in's (tests/python/torch_standin.py: a tiny host op each) on accgraph's host backend; the
@@ -42,7 +45,7 @@ import pathlib
 import statistics
 import sys
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import accgraph
 import accgraph.torch
@@ -57,6 +60,7 @@ CONFIGS: Dict[str, Tuple[Any, Any]] = {
     "blocks": (None, r"^h\.\d+$"),
 }
 TARGETS = {"all modules": 1.03, "depth <= 2": 1.02, "blocks": 1.01}
+MODELS = {"gpt": "GPT-2-small-like stack", "hf": "transformers GPT-2"}
 
 
 def make_model(torch: Any) -> Any:
@@ -72,10 +76,38 @@ def make_model(torch: Any) -> Any:
     return example.GPT(BLOCKS).to(device="cuda", dtype=torch.bfloat16).eval()
 
 
-def capture(torch: Any, model: Any, x: Any) -> Tuple[Any, Any]:
+def make_hf_model(torch: Any) -> Optional[Any]:
+    """Hugging Face transformers' GPT-2 (12 layers, d_model 768, 12 heads, sdpa attention) from
+    its config with random weights (no download), bf16, eval; None (said) without transformers."""
+    try:
+        from transformers import GPT2Config, GPT2Model
+    except ImportError:
+        print("  transformers is not installed: the Hugging Face GPT-2 part is skipped")
+        return None
+    config = GPT2Config(n_layer=BLOCKS, n_embd=D_MODEL, n_head=HEADS, n_positions=1024)
+    config._attn_implementation = "sdpa"
+    return GPT2Model(config).to(device="cuda", dtype=torch.bfloat16).eval()
+
+
+def model_input(torch: Any, which: str, shape: str) -> Any:
+    """The input of `which` ("gpt": hidden states; "hf": token ids) at `shape`."""
+    batch, seq = SHAPES[shape]
+    if which == "gpt":
+        return torch.randn(batch, seq, D_MODEL, device="cuda", dtype=torch.bfloat16)
+    return torch.randint(0, 50257, (batch, seq), device="cuda")
+
+
+def forward_of(model: Any, which: str) -> Callable[[Any], Any]:
+    """The call that gives `which`'s output tensor from its input."""
+    if which == "gpt":
+        return model
+    return lambda x: model(input_ids=x).last_hidden_state
+
+
+def capture(torch: Any, forward: Callable[[Any], Any], x: Any) -> Tuple[Any, Any]:
     graph = torch.cuda.CUDAGraph()
     with torch.no_grad(), torch.cuda.graph(graph):
-        y = model(x)
+        y = forward(x)
     torch.cuda.synchronize()
     return graph, y
 
@@ -114,7 +146,7 @@ def ratios_against(torch: Any, graph: Any, untimed: Any, args: Any) -> Tuple[flo
     return statistics.median(device), statistics.median(host)
 
 
-def sampled_part(torch: Any, model: Any, x: Any, untimed: Tuple[Any, Any], every_prof: Any,
+def sampled_part(torch: Any, forward: Any, x: Any, untimed: Tuple[Any, Any], every_prof: Any,
                  shape: str, args: Any) -> bool:
     """Part 4; True when every sampled graph's output is bitwise the untimed graph's."""
     print(f"\n4. sampled timing, every module ({shape}; device time per replay over the untimed "
@@ -128,7 +160,7 @@ def sampled_part(torch: Any, model: Any, x: Any, untimed: Tuple[Any, Any], every
                                  **options)
         accgraph.torch.instrument(prof, modules=True, eager_modules=False)
         try:
-            graph, y = capture(torch, model, x)
+            graph, y = capture(torch, forward, x)
             for _ in range(16):  # the probe, and the reports overhead= chooses N from
                 graph.replay()
             torch.cuda.synchronize()
@@ -160,20 +192,21 @@ def sampled_part(torch: Any, model: Any, x: Any, untimed: Tuple[Any, Any], every
     return ok
 
 
-def run_shape(torch: Any, model: Any, shape: str, args: Any) -> bool:
-    """Parts 1-3 at one shape; True when every timed graph's output is bitwise equal."""
+def run_shape(torch: Any, which: str, forward: Any, shape: str, args: Any) -> bool:
+    """Parts 1-4 of model `which` at one shape; True when every timed graph's output is
+    bitwise equal."""
     batch, seq = SHAPES[shape]
-    print(f"\n=== {shape} shape (batch {batch}, seq {seq}) ===")
-    x = torch.randn(batch, seq, D_MODEL, device="cuda", dtype=torch.bfloat16)
+    print(f"\n=== {MODELS[which]}, {shape} shape (batch {batch}, seq {seq}) ===")
+    x = model_input(torch, which, shape)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.no_grad(), torch.cuda.stream(side):
         for _ in range(3):  # cuBLAS and attention kernels initialised outside the captures
-            model(x)
+            forward(x)
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
 
-    graphs: Dict[str, Tuple[Any, Any]] = {"untimed": capture(torch, model, x)}
+    graphs: Dict[str, Tuple[Any, Any]] = {"untimed": capture(torch, forward, x)}
     # Enough ring for part 2's back-to-back calls not to wait for the device.
     prof = accgraph.Profiler(ring_depth=max(64, 2 * args.host_replays), keep_reports=4)
     accgraph.torch.instrument(prof, modules=True, eager_modules=False)
@@ -181,7 +214,7 @@ def run_shape(torch: Any, model: Any, shape: str, args: Any) -> bool:
         print("regions per report of each timed graph:")
         for name, (depth, include) in CONFIGS.items():  # one graph per filter, one profiler
             accgraph.torch.set_module_filters(depth=depth, include=include)
-            graphs[name] = capture(torch, model, x)
+            graphs[name] = capture(torch, forward, x)
             graphs[name][0].replay()
             torch.cuda.synchronize()
             prof.flush()
@@ -225,7 +258,7 @@ def run_shape(torch: Any, model: Any, shape: str, args: Any) -> bool:
     print(f"\n3. outputs bitwise equal to the untimed graph's ({shape}): "
           + ", ".join(f"{n}: {'yes' if equal[n] else 'NO'}" for n in names if n != "untimed")
           + f"; {delivered} reports delivered")
-    sampled_ok = sampled_part(torch, model, x, graphs["untimed"], prof, shape, args)
+    sampled_ok = sampled_part(torch, forward, x, graphs["untimed"], prof, shape, args)
     return all(equal.values()) and sampled_ok
 
 
@@ -237,16 +270,31 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=9, help="rounds (parts 1 and 2)")
     parser.add_argument("--host-replays", type=int, default=20,
                         help="back-to-back replay() calls per round (part 2)")
+    parser.add_argument("--models", default="gpt,hf",
+                        help="comma-separated: gpt (the stack), hf (transformers' GPT-2, where "
+                             "transformers is installed)")
     parser.add_argument("--standin", action="store_true",
                         help="no torch or GPU: the torch stand-in on the host backend (CI)")
     args = parser.parse_args()
+    models = args.models.split(",")
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        parser.error(f"--models: {', '.join(unknown)} unknown: give gpt, hf or gpt,hf")
     torch = load_torch("bench_modules", args.standin)
     if torch is None:
         return 0
-    torch.manual_seed(0)
-    model = make_model(torch)
     shapes = ["prefill", "decode"] if args.shape == "both" else [args.shape]
-    ok = [run_shape(torch, model, shape, args) for shape in shapes]
+    ok = []
+    for which in models:
+        if which == "hf" and args.standin:
+            print("\n(--standin: transformers' GPT-2 needs the real torch: skipped)")
+            continue
+        torch.manual_seed(0)
+        model = make_model(torch) if which == "gpt" else make_hf_model(torch)
+        if model is None:
+            continue
+        ok += [run_shape(torch, which, forward_of(model, which), shape, args)
+               for shape in shapes]
     return 0 if all(ok) else 1
 
 

@@ -58,6 +58,17 @@ def test_bench_modules_standin():
     assert "1. device time per replay (decode" in out and "2. host time per replay()" in out
     assert ("outputs bitwise equal to the untimed graph's (decode): all modules: yes, "
             "depth <= 2: yes, blocks: yes") in out, out
+    # transformers' GPT-2 (the default --models gpt,hf) needs the real torch: said, not run.
+    assert "=== GPT-2-small-like stack, decode shape" in out, out
+    assert "transformers' GPT-2 needs the real torch: skipped" in out, out
+
+
+def test_bench_modules_refuses_an_unknown_model():
+    done = subprocess.run([sys.executable, "bench/python/bench_modules.py", "--standin",
+                           "--models", "gpt,llama"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--models: llama unknown: give gpt, hf or gpt,hf" in done.stderr, done.stderr
 
 
 def test_bench_graph_routes_standin():
