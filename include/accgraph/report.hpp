@@ -180,8 +180,10 @@ class RegionTiming {
   /// The region's edges on the backend's marker clock, with the report's marker overhead
   /// (ReportSource::marker_overhead_ns) taken off: half after the start marker's time, half
   /// before the end marker's, when the markers are further apart than that overhead. A region
-  /// no longer than the overhead is reported as its markers read it (never negative): its
-  /// edges may then lie up to half the overhead outside those of a region around it.
+  /// no longer than the overhead keeps the edges its markers read (never negative), clamped
+  /// into those of the nearest region around it on its stream that moved in, so a child never
+  /// starts before or ends after its parent (Note [Edges inside the parent] in
+  /// timing/model/report.cpp).
   uint64_t start_ns() const { return start_ns_; }
   uint64_t end_ns() const { return end_ns_; }
   /// The time of the work the region encloses: for every marker transition it spans
