@@ -728,13 +728,25 @@ def test_marker_overhead_taken_off_and_raw_kept(stream):
         assert overhead > 0
     for r in reports:
         assert r.marker_overhead_ns == overhead == r.to_dict()["marker_overhead_ns"]
-        for t in r:
+        regions = list(r)
+        for t in regions:
             assert t.raw_duration_ns == t.raw_end_ns - t.raw_start_ns
             if t.raw_duration_ns > overhead:
                 assert t.start_ns == t.raw_start_ns + overhead // 2
                 assert t.end_ns == t.raw_end_ns - (overhead - overhead // 2)
-            else:  # as read: never negative
-                assert (t.start_ns, t.end_ns) == (t.raw_start_ns, t.raw_end_ns)
+            else:  # as read (never negative), inside its parent (Note [Edges inside the parent])
+                start, end = t.raw_start_ns, t.raw_end_ns
+                a = t.parent
+                while a >= 0 and regions[a].stream_id == t.stream_id:
+                    if regions[a].raw_duration_ns > overhead:  # moved in: its edges hold t's
+                        start = min(max(start, regions[a].start_ns), regions[a].end_ns)
+                        end = min(max(end, start), regions[a].end_ns)
+                        break
+                    a = regions[a].parent
+                assert (t.start_ns, t.end_ns) == (start, end)
+            if t.parent >= 0 and regions[t.parent].stream_id == t.stream_id:
+                assert regions[t.parent].start_ns <= t.start_ns <= t.end_ns
+                assert t.end_ns <= regions[t.parent].end_ns
             assert t.to_dict()["raw_duration_ns"] == t.raw_duration_ns
     raw = accgraph.Profiler(subtract_marker_overhead=False)
     timed_graph(raw, stream, replays=2)
