@@ -234,9 +234,13 @@ RegionTiming ReplayReport::timing_of(size_t index) const {
   RegionTiming timing;
   const uint64_t begin = times_[info.begin_marker], end = times_[info.end_marker];
   const bool measured = begin != kUnmeasurable && end != kUnmeasurable;
-  timing.assign(info, begin, end, layout_->source().marker_overhead_ns,
+  const uint64_t overhead = layout_->source().marker_overhead_ns;
+  timing.assign(info, begin, end, overhead,
                 measured ? layout_->work_ns(times_.data(), index) : 0);
-  if (measured) keep_inside_parent(timing, info);
+  // Only a region that kept its raw edges can lie outside its parent's (a call saved for the
+  // others: this runs for every region a report makes).
+  if (measured && overhead != 0 && !moves_in(begin, end, overhead))
+    keep_inside_parent(timing, info);
   if (timing.measurable_ && layout_->child_begin_[index] != layout_->child_begin_[index + 1])
     set_self_time(timing, index);
   return timing;
